@@ -1,0 +1,203 @@
+# rdmig: RDMA live-migration transport.  Plain GNU make; every output goes
+# under build/ so `make clean` leaves the tree as cloned.
+
+VERSION     := 0.1.0
+MAJOR       := 0
+PREFIX      ?= /usr/local
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR     ?=
+
+B := build
+CC ?= cc
+PROTOC_C ?= protoc-c
+
+# SANITIZE=address,undefined builds everything with those sanitizers.
+SANITIZE ?=
+ifneq ($(SANITIZE),)
+SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+endif
+
+PKGS      := libibverbs librdmacm libprotobuf-c
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wformat=2 -Wno-format-nonliteral
+ALL_CFLAGS := -std=gnu11 -DRDMIG_VERSION=\"$(VERSION)\" $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP \
+        -Iinclude -Isrc/lib -I$(B)/gen $(PKG_CFLAGS)
+LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden
+ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS)
+
+ifeq ($(V),)
+Q = @
+say = @printf '  %-7s %s\n' $(1) $(2);
+else
+Q =
+say =
+endif
+
+# ---- generated protobuf-c sources (never committed) -------------------------
+PROTOS    := $(wildcard proto/*.proto)
+GEN_C     := $(patsubst proto/%.proto,$(B)/gen/%.pb-c.c,$(PROTOS))
+GEN_H     := $(GEN_C:.c=.h)
+
+$(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(@D)
+	$(call say,PROTOC,$<)$(PROTOC_C) --proto_path=proto --c_out=$(B)/gen $<
+
+# ---- librdmig ---------------------------------------------------------------
+LIB_SRC  := $(wildcard src/lib/*.c)
+LIB_OBJ  := $(patsubst src/lib/%.c,$(B)/obj/lib/%.o,$(LIB_SRC)) \
+            $(patsubst $(B)/gen/%.c,$(B)/obj/gen/%.o,$(GEN_C))
+LIB_A    := $(B)/lib/librdmig.a
+LIB_SO   := $(B)/lib/librdmig.so.$(VERSION)
+LIB_SONAME := librdmig.so.$(MAJOR)
+LIB_MAP  := src/lib/librdmig.map
+
+$(B)/obj/lib/%.o: src/lib/%.c | $(GEN_H)
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(LIB_CFLAGS) -c -o $@ $<
+
+# Generated code is not ours to warn about beyond the defaults.
+$(B)/obj/gen/%.o: $(B)/gen/%.c $(GEN_H)
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) -std=gnu11 $(CFLAGS) $(SANFLAGS) -fPIC -fvisibility=hidden \
+		-I$(B)/gen $(PKG_CFLAGS) -c -o $@ $<
+
+$(LIB_A): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ) $(LIB_MAP)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) -shared -Wl,-soname,$(LIB_SONAME) \
+		-Wl,--version-script=$(LIB_MAP) -Wl,--no-undefined $(ALL_LDFLAGS) \
+		-o $@ $(LIB_OBJ) $(PKG_LIBS)
+	$(Q)ln -sf librdmig.so.$(VERSION) $(B)/lib/$(LIB_SONAME)
+	$(Q)ln -sf $(LIB_SONAME) $(B)/lib/librdmig.so
+
+$(B)/rdmig.pc: Makefile
+	@mkdir -p $(@D)
+	$(call say,GEN,$@)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
+		'includedir=$(INCLUDEDIR)' '' 'Name: rdmig' \
+		'Description: RDMA live-migration transport' 'Version: $(VERSION)' \
+		'Requires.private: libibverbs librdmacm libprotobuf-c' \
+		'Libs: -L$${libdir} -lrdmig' 'Cflags: -I$${includedir}' > $@
+
+lib: $(LIB_A) $(LIB_SO) $(B)/rdmig.pc
+
+# ---- commands ---------------------------------------------------------------
+# src/cli/send.c and recv.c hold the two mains; every other src/cli/*.c is
+# shared by both.  tools/memload.c is the test and benchmark workload.
+CLI_MAINS  := src/cli/send.c src/cli/recv.c
+CLI_SHARED := $(filter-out $(CLI_MAINS),$(wildcard src/cli/*.c))
+CLI_LIBS   := $(shell pkg-config --libs json-c 2>/dev/null) -lev
+CLI_CFLAGS := $(ALL_CFLAGS) $(shell pkg-config --cflags json-c 2>/dev/null) -Isrc/cli
+CLI_SHARED_OBJ := $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(CLI_SHARED))
+
+$(B)/obj/cli/%.o: src/cli/%.c | $(GEN_H)
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
+
+$(B)/bin/migrate-send: $(B)/obj/cli/send.o $(CLI_SHARED_OBJ) $(LIB_A)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
+
+$(B)/bin/migrate-recv: $(B)/obj/cli/recv.o $(CLI_SHARED_OBJ) $(LIB_A)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
+
+$(B)/obj/tools/%.o: tools/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(B)/bin/memload: $(B)/obj/tools/memload.o
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^
+
+# Only what exists is built, so the tree builds at every step of its history.
+BINS := $(if $(wildcard src/cli/send.c),$(B)/bin/migrate-send) \
+        $(if $(wildcard src/cli/recv.c),$(B)/bin/migrate-recv) \
+        $(if $(wildcard tools/memload.c),$(B)/bin/memload)
+
+# ---- tests --------------------------------------------------------------------
+UNIT_SRC := $(wildcard test/unit/*.c)
+UNIT_BIN := $(B)/test/unit-tests
+INTEG_COMMON := $(wildcard test/common/*.c)
+INTEG_SRC := $(wildcard test/integration/check_*.c)
+INTEG_BIN := $(B)/test/integration-tests
+PEER_SRC  := $(filter-out $(INTEG_SRC),$(wildcard test/integration/*.c))
+PEER_BIN  := $(patsubst test/integration/%.c,$(B)/test/%,$(PEER_SRC))
+TEST_CFLAGS = $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itest/common -I$(dir $<)
+TEST_LIBS := $(LIB_A) $(PKG_LIBS) $(CHECK_LIBS) -lpthread
+
+$(B)/obj/test/%.o: test/%.c | $(GEN_H)
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(TEST_CFLAGS) -c -o $@ $<
+
+COMMON_OBJ := $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_COMMON))
+
+$(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
+
+$(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC)) $(COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
+
+$(B)/test/%: $(B)/obj/test/integration/%.o $(COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
+
+tests: $(UNIT_BIN) $(INTEG_BIN) $(PEER_BIN) $(BINS)
+
+# Integration tests find the binaries they drive through this variable.
+export RDMIG_BUILD := $(abspath $(B))
+
+SOFTROCE_TIMEOUT ?= 1800
+
+check: bootstrap-if-needed
+	$(MAKE) all tests
+	@echo "== unit tests (host)"
+	$(UNIT_BIN)
+	@echo "== integration tests (Soft-RoCE)"
+	tools/softroce --timeout $(SOFTROCE_TIMEOUT) -- $(INTEG_BIN)
+
+check-unit: $(UNIT_BIN)
+	$(UNIT_BIN)
+
+# Re-running bootstrap is cheap when everything is installed; when something
+# is missing it installs it (as root) or says exactly what to run.
+bootstrap-if-needed:
+	@tools/bootstrap
+
+# ---- install ----------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf librdmig.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/librdmig.so
+	install -m 644 include/rdmig.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(B)/rdmig.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	$(foreach s,1 3 7,$(if $(wildcard man/*.$(s)),install -d $(DESTDIR)$(MANDIR)/man$(s) && \
+		install -m 644 $(wildcard man/*.$(s)) $(DESTDIR)$(MANDIR)/man$(s)/;))
+	$(if $(BINS),install -d $(DESTDIR)$(BINDIR) && install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/)
+
+all: lib $(BINS)
+
+clean:
+	rm -rf $(B)
+
+.PHONY: all lib tests check check-unit bootstrap-if-needed install clean
+.DEFAULT_GOAL := all
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+.SECONDARY:

@@ -1,0 +1,151 @@
+/* fabric: the rdma_cm + verbs layer the protocol stands on.
+ *
+ * One fab_conn owns one rdma_cm id with its own event channel, a PD (owned or
+ * borrowed), a completion channel, one CQ shared by send and receive, and an
+ * RC QP.  Every wait takes an absolute deadline (util.h); every failure leaves
+ * a message naming the call and errno in the conn's (or caller's) rd_err.
+ *
+ * Work requests carry a pointer to a struct fab_tag embedded in the object
+ * that owns the request; completions are dispatched with rd_container_of on
+ * the tag, never by decoding bits of wr_id. */
+#ifndef RDMIG_FABRIC_H
+#define RDMIG_FABRIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "util.h"
+
+/* The limits rdma_cm places on private data over IB/RoCE CM messages. */
+#define FAB_PRIV_CONNECT_MAX 56
+#define FAB_PRIV_ACCEPT_MAX 196
+#define FAB_PRIV_REJECT_MAX 148
+#define FAB_PRIV_MAX 196
+
+struct fab_tag {
+	uint32_t kind; /* owner-defined: which kind of object holds this tag */
+};
+
+static inline uint64_t fab_wr_id(struct fab_tag *t)
+{
+	return (uint64_t)(uintptr_t)t;
+}
+
+static inline struct fab_tag *fab_tag_of(const struct ibv_wc *wc)
+{
+	return (struct fab_tag *)(uintptr_t)wc->wr_id;
+}
+
+/* Queue sizes for one connection's QP and CQ. */
+struct fab_caps {
+	uint32_t sq_depth;     /* send queue entries (SEND + RDMA WRITE) */
+	uint32_t rq_depth;     /* receive queue entries (pre-posted control RECVs) */
+	uint32_t max_send_sge;
+	uint32_t max_inline;
+	struct ibv_pd *pd;     /* borrowed PD on the same device, or NULL: own one */
+};
+
+enum fab_state {
+	FAB_IDLE,        /* request received (passive) or being resolved (active) */
+	FAB_ACCEPTING,   /* rdma_accept posted, waiting for ESTABLISHED */
+	FAB_CONNECTED,
+	FAB_DISCONNECTED,
+	FAB_FAILED,
+};
+
+struct fab_conn {
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	bool pd_owned;
+	struct ibv_comp_channel *cch;
+	struct ibv_cq *cq;
+	bool qp_created;
+	unsigned unacked_cq_events;
+	enum fab_state state;
+	uint8_t peer_priv[FAB_PRIV_MAX]; /* private data the peer sent us */
+	size_t peer_priv_len;
+	struct rd_err err;
+};
+
+struct fab_listener {
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct rd_err err;
+};
+
+int fab_listen(struct fab_listener **out, const char *host, const char *port,
+	       struct rd_err *err);
+int fab_listener_fd(const struct fab_listener *l);
+/* The port actually bound (useful with port "0"). */
+uint16_t fab_listener_port(const struct fab_listener *l);
+void fab_listener_destroy(struct fab_listener *l);
+
+/* Takes the next connection request, waiting until @deadline (0: poll once,
+ * returning -EAGAIN when none is pending).  The new conn has its own event
+ * channel, no QP yet, and the requester's private data in peer_priv. */
+int fab_get_request(struct fab_listener *l, int64_t deadline,
+		    struct fab_conn **out, struct rd_err *err);
+/* Creates PD/CQ/QP, runs @pre_accept (to post receives the peer may need at
+ * once) and posts rdma_accept with @priv.  Does not wait: call
+ * fab_wait_established() or drive fab_cm_process() from an event loop. */
+int fab_accept(struct fab_conn *c, const struct fab_caps *caps,
+	       const void *priv, size_t len,
+	       int (*pre_accept)(struct fab_conn *c, void *arg), void *arg);
+int fab_reject(struct fab_conn *c, const void *priv, size_t len);
+
+/* Active side: resolve, create resources, connect and wait for the peer's
+ * answer, all before @deadline.  A rejection returns -ECONNREFUSED with the
+ * peer's reject private data in (*out)->peer_priv when it sent any; @out is
+ * set (and must be destroyed) whenever the return is -ECONNREFUSED or 0.
+ * @pre_connect, when set, runs after the QP exists and before rdma_connect so
+ * the caller can post receives the peer may need immediately. */
+int fab_connect(struct fab_conn **out, const char *host, const char *port,
+		const struct fab_caps *caps, const void *priv, size_t len,
+		int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,
+		int64_t deadline, struct rd_err *err);
+
+int fab_wait_established(struct fab_conn *c, int64_t deadline);
+
+/* Reads and handles one pending CM event without blocking.  Returns 0 when an
+ * event was handled or none was pending, or a negative errno when the event
+ * ends the connection (peer disconnected, device removed, ...). */
+int fab_cm_process(struct fab_conn *c);
+
+int fab_cm_fd(const struct fab_conn *c);
+int fab_cq_fd(const struct fab_conn *c);
+
+int fab_reg_mr(struct fab_conn *c, void *addr, size_t len, int access,
+	       struct ibv_mr **out);
+int fab_dereg_mr(struct fab_conn *c, struct ibv_mr *mr);
+
+int fab_post_send(struct fab_conn *c, struct ibv_send_wr *wr);
+int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr);
+
+/* Non-blocking poll of up to @n completions.  Returns the count (0 when the
+ * CQ is empty) or a negative errno. */
+int fab_poll(struct fab_conn *c, struct ibv_wc *wc, int n);
+/* Blocks until at least one completion, a connection-ending CM event, @wake_fd
+ * becoming readable (-ECANCELED; -1 for none) or @deadline: returns the
+ * number of completions, or a negative errno (-ETIMEDOUT, -ECONNRESET, ...).
+ * Also answers CM events while waiting. */
+int fab_poll_wait(struct fab_conn *c, struct ibv_wc *wc, int n,
+		  int64_t deadline, int wake_fd);
+/* For external event loops: consume completion-channel events and re-arm the
+ * CQ.  After it returns, poll the CQ until empty before sleeping again. */
+int fab_cq_rearm(struct fab_conn *c);
+
+/* Formats a failed completion as "<op> completion failed: <status> (...)". */
+int fab_wc_error(struct fab_conn *c, const struct ibv_wc *wc, const char *what);
+
+const char *fab_event_str(enum rdma_cm_event_type t);
+void fab_disconnect(struct fab_conn *c);
+/* Tears down in reverse order of creation; accepts NULL and half-built
+ * connections.  The caller must have deregistered its MRs first. */
+void fab_conn_destroy(struct fab_conn *c);
+
+#endif

@@ -1,0 +1,69 @@
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int rd_err_set(struct rd_err *e, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (e) {
+		va_start(ap, fmt);
+		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+int rd_err_prefix(struct rd_err *e, int err, const char *fmt, ...)
+{
+	char prefix[RD_ERRLEN], old[RD_ERRLEN];
+	va_list ap;
+
+	if (!e)
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	memcpy(old, e->msg, sizeof(old));
+	/* Truncation is acceptable: the message is for humans. */
+	if (snprintf(e->msg, sizeof(e->msg), "%.*s: %s", RD_ERRLEN / 2, prefix, old) < 0)
+		e->msg[0] = '\0';
+	return err;
+}
+
+int64_t rd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t rd_deadline(int64_t ms)
+{
+	if (ms < 0)
+		return RD_NO_DEADLINE;
+	return rd_now_ms() + ms;
+}
+
+int rd_remaining_ms(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline == RD_NO_DEADLINE)
+		return -1;
+	left = deadline - rd_now_ms();
+	if (left < 0)
+		return 0;
+	return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+bool rd_expired(int64_t deadline)
+{
+	return deadline != RD_NO_DEADLINE && rd_now_ms() >= deadline;
+}

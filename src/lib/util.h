@@ -1,0 +1,57 @@
+/* Small helpers shared by every librdmig module: error buffers, deadlines,
+ * overflow-checked arithmetic, container_of. */
+#ifndef RDMIG_UTIL_H
+#define RDMIG_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define RD_ERRLEN 256
+
+#define rd_container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+#define RD_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A place to record what went wrong, readable by the caller. */
+struct rd_err {
+	char msg[RD_ERRLEN];
+};
+
+/* Records a message and returns @err (a negative errno) so callers can write
+ * `return rd_err_set(e, -EINVAL, "...")`. */
+int rd_err_set(struct rd_err *e, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Prefixes the existing message with context, keeping the root cause. */
+int rd_err_prefix(struct rd_err *e, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Monotonic clock in milliseconds. */
+int64_t rd_now_ms(void);
+
+/* Absolute deadline @ms from now; a negative @ms means "no deadline". */
+int64_t rd_deadline(int64_t ms);
+/* Milliseconds left until @deadline, clamped to [0, INT32_MAX]; -1 when the
+ * deadline is "none", ready to pass to poll(). */
+int rd_remaining_ms(int64_t deadline);
+bool rd_expired(int64_t deadline);
+
+#define RD_NO_DEADLINE INT64_MAX
+
+static inline bool rd_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r)
+{
+	return __builtin_add_overflow(a, b, r);
+}
+
+static inline bool rd_mul_overflow_u64(uint64_t a, uint64_t b, uint64_t *r)
+{
+	return __builtin_mul_overflow(a, b, r);
+}
+
+static inline bool rd_is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+#endif

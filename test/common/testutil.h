@@ -1,0 +1,47 @@
+/* Helpers for tests that drive real processes: spawn with output captured to
+ * a file, wait with a deadline (killing on expiry), read files back. */
+#ifndef RDMIG_TESTUTIL_H
+#define RDMIG_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct tu_proc {
+	pid_t pid;
+	char out_path[512]; /* stdout and stderr of the process */
+	int status;         /* wait status once reaped */
+	int reaped;
+};
+
+/* A fresh directory for one test's files; removed by tu_rmdir. */
+void tu_tmpdir(char *buf, size_t len);
+void tu_rmdir(const char *dir);
+
+/* Path of a test helper or program built by make (RDMIG_BUILD/<rel>). */
+const char *tu_build_path(const char *rel, char *buf, size_t len);
+/* The address of the Soft-RoCE device set up by tools/softroce. */
+const char *tu_addr(void);
+
+int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[]);
+/* Waits up to @timeout_ms; on expiry kills the process group and returns -1. */
+int tu_wait(struct tu_proc *p, int timeout_ms);
+/* Exit code of a reaped process, or 128+signal. */
+int tu_exit_code(const struct tu_proc *p);
+void tu_kill(struct tu_proc *p, int sig);
+
+/* Waits until a line starting with @prefix appears in @path; copies the rest
+ * of that line to @rest.  Returns 0, or -1 on timeout. */
+int tu_wait_line(const char *path, const char *prefix, char *rest, size_t len,
+		 int timeout_ms);
+/* Reads a whole file (NUL-terminated, malloc'd), or NULL. */
+char *tu_slurp(const char *path, size_t *len);
+/* Prints a process's captured output to stderr, prefixed, for diagnosis. */
+void tu_dump(const char *label, const char *path);
+
+uint64_t tu_now_ms(void);
+
+/* Deterministic data from a seed, shared by writers and verifiers. */
+void tu_fill_random(void *buf, size_t len, uint64_t seed);
+
+#endif

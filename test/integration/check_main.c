@@ -1,0 +1,19 @@
+/* Integration suite: runs inside tools/softroce, drives real processes over
+ * the Soft-RoCE device named by RDMIG_TEST_ADDR. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "suites.h"
+
+int main(void)
+{
+	SRunner *sr = srunner_create(fabric_suite());
+
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

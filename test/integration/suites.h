@@ -1,0 +1,5 @@
+#ifndef RDMIG_INTEG_SUITES_H
+#define RDMIG_INTEG_SUITES_H
+#include <check.h>
+Suite *fabric_suite(void);
+#endif
