@@ -9,6 +9,11 @@ int main(void)
 	SRunner *sr = srunner_create(util_suite());
 	int failed;
 
+	srunner_add_suite(sr, bitmap_suite());
+	srunner_add_suite(sr, zero_suite());
+	srunner_add_suite(sr, blocks_suite());
+	srunner_add_suite(sr, plan_suite());
+	srunner_add_suite(sr, creg_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

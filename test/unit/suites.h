@@ -2,4 +2,9 @@
 #define RDMIG_UNIT_SUITES_H
 #include <check.h>
 Suite *util_suite(void);
+Suite *bitmap_suite(void);
+Suite *zero_suite(void);
+Suite *blocks_suite(void);
+Suite *plan_suite(void);
+Suite *creg_suite(void);
 #endif

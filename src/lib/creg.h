@@ -1,0 +1,72 @@
+/* Bookkeeping for chunks registered on demand (dynamic registration), on
+ * both sides: which chunks are pinned, how many bytes that pins against a
+ * cap, and which idle chunks to unregister first (least recently used).
+ * The caller does the ibv_reg_mr/ibv_dereg_mr; this only keeps the books,
+ * in one array of slots indexed by the caller's global chunk number. */
+#ifndef RDMIG_CREG_H
+#define RDMIG_CREG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+enum creg_state {
+	CREG_NONE = 0, /* not registered */
+	CREG_PENDING,  /* registration asked for, not yet usable; pins bytes */
+	CREG_READY,    /* registered: rkey/mr valid, on the LRU list */
+};
+
+#define CREG_NIL UINT64_MAX
+
+struct creg_slot {
+	uint8_t state;     /* enum creg_state */
+	uint32_t rkey;
+	void *mr;          /* the caller's MR (struct ibv_mr *) */
+	uint32_t inflight; /* operations using the registration: never a victim */
+	uint64_t bytes;    /* pinned by this slot */
+	uint64_t prev, next; /* LRU links, CREG_NIL when unlinked */
+};
+
+struct creg {
+	struct creg_slot *slots;
+	uint64_t nslots;
+	uint64_t cap_bytes;    /* 0: unlimited */
+	uint64_t pinned_bytes; /* PENDING and READY slots */
+	uint64_t peak_bytes;   /* highest pinned_bytes seen */
+	uint64_t lru_head, lru_tail; /* head = least recently used READY slot */
+};
+
+/* 0, or -ENOMEM. */
+int creg_init(struct creg *c, uint64_t nslots, uint64_t cap_bytes);
+/* Frees the slots; safe on a zeroed or already finished struct creg. */
+void creg_fini(struct creg *c);
+
+/* Accounts @bytes pinned by @slot, now PENDING or READY (READY slots go to
+ * the most recently used end).  -EINVAL for a bad slot or state, -EEXIST when
+ * the slot is already in use, -ENOSPC when it would exceed the cap (make
+ * room with creg_victims first). */
+int creg_add(struct creg *c, uint64_t slot, uint64_t bytes, uint8_t state);
+/* A PENDING (or READY) slot becomes READY with its keys, most recently used.
+ * Ignored for a slot not in use. */
+void creg_set_ready(struct creg *c, uint64_t slot, uint32_t rkey, void *mr);
+/* Moves a READY slot to the most recently used end. */
+void creg_touch(struct creg *c, uint64_t slot);
+/* inflight++ / inflight--: a slot with operations in flight is never chosen
+ * as a victim. */
+void creg_get(struct creg *c, uint64_t slot);
+void creg_put(struct creg *c, uint64_t slot);
+
+/* Chooses idle READY slots, least recently used first, whose removal makes
+ * pinned_bytes + @need <= cap; writes up to @max of them to @out and returns
+ * how many (0 when there is room already or no cap; when @max cuts the list
+ * short, call again after removing these).  -ENOSPC when even every idle
+ * slot is not enough.  Nothing is removed: the caller unregisters each victim
+ * and calls creg_remove. */
+int creg_victims(struct creg *c, uint64_t need, uint64_t *out, size_t max,
+		 struct rd_err *err);
+/* Back to CREG_NONE: unlinked, bytes no longer pinned.  Ignored for a slot
+ * not in use. */
+void creg_remove(struct creg *c, uint64_t slot);
+
+#endif
