@@ -14,6 +14,8 @@ int main(void)
 	srunner_add_suite(sr, blocks_suite());
 	srunner_add_suite(sr, plan_suite());
 	srunner_add_suite(sr, creg_suite());
+	srunner_add_suite(sr, privdata_suite());
+	srunner_add_suite(sr, codec_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

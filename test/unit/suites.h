@@ -7,4 +7,6 @@ Suite *zero_suite(void);
 Suite *blocks_suite(void);
 Suite *plan_suite(void);
 Suite *creg_suite(void);
+Suite *privdata_suite(void);
+Suite *codec_suite(void);
 #endif

@@ -1,0 +1,106 @@
+/* rdma_cm connect private data: the REQUEST the source sends with
+ * rdma_connect, and the destination's ACCEPT or REJECT.  A fixed layout in
+ * network byte order, small enough for the IB CM limits (request <= 56 bytes,
+ * accept <= 196, reject <= 148).  Layouts are in rdmig(7). */
+#ifndef RDMIG_PRIVDATA_H
+#define RDMIG_PRIVDATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define PD_MAGIC 0x52444d47u /* "RDMG" */
+
+enum pd_kind { PD_REQUEST = 1, PD_ACCEPT = 2, PD_REJECT = 3 };
+
+enum pd_cap {
+	PD_CAP_PIN_ALL = 1u << 0,
+	PD_CAP_ZERO_PAGES = 1u << 1,
+	PD_CAP_VERIFY = 1u << 2,
+	PD_CAP_AUTH = 1u << 3,
+	PD_CAP_MULTI_CHANNEL = 1u << 4,
+	PD_CAP_KNOWN = 0x1f
+};
+
+enum pd_reason {
+	PD_REJ_VERSION = 1,   /* no common protocol version */
+	PD_REJ_BUSY,          /* the destination is already migrating */
+	PD_REJ_UNAUTHORIZED,
+	PD_REJ_BAD_REQUEST,   /* the request did not decode */
+	PD_REJ_NO_RESOURCES,
+	PD_REJ_CAPABILITY     /* a capability the destination requires is missing */
+};
+
+#define PD_VERSION_MIN 1
+#define PD_VERSION_MAX 1
+
+/* Limits every decoder enforces. */
+#define PD_DEPTH_MIN 2
+#define PD_DEPTH_MAX 1024
+#define PD_MSG_MAX_MIN 4096u
+#define PD_MSG_MAX_MAX (16u << 20)
+#define PD_CHANNELS_MAX 64
+
+struct pd_request {
+	uint16_t ver_min, ver_max;
+	uint32_t caps;                   /* requested */
+	uint32_t ctrl_depth, ctrl_msg_max; /* the source's receive ring */
+	uint64_t session_id;             /* ties the channels of one migration */
+	uint16_t channel, channels;
+};
+
+struct pd_accept {
+	uint16_t version;
+	uint32_t caps;                   /* granted */
+	uint32_t ctrl_depth, ctrl_msg_max; /* the destination's receive ring */
+};
+
+struct pd_reject {
+	uint16_t reason, ver_min, ver_max; /* the rejecter's own version range */
+};
+
+#define PD_REQUEST_LEN 36
+#define PD_ACCEPT_LEN 24
+#define PD_REJECT_LEN 16
+
+/* Encoders return the bytes written, or 0 when @cap is too small. */
+size_t pd_encode_request(const struct pd_request *r, void *buf, size_t cap);
+size_t pd_encode_accept(const struct pd_accept *a, void *buf, size_t cap);
+size_t pd_encode_reject(const struct pd_reject *r, void *buf, size_t cap);
+
+/* The PD_* kind of @buf, or -EPROTO when it is too short, has the wrong magic
+ * or an unknown kind: not an rdmig peer. */
+int pd_kind(const void *buf, size_t len);
+
+/* Decoders accept @len >= the fixed length (rdma_cm pads private data with
+ * zeros), ignore reserved fields, drop unknown capability bits.  They return
+ * 0, -EPROTO (short, bad magic, wrong kind) or -EINVAL (a value out of its
+ * limits), with @err saying which. */
+int pd_decode_request(const void *buf, size_t len, struct pd_request *out,
+		      struct rd_err *err);
+int pd_decode_accept(const void *buf, size_t len, struct pd_accept *out,
+		     struct rd_err *err);
+int pd_decode_reject(const void *buf, size_t len, struct pd_reject *out,
+		     struct rd_err *err);
+
+/* Destination side: 0 and *acc filled (the highest common version, granted
+ * caps = requested & @local_caps, our ring from @ctrl_depth/@ctrl_msg_max), or
+ * -EPROTONOSUPPORT with *rej filled and @err naming both version ranges. */
+int pd_negotiate(const struct pd_request *req, uint16_t lmin, uint16_t lmax,
+		 uint32_t local_caps, uint32_t ctrl_depth, uint32_t ctrl_msg_max,
+		 struct pd_accept *acc, struct pd_reject *rej, struct rd_err *err);
+
+/* "busy", "protocol version mismatch", ... or "unknown reason". */
+const char *pd_reason_str(uint16_t reason);
+
+/* Source side: turns a reject into a message ("destination rejected the
+ * connection: unauthorized") and returns -EPROTONOSUPPORT for VERSION, -EACCES
+ * for UNAUTHORIZED, -EBUSY for BUSY, -ECONNREFUSED otherwise. */
+int pd_reject_error(const struct pd_reject *rej, uint16_t lmin, uint16_t lmax,
+		    struct rd_err *err);
+
+/* "pin-all,zero-pages", "none"; unknown bits as "0x40".  Returns @buf. */
+const char *pd_caps_str(uint32_t caps, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Builds the libFuzzer targets into build/fuzz with ASan and UBSan:
+#   test/fuzz/build.sh            build build/fuzz/fuzz_privdata and fuzz_codec
+#   test/fuzz/build.sh --seeds    also rewrite the seed corpora in test/fuzz/corpus
+# Run one (the corpus directory grows as the fuzzer finds new inputs; give a
+# scratch copy if the checked-in seeds must stay as they are):
+#   build/fuzz/fuzz_codec -max_total_time=60 test/fuzz/corpus/codec
+#   build/fuzz/fuzz_privdata -max_total_time=60 test/fuzz/corpus/privdata
+# Needs clang with libFuzzer (Debian: clang, libclang-rt-dev or
+# libfuzzer-<ver>-dev), protoc-c and libprotobuf-c.
+set -eu
+
+cd "$(dirname "$0")/../.."
+out=build/fuzz
+CC=${CC:-clang}
+PROTOC_C=${PROTOC_C:-protoc-c}
+
+mkdir -p "$out/gen"
+"$PROTOC_C" --proto_path=proto --c_out="$out/gen" proto/rdmig.proto
+
+pb_cflags=$(pkg-config --cflags libprotobuf-c)
+pb_libs=$(pkg-config --libs libprotobuf-c)
+common="-std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc/lib -I$out/gen $pb_cflags"
+warn="-Wall -Wextra -Werror -Wno-unused-parameter"
+san="-O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
+
+# The generated code is compiled without -Werror: it is not ours to warn about.
+$CC $common -O1 -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-c -o "$out/rdmig.pb-c.o" "$out/gen/rdmig.pb-c.c"
+
+echo "  LD      $out/fuzz_privdata"
+$CC $common $warn $san -o "$out/fuzz_privdata" \
+	test/fuzz/fuzz_privdata.c src/lib/privdata.c src/lib/util.c
+echo "  LD      $out/fuzz_codec"
+$CC $common $warn $san -o "$out/fuzz_codec" \
+	test/fuzz/fuzz_codec.c src/lib/codec.c src/lib/util.c "$out/rdmig.pb-c.o" $pb_libs
+
+if [ "${1:-}" = --seeds ]; then
+	$CC $common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \
+		src/lib/codec.c src/lib/privdata.c src/lib/util.c "$out/gen/rdmig.pb-c.c" $pb_libs
+	mkdir -p test/fuzz/corpus/privdata test/fuzz/corpus/codec
+	"$out/gen_seeds" test/fuzz/corpus/privdata test/fuzz/corpus/codec
+	echo "  SEEDS   test/fuzz/corpus"
+fi

@@ -1,0 +1,128 @@
+/* Writes the fuzz seed corpora with the real encoders: one valid input per
+ * private-data kind and per control message type, plus a few near misses.
+ * Run by `test/fuzz/build.sh --seeds`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "privdata.h"
+
+static void put(const char *dir, const char *name, const void *buf, size_t len)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, len, f) != len || fclose(f)) {
+		perror(path);
+		exit(1);
+	}
+}
+
+static void privdata(const char *dir)
+{
+	struct pd_request r = { 1, 1, PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES, 64, 65536,
+				0x1122334455667788ull, 0, 1 };
+	struct pd_accept a = { 1, PD_CAP_PIN_ALL, 32, 8192 };
+	struct pd_reject j = { PD_REJ_VERSION, 2, 3 };
+	uint8_t buf[56] = { 0 };
+
+	put(dir, "request", buf, pd_encode_request(&r, buf, sizeof(buf)));
+	put(dir, "request-padded", buf, sizeof(buf)); /* as rdma_cm delivers it */
+	memset(buf, 0, sizeof(buf));
+	put(dir, "accept", buf, pd_encode_accept(&a, buf, sizeof(buf)));
+	put(dir, "reject", buf, pd_encode_reject(&j, buf, sizeof(buf)));
+	memset(buf, 0, sizeof(buf));
+	put(dir, "zeros", buf, 16);
+}
+
+static void frame(const char *dir, unsigned type, const ProtobufCMessage *m)
+{
+	static uint8_t buf[8192];
+	struct rd_err e;
+	int n = ctrl_encode(type, 3, m, buf, sizeof(buf), &e);
+
+	if (n < 0) {
+		fprintf(stderr, "%s\n", e.msg);
+		exit(1);
+	}
+	put(dir, ctrl_type_name(type), buf, (size_t)n);
+}
+
+static void codec(const char *dir)
+{
+	Rdmig__BlockDesc b[2] = { RDMIG__BLOCK_DESC__INIT, RDMIG__BLOCK_DESC__INIT };
+	Rdmig__BlockDesc *bp[2] = { &b[0], &b[1] };
+	Rdmig__BlockMapReq bmq = RDMIG__BLOCK_MAP_REQ__INIT;
+	Rdmig__BlockDest d[2] = { RDMIG__BLOCK_DEST__INIT, RDMIG__BLOCK_DEST__INIT };
+	Rdmig__BlockDest *dp[2] = { &d[0], &d[1] };
+	Rdmig__BlockMapResp bmr = RDMIG__BLOCK_MAP_RESP__INIT;
+	uint32_t blk[3] = { 0, 1, 1 }, keys[3] = { 0x1234, 0x5678, 0x9abc };
+	uint64_t idx[3] = { 0, 5, 300 }, len[3] = { 4096, 8192, 1 << 20 };
+	Rdmig__RegisterReq rq = RDMIG__REGISTER_REQ__INIT;
+	Rdmig__RegisterResp rr = RDMIG__REGISTER_RESP__INIT;
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
+	Rdmig__IterEnd ie = RDMIG__ITER_END__INIT;
+	Rdmig__IterAck ia = RDMIG__ITER_ACK__INIT;
+	Rdmig__State st = RDMIG__STATE__INIT;
+	uint8_t bytes[32] = "0123456789abcdef0123456789abcdef";
+	ProtobufCBinaryData dig[2] = { { 32, bytes }, { 8, bytes } };
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	Rdmig__CompleteAck ca = RDMIG__COMPLETE_ACK__INIT;
+	Rdmig__Error er = RDMIG__ERROR__INIT;
+	Rdmig__AuthChallenge ac = RDMIG__AUTH_CHALLENGE__INIT;
+	Rdmig__AuthResponse ar = RDMIG__AUTH_RESPONSE__INIT;
+
+	b[0].name = "pc.ram"; b[0].length = 1 << 24; b[0].page_size = 4096;
+	b[1].name = "vram"; b[1].length = 12345; b[1].page_size = 2 << 20;
+	bmq.n_blocks = 2; bmq.blocks = bp; bmq.chunk_shift = 20;
+	frame(dir, CT_BLOCK_MAP_REQ, &bmq.base);
+	d[0].base_addr = 0x7f1234560000ull; d[0].rkey = 77; d[0].zeroed = 1;
+	d[1].base_addr = 0x7f9900000000ull;
+	bmr.n_blocks = 2; bmr.blocks = dp; bmr.pinned_cap = 1ull << 30;
+	frame(dir, CT_BLOCK_MAP_RESP, &bmr.base);
+	rq.req_id = 9;
+	rq.n_chunk_block = rq.n_chunk_index = 3; rq.chunk_block = blk; rq.chunk_index = idx;
+	rq.n_release_block = rq.n_release_index = 1; rq.release_block = blk; rq.release_index = idx;
+	frame(dir, CT_REGISTER_REQ, &rq.base);
+	rr.req_id = 9; rr.n_rkeys = 3; rr.rkeys = keys;
+	frame(dir, CT_REGISTER_RESP, &rr.base);
+	z.n_block = z.n_offset = z.n_length = 3;
+	z.block = blk; z.offset = idx; z.length = len;
+	frame(dir, CT_ZERO_RANGES, &z.base);
+	ie.iteration = 2; ie.bytes = 1 << 26;
+	frame(dir, CT_ITER_END, &ie.base);
+	ia.iteration = 2;
+	frame(dir, CT_ITER_ACK, &ia.base);
+	st.data.data = bytes; st.data.len = sizeof(bytes);
+	frame(dir, CT_STATE, &st.base);
+	c.state_bytes = 32; c.iteration = 3; c.n_digests = 2; c.digests = dig;
+	frame(dir, CT_COMPLETE, &c.base);
+	ca.ok = 1; ca.n_digests = 2; ca.digests = dig;
+	frame(dir, CT_COMPLETE_ACK, &ca.base);
+	er.code = -28; er.message = "block \"ram1\": no space left on device";
+	frame(dir, CT_ERROR, &er.base);
+	frame(dir, CT_CREDIT, NULL);
+	frame(dir, CT_KEEPALIVE, NULL);
+	ac.nonce.data = bytes; ac.nonce.len = 32;
+	frame(dir, CT_AUTH_CHALLENGE, &ac.base);
+	ar.mac.data = bytes; ar.mac.len = 32;
+	frame(dir, CT_AUTH_RESPONSE, &ar.base);
+	/* Found by fuzz_codec: field number 0 spelled as a two-byte tag. */
+	static const uint8_t field0[] = { 0, 0, 0, 5, 0, CT_ITER_ACK, 0, 0,
+					  0x08, 7, 0x80, 0x00, 5 };
+	put(dir, "regress-field0", field0, sizeof(field0));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s PRIVDATA_DIR CODEC_DIR\n", argv[0]);
+		return 2;
+	}
+	privdata(argv[1]);
+	codec(argv[2]);
+	return 0;
+}

@@ -1,0 +1,1106 @@
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "suites.h"
+
+#define MSG_MAX 65536u
+
+static uint8_t frame[MSG_MAX];
+static struct rd_err e;
+
+/* Encodes @m as @type with 5 credits and decodes it back with MSG_MAX. */
+static int rt(unsigned type, const ProtobufCMessage *m, ProtobufCMessage **out)
+{
+	struct ctrl_hdr h;
+	int len, rc;
+
+	len = ctrl_encode(type, 5, m, frame, sizeof(frame), &e);
+	ck_assert_msg(len >= CTRL_HDR_LEN, "encode %s: %d %s", ctrl_type_name(type),
+		      len, e.msg);
+	rc = ctrl_decode(frame, (size_t)len, MSG_MAX, &h, out, &e);
+	if (rc == 0) {
+		ck_assert_uint_eq(h.type, type);
+		ck_assert_uint_eq(h.credits, 5);
+		ck_assert_uint_eq(h.len, (uint32_t)len - CTRL_HDR_LEN);
+	} else {
+		ck_assert_ptr_null(*out);
+	}
+	return rc;
+}
+
+/* Expects decoding @m as @type to fail with -EPROTO and message @want. */
+static void bad(unsigned type, const ProtobufCMessage *m, const char *want)
+{
+	ProtobufCMessage *out = (ProtobufCMessage *)&out;
+
+	memset(e.msg, 0, sizeof(e.msg));
+	ck_assert_int_eq(rt(type, m, &out), -EPROTO);
+	ck_assert_str_eq(e.msg, want);
+}
+
+static void good(unsigned type, const ProtobufCMessage *m)
+{
+	ProtobufCMessage *out = NULL;
+
+	ck_assert_msg(rt(type, m, &out) == 0, "%s: %s", ctrl_type_name(type), e.msg);
+	ctrl_msg_free(out);
+}
+
+/* ---- header ------------------------------------------------------------- */
+
+START_TEST(hdr_layout)
+{
+	struct ctrl_hdr h = { .len = 0x01020304, .type = CT_ZERO_RANGES, .credits = 0x0a0b }, g;
+	static const uint8_t want[8] = { 1, 2, 3, 4, 0, 5, 0x0a, 0x0b };
+	uint8_t buf[8];
+
+	ctrl_hdr_put(buf, &h);
+	ck_assert_mem_eq(buf, want, 8);
+	h.len = 0;
+	h.type = CT_KEEPALIVE;
+	ctrl_hdr_put(buf, &h);
+	ck_assert_int_eq(ctrl_hdr_get(buf, 8, CTRL_MSG_MIN, &g, &e), 0);
+	ck_assert_uint_eq(g.len, 0);
+	ck_assert_uint_eq(g.type, CT_KEEPALIVE);
+	ck_assert_uint_eq(g.credits, 0x0a0b);
+}
+END_TEST
+
+START_TEST(type_names)
+{
+	ck_assert_str_eq(ctrl_type_name(CT_BLOCK_MAP_REQ), "BLOCK_MAP_REQ");
+	ck_assert_str_eq(ctrl_type_name(CT_REGISTER_REQ), "REGISTER_REQ");
+	ck_assert_str_eq(ctrl_type_name(CT_KEEPALIVE), "KEEPALIVE");
+	ck_assert_str_eq(ctrl_type_name(CT_AUTH_RESPONSE), "AUTH_RESPONSE");
+	ck_assert_str_eq(ctrl_type_name(0), "unknown");
+	ck_assert_str_eq(ctrl_type_name(CT_TYPE_MAX), "unknown");
+}
+END_TEST
+
+START_TEST(hdr_short)
+{
+	struct ctrl_hdr h;
+	uint8_t buf[8] = { 0 };
+
+	ck_assert_int_eq(ctrl_hdr_get(buf, 7, MSG_MAX, &h, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "control message of 7 bytes is shorter than its "
+			 "8-byte header");
+	ck_assert_int_eq(ctrl_hdr_get(NULL, 0, MSG_MAX, &h, &e), -EPROTO);
+}
+END_TEST
+
+START_TEST(hdr_unknown_type)
+{
+	struct ctrl_hdr h = { .len = 0, .type = 0 };
+	uint8_t buf[8];
+	ProtobufCMessage *out;
+
+	ctrl_hdr_put(buf, &h);
+	ck_assert_int_eq(ctrl_hdr_get(buf, 8, MSG_MAX, &h, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "unknown control message type 0");
+	h.type = CT_TYPE_MAX;
+	ctrl_hdr_put(buf, &h);
+	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), -EPROTO);
+	ck_assert_ptr_null(out);
+	ck_assert_str_eq(e.msg, "unknown control message type 16");
+	h.type = 0xffff;
+	ctrl_hdr_put(buf, &h);
+	ck_assert_int_eq(ctrl_hdr_get(buf, 8, MSG_MAX, &h, &e), -EPROTO);
+}
+END_TEST
+
+START_TEST(hdr_length_mismatch)
+{
+	Rdmig__IterEnd m = RDMIG__ITER_END__INIT;
+	struct ctrl_hdr h;
+	ProtobufCMessage *out;
+	int len;
+
+	m.iteration = 3;
+	len = ctrl_encode(CT_ITER_END, 0, &m.base, frame, sizeof(frame), &e);
+	ck_assert_int_eq(len, 8 + 2);
+	ck_assert_int_eq(ctrl_decode(frame, (size_t)len + 1, MSG_MAX, &h, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "ITER_END: header says 2 payload bytes but the message has 3");
+	ck_assert_int_eq(ctrl_decode(frame, (size_t)len - 1, MSG_MAX, &h, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "ITER_END: header says 2 payload bytes but the message has 1");
+	/* A length that would wrap a 32-bit sum. */
+	h = (struct ctrl_hdr){ .len = UINT32_MAX - 3, .type = CT_STATE };
+	ctrl_hdr_put(frame, &h);
+	ck_assert_int_eq(ctrl_hdr_get(frame, 4, MSG_MAX, &h, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_hdr_get(frame, 8, MSG_MAX, &h, &e), -EPROTO);
+}
+END_TEST
+
+START_TEST(hdr_too_big)
+{
+	struct ctrl_hdr h = { .len = 4096 - 8 + 1, .type = CT_STATE };
+	static uint8_t big[8192];
+
+	ctrl_hdr_put(big, &h);
+	ck_assert_int_eq(ctrl_hdr_get(big, 8 + h.len, 4096, &h, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "STATE: 4089-byte payload exceeds the 4088-byte limit");
+	h = (struct ctrl_hdr){ .len = 4096 - 8, .type = CT_STATE };
+	ctrl_hdr_put(big, &h);
+	ck_assert_int_eq(ctrl_hdr_get(big, 4096, 4096, &h, &e), 0);
+}
+END_TEST
+
+START_TEST(header_only_types)
+{
+	struct ctrl_hdr h = { .len = 1, .type = CT_CREDIT, .credits = 9 };
+	ProtobufCMessage *out = (ProtobufCMessage *)&out;
+	uint8_t buf[16] = { 0 };
+	int len;
+
+	len = ctrl_encode(CT_CREDIT, 9, NULL, buf, sizeof(buf), &e);
+	ck_assert_int_eq(len, 8);
+	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), 0);
+	ck_assert_ptr_null(out);
+	ck_assert_uint_eq(h.type, CT_CREDIT);
+	ck_assert_uint_eq(h.credits, 9);
+	ck_assert_int_eq(ctrl_encode(CT_KEEPALIVE, 0, NULL, buf, sizeof(buf), &e), 8);
+	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), 0);
+	ck_assert_uint_eq(h.type, CT_KEEPALIVE);
+	/* With a payload. */
+	h = (struct ctrl_hdr){ .len = 1, .type = CT_KEEPALIVE };
+	ctrl_hdr_put(buf, &h);
+	ck_assert_int_eq(ctrl_decode(buf, 9, MSG_MAX, &h, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "KEEPALIVE: header-only message carries a 1-byte payload");
+}
+END_TEST
+
+/* proto3 omits default fields: a message of only defaults is an empty
+ * payload.  It is valid when its limits allow the defaults, rejected by those
+ * limits otherwise. */
+START_TEST(empty_payloads)
+{
+	struct ctrl_hdr h = { .len = 0 };
+	ProtobufCMessage *out;
+	static const struct { unsigned type; const char *err; } cases[] = {
+		{ CT_BLOCK_MAP_REQ, "BLOCK_MAP_REQ: no blocks" },
+		{ CT_BLOCK_MAP_RESP, "BLOCK_MAP_RESP: no blocks" },
+		{ CT_REGISTER_REQ, "REGISTER_REQ: no chunks and no releases" },
+		{ CT_REGISTER_RESP, NULL },
+		{ CT_ZERO_RANGES, "ZERO_RANGES: no ranges" },
+		{ CT_ITER_END, NULL },
+		{ CT_ITER_ACK, NULL },
+		{ CT_STATE, NULL },
+		{ CT_COMPLETE, NULL },
+		{ CT_COMPLETE_ACK, NULL },
+		{ CT_ERROR, NULL },
+		{ CT_AUTH_CHALLENGE, "AUTH_CHALLENGE: nonce of 0 bytes, not 16..64" },
+		{ CT_AUTH_RESPONSE, "AUTH_RESPONSE: mac of 0 bytes, not 16..64" },
+	};
+	uint8_t buf[8];
+	size_t i;
+
+	for (i = 0; i < RD_ARRAY_SIZE(cases); i++) {
+		h.type = (uint16_t)cases[i].type;
+		ctrl_hdr_put(buf, &h);
+		out = (ProtobufCMessage *)&out;
+		if (cases[i].err) {
+			ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), -EPROTO);
+			ck_assert_str_eq(e.msg, cases[i].err);
+			ck_assert_ptr_null(out);
+		} else {
+			ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), 0);
+			ck_assert_ptr_nonnull(out);
+			ctrl_msg_free(out);
+		}
+	}
+}
+END_TEST
+
+START_TEST(encode_errors)
+{
+	Rdmig__State s = RDMIG__STATE__INIT;
+	Rdmig__IterAck a = RDMIG__ITER_ACK__INIT;
+	static uint8_t data[5000];
+	uint8_t small[16];
+
+	ck_assert_int_eq(ctrl_encode(0, 0, NULL, frame, sizeof(frame), &e), -EINVAL);
+	ck_assert_str_eq(e.msg, "cannot encode unknown control message type 0");
+	ck_assert_int_eq(ctrl_encode(CT_TYPE_MAX, 0, NULL, frame, sizeof(frame), &e), -EINVAL);
+	ck_assert_int_eq(ctrl_encode(CT_STATE, 0, &a.base, frame, sizeof(frame), &e), -EINVAL);
+	ck_assert_str_eq(e.msg, "STATE: message is a rdmig.IterAck, expected rdmig.State");
+	ck_assert_int_eq(ctrl_encode(CT_STATE, 0, NULL, frame, sizeof(frame), &e), -EINVAL);
+	ck_assert_str_eq(e.msg, "STATE: no message to encode");
+	ck_assert_int_eq(ctrl_encode(CT_CREDIT, 0, &s.base, frame, sizeof(frame), &e), -EINVAL);
+	ck_assert_str_eq(e.msg, "CREDIT: header-only message given a payload");
+	ck_assert_int_eq(ctrl_encode(CT_KEEPALIVE, 0, NULL, small, 7, &e), -EMSGSIZE);
+	s.data.data = data;
+	s.data.len = sizeof(data);
+	ck_assert_int_eq(ctrl_encode(CT_STATE, 0, &s.base, frame, 4096, &e), -EMSGSIZE);
+	ck_assert_str_eq(e.msg, "STATE: 5011-byte message does not fit in a 4096-byte "
+			 "control buffer");
+	ck_assert_int_eq(ctrl_encode(CT_STATE, 0, &s.base, frame, 5011, &e), 5011);
+	ck_assert_int_eq(ctrl_encode(CT_STATE, 0, &s.base, frame, 5010, &e), -EMSGSIZE);
+}
+END_TEST
+
+START_TEST(truncated_protobuf)
+{
+	Rdmig__BlockDesc b = RDMIG__BLOCK_DESC__INIT, *bp = &b;
+	Rdmig__BlockMapReq m = RDMIG__BLOCK_MAP_REQ__INIT;
+	struct ctrl_hdr h;
+	ProtobufCMessage *out = (ProtobufCMessage *)&out;
+	int len;
+
+	b.name = "ram0";
+	b.length = 1 << 20;
+	b.page_size = 4096;
+	m.n_blocks = 1;
+	m.blocks = &bp;
+	m.chunk_shift = 20;
+	len = ctrl_encode(CT_BLOCK_MAP_REQ, 0, &m.base, frame, sizeof(frame), &e);
+	ck_assert_int_gt(len, 8);
+	/* Cut inside the embedded BlockDesc, fixing up the header length. */
+	h = (struct ctrl_hdr){ .len = (uint32_t)len - 8 - 3, .type = CT_BLOCK_MAP_REQ };
+	ctrl_hdr_put(frame, &h);
+	ck_assert_int_eq(ctrl_decode(frame, (size_t)len - 3, MSG_MAX, &h, &out, &e), -EBADMSG);
+	ck_assert_ptr_null(out);
+	ck_assert_str_eq(e.msg, "BLOCK_MAP_REQ: malformed protobuf payload (truncated field 1)");
+	/* A 32-bit field with no room for its value. */
+	frame[8] = (1 << 3) | 5;
+	h.len = 1;
+	ctrl_hdr_put(frame, &h);
+	ck_assert_int_eq(ctrl_decode(frame, 9, MSG_MAX, &h, &out, &e), -EBADMSG);
+	ck_assert_str_eq(e.msg, "BLOCK_MAP_REQ: malformed protobuf payload (truncated field 1)");
+}
+END_TEST
+
+/* Frames that are well-formed protobuf on the surface but that protobuf-c
+ * or the pre-scan refuse. */
+static int decode_payload(unsigned type, const uint8_t *pl, size_t len)
+{
+	struct ctrl_hdr h = { .len = (uint32_t)len, .type = (uint16_t)type };
+	ProtobufCMessage *out = (ProtobufCMessage *)&out;
+	int rc;
+
+	ctrl_hdr_put(frame, &h);
+	memcpy(frame + 8, pl, len);
+	rc = ctrl_decode(frame, 8 + len, MSG_MAX, &h, &out, &e);
+	if (rc)
+		ck_assert_ptr_null(out);
+	ctrl_msg_free(out);
+	return rc;
+}
+
+START_TEST(malformed_protobuf)
+{
+	static const uint8_t wrong_wire[] = { 0x0a, 1, 5 };     /* uint32 as bytes */
+	static const uint8_t group[] = { 0x0b };                 /* wire type 3 */
+	static const uint8_t long_tag[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+	static const uint8_t bad_varint[] = { 0x08, 0x80 };
+	static const uint8_t bad_packed[] = { 0x12, 1, 0x80 };   /* rkeys */
+
+	ck_assert_int_eq(decode_payload(CT_ITER_ACK, wrong_wire, sizeof(wrong_wire)), -EBADMSG);
+	ck_assert_str_eq(e.msg, "ITER_ACK: malformed protobuf payload (3 bytes)");
+	ck_assert_int_eq(decode_payload(CT_ITER_ACK, group, sizeof(group)), -EBADMSG);
+	ck_assert_str_eq(e.msg, "ITER_ACK: malformed protobuf payload (bad wire type in field 1)");
+	ck_assert_int_eq(decode_payload(CT_ITER_ACK, long_tag, sizeof(long_tag)), -EBADMSG);
+	ck_assert_str_eq(e.msg, "ITER_ACK: malformed protobuf payload (bad tag at offset 0)");
+	ck_assert_int_eq(decode_payload(CT_ITER_ACK, bad_varint, sizeof(bad_varint)), -EBADMSG);
+	ck_assert_str_eq(e.msg, "ITER_ACK: malformed protobuf payload (bad varint in field 1)");
+	ck_assert_int_eq(decode_payload(CT_REGISTER_RESP, bad_packed, sizeof(bad_packed)), -EBADMSG);
+	ck_assert_str_eq(e.msg, "REGISTER_RESP: malformed protobuf payload (bad packed field 2)");
+}
+END_TEST
+
+/* Unknown fields are allowed, but not as padding that protobuf-c would have
+ * to keep a record for each of. */
+START_TEST(unknown_field_cap)
+{
+	uint8_t pl[2 + 2 * 70];
+	size_t i;
+
+	pl[0] = 0x08;
+	pl[1] = 7;
+	for (i = 0; i < 70; i++) {
+		pl[2 + 2 * i] = 0x48; /* field 9, varint */
+		pl[3 + 2 * i] = 1;
+	}
+	/* One declared field, so 1 + 64 occurrences beyond the first pass. */
+	ck_assert_int_eq(decode_payload(CT_ITER_ACK, pl, 2 + 2 * 64), 0);
+	ck_assert_int_eq(decode_payload(CT_ITER_ACK, pl, 2 + 2 * 65), -EPROTO);
+	ck_assert_str_eq(e.msg, "ITER_ACK: more than 65 unknown or repeated fields");
+	/* Repeating the declared field counts too. */
+	for (i = 0; i < 70; i++)
+		pl[2 + 2 * i] = 0x08;
+	ck_assert_int_eq(decode_payload(CT_ITER_ACK, pl, 2 + 2 * 65), -EPROTO);
+}
+END_TEST
+
+START_TEST(unknown_field_cap_nested)
+{
+	/* BLOCK_MAP_REQ {chunk_shift 20, blocks {name "a", length 1,
+	 * page_size 4096, N x field 9}}; the block's length prefix is always
+	 * two bytes (non-minimal varints are valid). */
+	uint8_t pl[5 + 8 + 2 * 70];
+	size_t i, n = 0, inner;
+
+	pl[n++] = 0x10;
+	pl[n++] = 20;
+	pl[n++] = 0x0a;
+	n += 2;
+	inner = n;
+	memcpy(pl + n, "\x0a\x01" "a" "\x10\x01" "\x18\x80\x20", 8);
+	n += 8;
+	for (i = 0; i < 70; i++) {
+		pl[n++] = 0x48;
+		pl[n++] = 1;
+		pl[inner - 2] = (uint8_t)(0x80 | ((n - inner) & 0x7f));
+		pl[inner - 1] = (uint8_t)((n - inner) >> 7);
+		/* Three declared fields: 3 + 64 occurrences are allowed. */
+		ck_assert_int_eq(decode_payload(CT_BLOCK_MAP_REQ, pl, n), i < 64 ? 0 : -EPROTO);
+	}
+	ck_assert_str_eq(e.msg, "BLOCK_MAP_REQ: more than 67 unknown or repeated fields");
+}
+END_TEST
+
+/* Count limits hold before unpacking: protobuf-c never sizes an array for
+ * more elements than the limit (the parallel arrays here would otherwise
+ * fail on their mismatch, after allocation). */
+START_TEST(count_limit_before_unpack)
+{
+	static uint8_t f[8 + 4 + CTRL_ZERO_RANGES_MAX + 1];
+	uint32_t len = CTRL_ZERO_RANGES_MAX + 1;
+	struct ctrl_hdr h = { .len = 4 + len, .type = CT_ZERO_RANGES };
+	ProtobufCMessage *out = (ProtobufCMessage *)&out;
+
+	ctrl_hdr_put(f, &h);
+	f[8] = 0x0a; /* block, packed */
+	f[9] = (uint8_t)(0x80 | (len & 0x7f));
+	f[10] = (uint8_t)(0x80 | ((len >> 7) & 0x7f));
+	f[11] = (uint8_t)(len >> 14);
+	ck_assert_int_eq(ctrl_decode(f, sizeof(f), sizeof(f), &h, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "ZERO_RANGES: 65537 ranges exceeds the limit of 65536");
+	ck_assert_ptr_null(out);
+	/* One fewer passes the pre-scan and fails on the parallel counts. */
+	len--;
+	h.len--;
+	ctrl_hdr_put(f, &h);
+	f[9] = (uint8_t)(0x80 | (len & 0x7f));
+	f[10] = (uint8_t)(0x80 | ((len >> 7) & 0x7f));
+	f[11] = (uint8_t)(len >> 14);
+	ck_assert_int_eq(ctrl_decode(f, sizeof(f) - 1, sizeof(f), &h, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "ZERO_RANGES: 65536 blocks, 0 offsets and 0 lengths");
+}
+END_TEST
+
+/* ---- round trips ----------------------------------------------------------- */
+
+START_TEST(rt_block_map)
+{
+	Rdmig__BlockDesc b[2] = { RDMIG__BLOCK_DESC__INIT, RDMIG__BLOCK_DESC__INIT };
+	Rdmig__BlockDesc *bp[2] = { &b[0], &b[1] };
+	Rdmig__BlockMapReq m = RDMIG__BLOCK_MAP_REQ__INIT, *mo;
+	Rdmig__BlockDest d[2] = { RDMIG__BLOCK_DEST__INIT, RDMIG__BLOCK_DEST__INIT };
+	Rdmig__BlockDest *dp[2] = { &d[0], &d[1] };
+	Rdmig__BlockMapResp r = RDMIG__BLOCK_MAP_RESP__INIT, *ro;
+	ProtobufCMessage *out;
+
+	b[0].name = "pc.ram";
+	b[0].length = (1ull << 50);
+	b[0].page_size = 1u << 30;
+	b[1].name = "vga.vram ~!";
+	b[1].length = 4097;
+	b[1].page_size = 4096;
+	m.n_blocks = 2;
+	m.blocks = bp;
+	m.chunk_shift = 30;
+	ck_assert_int_eq(rt(CT_BLOCK_MAP_REQ, &m.base, &out), 0);
+	mo = (Rdmig__BlockMapReq *)out;
+	ck_assert_uint_eq(mo->n_blocks, 2);
+	ck_assert_uint_eq(mo->chunk_shift, 30);
+	ck_assert_str_eq(mo->blocks[0]->name, "pc.ram");
+	ck_assert_uint_eq(mo->blocks[0]->length, 1ull << 50);
+	ck_assert_uint_eq(mo->blocks[0]->page_size, 1u << 30);
+	ck_assert_str_eq(mo->blocks[1]->name, "vga.vram ~!");
+	ck_assert_uint_eq(mo->blocks[1]->length, 4097);
+	ck_assert_uint_eq(mo->blocks[1]->page_size, 4096);
+	ctrl_msg_free(out);
+
+	d[0].base_addr = 0x7f0000000000ull;
+	d[0].rkey = 0xdeadbeef;
+	d[0].zeroed = 1;
+	d[1].base_addr = 1;
+	r.n_blocks = 2;
+	r.blocks = dp;
+	r.pinned_cap = UINT64_MAX;
+	ck_assert_int_eq(rt(CT_BLOCK_MAP_RESP, &r.base, &out), 0);
+	ro = (Rdmig__BlockMapResp *)out;
+	ck_assert_uint_eq(ro->n_blocks, 2);
+	ck_assert_uint_eq(ro->blocks[0]->base_addr, 0x7f0000000000ull);
+	ck_assert_uint_eq(ro->blocks[0]->rkey, 0xdeadbeef);
+	ck_assert(ro->blocks[0]->zeroed);
+	ck_assert_uint_eq(ro->blocks[1]->base_addr, 1);
+	ck_assert_uint_eq(ro->blocks[1]->rkey, 0);
+	ck_assert(!ro->blocks[1]->zeroed);
+	ck_assert_uint_eq(ro->pinned_cap, UINT64_MAX);
+	ctrl_msg_free(out);
+}
+END_TEST
+
+START_TEST(rt_register)
+{
+	uint32_t cb[3] = { 0, 7, UINT32_MAX }, rb[1] = { 2 }, keys[3] = { 1, 2, 0xffffffff };
+	uint64_t ci[3] = { 0, 1, UINT64_MAX }, ri[1] = { 42 };
+	Rdmig__RegisterReq q = RDMIG__REGISTER_REQ__INIT, *qo;
+	Rdmig__RegisterResp r = RDMIG__REGISTER_RESP__INIT, *ro;
+	ProtobufCMessage *out;
+
+	q.req_id = 99;
+	q.n_chunk_block = 3; q.chunk_block = cb;
+	q.n_chunk_index = 3; q.chunk_index = ci;
+	q.n_release_block = 1; q.release_block = rb;
+	q.n_release_index = 1; q.release_index = ri;
+	ck_assert_int_eq(rt(CT_REGISTER_REQ, &q.base, &out), 0);
+	qo = (Rdmig__RegisterReq *)out;
+	ck_assert_uint_eq(qo->req_id, 99);
+	ck_assert_uint_eq(qo->n_chunk_block, 3);
+	ck_assert_uint_eq(qo->n_chunk_index, 3);
+	ck_assert_mem_eq(qo->chunk_block, cb, sizeof(cb));
+	ck_assert_mem_eq(qo->chunk_index, ci, sizeof(ci));
+	ck_assert_uint_eq(qo->n_release_block, 1);
+	ck_assert_uint_eq(qo->release_block[0], 2);
+	ck_assert_uint_eq(qo->release_index[0], 42);
+	ctrl_msg_free(out);
+	/* Releases only, and chunks only, are both fine. */
+	q.n_chunk_block = q.n_chunk_index = 0;
+	good(CT_REGISTER_REQ, &q.base);
+	q.n_chunk_block = q.n_chunk_index = 3;
+	q.n_release_block = q.n_release_index = 0;
+	good(CT_REGISTER_REQ, &q.base);
+
+	r.req_id = UINT64_MAX;
+	r.n_rkeys = 3;
+	r.rkeys = keys;
+	ck_assert_int_eq(rt(CT_REGISTER_RESP, &r.base, &out), 0);
+	ro = (Rdmig__RegisterResp *)out;
+	ck_assert_uint_eq(ro->req_id, UINT64_MAX);
+	ck_assert_uint_eq(ro->n_rkeys, 3);
+	ck_assert_mem_eq(ro->rkeys, keys, sizeof(keys));
+	ctrl_msg_free(out);
+}
+END_TEST
+
+START_TEST(rt_zero_ranges)
+{
+	uint32_t blk[2] = { 1, 3 };
+	uint64_t off[2] = { 0, UINT64_MAX - 1 }, len[2] = { 4096, 1 };
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT, *zo;
+	ProtobufCMessage *out;
+
+	z.n_block = 2; z.block = blk;
+	z.n_offset = 2; z.offset = off;
+	z.n_length = 2; z.length = len;
+	ck_assert_int_eq(rt(CT_ZERO_RANGES, &z.base, &out), 0);
+	zo = (Rdmig__ZeroRanges *)out;
+	ck_assert_uint_eq(zo->n_block, 2);
+	ck_assert_mem_eq(zo->block, blk, sizeof(blk));
+	ck_assert_mem_eq(zo->offset, off, sizeof(off));
+	ck_assert_mem_eq(zo->length, len, sizeof(len));
+	ctrl_msg_free(out);
+}
+END_TEST
+
+START_TEST(rt_iterations)
+{
+	Rdmig__IterEnd ie = RDMIG__ITER_END__INIT, *ieo;
+	Rdmig__IterAck ia = RDMIG__ITER_ACK__INIT, *iao;
+	ProtobufCMessage *out;
+
+	ie.iteration = 12;
+	ie.bytes = 1ull << 40;
+	ck_assert_int_eq(rt(CT_ITER_END, &ie.base, &out), 0);
+	ieo = (Rdmig__IterEnd *)out;
+	ck_assert_uint_eq(ieo->iteration, 12);
+	ck_assert_uint_eq(ieo->bytes, 1ull << 40);
+	ctrl_msg_free(out);
+	ia.iteration = UINT32_MAX;
+	ck_assert_int_eq(rt(CT_ITER_ACK, &ia.base, &out), 0);
+	iao = (Rdmig__IterAck *)out;
+	ck_assert_uint_eq(iao->iteration, UINT32_MAX);
+	ctrl_msg_free(out);
+}
+END_TEST
+
+START_TEST(rt_state)
+{
+	Rdmig__State s = RDMIG__STATE__INIT, *so;
+	static uint8_t data[3000];
+	ProtobufCMessage *out;
+	size_t i;
+
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7);
+	s.data.data = data;
+	s.data.len = sizeof(data);
+	ck_assert_int_eq(rt(CT_STATE, &s.base, &out), 0);
+	so = (Rdmig__State *)out;
+	ck_assert_uint_eq(so->data.len, sizeof(data));
+	ck_assert_mem_eq(so->data.data, data, sizeof(data));
+	ctrl_msg_free(out);
+}
+END_TEST
+
+START_TEST(rt_complete)
+{
+	uint8_t d8[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, d64[64];
+	ProtobufCBinaryData dig[2] = { { 8, d8 }, { 64, d64 } };
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT, *co;
+	Rdmig__CompleteAck a = RDMIG__COMPLETE_ACK__INIT, *ao;
+	ProtobufCMessage *out;
+
+	memset(d64, 0xee, sizeof(d64));
+	c.state_bytes = 123456789;
+	c.iteration = 4;
+	c.n_digests = 2;
+	c.digests = dig;
+	ck_assert_int_eq(rt(CT_COMPLETE, &c.base, &out), 0);
+	co = (Rdmig__Complete *)out;
+	ck_assert_uint_eq(co->state_bytes, 123456789);
+	ck_assert_uint_eq(co->iteration, 4);
+	ck_assert_uint_eq(co->n_digests, 2);
+	ck_assert_uint_eq(co->digests[0].len, 8);
+	ck_assert_mem_eq(co->digests[0].data, d8, 8);
+	ck_assert_uint_eq(co->digests[1].len, 64);
+	ck_assert_mem_eq(co->digests[1].data, d64, 64);
+	ctrl_msg_free(out);
+	a.ok = 1;
+	a.n_digests = 1;
+	a.digests = dig;
+	ck_assert_int_eq(rt(CT_COMPLETE_ACK, &a.base, &out), 0);
+	ao = (Rdmig__CompleteAck *)out;
+	ck_assert(ao->ok);
+	ck_assert_uint_eq(ao->n_digests, 1);
+	ck_assert_mem_eq(ao->digests[0].data, d8, 8);
+	ctrl_msg_free(out);
+}
+END_TEST
+
+START_TEST(rt_error)
+{
+	Rdmig__Error m = RDMIG__ERROR__INIT, *mo;
+	ProtobufCMessage *out;
+	static char text[1026];
+
+	m.code = -ENOSPC;
+	m.message = "block \"ram1\": no space left";
+	ck_assert_int_eq(rt(CT_ERROR, &m.base, &out), 0);
+	mo = (Rdmig__Error *)out;
+	ck_assert_int_eq(mo->code, -ENOSPC);
+	ck_assert_str_eq(mo->message, "block \"ram1\": no space left");
+	ctrl_msg_free(out);
+	/* Control characters cannot reach the operator's terminal. */
+	m.code = INT32_MIN;
+	m.message = "bad\033[2Jthing\n\xc3\xa9";
+	ck_assert_int_eq(rt(CT_ERROR, &m.base, &out), 0);
+	mo = (Rdmig__Error *)out;
+	ck_assert_int_eq(mo->code, INT32_MIN);
+	ck_assert_str_eq(mo->message, "bad?[2Jthing???");
+	ctrl_msg_free(out);
+	memset(text, 'x', 1024);
+	m.message = text;
+	good(CT_ERROR, &m.base);
+	text[1024] = 'x';
+	bad(CT_ERROR, &m.base, "ERROR: message of 1025 bytes exceeds the limit of 1024");
+}
+END_TEST
+
+START_TEST(rt_auth)
+{
+	uint8_t n[65];
+	Rdmig__AuthChallenge c = RDMIG__AUTH_CHALLENGE__INIT, *co;
+	Rdmig__AuthResponse r = RDMIG__AUTH_RESPONSE__INIT, *ro;
+	ProtobufCMessage *out;
+
+	memset(n, 0x5a, sizeof(n));
+	c.nonce.data = n;
+	c.nonce.len = 16;
+	ck_assert_int_eq(rt(CT_AUTH_CHALLENGE, &c.base, &out), 0);
+	co = (Rdmig__AuthChallenge *)out;
+	ck_assert_uint_eq(co->nonce.len, 16);
+	ck_assert_mem_eq(co->nonce.data, n, 16);
+	ctrl_msg_free(out);
+	r.mac.data = n;
+	r.mac.len = 64;
+	ck_assert_int_eq(rt(CT_AUTH_RESPONSE, &r.base, &out), 0);
+	ro = (Rdmig__AuthResponse *)out;
+	ck_assert_uint_eq(ro->mac.len, 64);
+	ctrl_msg_free(out);
+	c.nonce.len = 15;
+	bad(CT_AUTH_CHALLENGE, &c.base, "AUTH_CHALLENGE: nonce of 15 bytes, not 16..64");
+	r.mac.len = 65;
+	bad(CT_AUTH_RESPONSE, &r.base, "AUTH_RESPONSE: mac of 65 bytes, not 16..64");
+}
+END_TEST
+
+/* Unknown fields from a newer peer are skipped. */
+START_TEST(unknown_fields_ignored)
+{
+	/* ITER_ACK {iteration=7, field 9 (varint) = 1} */
+	static const uint8_t pl[] = { 0x08, 7, 0x48, 1 };
+	struct ctrl_hdr h = { .len = sizeof(pl), .type = CT_ITER_ACK };
+	ProtobufCMessage *out;
+
+	ctrl_hdr_put(frame, &h);
+	memcpy(frame + 8, pl, sizeof(pl));
+	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(pl), MSG_MAX, &h, &out, &e), 0);
+	ck_assert_uint_eq(((Rdmig__IterAck *)out)->iteration, 7);
+	ctrl_msg_free(out);
+}
+END_TEST
+
+/* Field number 0 spelled as a two-byte tag: protobuf-c keeps it as an unknown
+ * field it cannot re-encode (found by fuzz_codec). */
+START_TEST(field_number_zero_rejected)
+{
+	/* ITER_ACK {iteration=7, field 0 (varint, tag 80 00) = 5} */
+	static const uint8_t top[] = { 0x08, 7, 0x80, 0x00, 5 };
+	/* BLOCK_MAP_REQ {blocks {name "a", length 1, page_size 4096, field 0 = 1},
+	 * chunk_shift 20} */
+	static const uint8_t nested[] = { 0x0a, 11, 0x0a, 1, 'a', 0x10, 1, 0x18, 0x80,
+					  0x20, 0x80, 0x00, 1, 0x10, 20 };
+	struct ctrl_hdr h = { .len = sizeof(top), .type = CT_ITER_ACK };
+	ProtobufCMessage *out = (ProtobufCMessage *)&out;
+
+	ctrl_hdr_put(frame, &h);
+	memcpy(frame + 8, top, sizeof(top));
+	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(top), MSG_MAX, &h, &out, &e), -EBADMSG);
+	ck_assert_str_eq(e.msg, "ITER_ACK: malformed protobuf payload (field number 0)");
+	ck_assert_ptr_null(out);
+	h = (struct ctrl_hdr){ .len = sizeof(nested), .type = CT_BLOCK_MAP_REQ };
+	ctrl_hdr_put(frame, &h);
+	memcpy(frame + 8, nested, sizeof(nested));
+	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(nested), MSG_MAX, &h, &out, &e), -EBADMSG);
+	ck_assert_str_eq(e.msg, "BLOCK_MAP_REQ: malformed protobuf payload (field number 0)");
+	/* The same two-byte tag spelling for field 9 is fine. */
+	frame[8 + 10] = 0xc8;
+	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(nested), MSG_MAX, &h, &out, &e), 0);
+	ck_assert_str_eq(((Rdmig__BlockMapReq *)out)->blocks[0]->name, "a");
+	ctrl_msg_free(out);
+}
+END_TEST
+
+/* ---- limits ---------------------------------------------------------------- */
+
+struct bm {
+	Rdmig__BlockDesc b[CTRL_BLOCKS_MAX + 1];
+	Rdmig__BlockDesc *bp[CTRL_BLOCKS_MAX + 1];
+	char names[CTRL_BLOCKS_MAX + 1][16];
+	Rdmig__BlockMapReq m;
+};
+
+static struct bm *bm_new(size_t n)
+{
+	struct bm *x = calloc(1, sizeof(*x));
+	size_t i;
+
+	ck_assert_ptr_nonnull(x);
+	x->m = (Rdmig__BlockMapReq)RDMIG__BLOCK_MAP_REQ__INIT;
+	for (i = 0; i <= CTRL_BLOCKS_MAX; i++) {
+		x->b[i] = (Rdmig__BlockDesc)RDMIG__BLOCK_DESC__INIT;
+		snprintf(x->names[i], sizeof(x->names[i]), "ram%zu", i);
+		x->b[i].name = x->names[i];
+		x->b[i].length = 1 << 20;
+		x->b[i].page_size = 4096;
+		x->bp[i] = &x->b[i];
+	}
+	x->m.blocks = x->bp;
+	x->m.n_blocks = n;
+	x->m.chunk_shift = 20;
+	return x;
+}
+
+START_TEST(block_map_req_limits)
+{
+	struct bm *x = bm_new(3);
+	char name[80];
+
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
+	x->m.chunk_shift = 11;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: chunk_shift 11 outside 12..30");
+	x->m.chunk_shift = 31;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: chunk_shift 31 outside 12..30");
+	x->m.chunk_shift = 12;
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
+
+	x->b[2].name = "a/b";
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name \"a/b\" contains '/'");
+	x->b[2].name = "a=b";
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name \"a=b\" contains '='");
+	x->b[2].name = "a\x01";
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name \"a\\x01\" contains "
+	    "byte 0x01, not printable ASCII");
+	x->b[2].name = "caf\xc3\xa9";
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name \"caf\\xc3\\xa9\" "
+	    "contains byte 0xc3, not printable ASCII");
+	x->b[2].name = "";
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 has an empty name");
+	memset(name, 'n', 64);
+	name[64] = '\0';
+	x->b[2].name = name;
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
+	name[64] = 'n';
+	name[65] = '\0';
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name "
+	    "\"nnnnnnnnnnnnnnnnnnnnnnnn...\" is 65 bytes, the limit is 64");
+	x->b[2].name = x->names[2];
+
+	x->b[1].length = 0;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 1 \"ram1\": length 0 "
+	    "outside 1..2^50");
+	x->b[1].length = (1ull << 50) + 1;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 1 \"ram1\": length "
+	    "1125899906842625 outside 1..2^50");
+	x->b[1].length = 1;
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
+
+	x->b[0].page_size = 3 << 12;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 0 \"ram0\": page_size "
+	    "12288 is not a power of two in 4096..1073741824");
+	x->b[0].page_size = 2048;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 0 \"ram0\": page_size "
+	    "2048 is not a power of two in 4096..1073741824");
+	x->b[0].page_size = 1u << 31;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 0 \"ram0\": page_size "
+	    "2147483648 is not a power of two in 4096..1073741824");
+	x->b[0].page_size = 0;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 0 \"ram0\": page_size "
+	    "0 is not a power of two in 4096..1073741824");
+	x->b[0].page_size = 2u << 20;
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
+
+	x->b[2].name = "ram0";
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: blocks 0 and 2 are both named \"ram0\"");
+	free(x);
+}
+END_TEST
+
+START_TEST(block_map_req_counts)
+{
+	struct bm *x = bm_new(CTRL_BLOCKS_MAX);
+
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
+	/* A duplicate far apart in a maximal map is still found. */
+	x->b[1000].name = x->names[3];
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: blocks 3 and 1000 are both named \"ram3\"");
+	x->b[1000].name = x->names[1000];
+	x->m.n_blocks = CTRL_BLOCKS_MAX + 1;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: 1025 blocks exceeds the limit of 1024");
+	free(x);
+}
+END_TEST
+
+START_TEST(block_map_resp_limits)
+{
+	static Rdmig__BlockDest d[CTRL_BLOCKS_MAX + 1];
+	static Rdmig__BlockDest *dp[CTRL_BLOCKS_MAX + 1];
+	Rdmig__BlockMapResp r = RDMIG__BLOCK_MAP_RESP__INIT;
+	size_t i;
+
+	for (i = 0; i <= CTRL_BLOCKS_MAX; i++) {
+		d[i] = (Rdmig__BlockDest)RDMIG__BLOCK_DEST__INIT;
+		d[i].base_addr = 0x1000 * (i + 1);
+		dp[i] = &d[i];
+	}
+	r.blocks = dp;
+	r.n_blocks = CTRL_BLOCKS_MAX;
+	good(CT_BLOCK_MAP_RESP, &r.base);
+	r.n_blocks = CTRL_BLOCKS_MAX + 1;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: 1025 blocks exceeds the limit of 1024");
+	r.n_blocks = 4;
+	d[3].base_addr = 0;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: block 3 has base address 0");
+}
+END_TEST
+
+START_TEST(register_limits)
+{
+	static uint32_t b32[CTRL_REGISTER_MAX + 1];
+	static uint64_t i64[CTRL_REGISTER_MAX + 1];
+	Rdmig__RegisterReq q = RDMIG__REGISTER_REQ__INIT;
+	Rdmig__RegisterResp r = RDMIG__REGISTER_RESP__INIT;
+
+	q.chunk_block = q.release_block = b32;
+	q.chunk_index = q.release_index = i64;
+	q.n_chunk_block = 3;
+	q.n_chunk_index = 2;
+	bad(CT_REGISTER_REQ, &q.base, "REGISTER_REQ: 3 chunk blocks but 2 chunk indexes");
+	q.n_chunk_block = q.n_chunk_index = 2;
+	q.n_release_index = 1;
+	bad(CT_REGISTER_REQ, &q.base, "REGISTER_REQ: 0 release blocks but 1 release indexes");
+	q.n_release_index = 0;
+	q.n_chunk_block = q.n_chunk_index = CTRL_REGISTER_MAX + 1;
+	bad(CT_REGISTER_REQ, &q.base, "REGISTER_REQ: 4097 chunks exceeds the limit of 4096");
+	q.n_chunk_block = q.n_chunk_index = CTRL_REGISTER_MAX;
+	q.n_release_block = q.n_release_index = CTRL_REGISTER_MAX;
+	good(CT_REGISTER_REQ, &q.base);
+	q.n_release_block = q.n_release_index = CTRL_REGISTER_MAX + 1;
+	bad(CT_REGISTER_REQ, &q.base, "REGISTER_REQ: 4097 releases exceeds the limit of 4096");
+
+	r.rkeys = b32;
+	r.n_rkeys = CTRL_REGISTER_MAX;
+	good(CT_REGISTER_RESP, &r.base);
+	r.n_rkeys = CTRL_REGISTER_MAX + 1;
+	bad(CT_REGISTER_RESP, &r.base, "REGISTER_RESP: 4097 rkeys exceeds the limit of 4096");
+}
+END_TEST
+
+START_TEST(zero_ranges_limits)
+{
+	static uint32_t blk[CTRL_ZERO_RANGES_MAX + 1];
+	static uint64_t off[CTRL_ZERO_RANGES_MAX + 1], len[CTRL_ZERO_RANGES_MAX + 1];
+	static uint8_t big[1u << 20];
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
+	ProtobufCMessage *out = NULL;
+	size_t i;
+	int n;
+
+	for (i = 0; i <= CTRL_ZERO_RANGES_MAX; i++)
+		len[i] = 1;
+	z.block = blk; z.offset = off; z.length = len;
+	z.n_block = 2; z.n_offset = 2; z.n_length = 1;
+	bad(CT_ZERO_RANGES, &z.base, "ZERO_RANGES: 2 blocks, 2 offsets and 1 lengths");
+	z.n_length = 3;
+	bad(CT_ZERO_RANGES, &z.base, "ZERO_RANGES: 2 blocks, 2 offsets and 3 lengths");
+	z.n_length = 2;
+	len[1] = 0;
+	bad(CT_ZERO_RANGES, &z.base, "ZERO_RANGES: range 1 has length 0");
+	len[1] = 1;
+	off[1] = UINT64_MAX;
+	bad(CT_ZERO_RANGES, &z.base, "ZERO_RANGES: range 1 offset 18446744073709551615 "
+	    "+ length 1 overflows");
+	off[1] = UINT64_MAX - 1;
+	good(CT_ZERO_RANGES, &z.base);
+	off[1] = 0;
+	/* The count limit needs a frame bigger than MSG_MAX. */
+	z.n_block = z.n_offset = z.n_length = CTRL_ZERO_RANGES_MAX + 1;
+	n = ctrl_encode(CT_ZERO_RANGES, 0, &z.base, big, sizeof(big), &e);
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(ctrl_decode(big, (size_t)n, sizeof(big), NULL, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "ZERO_RANGES: 65537 ranges exceeds the limit of 65536");
+	z.n_block = z.n_offset = z.n_length = CTRL_ZERO_RANGES_MAX;
+	n = ctrl_encode(CT_ZERO_RANGES, 0, &z.base, big, sizeof(big), &e);
+	ck_assert_int_eq(ctrl_decode(big, (size_t)n, sizeof(big), NULL, &out, &e), 0);
+	ctrl_msg_free(out);
+}
+END_TEST
+
+START_TEST(digest_limits)
+{
+	static uint8_t d[65];
+	static ProtobufCBinaryData dig[CTRL_DIGESTS_MAX + 1];
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	Rdmig__CompleteAck a = RDMIG__COMPLETE_ACK__INIT;
+	size_t i;
+
+	for (i = 0; i <= CTRL_DIGESTS_MAX; i++)
+		dig[i] = (ProtobufCBinaryData){ 32, d };
+	c.digests = a.digests = dig;
+	c.n_digests = a.n_digests = CTRL_DIGESTS_MAX;
+	good(CT_COMPLETE, &c.base);
+	good(CT_COMPLETE_ACK, &a.base);
+	c.n_digests = a.n_digests = CTRL_DIGESTS_MAX + 1;
+	bad(CT_COMPLETE, &c.base, "COMPLETE: 1025 digests exceeds the limit of 1024");
+	bad(CT_COMPLETE_ACK, &a.base, "COMPLETE_ACK: 1025 digests exceeds the limit of 1024");
+	c.n_digests = a.n_digests = 3;
+	dig[2].len = 7;
+	bad(CT_COMPLETE, &c.base, "COMPLETE: digest 2 is 7 bytes, not 8..64");
+	dig[2].len = 65;
+	bad(CT_COMPLETE_ACK, &a.base, "COMPLETE_ACK: digest 2 is 65 bytes, not 8..64");
+	dig[2].len = 0;
+	bad(CT_COMPLETE, &c.base, "COMPLETE: digest 2 is 0 bytes, not 8..64");
+}
+END_TEST
+
+START_TEST(check_rejects_wrong_kind)
+{
+	Rdmig__IterAck a = RDMIG__ITER_ACK__INIT;
+
+	ck_assert_int_eq(ctrl_msg_check(CT_STATE, &a.base, MSG_MAX, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_msg_check(CT_ITER_ACK, &a.base, MSG_MAX, &e), 0);
+	ck_assert_int_eq(ctrl_msg_check(CT_CREDIT, NULL, MSG_MAX, &e), 0);
+	ck_assert_int_eq(ctrl_msg_check(CT_ITER_ACK, NULL, MSG_MAX, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_msg_check(99, NULL, MSG_MAX, &e), -EPROTO);
+}
+END_TEST
+
+/* ---- sizing ------------------------------------------------------------------ */
+
+/* The bound is exact: the largest STATE fits, one byte more does not. */
+START_TEST(state_max_is_exact)
+{
+	Rdmig__State s = RDMIG__STATE__INIT;
+	static uint8_t dummy[1];
+	uint32_t m;
+	size_t n;
+
+	s.data.data = dummy; /* get_packed_size never reads the bytes */
+	for (m = 10; m < 300000; m++) {
+		n = ctrl_state_max(m);
+		s.data.len = n;
+		ck_assert_uint_le(CTRL_HDR_LEN + protobuf_c_message_get_packed_size(&s.base), m);
+		s.data.len = n + 1;
+		ck_assert_uint_gt(CTRL_HDR_LEN + protobuf_c_message_get_packed_size(&s.base), m);
+	}
+	ck_assert_uint_eq(ctrl_state_max(4096), 4096 - 8 - 1 - 2);
+	ck_assert_uint_eq(ctrl_state_max(CTRL_MSG_MAX), CTRL_MSG_MAX - 8 - 1 - 4);
+	ck_assert_uint_eq(ctrl_state_max(0), 0);
+	ck_assert_uint_eq(ctrl_state_max(9), 0);
+}
+END_TEST
+
+START_TEST(state_max_encodes)
+{
+	static const uint32_t sizes[] = { 4096, 16394, 16395, 16396, 65536 };
+	Rdmig__State s = RDMIG__STATE__INIT;
+	static uint8_t data[65536], buf[65536];
+	ProtobufCMessage *out;
+	size_t i;
+	int n;
+
+	s.data.data = data;
+	for (i = 0; i < RD_ARRAY_SIZE(sizes); i++) {
+		s.data.len = ctrl_state_max(sizes[i]);
+		n = ctrl_encode(CT_STATE, 0, &s.base, buf, sizes[i], &e);
+		ck_assert_int_gt(n, 0);
+		ck_assert_int_le(n, (int)sizes[i]);
+		ck_assert_int_eq(ctrl_decode(buf, (size_t)n, sizes[i], NULL, &out, &e), 0);
+		ctrl_msg_free(out);
+		s.data.len++;
+		ck_assert_int_eq(ctrl_encode(CT_STATE, 0, &s.base, buf, sizes[i], &e), -EMSGSIZE);
+	}
+}
+END_TEST
+
+/* Fills a REGISTER_REQ of @n refs (split between chunks and releases) with
+ * worst-case values and returns its frame size. */
+static size_t register_frame(size_t n, size_t n_chunks, uint8_t *buf, size_t cap)
+{
+	static uint32_t b32[CTRL_REGISTER_MAX + 8];
+	static uint64_t i64[CTRL_REGISTER_MAX + 8];
+	Rdmig__RegisterReq q = RDMIG__REGISTER_REQ__INIT;
+	size_t i;
+	int len;
+
+	for (i = 0; i < RD_ARRAY_SIZE(b32); i++) {
+		b32[i] = UINT32_MAX;
+		i64[i] = UINT64_MAX;
+	}
+	q.req_id = UINT64_MAX;
+	q.chunk_block = q.release_block = b32;
+	q.chunk_index = q.release_index = i64;
+	q.n_chunk_block = q.n_chunk_index = n_chunks;
+	q.n_release_block = q.n_release_index = n - n_chunks;
+	len = ctrl_encode(CT_REGISTER_REQ, 0, &q.base, buf, cap, &e);
+	ck_assert_msg(len > 0, "%s", e.msg);
+	return (size_t)len;
+}
+
+START_TEST(register_max_fits)
+{
+	static const uint32_t sizes[] = { 4096, 8192, 32768, 65536, 65537, 1u << 20 };
+	static uint8_t buf[1u << 20];
+	size_t i, n;
+
+	ck_assert_uint_eq(ctrl_register_max(4096), 270);
+	ck_assert_uint_eq(ctrl_register_max(1u << 20), CTRL_REGISTER_MAX);
+	ck_assert_uint_eq(ctrl_register_max(0), 0);
+	for (i = 0; i < RD_ARRAY_SIZE(sizes); i++) {
+		n = ctrl_register_max(sizes[i]);
+		ck_assert_uint_gt(n, 0);
+		ck_assert_uint_le(n, CTRL_REGISTER_MAX);
+		ck_assert_uint_le(register_frame(n, n, buf, sizeof(buf)), sizes[i]);
+		ck_assert_uint_le(register_frame(n, 0, buf, sizeof(buf)), sizes[i]);
+		ck_assert_uint_le(register_frame(n, n / 2, buf, sizeof(buf)), sizes[i]);
+		ck_assert_uint_le(register_frame(n, 1, buf, sizeof(buf)), sizes[i]);
+	}
+}
+END_TEST
+
+START_TEST(zero_ranges_max_fits)
+{
+	static const uint32_t sizes[] = { 4096, 8192, 65536, 1u << 20, CTRL_MSG_MAX };
+	static uint32_t blk[CTRL_ZERO_RANGES_MAX];
+	static uint64_t off[CTRL_ZERO_RANGES_MAX], len[CTRL_ZERO_RANGES_MAX];
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
+	uint8_t *buf = malloc(CTRL_MSG_MAX);
+	size_t i, n;
+
+	ck_assert_ptr_nonnull(buf);
+	for (i = 0; i < CTRL_ZERO_RANGES_MAX; i++) {
+		blk[i] = UINT32_MAX;
+		off[i] = UINT64_MAX;
+		len[i] = UINT64_MAX;
+	}
+	z.block = blk; z.offset = off; z.length = len;
+	ck_assert_uint_eq(ctrl_zero_ranges_max(4096), 162);
+	ck_assert_uint_eq(ctrl_zero_ranges_max(CTRL_MSG_MAX), CTRL_ZERO_RANGES_MAX);
+	for (i = 0; i < RD_ARRAY_SIZE(sizes); i++) {
+		n = ctrl_zero_ranges_max(sizes[i]);
+		ck_assert_uint_gt(n, 0);
+		z.n_block = z.n_offset = z.n_length = n;
+		ck_assert_int_gt(ctrl_encode(CT_ZERO_RANGES, 0, &z.base, buf, sizes[i], &e), 0);
+	}
+	free(buf);
+}
+END_TEST
+
+Suite *codec_suite(void)
+{
+	Suite *s = suite_create("codec");
+	TCase *tc = tcase_create("header");
+	TCase *rtc = tcase_create("round trip");
+	TCase *lim = tcase_create("limits");
+	TCase *sz = tcase_create("sizing");
+
+	tcase_add_test(tc, hdr_layout);
+	tcase_add_test(tc, type_names);
+	tcase_add_test(tc, hdr_short);
+	tcase_add_test(tc, hdr_unknown_type);
+	tcase_add_test(tc, hdr_length_mismatch);
+	tcase_add_test(tc, hdr_too_big);
+	tcase_add_test(tc, header_only_types);
+	tcase_add_test(tc, empty_payloads);
+	tcase_add_test(tc, encode_errors);
+	tcase_add_test(tc, truncated_protobuf);
+	tcase_add_test(tc, malformed_protobuf);
+	tcase_add_test(tc, unknown_field_cap);
+	tcase_add_test(tc, unknown_field_cap_nested);
+	tcase_add_test(tc, count_limit_before_unpack);
+	suite_add_tcase(s, tc);
+	tcase_add_test(rtc, rt_block_map);
+	tcase_add_test(rtc, rt_register);
+	tcase_add_test(rtc, rt_zero_ranges);
+	tcase_add_test(rtc, rt_iterations);
+	tcase_add_test(rtc, rt_state);
+	tcase_add_test(rtc, rt_complete);
+	tcase_add_test(rtc, rt_error);
+	tcase_add_test(rtc, rt_auth);
+	tcase_add_test(rtc, unknown_fields_ignored);
+	tcase_add_test(rtc, field_number_zero_rejected);
+	suite_add_tcase(s, rtc);
+	tcase_add_test(lim, block_map_req_limits);
+	tcase_add_test(lim, block_map_req_counts);
+	tcase_add_test(lim, block_map_resp_limits);
+	tcase_add_test(lim, register_limits);
+	tcase_add_test(lim, zero_ranges_limits);
+	tcase_add_test(lim, digest_limits);
+	tcase_add_test(lim, check_rejects_wrong_kind);
+	suite_add_tcase(s, lim);
+	tcase_add_test(sz, state_max_is_exact);
+	tcase_add_test(sz, state_max_encodes);
+	tcase_add_test(sz, register_max_fits);
+	tcase_add_test(sz, zero_ranges_max_fits);
+	tcase_set_timeout(sz, 60);
+	suite_add_tcase(s, sz);
+	return s;
+}
