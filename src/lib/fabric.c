@@ -679,12 +679,30 @@ int fab_poll_wait(struct fab_conn *c, struct ibv_wc *wc, int n, int64_t deadline
 	}
 }
 
+/* What a failed completion most likely means for a migration. */
+static const char *wc_hint(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_REM_ACCESS_ERR:
+		return ": the peer's memory registration is gone (did the peer fail or exit?)";
+	case IBV_WC_RETRY_EXC_ERR:
+		return ": the peer stopped answering (host down or link cut?)";
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return ": the peer had no receive buffer posted";
+	case IBV_WC_WR_FLUSH_ERR:
+		return ": the connection was already broken";
+	default:
+		return "";
+	}
+}
+
 int fab_wc_error(struct fab_conn *c, const struct ibv_wc *wc, const char *what)
 {
 	int rc = wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO;
 
-	return rd_err_set(&c->err, rc, "%s completion failed: %s (status %d, vendor error 0x%x)",
-			  what, ibv_wc_status_str(wc->status), wc->status, wc->vendor_err);
+	return rd_err_set(&c->err, rc, "%s failed: %s (status %d, vendor error 0x%x)%s",
+			  what, ibv_wc_status_str(wc->status), wc->status, wc->vendor_err,
+			  wc_hint(wc->status));
 }
 
 void fab_disconnect(struct fab_conn *c)

@@ -2,4 +2,5 @@
 #define RDMIG_INTEG_SUITES_H
 #include <check.h>
 Suite *fabric_suite(void);
+Suite *migrate_suite(void);
 #endif

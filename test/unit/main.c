@@ -9,6 +9,7 @@ int main(void)
 	SRunner *sr = srunner_create(util_suite());
 	int failed;
 
+	srunner_add_suite(sr, api_suite());
 	srunner_add_suite(sr, bitmap_suite());
 	srunner_add_suite(sr, zero_suite());
 	srunner_add_suite(sr, blocks_suite());

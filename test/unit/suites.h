@@ -2,6 +2,7 @@
 #define RDMIG_UNIT_SUITES_H
 #include <check.h>
 Suite *util_suite(void);
+Suite *api_suite(void);
 Suite *bitmap_suite(void);
 Suite *zero_suite(void);
 Suite *blocks_suite(void);

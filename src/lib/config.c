@@ -1,0 +1,117 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void rdmig_config_init(struct rdmig_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->chunk_size = 1u << 20;
+	cfg->merge_max = 1u << 20;
+	cfg->zero_pages = 1;
+	cfg->pinned_cap = 256ull << 20;
+	cfg->timeout_ms = 30000;
+	cfg->keepalive_ms = 0; /* derived from timeout_ms */
+	cfg->progress_ms = 250;
+	cfg->ctrl_depth = 32;
+	cfg->ctrl_msg_max = 64u << 10;
+	cfg->max_writes = 256;
+	cfg->log_level = RDMIG_LOG_INFO;
+}
+
+static int range_err(struct rd_err *err, const char *field, uint64_t v,
+		     uint64_t lo, uint64_t hi)
+{
+	return rd_err_set(err, -EINVAL, "config: %s = %llu is outside %llu..%llu", field,
+			  (unsigned long long)v, (unsigned long long)lo,
+			  (unsigned long long)hi);
+}
+
+int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
+	     struct rd_err *err)
+{
+	rdmig_config_init(out);
+	if (in) {
+		if (in->size < offsetof(struct rdmig_config, log) || in->size > sizeof(*in))
+			return rd_err_set(err, -EINVAL, "config: size %u is not a struct "
+					  "rdmig_config from rdmig_config_init()", in->size);
+		memcpy(out, in, in->size);
+		out->size = sizeof(*out);
+	}
+	if (!rd_is_pow2(out->chunk_size) || out->chunk_size < 4096 || out->chunk_size > (1u << 30))
+		return rd_err_set(err, -EINVAL, "config: chunk_size %u must be a power of "
+				  "two from 4096 to 1 GiB", out->chunk_size);
+	if (out->merge_max == 0 || out->merge_max > out->chunk_size)
+		out->merge_max = out->chunk_size;
+	if (out->merge_max < 4096)
+		return range_err(err, "merge_max", out->merge_max, 4096, out->chunk_size);
+	if (out->timeout_ms < 100)
+		return range_err(err, "timeout_ms", (uint64_t)(int64_t)out->timeout_ms, 100, INT32_MAX);
+	if (out->keepalive_ms <= 0 || out->keepalive_ms > out->timeout_ms / 2)
+		out->keepalive_ms = out->timeout_ms / 4;
+	if (out->progress_ms <= 0)
+		out->progress_ms = 250;
+	if (out->ctrl_depth < 4 || out->ctrl_depth > 1024)
+		return range_err(err, "ctrl_depth", out->ctrl_depth, 4, 1024);
+	if (out->ctrl_msg_max < 4096 || out->ctrl_msg_max > (16u << 20))
+		return range_err(err, "ctrl_msg_max", out->ctrl_msg_max, 4096, 16u << 20);
+	if (out->max_writes < 1 || out->max_writes > 4096)
+		return range_err(err, "max_writes", out->max_writes, 1, 4096);
+	if (!out->pin_all && out->pinned_cap && out->pinned_cap < 2ull * out->chunk_size)
+		return rd_err_set(err, -EINVAL, "config: pinned_cap %llu must hold at least "
+				  "two chunks of %u bytes", (unsigned long long)out->pinned_cap,
+				  out->chunk_size);
+	return 0;
+}
+
+unsigned cfg_chunk_shift(const struct rdmig_config *cfg)
+{
+	return (unsigned)__builtin_ctz(cfg->chunk_size);
+}
+
+void cfg_log(const struct rdmig_config *cfg, int level, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!cfg->log || level > cfg->log_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cfg->log(cfg->log_ctx, level, msg);
+}
+
+void stats_init(struct stats_box *b)
+{
+	memset(b, 0, sizeof(*b));
+	pthread_mutex_init(&b->lock, NULL);
+}
+
+void stats_fini(struct stats_box *b)
+{
+	pthread_mutex_destroy(&b->lock);
+}
+
+void stats_refresh(struct stats_box *b)
+{
+	int64_t now = rd_now_ms();
+
+	if (b->start_ms)
+		b->st.total_time_ms = (uint64_t)(now - b->start_ms);
+	if (b->data_start_ms)
+		b->st.data_time_ms = (uint64_t)(now - b->data_start_ms);
+	if (b->st.data_time_ms)
+		b->st.mbps = (double)b->st.normal_bytes * 8.0 / 1000.0 /
+			     (double)b->st.data_time_ms;
+}
+
+void stats_read(struct stats_box *b, struct rdmig_stats *out)
+{
+	pthread_mutex_lock(&b->lock);
+	*out = b->st;
+	pthread_mutex_unlock(&b->lock);
+}

@@ -1,0 +1,35 @@
+/* config: defaults and validation of struct rdmig_config, logging through
+ * the caller's callback, and the statistics lock shared by both roles. */
+#ifndef RDMIG_CONFIG_H
+#define RDMIG_CONFIG_H
+
+#include <pthread.h>
+
+#include "rdmig.h"
+#include "util.h"
+
+#define CFG_PAGE_SIZE 4096u
+
+/* Copies @in (which may be an older, smaller struct) over the defaults and
+ * checks every field; the message names the field and the allowed range. */
+int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
+	     struct rd_err *err);
+unsigned cfg_chunk_shift(const struct rdmig_config *cfg);
+
+void cfg_log(const struct rdmig_config *cfg, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Statistics written by the migration thread, read from any thread. */
+struct stats_box {
+	pthread_mutex_t lock;
+	struct rdmig_stats st;
+	int64_t start_ms, data_start_ms;
+};
+
+void stats_init(struct stats_box *b);
+void stats_fini(struct stats_box *b);
+void stats_read(struct stats_box *b, struct rdmig_stats *out);
+/* Recomputes the derived fields (times, throughput); call with lock held. */
+void stats_refresh(struct stats_box *b);
+
+#endif

@@ -1,0 +1,265 @@
+#include "ctrl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdmig.pb-c.h"
+
+static int post_rx(struct ctrl *ch, uint32_t i)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)(ch->rbuf + (size_t)i * ch->msg_max),
+			       .length = ch->msg_max, .lkey = ch->rmr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = fab_wr_id(&ch->rx[i].tag), .sg_list = &sge,
+				  .num_sge = 1 };
+	int rc = fab_post_recv(ch->conn, &wr);
+
+	if (rc)
+		memcpy(ch->err->msg, ch->conn->err.msg, sizeof(ch->err->msg));
+	return rc;
+}
+
+int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
+	      uint32_t msg_max, struct rd_err *err)
+{
+	size_t rsize = (size_t)depth * msg_max;
+	uint32_t i;
+	int rc;
+
+	memset(ch, 0, sizeof(*ch));
+	ch->conn = conn;
+	ch->depth = depth;
+	ch->msg_max = msg_max;
+	ch->err = err;
+	ch->rx = calloc(depth, sizeof(*ch->rx));
+	if (!ch->rx || posix_memalign((void **)&ch->rbuf, 4096, rsize))
+		return rd_err_set(err, -ENOMEM, "out of memory for control buffers");
+	rc = fab_reg_mr(conn, ch->rbuf, rsize, IBV_ACCESS_LOCAL_WRITE, &ch->rmr);
+	if (rc) {
+		memcpy(err->msg, conn->err.msg, sizeof(err->msg));
+		return rc;
+	}
+	for (i = 0; i < depth; i++) {
+		ch->rx[i].tag.kind = CTRL_TAG_RECV;
+		ch->rx[i].idx = i;
+		rc = post_rx(ch, i);
+		if (rc)
+			return rc;
+	}
+	ch->last_recv_ms = ch->last_send_ms = rd_now_ms();
+	return 0;
+}
+
+void ctrl_start(struct ctrl *ch, uint32_t peer_depth, uint32_t peer_msg_max)
+{
+	ch->peer_depth = peer_depth;
+	ch->peer_msg_max = peer_msg_max;
+	ch->credits = peer_depth;
+}
+
+/* Send buffers are sized from the peer's limits, so they are allocated when
+ * those are known (first send). */
+static int alloc_tx(struct ctrl *ch)
+{
+	size_t ssize;
+	uint32_t i;
+	int rc;
+
+	if (ch->tx)
+		return 0;
+	/* The send queue was sized for our own depth of control sends. */
+	ch->ntx = ch->peer_depth < ch->depth ? ch->peer_depth : ch->depth;
+	ssize = (size_t)ch->ntx * ch->peer_msg_max;
+	ch->tx = calloc(ch->ntx, sizeof(*ch->tx));
+	if (!ch->tx || posix_memalign((void **)&ch->sbuf, 4096, ssize))
+		return rd_err_set(ch->err, -ENOMEM, "out of memory for control buffers");
+	rc = fab_reg_mr(ch->conn, ch->sbuf, ssize, 0, &ch->smr);
+	if (rc) {
+		memcpy(ch->err->msg, ch->conn->err.msg, sizeof(ch->err->msg));
+		return rc;
+	}
+	for (i = 0; i < ch->ntx; i++) {
+		ch->tx[i].tag.kind = CTRL_TAG_SEND;
+		ch->tx[i].idx = i;
+	}
+	return 0;
+}
+
+void ctrl_fini(struct ctrl *ch)
+{
+	if (ch->rmr)
+		ibv_dereg_mr(ch->rmr);
+	if (ch->smr)
+		ibv_dereg_mr(ch->smr);
+	free(ch->rbuf);
+	free(ch->sbuf);
+	free(ch->rx);
+	free(ch->tx);
+	memset(ch, 0, sizeof(*ch));
+}
+
+static int free_slot(struct ctrl *ch)
+{
+	uint32_t i;
+
+	for (i = 0; i < ch->ntx; i++)
+		if (!ch->tx[i].busy)
+			return (int)i;
+	return -1;
+}
+
+bool ctrl_can_send(const struct ctrl *ch)
+{
+	uint32_t i;
+
+	if (ch->credits < 2)
+		return false;
+	if (!ch->tx)
+		return true;
+	for (i = 0; i < ch->ntx; i++)
+		if (!ch->tx[i].busy)
+			return true;
+	return false;
+}
+
+/* Regular frames keep one credit in reserve; CREDIT and ERROR may use it. */
+static int post_frame(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg,
+		      uint32_t min_credits)
+{
+	struct ibv_sge sge;
+	struct ibv_send_wr wr;
+	int slot, len, rc;
+
+	if (!ch->peer_depth)
+		return rd_err_set(ch->err, -ENOTCONN, "control channel not started");
+	rc = alloc_tx(ch);
+	if (rc)
+		return rc;
+	if (ch->credits < min_credits)
+		return -EAGAIN;
+	slot = free_slot(ch);
+	if (slot < 0)
+		return -EAGAIN;
+	len = ctrl_encode(type, (uint16_t)(ch->to_return > UINT16_MAX ? UINT16_MAX : ch->to_return),
+			  msg, ch->sbuf + (size_t)slot * ch->peer_msg_max, ch->peer_msg_max,
+			  ch->err);
+	if (len < 0)
+		return len;
+	sge = (struct ibv_sge){ .addr = (uintptr_t)(ch->sbuf + (size_t)slot * ch->peer_msg_max),
+				.length = (uint32_t)len, .lkey = ch->smr->lkey };
+	wr = (struct ibv_send_wr){ .wr_id = fab_wr_id(&ch->tx[slot].tag), .sg_list = &sge,
+				   .num_sge = 1, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED };
+	rc = fab_post_send(ch->conn, &wr);
+	if (rc) {
+		memcpy(ch->err->msg, ch->conn->err.msg, sizeof(ch->err->msg));
+		return rc;
+	}
+	ch->tx[slot].busy = true;
+	ch->credits--;
+	ch->to_return -= ch->to_return > UINT16_MAX ? UINT16_MAX : ch->to_return;
+	ch->sent++;
+	ch->bytes_sent += (uint64_t)len;
+	ch->last_send_ms = rd_now_ms();
+	return 0;
+}
+
+int ctrl_send(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg)
+{
+	return post_frame(ch, type, msg, 2);
+}
+
+void ctrl_send_error(struct ctrl *ch, int code, const char *message)
+{
+	Rdmig__Error e = RDMIG__ERROR__INIT;
+	char buf[1024];
+	struct rd_err scratch, *saved = ch->err;
+
+	if (!ch->peer_depth || !ch->conn || ch->conn->state != FAB_CONNECTED)
+		return;
+	snprintf(buf, sizeof(buf), "%s", message);
+	e.code = code;
+	e.message = buf;
+	/* Failure to tell the peer must not overwrite the error being reported. */
+	ch->err = &scratch;
+	post_frame(ch, CT_ERROR, &e.base, 1);
+	ch->err = saved;
+}
+
+int ctrl_return_credits(struct ctrl *ch, bool force)
+{
+	int rc;
+
+	if (!ch->peer_depth || ch->to_return == 0)
+		return 0;
+	if (!force && ch->to_return < ch->depth / 2)
+		return 0;
+	rc = post_frame(ch, CT_CREDIT, NULL, 1);
+	return rc == -EAGAIN ? 0 : rc;
+}
+
+int ctrl_keepalive(struct ctrl *ch)
+{
+	int rc = post_frame(ch, CT_KEEPALIVE, NULL, 2);
+
+	return rc == -EAGAIN ? 0 : rc;
+}
+
+bool ctrl_owns(const struct ibv_wc *wc)
+{
+	uint32_t k = fab_tag_of(wc)->kind;
+
+	return k == CTRL_TAG_RECV || k == CTRL_TAG_SEND;
+}
+
+uint32_t ctrl_sends_busy(const struct ctrl *ch)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < ch->ntx; i++)
+		n += ch->tx[i].busy;
+	return n;
+}
+
+int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr,
+		  ProtobufCMessage **msg)
+{
+	struct ctrl_slot *slot = rd_container_of(fab_tag_of(wc), struct ctrl_slot, tag);
+	int rc;
+
+	*msg = NULL;
+	if (slot->tag.kind == CTRL_TAG_SEND)
+		slot->busy = false;
+	if (wc->status != IBV_WC_SUCCESS) {
+		rc = fab_wc_error(ch->conn, wc, slot->tag.kind == CTRL_TAG_SEND ?
+				  "control SEND" : "control RECV");
+		memcpy(ch->err->msg, ch->conn->err.msg, sizeof(ch->err->msg));
+		return rc;
+	}
+	if (slot->tag.kind == CTRL_TAG_SEND)
+		return 0;
+	rc = ctrl_decode(ch->rbuf + (size_t)slot->idx * ch->msg_max, wc->byte_len,
+			 ch->msg_max, hdr, msg, ch->err);
+	if (rc)
+		return rc;
+	/* A peer returning more credits than it could ever owe is lying. */
+	if ((uint64_t)ch->credits + hdr->credits > ch->peer_depth) {
+		ctrl_msg_free(*msg);
+		*msg = NULL;
+		return rd_err_set(ch->err, -EPROTO,
+				  "peer returned %u credits, more than its %u receive buffers allow",
+				  hdr->credits, ch->peer_depth);
+	}
+	ch->credits += hdr->credits;
+	ch->received++;
+	ch->last_recv_ms = rd_now_ms();
+	rc = post_rx(ch, slot->idx);
+	if (rc) {
+		ctrl_msg_free(*msg);
+		*msg = NULL;
+		return rc;
+	}
+	ch->to_return++;
+	return 1;
+}

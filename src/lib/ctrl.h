@@ -1,0 +1,74 @@
+/* ctrl: the control channel over SEND/RECV.
+ *
+ * Receive buffers are pre-posted before the connection exists and re-posted
+ * as soon as a message has been decoded, so a sender never waits for a READY
+ * round trip.  Flow control is by credits: a SEND may only be posted while
+ * the peer is known to have a free receive buffer.  Every frame returns the
+ * buffers this side re-posted since its previous frame; the last credit is
+ * kept for CREDIT (and ERROR) frames so neither side can starve the other
+ * (see rdmig(7), "Flow control"). */
+#ifndef RDMIG_CTRL_H
+#define RDMIG_CTRL_H
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "codec.h"
+#include "fabric.h"
+
+enum { CTRL_TAG_RECV = 0x100, CTRL_TAG_SEND = 0x101 };
+
+struct ctrl_slot {
+	struct fab_tag tag; /* CTRL_TAG_RECV or CTRL_TAG_SEND */
+	uint32_t idx;
+	bool busy;          /* send slot posted and not yet completed */
+};
+
+struct ctrl {
+	struct fab_conn *conn;
+	uint32_t depth;       /* our receive buffers */
+	uint32_t msg_max;     /* size of each of our receive buffers */
+	uint32_t peer_depth;
+	uint32_t peer_msg_max;
+	uint8_t *rbuf, *sbuf;
+	struct ibv_mr *rmr, *smr;
+	struct ctrl_slot *rx, *tx;
+	uint32_t ntx;
+	uint32_t credits;     /* SENDs the peer can still receive */
+	uint32_t to_return;   /* our buffers re-posted since our last frame */
+	uint64_t sent, received, bytes_sent;
+	int64_t last_send_ms, last_recv_ms;
+	struct rd_err *err;
+};
+
+/* Allocates and registers the buffers and posts every receive.  Call after
+ * the QP exists and before the connection is accepted/established. */
+int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
+	      uint32_t msg_max, struct rd_err *err);
+/* Deregisters and frees; the QP must be gone or idle. */
+void ctrl_fini(struct ctrl *ch);
+/* Starts flow control once the peer's depth and buffer size are known. */
+void ctrl_start(struct ctrl *ch, uint32_t peer_depth, uint32_t peer_msg_max);
+
+/* True when a regular frame can be posted now. */
+bool ctrl_can_send(const struct ctrl *ch);
+/* Posts one frame; -EAGAIN when no credit or send slot is free (progress
+ * completions and retry), -EMSGSIZE when it does not fit the peer. */
+int ctrl_send(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg);
+/* Best effort: an ERROR frame using the reserved credit when needed. */
+void ctrl_send_error(struct ctrl *ch, int code, const char *message);
+/* Sends a CREDIT frame when enough buffers were re-posted (or @force and
+ * any were) and no regular traffic will carry them soon. */
+int ctrl_return_credits(struct ctrl *ch, bool force);
+int ctrl_keepalive(struct ctrl *ch);
+
+/* Handles a completion whose tag is one of ours.  For a receive, decodes
+ * the frame into *hdr and *msg (NULL for header-only frames), takes the
+ * returned credits and re-posts the buffer; returns 1 when a message was
+ * delivered, 0 for send completions, negative errno on failure. */
+int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr,
+		  ProtobufCMessage **msg);
+bool ctrl_owns(const struct ibv_wc *wc);
+/* Number of sends posted and not yet completed. */
+uint32_t ctrl_sends_busy(const struct ctrl *ch);
+
+#endif

@@ -1,0 +1,1170 @@
+/* source: the sending side of a migration.
+ *
+ * The caller's thread drives everything: each API call runs the state
+ * machine until its goal (connected, iteration acknowledged, state sent,
+ * completed) or a failure.  An iteration is planned in one pass over the
+ * dirty bitmaps (merged WRITEs, zero ranges sent as they fill), then a loop
+ * keeps three things moving at once: registration requests for chunks ahead
+ * of the writes (dynamic mode), WRITEs whose chunks are ready, and
+ * completions.  It only sleeps when none of them can advance. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "bitmap.h"
+#include "blocks.h"
+#include "codec.h"
+#include "config.h"
+#include "creg.h"
+#include "ctrl.h"
+#include "fabric.h"
+#include "plan.h"
+#include "privdata.h"
+#include "rdmig.h"
+#include "rdmig.pb-c.h"
+
+enum src_state {
+	SRC_NEW,        /* blocks may be added */
+	SRC_READY,      /* connected, block map exchanged: iterations may run */
+	SRC_COMPLETED,  /* the destination confirmed the whole image */
+	SRC_FAILED,     /* terminal; err holds the reason */
+};
+
+enum { SRC_TAG_WRITE = 1 };
+
+struct src_block {
+	struct blk_desc d;
+	uint8_t *host;
+	uint64_t npages;
+	uint64_t nchunks;
+	uint64_t *dirty;        /* pages to send in the next iteration */
+	uint64_t *written;      /* pages the destination holds non-zero data for */
+	uint64_t first_slot;    /* creg slot of chunk 0 */
+	struct ibv_mr *mr;      /* pin-all: the whole block */
+	uint64_t remote_base;
+	uint32_t remote_rkey;   /* pin-all */
+	bool dest_zeroed;
+};
+
+/* One planned RDMA WRITE; never crosses a chunk boundary. */
+struct src_op {
+	uint32_t block;
+	uint64_t offset;
+	uint64_t length;
+	uint64_t slot;
+};
+
+/* A REGISTER_REQ awaiting its answer; answers come back in order. */
+struct src_regreq {
+	uint64_t req_id;
+	uint64_t *slots;
+	size_t n;
+};
+
+#define MAX_REG_OUTSTANDING 4
+
+struct rdmig_source {
+	struct rdmig_config cfg;
+	unsigned chunk_shift;
+	struct rd_err err;
+	enum src_state state;
+
+	struct src_block *blocks;
+	unsigned nblocks;
+
+	struct fab_conn *conn;
+	struct ctrl ch;
+	bool ctrl_ready;
+	uint32_t caps;
+	uint32_t peer_msg_max;
+	int wake_fd;
+	atomic_bool cancelled;
+
+	/* dynamic registration: chunks registered on both sides */
+	struct creg creg;
+	bool creg_ready;
+	struct ibv_mr **chunk_mr;
+	uint64_t nslots;
+	struct src_regreq regq[MAX_REG_OUTSTANDING];
+	unsigned regq_head, regq_len;
+	uint64_t next_req_id;
+
+	/* the iteration being sent */
+	struct src_op *ops;
+	size_t nops, ops_cap;
+	size_t req_pos;         /* ops whose chunks are requested (or pinned) */
+	size_t write_pos;       /* ops posted */
+	size_t done_pos;        /* ops completed */
+	size_t *marks;          /* ring of op indices ending at a signaled WRITE */
+	size_t marks_head, marks_len, marks_cap;
+	struct fab_tag write_tag;
+	uint32_t iteration;     /* iterations acknowledged */
+	bool iter_acked;
+	bool complete_acked;
+	bool complete_ok;
+
+	/* zero ranges being collected for one ZERO_RANGES message */
+	uint32_t *zr_block;
+	uint64_t *zr_offset, *zr_length;
+	size_t zr_n, zr_max;
+
+	struct stats_box stats;
+	int64_t last_progress_ms;
+};
+
+static int fail(struct rdmig_source *s, int rc)
+{
+	if (s->state == SRC_FAILED)
+		return rc;
+	s->state = SRC_FAILED;
+	cfg_log(&s->cfg, RDMIG_LOG_ERROR, "migration failed: %s", s->err.msg);
+	if (s->ctrl_ready)
+		ctrl_send_error(&s->ch, rc, s->err.msg);
+	fab_disconnect(s->conn);
+	return rc;
+}
+
+static int conn_err(struct rdmig_source *s, int rc)
+{
+	if (s->conn && s->conn->err.msg[0] && rc != -ECANCELED)
+		memcpy(s->err.msg, s->conn->err.msg, sizeof(s->err.msg));
+	return rc;
+}
+
+int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cfg)
+{
+	struct rdmig_source *s = calloc(1, sizeof(*s));
+	int rc;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	rc = cfg_load(&s->cfg, cfg, &s->err);
+	if (rc) {
+		/* Report the configuration error through a half-made handle. */
+		s->state = SRC_FAILED;
+		s->wake_fd = -1;
+		stats_init(&s->stats);
+		*out = s;
+		return rc;
+	}
+	s->chunk_shift = cfg_chunk_shift(&s->cfg);
+	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	stats_init(&s->stats);
+	s->write_tag.kind = SRC_TAG_WRITE;
+	if (s->wake_fd < 0) {
+		rc = rd_err_set(&s->err, -errno, "eventfd: %s", strerror(errno));
+		rdmig_source_destroy(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+const char *rdmig_source_error(const struct rdmig_source *s)
+{
+	/* Creation reports its failure through the handle, except for ENOMEM. */
+	return s ? s->err.msg : "out of memory";
+}
+
+int rdmig_source_add_block(struct rdmig_source *s, const char *name, void *host,
+			   uint64_t length, uint32_t page_size)
+{
+	struct src_block *b, *nb;
+	unsigned i;
+	int rc;
+
+	if (s->state != SRC_NEW)
+		return rd_err_set(&s->err, -EINVAL, "blocks must be added before connecting");
+	if (!page_size)
+		page_size = CFG_PAGE_SIZE;
+	rc = blk_name_valid(name, &s->err);
+	if (rc)
+		return rc;
+	if (!host || !length || length > (1ull << 50))
+		return rd_err_set(&s->err, -EINVAL, "block \"%s\": bad address or length %" PRIu64,
+				  name, length);
+	if (!rd_is_pow2(page_size) || page_size < 4096 || page_size > (1u << 30))
+		return rd_err_set(&s->err, -EINVAL, "block \"%s\": page size %u must be a "
+				  "power of two from 4096 to 1 GiB", name, page_size);
+	if (page_size > s->cfg.chunk_size)
+		return rd_err_set(&s->err, -EINVAL, "block \"%s\": page size %u exceeds the "
+				  "chunk size %u", name, page_size, s->cfg.chunk_size);
+	if (s->nblocks >= BLK_MAX)
+		return rd_err_set(&s->err, -E2BIG, "too many blocks (limit %d)", BLK_MAX);
+	for (i = 0; i < s->nblocks; i++)
+		if (!strcmp(s->blocks[i].d.name, name))
+			return rd_err_set(&s->err, -EEXIST, "block \"%s\" added twice", name);
+	nb = realloc(s->blocks, (s->nblocks + 1) * sizeof(*nb));
+	if (!nb)
+		return rd_err_set(&s->err, -ENOMEM, "out of memory");
+	s->blocks = nb;
+	b = &s->blocks[s->nblocks];
+	memset(b, 0, sizeof(*b));
+	snprintf(b->d.name, sizeof(b->d.name), "%s", name);
+	b->d.length = length;
+	b->d.page_size = page_size;
+	b->host = host;
+	b->npages = blk_npages(length, page_size);
+	b->nchunks = blk_nchunks(length, s->chunk_shift);
+	b->dirty = bm_alloc(b->npages);
+	b->written = bm_alloc(b->npages);
+	if (!b->dirty || !b->written) {
+		bm_free(b->dirty);
+		bm_free(b->written);
+		return rd_err_set(&s->err, -ENOMEM, "out of memory for the dirty bitmap");
+	}
+	s->stats.st.total += length;
+	return (int)s->nblocks++;
+}
+
+/* ---- waiting and completions ------------------------------------------ */
+
+static int handle_ctrl_msg(struct rdmig_source *s, const struct ctrl_hdr *h,
+			   ProtobufCMessage *m);
+
+static void ops_completed(struct rdmig_source *s, size_t upto)
+{
+	for (; s->done_pos < upto; s->done_pos++)
+		if (!s->cfg.pin_all)
+			creg_put(&s->creg, s->ops[s->done_pos].slot);
+}
+
+static int handle_wc(struct rdmig_source *s, const struct ibv_wc *wc)
+{
+	struct ctrl_hdr h;
+	ProtobufCMessage *m;
+	int rc;
+
+	if (ctrl_owns(wc)) {
+		rc = ctrl_complete(&s->ch, wc, &h, &m);
+		if (rc <= 0)
+			return rc;
+		rc = handle_ctrl_msg(s, &h, m);
+		ctrl_msg_free(m);
+		return rc;
+	}
+	if (wc->status != IBV_WC_SUCCESS)
+		return conn_err(s, fab_wc_error(s->conn, wc, "RDMA WRITE"));
+	if (!s->marks_len)
+		return rd_err_set(&s->err, -EPROTO, "unexpected WRITE completion");
+	ops_completed(s, s->marks[s->marks_head]);
+	s->marks_head = (s->marks_head + 1) % s->marks_cap;
+	s->marks_len--;
+	return 0;
+}
+
+static void report_progress(struct rdmig_source *s, bool force)
+{
+	struct rdmig_stats st;
+	int64_t now = rd_now_ms();
+
+	if (!s->cfg.progress || (!force && now - s->last_progress_ms < s->cfg.progress_ms))
+		return;
+	s->last_progress_ms = now;
+	rdmig_source_stats(s, &st);
+	s->cfg.progress(s->cfg.progress_ctx, &st);
+}
+
+/* Handles whatever completions are ready; with @block, first waits (bounded
+ * by the timeout) for at least one.  Returns completions handled or -errno. */
+static int progress(struct rdmig_source *s, bool block)
+{
+	struct ibv_wc wc[32];
+	int n, i, rc;
+
+	if (atomic_load(&s->cancelled))
+		return rd_err_set(&s->err, -ECANCELED, "migration cancelled");
+	if (rd_now_ms() - s->ch.last_send_ms >= s->cfg.keepalive_ms) {
+		rc = ctrl_keepalive(&s->ch);
+		if (rc)
+			return rc;
+	}
+	n = fab_poll(s->conn, wc, (int)RD_ARRAY_SIZE(wc));
+	if (n == 0 && block) {
+		n = fab_poll_wait(s->conn, wc, (int)RD_ARRAY_SIZE(wc),
+				  rd_deadline(s->cfg.timeout_ms), s->wake_fd);
+		if (n == -ETIMEDOUT)
+			return rd_err_set(&s->err, -ETIMEDOUT, "the destination did not "
+					  "respond within %d ms", s->cfg.timeout_ms);
+		if (n == -ECONNRESET)
+			return rd_err_set(&s->err, -ECONNRESET, "the destination disconnected");
+	}
+	if (n < 0)
+		return conn_err(s, n);
+	for (i = 0; i < n; i++) {
+		rc = handle_wc(s, &wc[i]);
+		if (rc < 0)
+			return rc;
+	}
+	rc = ctrl_return_credits(&s->ch, false);
+	if (rc)
+		return rc;
+	report_progress(s, false);
+	return n;
+}
+
+/* Sends one control message, progressing completions until a credit and a
+ * send slot are free. */
+static int send_msg(struct rdmig_source *s, unsigned type, const ProtobufCMessage *m)
+{
+	int rc;
+
+	for (;;) {
+		rc = ctrl_send(&s->ch, type, m);
+		if (rc != -EAGAIN)
+			return rc;
+		rc = progress(s, true);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* Progresses until *flag becomes true. */
+static int wait_for(struct rdmig_source *s, bool *flag)
+{
+	int rc;
+
+	while (!*flag) {
+		rc = progress(s, true);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- control messages from the destination ---------------------------- */
+
+static int on_register_resp(struct rdmig_source *s, const Rdmig__RegisterResp *r)
+{
+	struct src_regreq *q = &s->regq[s->regq_head];
+	size_t i;
+
+	if (!s->regq_len || r->req_id != q->req_id)
+		return rd_err_set(&s->err, -EPROTO, "REGISTER_RESP for request %" PRIu64
+				  " that is not the oldest outstanding", r->req_id);
+	if (r->n_rkeys != q->n)
+		return rd_err_set(&s->err, -EPROTO, "REGISTER_RESP carries %zu keys for %zu "
+				  "chunks", r->n_rkeys, q->n);
+	for (i = 0; i < q->n; i++)
+		creg_set_ready(&s->creg, q->slots[i], r->rkeys[i], s->chunk_mr[q->slots[i]]);
+	free(q->slots);
+	q->slots = NULL;
+	s->regq_head = (s->regq_head + 1) % MAX_REG_OUTSTANDING;
+	s->regq_len--;
+	return 0;
+}
+
+static int peer_error(struct rdmig_source *s, const Rdmig__Error *e)
+{
+	int code = e->code < 0 && e->code > -4096 ? e->code : -EPROTO;
+
+	/* The peer's text is untrusted: keep it printable. */
+	char clean[512];
+	size_t i;
+
+	snprintf(clean, sizeof(clean), "%s", e->message ? e->message : "");
+	for (i = 0; clean[i]; i++)
+		if ((unsigned char)clean[i] < 0x20 || clean[i] == 0x7f)
+			clean[i] = '?';
+	return rd_err_set(&s->err, code == -ECANCELED ? -ECONNABORTED : code,
+			  "destination reported: %s", clean);
+}
+
+static int handle_ctrl_msg(struct rdmig_source *s, const struct ctrl_hdr *h,
+			   ProtobufCMessage *m)
+{
+	switch (h->type) {
+	case CT_CREDIT:
+	case CT_KEEPALIVE:
+		return 0;
+	case CT_ERROR:
+		return peer_error(s, (const Rdmig__Error *)m);
+	case CT_REGISTER_RESP:
+		return on_register_resp(s, (const Rdmig__RegisterResp *)m);
+	case CT_ITER_ACK:
+		if (((const Rdmig__IterAck *)m)->iteration != s->iteration + 1 || s->iter_acked)
+			return rd_err_set(&s->err, -EPROTO, "ITER_ACK for iteration %u, expected %u",
+					  ((const Rdmig__IterAck *)m)->iteration, s->iteration + 1);
+		s->iter_acked = true;
+		return 0;
+	case CT_COMPLETE_ACK:
+		if (s->complete_acked)
+			return rd_err_set(&s->err, -EPROTO, "duplicate COMPLETE_ACK");
+		s->complete_acked = true;
+		s->complete_ok = ((const Rdmig__CompleteAck *)m)->ok;
+		return 0;
+	default:
+		return rd_err_set(&s->err, -EPROTO, "unexpected %s from the destination",
+				  ctrl_type_name(h->type));
+	}
+}
+
+/* ---- connect ---------------------------------------------------------- */
+
+static int pre_connect(struct fab_conn *c, void *arg)
+{
+	struct rdmig_source *s = arg;
+	int rc = ctrl_init(&s->ch, c, s->cfg.ctrl_depth, s->cfg.ctrl_msg_max, &s->err);
+
+	s->ctrl_ready = rc == 0;
+	return rc;
+}
+
+static int decode_reject(struct rdmig_source *s)
+{
+	struct pd_reject rej;
+	struct rd_err tmp;
+
+	if (s->conn->peer_priv_len &&
+	    pd_kind(s->conn->peer_priv, s->conn->peer_priv_len) == PD_REJECT &&
+	    pd_decode_reject(s->conn->peer_priv, s->conn->peer_priv_len, &rej, &tmp) == 0)
+		return pd_reject_error(&rej, PD_VERSION_MIN, PD_VERSION_MAX, &s->err);
+	return -ECONNREFUSED; /* the CM's own reason is already in err */
+}
+
+static int do_connect(struct rdmig_source *s, const char *host, const char *port)
+{
+	struct fab_caps caps = { .sq_depth = s->cfg.max_writes + s->cfg.ctrl_depth + 4,
+				 .rq_depth = s->cfg.ctrl_depth };
+	struct pd_request req = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
+				  .ctrl_depth = s->cfg.ctrl_depth,
+				  .ctrl_msg_max = s->cfg.ctrl_msg_max, .channels = 1 };
+	struct pd_accept acc;
+	uint8_t priv[FAB_PRIV_CONNECT_MAX];
+	size_t len;
+	int rc;
+
+	req.caps = (s->cfg.pin_all ? PD_CAP_PIN_ALL : 0) |
+		   (s->cfg.zero_pages ? PD_CAP_ZERO_PAGES : 0);
+	len = pd_encode_request(&req, priv, sizeof(priv));
+	rc = fab_connect(&s->conn, host, port, &caps, priv, len, pre_connect, s,
+			 rd_deadline(s->cfg.timeout_ms), &s->err);
+	if (rc == -ECONNREFUSED)
+		return decode_reject(s);
+	if (rc)
+		return rc;
+	rc = pd_decode_accept(s->conn->peer_priv, s->conn->peer_priv_len, &acc, &s->err);
+	if (rc)
+		return rd_err_prefix(&s->err, rc, "the destination's answer");
+	if (acc.version < PD_VERSION_MIN || acc.version > PD_VERSION_MAX)
+		return rd_err_set(&s->err, -EPROTONOSUPPORT, "the destination chose protocol "
+				  "version %u, this side speaks %u..%u", acc.version,
+				  PD_VERSION_MIN, PD_VERSION_MAX);
+	if (acc.caps & ~req.caps)
+		return rd_err_set(&s->err, -EPROTO, "the destination granted capabilities "
+				  "that were not requested (0x%x)", acc.caps & ~req.caps);
+	if (s->cfg.pin_all && !(acc.caps & PD_CAP_PIN_ALL))
+		return rd_err_set(&s->err, -EPROTO, "the destination does not allow pin-all");
+	s->caps = acc.caps;
+	s->peer_msg_max = acc.ctrl_msg_max;
+	ctrl_start(&s->ch, acc.ctrl_depth, acc.ctrl_msg_max);
+	return 0;
+}
+
+static int send_block_map(struct rdmig_source *s)
+{
+	Rdmig__BlockMapReq req = RDMIG__BLOCK_MAP_REQ__INIT;
+	Rdmig__BlockDesc *descs, **ptrs;
+	unsigned i;
+	int rc;
+
+	descs = calloc(s->nblocks, sizeof(*descs));
+	ptrs = calloc(s->nblocks, sizeof(*ptrs));
+	if (!descs || !ptrs) {
+		rc = rd_err_set(&s->err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < s->nblocks; i++) {
+		rdmig__block_desc__init(&descs[i]);
+		descs[i].name = s->blocks[i].d.name;
+		descs[i].length = s->blocks[i].d.length;
+		descs[i].page_size = s->blocks[i].d.page_size;
+		ptrs[i] = &descs[i];
+	}
+	req.n_blocks = s->nblocks;
+	req.blocks = ptrs;
+	req.chunk_shift = s->chunk_shift;
+	rc = send_msg(s, CT_BLOCK_MAP_REQ, &req.base);
+out:
+	free(descs);
+	free(ptrs);
+	return rc;
+}
+
+static int pin_all_local(struct rdmig_source *s)
+{
+	unsigned i;
+	int rc;
+
+	for (i = 0; i < s->nblocks; i++) {
+		/* A WRITE source needs only local read access. */
+		rc = fab_reg_mr(s->conn, s->blocks[i].host, s->blocks[i].d.length, 0,
+				&s->blocks[i].mr);
+		if (rc)
+			return rd_err_prefix(&s->conn->err, conn_err(s, rc), "block \"%s\"",
+					     s->blocks[i].d.name);
+		s->stats.st.pinned_bytes += s->blocks[i].d.length;
+	}
+	s->stats.st.pinned_peak = s->stats.st.pinned_bytes;
+	return 0;
+}
+
+static int wait_block_map(struct rdmig_source *s, Rdmig__BlockMapResp **out)
+{
+	struct ibv_wc wc;
+	struct ctrl_hdr h;
+	ProtobufCMessage *m;
+	int rc;
+
+	for (;;) {
+		rc = fab_poll_wait(s->conn, &wc, 1, rd_deadline(s->cfg.timeout_ms), s->wake_fd);
+		if (rc == -ETIMEDOUT)
+			return rd_err_set(&s->err, rc, "the destination did not answer the "
+					  "block map within %d ms", s->cfg.timeout_ms);
+		if (rc < 0)
+			return conn_err(s, rc);
+		if (!ctrl_owns(&wc))
+			return rd_err_set(&s->err, -EPROTO, "unexpected completion");
+		rc = ctrl_complete(&s->ch, &wc, &h, &m);
+		if (rc < 0)
+			return rc;
+		if (rc == 0 || h.type == CT_CREDIT || h.type == CT_KEEPALIVE) {
+			ctrl_msg_free(m);
+			continue;
+		}
+		if (h.type == CT_BLOCK_MAP_RESP) {
+			*out = (Rdmig__BlockMapResp *)m;
+			return 0;
+		}
+		rc = h.type == CT_ERROR ? peer_error(s, (Rdmig__Error *)m) :
+		     rd_err_set(&s->err, -EPROTO, "expected BLOCK_MAP_RESP, got %s",
+				ctrl_type_name(h.type));
+		ctrl_msg_free(m);
+		return rc;
+	}
+}
+
+static int setup_dynamic(struct rdmig_source *s, uint64_t dest_cap)
+{
+	uint64_t cap = s->cfg.pinned_cap;
+	unsigned i;
+
+	for (i = 0; i < s->nblocks; i++) {
+		s->blocks[i].first_slot = s->nslots;
+		s->nslots += s->blocks[i].nchunks;
+	}
+	if (dest_cap && (!cap || dest_cap < cap))
+		cap = dest_cap;
+	if (cap && cap < 2ull << s->chunk_shift)
+		return rd_err_set(&s->err, -EINVAL, "the pinned-bytes cap (%" PRIu64 ") is "
+				  "smaller than two chunks", cap);
+	s->chunk_mr = calloc(s->nslots, sizeof(*s->chunk_mr));
+	if (!s->chunk_mr || creg_init(&s->creg, s->nslots, cap))
+		return rd_err_set(&s->err, -ENOMEM, "out of memory");
+	s->creg_ready = true;
+	return 0;
+}
+
+static int apply_block_map(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
+{
+	unsigned i;
+
+	if (r->n_blocks != s->nblocks)
+		return rd_err_set(&s->err, -EPROTO, "the destination mapped %zu blocks, "
+				  "%u were sent", r->n_blocks, s->nblocks);
+	for (i = 0; i < s->nblocks; i++) {
+		s->blocks[i].remote_base = r->blocks[i]->base_addr;
+		s->blocks[i].remote_rkey = r->blocks[i]->rkey;
+		s->blocks[i].dest_zeroed = r->blocks[i]->zeroed;
+		/* The remote range must not wrap around the address space. */
+		if (r->blocks[i]->base_addr + s->blocks[i].d.length < r->blocks[i]->base_addr)
+			return rd_err_set(&s->err, -EPROTO, "block \"%s\": bad remote base",
+					  s->blocks[i].d.name);
+	}
+	return s->cfg.pin_all ? 0 : setup_dynamic(s, r->pinned_cap);
+}
+
+int rdmig_source_connect(struct rdmig_source *s, const char *host, const char *port)
+{
+	Rdmig__BlockMapResp *resp = NULL;
+	int rc;
+
+	if (s->state != SRC_NEW)
+		return s->state == SRC_FAILED ? -EINVAL :
+		       rd_err_set(&s->err, -EISCONN, "already connected");
+	if (!s->nblocks)
+		return rd_err_set(&s->err, -EINVAL, "no RAM blocks were added");
+	s->stats.start_ms = rd_now_ms();
+	cfg_log(&s->cfg, RDMIG_LOG_INFO, "connecting to %s:%s", host, port);
+	rc = do_connect(s, host, port);
+	if (!rc)
+		rc = send_block_map(s);
+	/* Pin our blocks while the destination pins (or maps) its own. */
+	if (!rc && s->cfg.pin_all)
+		rc = pin_all_local(s);
+	if (!rc)
+		rc = wait_block_map(s, &resp);
+	if (!rc)
+		rc = apply_block_map(s, resp);
+	ctrl_msg_free(resp ? &resp->base : NULL);
+	if (rc)
+		return fail(s, rc);
+	pthread_mutex_lock(&s->stats.lock);
+	s->stats.st.setup_time_ms = (uint64_t)(rd_now_ms() - s->stats.start_ms);
+	pthread_mutex_unlock(&s->stats.lock);
+	s->state = SRC_READY;
+	cfg_log(&s->cfg, RDMIG_LOG_INFO, "connected: %u blocks, %s registration",
+		s->nblocks, s->cfg.pin_all ? "pin-all" : "dynamic");
+	return 0;
+}
+
+/* ---- dirty pages ------------------------------------------------------ */
+
+int rdmig_source_mark_dirty(struct rdmig_source *s, unsigned block, uint64_t offset,
+			    uint64_t length)
+{
+	struct src_block *b;
+	uint64_t first, last, end;
+
+	if (block >= s->nblocks)
+		return rd_err_set(&s->err, -EINVAL, "block index %u out of range", block);
+	b = &s->blocks[block];
+	if (!length)
+		return 0;
+	if (rd_add_overflow_u64(offset, length, &end) || end > b->d.length)
+		return rd_err_set(&s->err, -ERANGE, "block \"%s\": range %" PRIu64 "+%" PRIu64
+				  " is outside its %" PRIu64 " bytes", b->d.name, offset,
+				  length, b->d.length);
+	first = offset / b->d.page_size;
+	last = (end - 1) / b->d.page_size;
+	bm_set_range(b->dirty, first, last - first + 1);
+	return 0;
+}
+
+int rdmig_source_mark_all(struct rdmig_source *s)
+{
+	unsigned i;
+
+	for (i = 0; i < s->nblocks; i++)
+		bm_set_range(s->blocks[i].dirty, 0, s->blocks[i].npages);
+	return 0;
+}
+
+/* ---- one iteration ---------------------------------------------------- */
+
+static int flush_zero_ranges(struct rdmig_source *s)
+{
+	Rdmig__ZeroRanges zr = RDMIG__ZERO_RANGES__INIT;
+	int rc;
+
+	if (!s->zr_n)
+		return 0;
+	zr.n_block = zr.n_offset = zr.n_length = s->zr_n;
+	zr.block = s->zr_block;
+	zr.offset = s->zr_offset;
+	zr.length = s->zr_length;
+	rc = send_msg(s, CT_ZERO_RANGES, &zr.base);
+	s->zr_n = 0;
+	return rc;
+}
+
+static int add_zero_range(struct rdmig_source *s, uint32_t block, const struct plan_op *op)
+{
+	if (!s->zr_max) {
+		s->zr_max = ctrl_zero_ranges_max(s->peer_msg_max);
+		s->zr_block = calloc(s->zr_max, sizeof(*s->zr_block));
+		s->zr_offset = calloc(s->zr_max, sizeof(*s->zr_offset));
+		s->zr_length = calloc(s->zr_max, sizeof(*s->zr_length));
+		if (!s->zr_block || !s->zr_offset || !s->zr_length)
+			return rd_err_set(&s->err, -ENOMEM, "out of memory");
+	}
+	s->zr_block[s->zr_n] = block;
+	s->zr_offset[s->zr_n] = op->offset;
+	s->zr_length[s->zr_n] = op->length;
+	if (++s->zr_n == s->zr_max)
+		return flush_zero_ranges(s);
+	return 0;
+}
+
+static int add_op(struct rdmig_source *s, uint32_t block, const struct plan_op *op)
+{
+	if (s->nops == s->ops_cap) {
+		size_t ncap = s->ops_cap ? s->ops_cap * 2 : 1024;
+		struct src_op *n = realloc(s->ops, ncap * sizeof(*n));
+
+		if (!n)
+			return rd_err_set(&s->err, -ENOMEM, "out of memory for the write plan");
+		s->ops = n;
+		s->ops_cap = ncap;
+	}
+	s->ops[s->nops++] = (struct src_op){ .block = block, .offset = op->offset,
+					     .length = op->length,
+					     .slot = s->blocks[block].first_slot + op->chunk };
+	return 0;
+}
+
+/* Turns the dirty bitmaps into WRITE ops; zero ranges go out as they fill. */
+static int plan_iteration(struct rdmig_source *s)
+{
+	uint64_t remaining = 0, zero = 0, skipped = 0;
+	struct plan_op op;
+	unsigned i;
+	int rc;
+
+	s->nops = s->req_pos = s->write_pos = s->done_pos = 0;
+	for (i = 0; i < s->nblocks; i++) {
+		struct src_block *b = &s->blocks[i];
+		struct plan_params p = { .chunk_shift = s->chunk_shift,
+					 .merge_max = s->cfg.merge_max,
+					 .page_size = b->d.page_size,
+					 .detect_zero = !!(s->caps & PD_CAP_ZERO_PAGES),
+					 .dest_zeroed = b->dest_zeroed };
+		uint64_t cursor = 0;
+
+		if (p.merge_max < p.page_size)
+			p.merge_max = p.page_size;
+		while (plan_next(&p, b->host, b->d.length, b->dirty, b->written, &cursor, &op) == 1) {
+			if (op.kind == PLAN_WRITE) {
+				rc = add_op(s, i, &op);
+				remaining += op.length;
+			} else if (op.kind == PLAN_ZERO) {
+				rc = add_zero_range(s, i, &op);
+				zero += op.pages;
+			} else {
+				rc = 0;
+				zero += op.pages;
+				skipped += op.pages;
+			}
+			if (rc)
+				return rc;
+		}
+	}
+	pthread_mutex_lock(&s->stats.lock);
+	s->stats.st.remaining = remaining;
+	s->stats.st.zero_pages += zero;
+	s->stats.st.zero_pages_skipped += skipped;
+	pthread_mutex_unlock(&s->stats.lock);
+	return flush_zero_ranges(s);
+}
+
+static uint64_t slot_bytes(struct rdmig_source *s, const struct src_op *op, uint64_t *off)
+{
+	const struct src_block *b = &s->blocks[op->block];
+	uint64_t len;
+
+	blk_chunk_span(b->d.length, s->chunk_shift, op->slot - b->first_slot, off, &len);
+	return len;
+}
+
+static void release_victims(struct rdmig_source *s, const uint64_t *victims, int n,
+			    uint32_t *rel_block, uint64_t *rel_index, size_t *nrel);
+
+/* Frees room under the pinned-bytes cap by releasing idle chunks; their
+ * remote release rides in the next REGISTER_REQ. */
+static int make_room(struct rdmig_source *s, uint64_t need, uint32_t *rel_block,
+		     uint64_t *rel_index, size_t *nrel, size_t max_rel)
+{
+	uint64_t victims[64];
+	size_t room;
+	int n;
+
+	for (;;) {
+		room = max_rel - *nrel < 64 ? max_rel - *nrel : 64;
+		if (!room) /* this request's release list is full */
+			return s->creg.cap_bytes &&
+			       s->creg.pinned_bytes + need > s->creg.cap_bytes ? -ENOSPC : 0;
+		n = creg_victims(&s->creg, need, victims, room, NULL);
+		if (n <= 0)
+			return n < 0 ? -ENOSPC : 0;
+		release_victims(s, victims, n, rel_block, rel_index, nrel);
+	}
+}
+
+static void release_victims(struct rdmig_source *s, const uint64_t *victims, int n,
+			    uint32_t *rel_block, uint64_t *rel_index, size_t *nrel)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t slot = victims[i];
+		unsigned b = 0;
+
+		while (b + 1 < s->nblocks && s->blocks[b + 1].first_slot <= slot)
+			b++;
+		ibv_dereg_mr(s->chunk_mr[slot]);
+		s->chunk_mr[slot] = NULL;
+		creg_remove(&s->creg, slot);
+		rel_block[*nrel] = b;
+		rel_index[*nrel] = slot - s->blocks[b].first_slot;
+		(*nrel)++;
+	}
+}
+
+/* Requests registration of the chunks the next ops need, as one batch.
+ * Returns 1 when a request went out, 0 when nothing could be requested. */
+static int request_chunks(struct rdmig_source *s)
+{
+	Rdmig__RegisterReq req = RDMIG__REGISTER_REQ__INIT;
+	size_t max = ctrl_register_max(s->peer_msg_max) / 2, n = 0, nrel = 0, i;
+	uint32_t *cb = NULL, *rb = NULL;
+	uint64_t *ci = NULL, *ri = NULL, *slots = NULL;
+	struct src_regreq *q;
+	int rc = 0;
+
+	if (s->regq_len == MAX_REG_OUTSTANDING || !ctrl_can_send(&s->ch))
+		return 0;
+	cb = malloc(max * sizeof(*cb));
+	rb = malloc(max * sizeof(*rb));
+	ci = malloc(max * sizeof(*ci));
+	ri = malloc(max * sizeof(*ri));
+	slots = malloc(max * sizeof(*slots));
+	if (!cb || !rb || !ci || !ri || !slots) {
+		rc = rd_err_set(&s->err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	while (s->req_pos < s->nops && n < max) {
+		struct src_op *op = &s->ops[s->req_pos];
+		struct creg_slot *cs = &s->creg.slots[op->slot];
+
+		if (cs->state == CREG_NONE) {
+			uint64_t off, len = slot_bytes(s, op, &off);
+
+			/* Everything pinned may be in flight: wait for completions. */
+			if (make_room(s, len, rb, ri, &nrel, max) < 0 ||
+			    creg_add(&s->creg, op->slot, len, CREG_PENDING) < 0)
+				break;
+			cb[n] = op->block;
+			ci[n] = op->slot - s->blocks[op->block].first_slot;
+			slots[n++] = op->slot;
+		}
+		creg_get(&s->creg, op->slot);
+		creg_touch(&s->creg, op->slot);
+		s->req_pos++;
+	}
+	if (!n && !nrel)
+		goto out;
+	req.req_id = ++s->next_req_id;
+	req.n_chunk_block = req.n_chunk_index = n;
+	req.chunk_block = cb;
+	req.chunk_index = ci;
+	req.n_release_block = req.n_release_index = nrel;
+	req.release_block = rb;
+	req.release_index = ri;
+	rc = ctrl_send(&s->ch, CT_REGISTER_REQ, &req.base);
+	if (rc)
+		goto out;
+	/* Register our side of the chunks while the destination does its part. */
+	for (i = 0; i < n; i++) {
+		struct src_op tmp = { .block = cb[i], .slot = slots[i] };
+		uint64_t off, len = slot_bytes(s, &tmp, &off);
+
+		rc = fab_reg_mr(s->conn, s->blocks[cb[i]].host + off, len, 0,
+				&s->chunk_mr[slots[i]]);
+		if (rc) {
+			rc = conn_err(s, rc);
+			goto out;
+		}
+	}
+	q = &s->regq[(s->regq_head + s->regq_len) % MAX_REG_OUTSTANDING];
+	q->req_id = req.req_id;
+	q->slots = slots;
+	q->n = n;
+	slots = NULL;
+	s->regq_len++;
+	pthread_mutex_lock(&s->stats.lock);
+	s->stats.st.register_requests++;
+	s->stats.st.chunks_registered += n;
+	s->stats.st.pinned_bytes = s->creg.pinned_bytes;
+	s->stats.st.pinned_peak = s->creg.peak_bytes;
+	pthread_mutex_unlock(&s->stats.lock);
+	rc = 1;
+out:
+	free(cb);
+	free(rb);
+	free(ci);
+	free(ri);
+	free(slots);
+	return rc;
+}
+
+static bool op_ready(struct rdmig_source *s, const struct src_op *op)
+{
+	return s->cfg.pin_all || s->creg.slots[op->slot].state == CREG_READY;
+}
+
+static int push_mark(struct rdmig_source *s, size_t upto)
+{
+	if (!s->marks) {
+		s->marks_cap = s->cfg.max_writes + 1;
+		s->marks = calloc(s->marks_cap, sizeof(*s->marks));
+		if (!s->marks)
+			return rd_err_set(&s->err, -ENOMEM, "out of memory");
+	}
+	s->marks[(s->marks_head + s->marks_len) % s->marks_cap] = upto;
+	s->marks_len++;
+	return 0;
+}
+
+/* Posts ready WRITEs as one chain, signaling every 16th and the last so the
+ * send queue drains without a completion per WRITE. */
+static int post_writes(struct rdmig_source *s)
+{
+	struct ibv_send_wr wr[32];
+	struct ibv_sge sge[32];
+	uint64_t bytes = 0, pages = 0;
+	int n = 0, rc;
+
+	while (n < 32 && s->write_pos < s->req_pos &&
+	       s->write_pos - s->done_pos < s->cfg.max_writes &&
+	       op_ready(s, &s->ops[s->write_pos])) {
+		struct src_op *op = &s->ops[s->write_pos];
+		struct src_block *b = &s->blocks[op->block];
+		uint32_t lkey = s->cfg.pin_all ? b->mr->lkey : s->chunk_mr[op->slot]->lkey;
+		uint32_t rkey = s->cfg.pin_all ? b->remote_rkey : s->creg.slots[op->slot].rkey;
+
+		sge[n] = (struct ibv_sge){ .addr = (uintptr_t)(b->host + op->offset),
+					   .length = (uint32_t)op->length, .lkey = lkey };
+		wr[n] = (struct ibv_send_wr){ .wr_id = fab_wr_id(&s->write_tag),
+			.sg_list = &sge[n], .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+			.wr.rdma = { .remote_addr = b->remote_base + op->offset, .rkey = rkey } };
+		if (n)
+			wr[n - 1].next = &wr[n];
+		bytes += op->length;
+		pages += (op->length + b->d.page_size - 1) / b->d.page_size;
+		s->write_pos++;
+		n++;
+		if (s->write_pos % 16 == 0) {
+			wr[n - 1].send_flags = IBV_SEND_SIGNALED;
+			rc = push_mark(s, s->write_pos);
+			if (rc)
+				return rc;
+		}
+	}
+	if (!n)
+		return 0;
+	if (!(wr[n - 1].send_flags & IBV_SEND_SIGNALED)) {
+		wr[n - 1].send_flags = IBV_SEND_SIGNALED;
+		rc = push_mark(s, s->write_pos);
+		if (rc)
+			return rc;
+	}
+	rc = fab_post_send(s->conn, wr);
+	if (rc)
+		return conn_err(s, rc);
+	pthread_mutex_lock(&s->stats.lock);
+	s->stats.st.writes += (uint64_t)n;
+	s->stats.st.normal_bytes += bytes;
+	s->stats.st.normal_pages += pages;
+	s->stats.st.transferred += bytes;
+	s->stats.st.remaining -= bytes < s->stats.st.remaining ? bytes : s->stats.st.remaining;
+	pthread_mutex_unlock(&s->stats.lock);
+	return n;
+}
+
+static int send_ops(struct rdmig_source *s)
+{
+	int rc, moved;
+
+	while (s->done_pos < s->nops) {
+		moved = 0;
+		if (s->cfg.pin_all) {
+			s->req_pos = s->nops;
+		} else {
+			rc = request_chunks(s);
+			if (rc < 0)
+				return rc;
+			moved += rc;
+		}
+		rc = post_writes(s);
+		if (rc < 0)
+			return rc;
+		moved += rc;
+		rc = progress(s, !moved);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int rdmig_source_iterate(struct rdmig_source *s)
+{
+	Rdmig__IterEnd end = RDMIG__ITER_END__INIT;
+	int64_t t0 = rd_now_ms();
+	uint64_t before = s->stats.st.normal_bytes;
+	int rc;
+
+	if (s->state != SRC_READY)
+		return s->state == SRC_FAILED ? -EINVAL :
+		       rd_err_set(&s->err, -ENOTCONN, "not connected");
+	rc = plan_iteration(s);
+	if (!rc)
+		rc = send_ops(s);
+	if (rc)
+		return fail(s, rc);
+	end.iteration = s->iteration + 1;
+	end.bytes = s->stats.st.normal_bytes - before;
+	s->iter_acked = false;
+	rc = send_msg(s, CT_ITER_END, &end.base);
+	if (!rc)
+		rc = wait_for(s, &s->iter_acked);
+	if (rc)
+		return fail(s, rc);
+	s->iteration++;
+	pthread_mutex_lock(&s->stats.lock);
+	s->stats.st.iterations = s->iteration;
+	s->stats.st.data_time_ms += (uint64_t)(rd_now_ms() - t0);
+	s->stats.st.remaining = 0;
+	pthread_mutex_unlock(&s->stats.lock);
+	report_progress(s, true);
+	return 0;
+}
+
+int rdmig_source_poll(struct rdmig_source *s)
+{
+	int rc;
+
+	if (s->state != SRC_READY)
+		return s->state == SRC_FAILED ? -EINVAL : 0;
+	rc = progress(s, false);
+	return rc < 0 ? fail(s, rc) : 0;
+}
+
+/* ---- state, completion ------------------------------------------------ */
+
+int rdmig_source_send_state(struct rdmig_source *s, const void *data, size_t len)
+{
+	Rdmig__State st = RDMIG__STATE__INIT;
+	size_t max, n;
+	int rc;
+
+	if (s->state != SRC_READY)
+		return s->state == SRC_FAILED ? -EINVAL :
+		       rd_err_set(&s->err, -ENOTCONN, "not connected");
+	max = ctrl_state_max(s->peer_msg_max);
+	while (len) {
+		n = len < max ? len : max;
+		st.data.data = (uint8_t *)(uintptr_t)data;
+		st.data.len = n;
+		rc = send_msg(s, CT_STATE, &st.base);
+		if (rc)
+			return fail(s, rc);
+		data = (const uint8_t *)data + n;
+		len -= n;
+		pthread_mutex_lock(&s->stats.lock);
+		s->stats.st.state_bytes += n;
+		pthread_mutex_unlock(&s->stats.lock);
+	}
+	return 0;
+}
+
+/* Our last sends must complete before the QP goes away; a failure here
+ * cannot change the outcome the destination already confirmed. */
+static void drain_sends(struct rdmig_source *s)
+{
+	int64_t deadline = rd_deadline(s->cfg.timeout_ms);
+	struct ctrl_hdr h;
+	ProtobufCMessage *m;
+	struct ibv_wc wc;
+
+	while (ctrl_sends_busy(&s->ch) &&
+	       fab_poll_wait(s->conn, &wc, 1, deadline, -1) > 0) {
+		if (ctrl_owns(&wc) && ctrl_complete(&s->ch, &wc, &h, &m) > 0)
+			ctrl_msg_free(m);
+	}
+}
+
+int rdmig_source_complete(struct rdmig_source *s)
+{
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	int rc;
+
+	if (s->state != SRC_READY)
+		return s->state == SRC_FAILED ? -EINVAL :
+		       rd_err_set(&s->err, -ENOTCONN, "not connected");
+	c.state_bytes = s->stats.st.state_bytes;
+	c.iteration = s->iteration;
+	rc = send_msg(s, CT_COMPLETE, &c.base);
+	if (!rc)
+		rc = wait_for(s, &s->complete_acked);
+	if (!rc && !s->complete_ok)
+		rc = rd_err_set(&s->err, -EIO, "the destination did not accept the image");
+	if (rc)
+		return fail(s, rc);
+	drain_sends(s);
+	fab_disconnect(s->conn);
+	s->state = SRC_COMPLETED;
+	pthread_mutex_lock(&s->stats.lock);
+	stats_refresh(&s->stats);
+	pthread_mutex_unlock(&s->stats.lock);
+	cfg_log(&s->cfg, RDMIG_LOG_INFO, "migration completed after %u iterations",
+		s->iteration);
+	return 0;
+}
+
+void rdmig_source_cancel(struct rdmig_source *s)
+{
+	uint64_t one = 1;
+
+	atomic_store(&s->cancelled, true);
+	if (write(s->wake_fd, &one, sizeof(one)) < 0) {
+		/* The counter can only be full if cancel was already signalled. */
+	}
+}
+
+void rdmig_source_stats(struct rdmig_source *s, struct rdmig_stats *st)
+{
+	pthread_mutex_lock(&s->stats.lock);
+	if (s->state != SRC_COMPLETED)
+		stats_refresh(&s->stats);
+	if (s->creg_ready) {
+		s->stats.st.pinned_bytes = s->creg.pinned_bytes;
+		s->stats.st.pinned_peak = s->creg.peak_bytes;
+	}
+	s->stats.st.ctrl_sent = s->ch.sent;
+	s->stats.st.ctrl_received = s->ch.received;
+	*st = s->stats.st;
+	st->transferred += s->ch.bytes_sent;
+	pthread_mutex_unlock(&s->stats.lock);
+}
+
+void rdmig_source_destroy(struct rdmig_source *s)
+{
+	unsigned i;
+	uint64_t k;
+
+	if (!s)
+		return;
+	fab_disconnect(s->conn);
+	for (i = 0; i < s->nblocks; i++) {
+		if (s->blocks[i].mr)
+			ibv_dereg_mr(s->blocks[i].mr);
+		bm_free(s->blocks[i].dirty);
+		bm_free(s->blocks[i].written);
+	}
+	for (k = 0; s->chunk_mr && k < s->nslots; k++)
+		if (s->chunk_mr[k])
+			ibv_dereg_mr(s->chunk_mr[k]);
+	for (i = 0; i < MAX_REG_OUTSTANDING; i++)
+		free(s->regq[i].slots);
+	if (s->creg_ready)
+		creg_fini(&s->creg);
+	ctrl_fini(&s->ch);
+	fab_conn_destroy(s->conn);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+	stats_fini(&s->stats);
+	free(s->chunk_mr);
+	free(s->blocks);
+	free(s->ops);
+	free(s->marks);
+	free(s->zr_block);
+	free(s->zr_offset);
+	free(s->zr_length);
+	free(s);
+}
