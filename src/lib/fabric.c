@@ -159,8 +159,9 @@ void fab_listener_destroy(struct fab_listener *l)
 
 static void save_priv(struct fab_conn *c, const void *data, size_t len)
 {
-	if (!data)
-		len = 0;
+	c->peer_priv_len = 0;
+	if (!data || !len)
+		return;
 	if (len > sizeof(c->peer_priv))
 		len = sizeof(c->peer_priv);
 	memcpy(c->peer_priv, data, len);
