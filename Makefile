@@ -21,7 +21,7 @@ ifneq ($(SANITIZE),)
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 endif
 
-PKGS      := libibverbs librdmacm libprotobuf-c
+PKGS      := libibverbs librdmacm libprotobuf-c libsodium libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -88,7 +88,7 @@ $(B)/rdmig.pc: Makefile
 	$(call say,GEN,$@)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
 		'includedir=$(INCLUDEDIR)' '' 'Name: rdmig' \
 		'Description: RDMA live-migration transport' 'Version: $(VERSION)' \
-		'Requires.private: libibverbs librdmacm libprotobuf-c' \
+		'Requires.private: libibverbs librdmacm libprotobuf-c libsodium libxxhash' \
 		'Libs: -L$${libdir} -lrdmig' 'Cflags: -I$${includedir}' > $@
 
 lib: $(LIB_A) $(LIB_SO) $(B)/rdmig.pc

@@ -73,6 +73,13 @@ struct rdmig_config {
 	void *map_ctx;
 	rdmig_state_fn state;   /* destination only */
 	void *state_ctx;
+	/* Shared key (16..1024 bytes, copied) or NULL.  With a key, both sides
+	 * prove they hold it before any memory is registered or an address
+	 * leaves the destination; a destination with a key refuses sources
+	 * without one.  See rdmig(7), AUTHENTICATION. */
+	const void *auth_key;
+	size_t auth_key_len;
+	int verify;             /* compare per-block digests at completion */
 };
 
 /* Fills @cfg with the defaults shown above. */

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "auth.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,6 +62,11 @@ int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
 		return range_err(err, "ctrl_msg_max", out->ctrl_msg_max, 4096, 16u << 20);
 	if (out->max_writes < 1 || out->max_writes > 4096)
 		return range_err(err, "max_writes", out->max_writes, 1, 4096);
+	if (out->auth_key && (out->auth_key_len < AUTH_KEY_MIN || out->auth_key_len > AUTH_KEY_MAX))
+		return rd_err_set(err, -EINVAL, "config: the authentication key has %zu bytes, "
+				  "it needs %d to %d", out->auth_key_len, AUTH_KEY_MIN, AUTH_KEY_MAX);
+	if (out->auth_key && auth_init(err))
+		return -EIO;
 	if (!out->pin_all && out->pinned_cap && out->pinned_cap < 2ull * out->chunk_size)
 		return rd_err_set(err, -EINVAL, "config: pinned_cap %llu must hold at least "
 				  "two chunks of %u bytes", (unsigned long long)out->pinned_cap,

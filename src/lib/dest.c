@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "blocks.h"
 #include "codec.h"
 #include "config.h"
@@ -28,7 +29,8 @@
 enum dst_state {
 	DST_NEW,        /* blocks may be added; no connection yet */
 	DST_ACCEPTING,  /* accept posted, waiting for ESTABLISHED */
-	DST_WAIT_MAP,   /* connected, waiting for the block map */
+	DST_AUTH,       /* challenge sent: nothing is registered or revealed yet */
+	DST_WAIT_MAP,   /* connected (and authenticated), waiting for the block map */
 	DST_RUNNING,    /* iterations, state, until COMPLETE */
 	DST_FLUSHING,   /* COMPLETE_ACK posted, waiting for its completion */
 	DST_DONE,       /* the image is complete */
@@ -74,6 +76,11 @@ struct rdmig_dest {
 	uint32_t iteration;
 	uint64_t state_bytes;
 	struct stats_box stats;
+
+	uint8_t *key;               /* our copy of cfg.auth_key */
+	uint8_t nonce[AUTH_NONCE_LEN];      /* our challenge */
+	uint8_t peer_nonce[AUTH_NONCE_LEN]; /* the source's challenge */
+	bool have_peer_nonce;
 };
 
 /* ---- listener ---------------------------------------------------------- */
@@ -132,6 +139,14 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 	if (rc) {
 		d->state = DST_FAILED;
 		d->result = rc;
+	} else if (d->cfg.auth_key) {
+		d->key = malloc(d->cfg.auth_key_len);
+		if (!d->key) {
+			rdmig_dest_destroy(d);
+			return -ENOMEM;
+		}
+		memcpy(d->key, d->cfg.auth_key, d->cfg.auth_key_len);
+		d->cfg.auth_key = d->key;
 	}
 	*out = d;
 	return rc;
@@ -231,7 +246,8 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	struct pd_reject rej;
 	struct fab_conn *c = NULL;
 	uint8_t priv[PD_ACCEPT_LEN];
-	uint32_t local = PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES;
+	uint32_t local = PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES | PD_CAP_VERIFY |
+			 (d->cfg.auth_key ? PD_CAP_AUTH : 0);
 	int rc;
 
 	if (d->state != DST_NEW)
@@ -252,6 +268,12 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 		reject(c, rej.reason);
 		fab_conn_destroy(c);
 		return rd_err_prefix(&d->err, rc, "rejected a connection request");
+	}
+	if (d->cfg.auth_key && !(acc.caps & PD_CAP_AUTH)) {
+		reject(c, PD_REJ_UNAUTHORIZED);
+		fab_conn_destroy(c);
+		return rd_err_set(&d->err, -EACCES, "rejected a connection request: the "
+				  "source offered no authentication (it has no key)");
 	}
 	d->conn = c;
 	d->caps = acc.caps;
@@ -573,6 +595,45 @@ static int on_state(struct rdmig_dest *d, const Rdmig__State *st)
 	return 0;
 }
 
+static void hex(const uint8_t *p, size_t n, char *out)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+/* With VERIFY, the image counts as complete only if every block hashes to
+ * the digest the source computed over its final memory. */
+static int verify_digests(struct rdmig_dest *d, const Rdmig__Complete *c)
+{
+	uint8_t mine[DIGEST_LEN];
+	char a[2 * DIGEST_LEN + 1], b[2 * DIGEST_LEN + 1];
+	unsigned i;
+
+	if (!(d->caps & PD_CAP_VERIFY) || c->n_digests == 0)
+		return (d->caps & PD_CAP_VERIFY) && d->nmap ?
+		       rd_err_set(&d->err, -EPROTO, "COMPLETE carries no digests") : 0;
+	if (c->n_digests != d->nmap)
+		return rd_err_set(&d->err, -EPROTO, "COMPLETE carries %zu digests for %u blocks",
+				  c->n_digests, d->nmap);
+	for (i = 0; i < d->nmap; i++) {
+		const struct dst_block *blk = &d->blocks[d->map[i]];
+
+		if (c->digests[i].len != DIGEST_LEN)
+			return rd_err_set(&d->err, -EPROTO, "digest of %zu bytes", c->digests[i].len);
+		auth_digest(blk->host, blk->d.length, mine);
+		if (memcmp(mine, c->digests[i].data, DIGEST_LEN)) {
+			hex(c->digests[i].data, DIGEST_LEN, a);
+			hex(mine, DIGEST_LEN, b);
+			return rd_err_set(&d->err, -EILSEQ, "verification failed: block \"%s\" "
+					  "differs (source %s, destination %s)", blk->d.name, a, b);
+		}
+	}
+	cfg_log(&d->cfg, RDMIG_LOG_INFO, "verified %u blocks", d->nmap);
+	return 0;
+}
+
 static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
 {
 	Rdmig__CompleteAck ack = RDMIG__COMPLETE_ACK__INIT;
@@ -584,6 +645,9 @@ static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
 	if (c->iteration != d->iteration)
 		return rd_err_set(&d->err, -EPROTO, "COMPLETE after iteration %u, %u were "
 				  "acknowledged", c->iteration, d->iteration);
+	rc = verify_digests(d, c);
+	if (rc)
+		return rc;
 	ack.ok = 1;
 	rc = ctrl_send(&d->ch, CT_COMPLETE_ACK, &ack.base);
 	if (rc == -EAGAIN)
@@ -606,12 +670,66 @@ static int peer_error(struct rdmig_dest *d, const Rdmig__Error *e)
 			  "source reported: %s", clean);
 }
 
+/* ---- authentication ------------------------------------------------ */
+
+static int send_challenge(struct rdmig_dest *d)
+{
+	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
+	int rc;
+
+	auth_nonce(d->nonce);
+	ch.nonce.data = d->nonce;
+	ch.nonce.len = AUTH_NONCE_LEN;
+	rc = ctrl_send(&d->ch, CT_AUTH_CHALLENGE, &ch.base);
+	return rc == -EAGAIN ? rd_err_set(&d->err, -EPROTO, "no credit for the challenge") : rc;
+}
+
+/* The source sends its own challenge, then its answer to ours; we answer
+ * only once its answer checks out, so a source without the key learns
+ * nothing, not even our answer. */
+static int on_auth(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m)
+{
+	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
+	uint8_t mac[AUTH_MAC_LEN];
+	int rc;
+
+	if (h->type == CT_AUTH_CHALLENGE && !d->have_peer_nonce) {
+		const Rdmig__AuthChallenge *c = (const Rdmig__AuthChallenge *)m;
+
+		if (c->nonce.len != AUTH_NONCE_LEN)
+			return rd_err_set(&d->err, -EPROTO, "the source's challenge has %zu bytes",
+					  c->nonce.len);
+		memcpy(d->peer_nonce, c->nonce.data, AUTH_NONCE_LEN);
+		d->have_peer_nonce = true;
+		return 0;
+	}
+	if (h->type != CT_AUTH_RESPONSE || !d->have_peer_nonce)
+		return rd_err_set(&d->err, -EACCES, "authentication required: the source sent "
+				  "%s instead", ctrl_type_name(h->type));
+	if (auth_check(d->cfg.auth_key, d->cfg.auth_key_len, AUTH_SOURCE, d->peer_nonce,
+		       d->nonce, ((const Rdmig__AuthResponse *)m)->mac.data,
+		       ((const Rdmig__AuthResponse *)m)->mac.len))
+		return rd_err_set(&d->err, -EACCES, "authentication failed: the source does "
+				  "not hold this destination's key");
+	auth_mac(d->cfg.auth_key, d->cfg.auth_key_len, AUTH_DEST, d->peer_nonce, d->nonce, mac);
+	resp.mac.data = mac;
+	resp.mac.len = AUTH_MAC_LEN;
+	rc = ctrl_send(&d->ch, CT_AUTH_RESPONSE, &resp.base);
+	if (rc)
+		return rc == -EAGAIN ? rd_err_set(&d->err, -EPROTO, "no credit to answer") : rc;
+	d->state = DST_WAIT_MAP;
+	cfg_log(&d->cfg, RDMIG_LOG_INFO, "authenticated the source");
+	return 0;
+}
+
 static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m)
 {
 	if (h->type == CT_CREDIT || h->type == CT_KEEPALIVE)
 		return 0;
 	if (h->type == CT_ERROR)
 		return peer_error(d, (const Rdmig__Error *)m);
+	if (d->state == DST_AUTH || (d->state == DST_ACCEPTING && (d->caps & PD_CAP_AUTH)))
+		return on_auth(d, h, m);
 	if (d->state == DST_WAIT_MAP || d->state == DST_ACCEPTING) {
 		if (h->type != CT_BLOCK_MAP_REQ)
 			return rd_err_set(&d->err, -EPROTO, "expected BLOCK_MAP_REQ, got %s",
@@ -670,8 +788,12 @@ static int step(struct rdmig_dest *d)
 	/* The CM fd is level-triggered: a few events per step is enough. */
 	for (i = 0; i < 4 && !cm_rc; i++)
 		cm_rc = fab_cm_process(d->conn);
-	if (d->state == DST_ACCEPTING && d->conn->state == FAB_CONNECTED)
-		d->state = DST_WAIT_MAP;
+	if (d->state == DST_ACCEPTING && d->conn->state == FAB_CONNECTED) {
+		rc = (d->caps & PD_CAP_AUTH) ? send_challenge(d) : 0;
+		if (rc)
+			return rc;
+		d->state = (d->caps & PD_CAP_AUTH) ? DST_AUTH : DST_WAIT_MAP;
+	}
 	/* Even after a disconnect, drain the CQ first: the source's last
 	 * message (an ERROR saying why) may be waiting there. */
 	for (;;) {
@@ -825,5 +947,9 @@ void rdmig_dest_destroy(struct rdmig_dest *d)
 	free(d->chunk_mr);
 	free(d->blocks);
 	free(d->map);
+	if (d->key) {
+		explicit_bzero(d->key, d->cfg.auth_key_len);
+		free(d->key);
+	}
 	free(d);
 }

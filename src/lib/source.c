@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "bitmap.h"
 #include "blocks.h"
 #include "codec.h"
@@ -115,6 +116,8 @@ struct rdmig_source {
 
 	struct stats_box stats;
 	int64_t last_progress_ms;
+	uint8_t *key;           /* our copy of cfg.auth_key */
+	uint8_t *digests;       /* VERIFY: one per block, for COMPLETE */
 };
 
 static int fail(struct rdmig_source *s, int rc)
@@ -154,6 +157,15 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 		return rc;
 	}
 	s->chunk_shift = cfg_chunk_shift(&s->cfg);
+	if (s->cfg.auth_key) {
+		s->key = malloc(s->cfg.auth_key_len);
+		if (!s->key) {
+			free(s);
+			return -ENOMEM;
+		}
+		memcpy(s->key, s->cfg.auth_key, s->cfg.auth_key_len);
+		s->cfg.auth_key = s->key;
+	}
 	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	stats_init(&s->stats);
 	s->write_tag.kind = SRC_TAG_WRITE;
@@ -441,7 +453,9 @@ static int do_connect(struct rdmig_source *s, const char *host, const char *port
 	int rc;
 
 	req.caps = (s->cfg.pin_all ? PD_CAP_PIN_ALL : 0) |
-		   (s->cfg.zero_pages ? PD_CAP_ZERO_PAGES : 0);
+		   (s->cfg.zero_pages ? PD_CAP_ZERO_PAGES : 0) |
+		   (s->cfg.auth_key ? PD_CAP_AUTH : 0) |
+		   (s->cfg.verify ? PD_CAP_VERIFY : 0);
 	len = pd_encode_request(&req, priv, sizeof(priv));
 	rc = fab_connect(&s->conn, host, port, &caps, priv, len, pre_connect, s,
 			 rd_deadline(s->cfg.timeout_ms), &s->err);
@@ -461,6 +475,12 @@ static int do_connect(struct rdmig_source *s, const char *host, const char *port
 				  "that were not requested (0x%x)", acc.caps & ~req.caps);
 	if (s->cfg.pin_all && !(acc.caps & PD_CAP_PIN_ALL))
 		return rd_err_set(&s->err, -EPROTO, "the destination does not allow pin-all");
+	/* Our memory goes only to a destination that proves it holds the key. */
+	if (s->cfg.auth_key && !(acc.caps & PD_CAP_AUTH))
+		return rd_err_set(&s->err, -EACCES, "the destination does not authenticate: "
+				  "give it the same key (--auth-key)");
+	if (s->cfg.verify && !(acc.caps & PD_CAP_VERIFY))
+		return rd_err_set(&s->err, -EPROTO, "the destination cannot verify the image");
 	s->caps = acc.caps;
 	s->peer_msg_max = acc.ctrl_msg_max;
 	ctrl_start(&s->ch, acc.ctrl_depth, acc.ctrl_msg_max);
@@ -515,7 +535,9 @@ static int pin_all_local(struct rdmig_source *s)
 	return 0;
 }
 
-static int wait_block_map(struct rdmig_source *s, Rdmig__BlockMapResp **out)
+/* Waits for one control message of @type during setup, when nothing else
+ * may arrive but credits, keepalives or an ERROR. */
+static int wait_ctrl(struct rdmig_source *s, unsigned type, ProtobufCMessage **out)
 {
 	struct ibv_wc wc;
 	struct ctrl_hdr h;
@@ -525,8 +547,8 @@ static int wait_block_map(struct rdmig_source *s, Rdmig__BlockMapResp **out)
 	for (;;) {
 		rc = fab_poll_wait(s->conn, &wc, 1, rd_deadline(s->cfg.timeout_ms), s->wake_fd);
 		if (rc == -ETIMEDOUT)
-			return rd_err_set(&s->err, rc, "the destination did not answer the "
-					  "block map within %d ms", s->cfg.timeout_ms);
+			return rd_err_set(&s->err, rc, "the destination sent no %s within %d ms",
+					  ctrl_type_name(type), s->cfg.timeout_ms);
 		if (rc < 0)
 			return conn_err(s, rc);
 		if (!ctrl_owns(&wc))
@@ -538,16 +560,59 @@ static int wait_block_map(struct rdmig_source *s, Rdmig__BlockMapResp **out)
 			ctrl_msg_free(m);
 			continue;
 		}
-		if (h.type == CT_BLOCK_MAP_RESP) {
-			*out = (Rdmig__BlockMapResp *)m;
+		if (h.type == type) {
+			*out = m;
 			return 0;
 		}
 		rc = h.type == CT_ERROR ? peer_error(s, (Rdmig__Error *)m) :
-		     rd_err_set(&s->err, -EPROTO, "expected BLOCK_MAP_RESP, got %s",
+		     rd_err_set(&s->err, -EPROTO, "expected %s, got %s", ctrl_type_name(type),
 				ctrl_type_name(h.type));
 		ctrl_msg_free(m);
 		return rc;
 	}
+}
+
+/* Answers the destination's challenge, challenges it in turn, and checks
+ * its answer before any block information is sent. */
+static int authenticate(struct rdmig_source *s)
+{
+	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
+	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
+	uint8_t own[AUTH_NONCE_LEN], peer[AUTH_NONCE_LEN], mac[AUTH_MAC_LEN];
+	ProtobufCMessage *m = NULL;
+	int rc;
+
+	rc = wait_ctrl(s, CT_AUTH_CHALLENGE, &m);
+	if (rc)
+		return rc;
+	if (((Rdmig__AuthChallenge *)m)->nonce.len != AUTH_NONCE_LEN) {
+		ctrl_msg_free(m);
+		return rd_err_set(&s->err, -EPROTO, "the destination's challenge has %zu bytes",
+				  ((Rdmig__AuthChallenge *)m)->nonce.len);
+	}
+	memcpy(peer, ((Rdmig__AuthChallenge *)m)->nonce.data, AUTH_NONCE_LEN);
+	ctrl_msg_free(m);
+	auth_nonce(own);
+	auth_mac(s->cfg.auth_key, s->cfg.auth_key_len, AUTH_SOURCE, peer, own, mac);
+	ch.nonce.data = own;
+	ch.nonce.len = AUTH_NONCE_LEN;
+	resp.mac.data = mac;
+	resp.mac.len = AUTH_MAC_LEN;
+	rc = send_msg(s, CT_AUTH_CHALLENGE, &ch.base);
+	if (!rc)
+		rc = send_msg(s, CT_AUTH_RESPONSE, &resp.base);
+	if (!rc)
+		rc = wait_ctrl(s, CT_AUTH_RESPONSE, &m);
+	if (rc)
+		return rc;
+	rc = auth_check(s->cfg.auth_key, s->cfg.auth_key_len, AUTH_DEST, peer, own,
+			((Rdmig__AuthResponse *)m)->mac.data, ((Rdmig__AuthResponse *)m)->mac.len);
+	ctrl_msg_free(m);
+	if (rc)
+		return rd_err_set(&s->err, -EACCES, "authentication failed: the destination "
+				  "does not hold the same key");
+	cfg_log(&s->cfg, RDMIG_LOG_INFO, "authenticated the destination");
+	return 0;
 }
 
 static int setup_dynamic(struct rdmig_source *s, uint64_t dest_cap)
@@ -603,13 +668,15 @@ int rdmig_source_connect(struct rdmig_source *s, const char *host, const char *p
 	s->stats.start_ms = rd_now_ms();
 	cfg_log(&s->cfg, RDMIG_LOG_INFO, "connecting to %s:%s", host, port);
 	rc = do_connect(s, host, port);
+	if (!rc && (s->caps & PD_CAP_AUTH))
+		rc = authenticate(s);
 	if (!rc)
 		rc = send_block_map(s);
 	/* Pin our blocks while the destination pins (or maps) its own. */
 	if (!rc && s->cfg.pin_all)
 		rc = pin_all_local(s);
 	if (!rc)
-		rc = wait_block_map(s, &resp);
+		rc = wait_ctrl(s, CT_BLOCK_MAP_RESP, (ProtobufCMessage **)&resp);
 	if (!rc)
 		rc = apply_block_map(s, resp);
 	ctrl_msg_free(resp ? &resp->base : NULL);
@@ -1079,6 +1146,26 @@ static void drain_sends(struct rdmig_source *s)
 	}
 }
 
+/* With VERIFY, one digest per block of the final image goes in COMPLETE. */
+static int add_digests(struct rdmig_source *s, Rdmig__Complete *c)
+{
+	unsigned i;
+
+	if (!(s->caps & PD_CAP_VERIFY))
+		return 0;
+	s->digests = calloc(s->nblocks, DIGEST_LEN);
+	c->digests = calloc(s->nblocks, sizeof(*c->digests));
+	if (!s->digests || !c->digests)
+		return rd_err_set(&s->err, -ENOMEM, "out of memory");
+	for (i = 0; i < s->nblocks; i++) {
+		auth_digest(s->blocks[i].host, s->blocks[i].d.length, s->digests + i * DIGEST_LEN);
+		c->digests[i].data = s->digests + i * DIGEST_LEN;
+		c->digests[i].len = DIGEST_LEN;
+	}
+	c->n_digests = s->nblocks;
+	return 0;
+}
+
 int rdmig_source_complete(struct rdmig_source *s)
 {
 	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
@@ -1089,7 +1176,12 @@ int rdmig_source_complete(struct rdmig_source *s)
 		       rd_err_set(&s->err, -ENOTCONN, "not connected");
 	c.state_bytes = s->stats.st.state_bytes;
 	c.iteration = s->iteration;
-	rc = send_msg(s, CT_COMPLETE, &c.base);
+	rc = add_digests(s, &c);
+	if (!rc)
+		rc = send_msg(s, CT_COMPLETE, &c.base);
+	free(c.digests);
+	free(s->digests);
+	s->digests = NULL;
 	if (!rc)
 		rc = wait_for(s, &s->complete_acked);
 	if (!rc && !s->complete_ok)
@@ -1166,5 +1258,9 @@ void rdmig_source_destroy(struct rdmig_source *s)
 	free(s->zr_block);
 	free(s->zr_offset);
 	free(s->zr_length);
+	if (s->key) {
+		explicit_bzero(s->key, s->cfg.auth_key_len);
+		free(s->key);
+	}
 	free(s);
 }

@@ -5,6 +5,7 @@
  *   api_peer src ADDR PORT --dir D --block NAME:SIZE[:KIND]... [--pin-all]
  *            [--iterations N] [--redirty PAGES] [--state-in F] [--forever]
  *   common:  [--timeout MS] [--chunk BYTES] [--cap BYTES] [--seed N]
+ *            [--key STRING] [--verify]; dest only: [--corrupt-on-state]
  *
  * Block files are D/src-NAME and D/dst-NAME.  KIND is random (default),
  * zero (all zero) or sparse (one random page in 64, the rest zero).  The
@@ -35,7 +36,8 @@ struct blockspec {
 struct opts {
 	const char *role, *addr, *port, *dir, *state_in, *state_out;
 	struct blockspec blocks[MAX_BLOCKS];
-	int nblocks, pin_all, map, forever, iterations, timeout_ms;
+	int nblocks, pin_all, map, forever, iterations, timeout_ms, verify, corrupt;
+	const char *key;
 	uint64_t redirty, chunk, cap, seed;
 };
 
@@ -134,6 +136,11 @@ static void config(struct rdmig_config *cfg, const struct opts *o)
 		cfg->chunk_size = (uint32_t)o->chunk;
 	if (o->cap)
 		cfg->pinned_cap = o->cap;
+	if (o->key) {
+		cfg->auth_key = o->key;
+		cfg->auth_key_len = strlen(o->key);
+	}
+	cfg->verify = o->verify;
 }
 
 static int send_state(struct rdmig_source *s, const char *path)
@@ -223,6 +230,11 @@ static int state_cb(void *ctx, const void *data, size_t len)
 
 	if (!dc->state || fwrite(data, 1, len, dc->state) != len)
 		return -EIO;
+	/* Simulates memory going bad behind the transfer's back. */
+	if (dc->o->corrupt && dc->o->nblocks) {
+		((volatile uint8_t *)dc->o->blocks[0].host)[12345] ^= 0x5a;
+		dc->o->corrupt = 0;
+	}
 	return 0;
 }
 
@@ -317,6 +329,12 @@ int main(int argc, char **argv)
 			o.pin_all = 1;
 		else if (!strcmp(a, "--map"))
 			o.map = 1;
+		else if (!strcmp(a, "--verify"))
+			o.verify = 1;
+		else if (!strcmp(a, "--corrupt-on-state"))
+			o.corrupt = 1;
+		else if (!strcmp(a, "--key") && v)
+			o.key = argv[++i];
 		else if (!strcmp(a, "--forever"))
 			o.forever = 1;
 		else if (!strcmp(a, "--iterations") && v)

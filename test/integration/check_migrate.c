@@ -408,6 +408,114 @@ START_TEST(src_killed_mid_stream)
 }
 END_TEST
 
+/* Runs a small migration expected to fail on both sides with the given
+ * messages. */
+static void expect_failure(struct mig *m, const char *dmsg, const char *smsg)
+{
+	int dcode, scode;
+
+	start_dest(m);
+	start_src(m);
+	finish(m, 60000, &dcode, &scode);
+	ck_assert_msg(dcode == 1 && scode == 1, "exit codes dest %d src %d\n%s\n%s", dcode,
+		      scode, m->dtext, m->stext);
+	ck_assert_msg(strstr(m->dtext, dmsg) != NULL, "dest said: %s", m->dtext);
+	ck_assert_msg(strstr(m->stext, smsg) != NULL, "src said: %s", m->stext);
+	ck_assert_ptr_null(strstr(m->dtext, "\ncompleted\n"));
+}
+
+static void small_block(struct mig *m)
+{
+	both(m, "--block");
+	both(m, "ram0:4194304");
+}
+
+START_TEST(auth_same_key_and_verify)
+{
+	struct mig m;
+	static const char *const names[] = { "ram0", NULL };
+
+	mig_init(&m);
+	small_block(&m);
+	both(&m, "--key");
+	both(&m, "correct horse battery staple");
+	both(&m, "--verify");
+	run_ok(&m, 60000);
+	assert_blocks_same(&m, names);
+	mig_free(&m);
+}
+END_TEST
+
+START_TEST(auth_wrong_key)
+{
+	struct mig m;
+
+	mig_init(&m);
+	small_block(&m);
+	darg(&m, "--key");
+	darg(&m, "correct horse battery staple");
+	sarg(&m, "--key");
+	sarg(&m, "incorrect horse battery staple");
+	expect_failure(&m, "authentication failed: the source does not hold this "
+		       "destination's key", "destination reported: authentication failed");
+	/* Nothing was registered or mapped: the block file stayed empty. */
+	mig_free(&m);
+}
+END_TEST
+
+START_TEST(auth_missing_key_rejected)
+{
+	struct mig m;
+
+	mig_init(&m);
+	small_block(&m);
+	darg(&m, "--key");
+	darg(&m, "correct horse battery staple");
+	expect_failure(&m, "the source offered no authentication",
+		       "destination rejected the connection: unauthorized");
+	mig_free(&m);
+}
+END_TEST
+
+START_TEST(auth_destination_without_key)
+{
+	struct mig m;
+
+	mig_init(&m);
+	small_block(&m);
+	sarg(&m, "--key");
+	sarg(&m, "correct horse battery staple");
+	expect_failure(&m, "error: ", "the destination does not authenticate");
+	mig_free(&m);
+}
+END_TEST
+
+/* Memory changed behind the transfer's back: --verify must catch it. */
+START_TEST(verify_detects_corruption)
+{
+	struct mig m;
+	char in[600];
+	FILE *f;
+
+	mig_init(&m);
+	snprintf(in, sizeof(in), "%s/state.in", m.dir);
+	f = fopen(in, "wb");
+	ck_assert_ptr_nonnull(f);
+	fputs("device state", f);
+	fclose(f);
+	small_block(&m);
+	both(&m, "--verify");
+	sarg(&m, "--state-in");
+	sarg(&m, in);
+	darg(&m, "--state-out");
+	darg(&m, "/dev/null");
+	darg(&m, "--corrupt-on-state");
+	expect_failure(&m, "verification failed: block \"ram0\" differs",
+		       "destination reported: verification failed: block \"ram0\" differs");
+	mig_free(&m);
+}
+END_TEST
+
 Suite *migrate_suite(void)
 {
 	Suite *s = suite_create("migrate");
@@ -425,6 +533,14 @@ Suite *migrate_suite(void)
 	tcase_add_test(tc, block_missing_on_destination);
 	tcase_add_test(tc, dest_killed_mid_stream);
 	tcase_add_test(tc, src_killed_mid_stream);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("auth-verify");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, auth_same_key_and_verify);
+	tcase_add_test(tc, auth_wrong_key);
+	tcase_add_test(tc, auth_missing_key_rejected);
+	tcase_add_test(tc, auth_destination_without_key);
+	tcase_add_test(tc, verify_detects_corruption);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,6 +10,7 @@ int main(void)
 	int failed;
 
 	srunner_add_suite(sr, api_suite());
+	srunner_add_suite(sr, auth_suite());
 	srunner_add_suite(sr, bitmap_suite());
 	srunner_add_suite(sr, zero_suite());
 	srunner_add_suite(sr, blocks_suite());

@@ -3,6 +3,7 @@
 #include <check.h>
 Suite *util_suite(void);
 Suite *api_suite(void);
+Suite *auth_suite(void);
 Suite *bitmap_suite(void);
 Suite *zero_suite(void);
 Suite *blocks_suite(void);
