@@ -198,7 +198,7 @@ lint:
 # libFuzzer targets, one per decoder: `make fuzz` runs each for FUZZ_TIME
 # seconds on a scratch copy of its seed corpus; `make check` runs them
 # briefly.  Crashes are written to build/fuzz/ and fail the target.
-FUZZ_TARGETS := privdata codec
+FUZZ_TARGETS := privdata codec dest
 FUZZ_TIME ?= 120
 fuzz: bootstrap-if-needed
 	@test/fuzz/build.sh

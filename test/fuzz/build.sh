@@ -35,10 +35,17 @@ echo "  LD      $out/fuzz_codec"
 $CC $common $warn $san -o "$out/fuzz_codec" \
 	test/fuzz/fuzz_codec.c src/lib/codec.c src/lib/util.c "$out/rdmig.pb-c.o" $pb_libs
 
+# The destination handler over stand-ins for the transport (see the file).
+echo "  LD      $out/fuzz_dest"
+$CC $common $warn $san -o "$out/fuzz_dest" test/fuzz/fuzz_dest.c \
+	src/lib/codec.c src/lib/privdata.c src/lib/util.c src/lib/blocks.c \
+	src/lib/creg.c src/lib/zero.c src/lib/bitmap.c src/lib/config.c src/lib/auth.c \
+	"$out/rdmig.pb-c.o" $pb_libs $(pkg-config --libs libsodium libxxhash) -lpthread
+
 if [ "${1:-}" = --seeds ]; then
 	$CC $common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \
 		src/lib/codec.c src/lib/privdata.c src/lib/util.c "$out/gen/rdmig.pb-c.c" $pb_libs
-	mkdir -p test/fuzz/corpus/privdata test/fuzz/corpus/codec
-	"$out/gen_seeds" test/fuzz/corpus/privdata test/fuzz/corpus/codec
+	mkdir -p test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest
+	"$out/gen_seeds" test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest
 	echo "  SEEDS   test/fuzz/corpus"
 fi

@@ -116,13 +116,88 @@ static void codec(const char *dir)
 	put(dir, "regress-field0", field0, sizeof(field0));
 }
 
+/* fuzz_dest input: a selector byte, then frames with 2-byte lengths. */
+static uint8_t seq[65536];
+static size_t seq_len;
+
+static void seq_frame(unsigned type, const ProtobufCMessage *m)
+{
+	struct rd_err err;
+	int n = ctrl_encode(type, 0, m, seq + seq_len + 2, sizeof(seq) - seq_len - 2, &err);
+
+	if (n < 0) {
+		fprintf(stderr, "gen_seeds: %s\n", err.msg);
+		exit(1);
+	}
+	seq[seq_len] = (uint8_t)n;
+	seq[seq_len + 1] = (uint8_t)(n >> 8);
+	seq_len += 2 + (size_t)n;
+}
+
+static void dest_sequence(const char *dir, const char *name, uint8_t sel)
+{
+	Rdmig__BlockDesc b[3], *bp[3] = { &b[0], &b[1], &b[2] };
+	Rdmig__BlockMapReq map = RDMIG__BLOCK_MAP_REQ__INIT;
+	Rdmig__RegisterReq reg = RDMIG__REGISTER_REQ__INIT;
+	Rdmig__ZeroRanges zr = RDMIG__ZERO_RANGES__INIT;
+	Rdmig__IterEnd end = RDMIG__ITER_END__INIT;
+	Rdmig__State st = RDMIG__STATE__INIT;
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	static const char *names[] = { "ram0", "ram1", "ram2" };
+	static const uint64_t lens[] = { 16 * 4096, 3 * 4096 + 100, 8192 };
+	uint32_t cb[2] = { 0, 1 }, zb[2] = { 0, 2 };
+	uint64_t ci[2] = { 3, 3 }, zo[2] = { 4096, 0 }, zl[2] = { 8192, 4096 };
+	uint8_t state[100] = { 1, 2, 3 };
+	int i;
+
+	seq_len = 0;
+	seq[seq_len++] = sel;
+	for (i = 0; i < 3; i++) {
+		rdmig__block_desc__init(&b[i]);
+		b[i].name = (char *)names[i];
+		b[i].length = lens[i];
+		b[i].page_size = 4096;
+	}
+	map.n_blocks = 3;
+	map.blocks = bp;
+	map.chunk_shift = 12;
+	seq_frame(CT_BLOCK_MAP_REQ, &map.base);
+	if (!(sel & 1)) {
+		reg.req_id = 1;
+		reg.n_chunk_block = reg.n_chunk_index = 2;
+		reg.chunk_block = cb;
+		reg.chunk_index = ci;
+		seq_frame(CT_REGISTER_REQ, &reg.base);
+	}
+	zr.n_block = zr.n_offset = zr.n_length = 2;
+	zr.block = zb;
+	zr.offset = zo;
+	zr.length = zl;
+	seq_frame(CT_ZERO_RANGES, &zr.base);
+	end.iteration = 1;
+	end.bytes = 8192;
+	seq_frame(CT_ITER_END, &end.base);
+	st.data.data = state;
+	st.data.len = sizeof(state);
+	seq_frame(CT_STATE, &st.base);
+	c.state_bytes = sizeof(state);
+	c.iteration = 1;
+	seq_frame(CT_COMPLETE, &c.base);
+	put(dir, name, seq, seq_len);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s PRIVDATA_DIR CODEC_DIR\n", argv[0]);
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: %s PRIVDATA_DIR CODEC_DIR [DEST_DIR]\n", argv[0]);
 		return 2;
 	}
 	privdata(argv[1]);
 	codec(argv[2]);
+	if (argc == 4) {
+		dest_sequence(argv[3], "dynamic", 0x02);
+		dest_sequence(argv[3], "pin-all", 0x03);
+		dest_sequence(argv[3], "mapped", 0x12);
+	}
 	return 0;
 }
