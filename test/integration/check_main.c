@@ -11,6 +11,7 @@ int main(void)
 	SRunner *sr = srunner_create(fabric_suite());
 
 	srunner_add_suite(sr, migrate_suite());
+	srunner_add_suite(sr, dirty_suite());
 	int failed;
 
 	srunner_run_all(sr, CK_NORMAL);

@@ -3,4 +3,5 @@
 #include <check.h>
 Suite *fabric_suite(void);
 Suite *migrate_suite(void);
+Suite *dirty_suite(void);
 #endif
