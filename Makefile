@@ -173,6 +173,8 @@ check: bootstrap-if-needed
 	$(UNIT_BIN)
 	@echo "== unit tests under valgrind$(if $(SANITIZE), (skipped: sanitizer build))"
 	$(if $(SANITIZE),,$(MAKE) --no-print-directory check-valgrind)
+	@echo "== --help agrees with the man pages"
+	RDMIG_BUILD=$(abspath $(B)) test/cli-help-vs-man.sh
 	@echo "== static analysis"
 	$(MAKE) --no-print-directory lint
 	@echo "== fuzzing (short)"
@@ -231,6 +233,12 @@ bench: all tests $(B)/bin/zerobench
 bootstrap-if-needed:
 	@tools/bootstrap
 
+# The main job, end to end on a fresh machine: live-migrate a 256 MiB RAM
+# file that memload keeps dirtying, over Soft-RoCE, and compare the result.
+demo: bootstrap-if-needed
+	$(MAKE) all
+	tools/demo
+
 # ---- install ----------------------------------------------------------------
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
@@ -249,7 +257,7 @@ all: lib $(BINS)
 clean:
 	rm -rf build build-san
 
-.PHONY: all lib tests check check-unit check-valgrind lint fuzz bootstrap-if-needed install clean
+.PHONY: all lib tests check check-unit check-valgrind lint fuzz demo bootstrap-if-needed install clean
 .DEFAULT_GOAL := all
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,456 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char cli_exit_help[] =
+	"Exit status:\n"
+	"  0  success\n"
+	"  1  internal error; migrate-send: the live process could not be tracked\n"
+	"  2  usage: bad command line, missing or unreadable file, bad address;\n"
+	"     migrate-recv: blocks that do not match the source's (names, lengths)\n"
+	"  3  connection: cannot resolve, connect or listen; no RDMA device\n"
+	"  4  rejected by the peer (version, busy, unauthorized)\n"
+	"  5  transfer failed after connecting (peer died or reported an error)\n"
+	"  6  verification mismatch\n"
+	"  7  cancelled (control socket or signal)\n"
+	"  8  timeout\n";
+
+/* Set once at start-up; everything else is passed explicitly. */
+static const char *prog_name = "rdmig";
+
+void cli_set_prog(const char *prog)
+{
+	prog_name = prog;
+}
+
+const char *cli_prog(void)
+{
+	return prog_name;
+}
+
+static void verr(const char *fmt, va_list ap)
+{
+	char msg[8192];
+	size_t i;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* One line, whatever the message holds (peer text is untrusted). */
+	for (i = 0; msg[i]; i++)
+		if (msg[i] == '\n' || msg[i] == '\r')
+			msg[i] = ' ';
+	fprintf(stderr, "%s: %s\n", prog_name, msg);
+}
+
+void cli_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verr(fmt, ap);
+	va_end(ap);
+}
+
+int cli_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verr(fmt, ap);
+	va_end(ap);
+	return CLI_EX_USAGE;
+}
+
+int cli_exit_code(int rc, enum cli_phase phase, const char *msg)
+{
+	if (!msg)
+		msg = "";
+	if (rc >= 0)
+		return CLI_EX_OK;
+	if (rc == -ETIMEDOUT)
+		return CLI_EX_TIMEOUT;
+	if (rc == -ECANCELED)
+		return CLI_EX_CANCELLED;
+	if (phase == CLI_PHASE_TRANSFER)
+		return CLI_EX_TRANSFER;
+	if (rc == -EPROTONOSUPPORT || rc == -EACCES || rc == -EBUSY || strstr(msg, "rejected"))
+		return CLI_EX_REJECTED;
+	/* The connection was up and the peer (or the protocol) failed it. */
+	if (rc == -EPROTO || rc == -ECONNRESET || strstr(msg, " reported: "))
+		return CLI_EX_TRANSFER;
+	return CLI_EX_CONNECT;
+}
+
+/* ---- parsing ------------------------------------------------------------ */
+
+int cli_parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end)
+		return -EINVAL;
+	if (errno == ERANGE || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	case 't': case 'T': shift = 40; break;
+	default:
+		return -EINVAL;
+	}
+	if (*end) {
+		end++;
+		/* "64K", "64KiB" and "64KB" all mean 65536. */
+		if (!strcmp(end, "iB") || !strcmp(end, "B"))
+			end += strlen(end);
+		if (*end)
+			return -EINVAL;
+	}
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int cli_parse_addr(const char *s, char *host, size_t hostlen, char *port, size_t portlen)
+{
+	const char *h = s, *colon;
+	size_t hl;
+	uint64_t p;
+
+	if (!s || !*s)
+		return -EINVAL;
+	if (*s == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		h = s + 1;
+		hl = (size_t)(rb - h);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || strchr(s, ':') != colon)
+			return -EINVAL; /* IPv6 needs brackets */
+		hl = (size_t)(colon - s);
+	}
+	if (!hl || hl >= hostlen)
+		return -EINVAL;
+	if (cli_parse_uint(colon + 1, 65535, &p))
+		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	snprintf(port, portlen, "%" PRIu64, p);
+	return 0;
+}
+
+int cli_parse_ram(const char *s, char *name, size_t namelen, const char **path)
+{
+	const char *eq = strchr(s, '=');
+	size_t nl;
+
+	if (!eq || eq == s || !eq[1])
+		return -EINVAL;
+	nl = (size_t)(eq - s);
+	if (nl >= namelen)
+		return -ERANGE;
+	memcpy(name, s, nl);
+	name[nl] = '\0';
+	*path = eq + 1;
+	return 0;
+}
+
+/* ---- RAM files ------------------------------------------------------------ */
+
+static int map_fail(int fd, char *err, size_t errlen, const char *fmt, const char *path)
+{
+	int e = errno;
+
+	if (fd >= 0)
+		close(fd);
+	snprintf(err, errlen, fmt, path, strerror(e));
+	return -e;
+}
+
+int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
+{
+	int prot = PROT_READ | PROT_WRITE;
+	struct stat st;
+	void *p;
+	int fd;
+
+	/* An RDMA WRITE source needs local read access only, but rxe (Linux
+	 * 6.1) refuses to register a read-only mapping (EFAULT): map it
+	 * writable when the file allows, read-only otherwise. */
+	fd = open(r->path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+		prot = PROT_READ;
+		fd = open(r->path, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return map_fail(-1, err, errlen, "cannot open %s: %s", r->path);
+	if (fstat(fd, &st))
+		return map_fail(fd, err, errlen, "cannot stat %s: %s", r->path);
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(err, errlen, "%s is not a regular file", r->path);
+		return -EINVAL;
+	}
+	if (st.st_size <= 0) {
+		close(fd);
+		snprintf(err, errlen, "%s is empty", r->path);
+		return -EINVAL;
+	}
+	p = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return map_fail(fd, err, errlen, "cannot map %s: %s", r->path);
+	close(fd);
+	r->host = p;
+	r->len = (uint64_t)st.st_size;
+	return 0;
+}
+
+int cli_ram_map_rw(struct cli_ram *r, uint64_t len, int reset, char *err, size_t errlen)
+{
+	struct stat st;
+	void *p;
+	int fd;
+
+	fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (len ? O_CREAT : 0), 0600);
+	if (fd < 0)
+		return map_fail(-1, err, errlen, "cannot open %s: %s", r->path);
+	if (fstat(fd, &st))
+		return map_fail(fd, err, errlen, "cannot stat %s: %s", r->path);
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(err, errlen, "%s is not a regular file", r->path);
+		return -EINVAL;
+	}
+	r->zeroed = st.st_size == 0;
+	if (len && reset && st.st_size) {
+		if (ftruncate(fd, 0))
+			return map_fail(fd, err, errlen, "cannot truncate %s: %s", r->path);
+		r->zeroed = 1;
+	}
+	if (!len) {
+		if (st.st_size <= 0) {
+			close(fd);
+			snprintf(err, errlen, "%s is empty", r->path);
+			return -EINVAL;
+		}
+		len = (uint64_t)st.st_size;
+	} else if ((uint64_t)st.st_size != len || reset) {
+		if (ftruncate(fd, (off_t)len))
+			return map_fail(fd, err, errlen, "cannot resize %s: %s", r->path);
+	}
+	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return map_fail(fd, err, errlen, "cannot map %s: %s", r->path);
+	close(fd);
+	r->host = p;
+	r->len = len;
+	return 0;
+}
+
+void cli_ram_unmap(struct cli_ram *r)
+{
+	if (r->host)
+		munmap(r->host, (size_t)r->len);
+	r->host = NULL;
+}
+
+static void marker_path(const struct cli_ram *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.incomplete", r->path);
+}
+
+int cli_ram_mark_incomplete(struct cli_ram *r, char *err, size_t errlen)
+{
+	char m[sizeof(r->path) + 16];
+	int fd;
+
+	marker_path(r, m, sizeof(m));
+	fd = open(m, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return map_fail(-1, err, errlen, "cannot create %s: %s", m);
+	close(fd);
+	r->marker = 1;
+	return 0;
+}
+
+int cli_ram_complete(struct cli_ram *r, char *err, size_t errlen)
+{
+	char m[sizeof(r->path) + 16];
+
+	/* The data must be in the file before the marker says so. */
+	if (r->host && msync(r->host, (size_t)r->len, MS_SYNC))
+		return map_fail(-1, err, errlen, "cannot sync %s: %s", r->path);
+	if (!r->marker)
+		return 0;
+	marker_path(r, m, sizeof(m));
+	if (unlink(m) && errno != ENOENT)
+		return map_fail(-1, err, errlen, "cannot remove %s: %s", m);
+	r->marker = 0;
+	return 0;
+}
+
+/* ---- JSON ----------------------------------------------------------------- */
+
+struct json_object *cli_event(const char *event)
+{
+	struct json_object *o = json_object_new_object();
+
+	cli_json_str(o, "event", event);
+	return o;
+}
+
+void cli_json_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+void cli_json_str(struct json_object *o, const char *key, const char *v)
+{
+	json_object_object_add(o, key, json_object_new_string(v));
+}
+
+void cli_json_stats(struct json_object *o, const struct rdmig_stats *st)
+{
+	cli_json_u64(o, "total-time", st->total_time_ms);
+	cli_json_u64(o, "setup-time", st->setup_time_ms);
+	cli_json_u64(o, "transferred", st->transferred);
+	cli_json_u64(o, "remaining", st->remaining);
+	cli_json_u64(o, "total", st->total);
+	cli_json_u64(o, "duplicate", st->zero_pages);
+	cli_json_u64(o, "skipped", st->zero_pages_skipped);
+	cli_json_u64(o, "normal", st->normal_pages);
+	cli_json_u64(o, "normal-bytes", st->normal_bytes);
+	cli_json_u64(o, "dirty-sync-count", st->iterations);
+	cli_json_u64(o, "state-bytes", st->state_bytes);
+	cli_json_u64(o, "pinned-bytes", st->pinned_bytes);
+	cli_json_u64(o, "pinned-peak", st->pinned_peak);
+	{
+		char num[32];
+
+		snprintf(num, sizeof(num), "%.2f", st->mbps);
+		json_object_object_add(o, "mbps", json_object_new_double_s(st->mbps, num));
+	}
+}
+
+void cli_emit(struct json_object *o)
+{
+	fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), stdout);
+	fputc('\n', stdout);
+	fflush(stdout);
+	json_object_put(o);
+}
+
+void cli_emit_failed(const char *msg, int code, struct json_object *extra)
+{
+	struct json_object *o = extra ? extra : cli_event("failed");
+
+	if (extra)
+		cli_json_str(o, "event", "failed");
+	cli_json_str(o, "status", "failed");
+	cli_json_str(o, "error", msg);
+	json_object_object_add(o, "exit-code", json_object_new_int(code));
+	cli_emit(o);
+}
+
+/* ---- human output ---------------------------------------------------------- */
+
+const char *cli_fmt_bytes(uint64_t b, char *buf, size_t len)
+{
+	if (b < 1024)
+		snprintf(buf, len, "%" PRIu64 " B", b);
+	else if (b < (1ull << 20))
+		snprintf(buf, len, "%.1f KiB", (double)b / 1024.0);
+	else if (b < (1ull << 30))
+		snprintf(buf, len, "%.1f MiB", (double)b / (1024.0 * 1024.0));
+	else
+		snprintf(buf, len, "%.2f GiB", (double)b / (1024.0 * 1024.0 * 1024.0));
+	return buf;
+}
+
+void cli_bar_init(struct cli_bar *b, int json)
+{
+	b->enabled = !json && isatty(2);
+	b->drawn = 0;
+}
+
+void cli_bar_draw(struct cli_bar *b, double frac, double bytes_per_s, uint64_t iteration)
+{
+	char bar[31];
+	int i, n;
+
+	if (!b->enabled)
+		return;
+	if (frac < 0)
+		frac = 0;
+	if (frac > 1)
+		frac = 1;
+	n = (int)(frac * 30.0);
+	for (i = 0; i < 30; i++)
+		bar[i] = i < n ? '#' : ' ';
+	bar[30] = '\0';
+	fprintf(stderr, "\r[%s] %3d%%  %7.1f MiB/s  iteration %" PRIu64 "\033[K", bar,
+		(int)(frac * 100.0), bytes_per_s / (1024.0 * 1024.0), iteration);
+	b->drawn = 1;
+}
+
+void cli_bar_clear(struct cli_bar *b)
+{
+	if (b && b->drawn) {
+		fputs("\r\033[K", stderr);
+		b->drawn = 0;
+	}
+}
+
+void cli_log(void *ctx, int level, const char *msg)
+{
+	if (level <= RDMIG_LOG_ERROR)
+		return;
+	cli_bar_clear(ctx);
+	cli_err("%s%s", level == RDMIG_LOG_WARN ? "warning: " : "", msg);
+}
+
+uint64_t cli_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}

@@ -1,0 +1,110 @@
+/* What migrate-send and migrate-recv share: exit codes, argument parsing,
+ * RAM files, JSON events, the progress bar and the log callback.  Every
+ * message goes to stderr as one line, "PROG: what failed: why". */
+#ifndef RDMIG_CLI_H
+#define RDMIG_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "rdmig.h"
+
+/* Exit codes of both commands; the man pages and --help list the same. */
+enum cli_exit {
+	CLI_EX_OK = 0,
+	CLI_EX_INTERNAL = 1,   /* a bug or an unexpected local failure */
+	CLI_EX_USAGE = 2,      /* command line, files, block list mismatch */
+	CLI_EX_CONNECT = 3,    /* resolve, connect, listen, no RDMA device */
+	CLI_EX_REJECTED = 4,   /* the peer refused the connection */
+	CLI_EX_TRANSFER = 5,   /* failure after connecting */
+	CLI_EX_VERIFY = 6,     /* verification mismatch */
+	CLI_EX_CANCELLED = 7,  /* cancel command or signal */
+	CLI_EX_TIMEOUT = 8,    /* a deadline expired */
+};
+
+/* The exit-code table as printed by --help. */
+extern const char cli_exit_help[];
+
+/* Where a library error happened, for cli_exit_code(). */
+enum cli_phase {
+	CLI_PHASE_CONNECT,  /* rdmig_source_connect / rdmig_dest_accept */
+	CLI_PHASE_TRANSFER, /* everything after */
+};
+
+void cli_set_prog(const char *prog);
+const char *cli_prog(void);
+/* "PROG: message" on stderr, one line. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints like cli_err and returns CLI_EX_USAGE. */
+int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Maps a negative errno from the library (with its message) to an exit code. */
+int cli_exit_code(int rc, enum cli_phase phase, const char *msg);
+
+/* Parsers return 0 or -EINVAL/-ERANGE; they never print. */
+int cli_parse_size(const char *s, uint64_t *out); /* 4096, 64K, 1M, 2G, 1T */
+int cli_parse_uint(const char *s, uint64_t max, uint64_t *out);
+/* HOST:PORT or [V6ADDR]:PORT; the port is 0..65535. */
+int cli_parse_addr(const char *s, char *host, size_t hostlen, char *port,
+		   size_t portlen);
+/* NAME=PATH; @name gets a copy, @path points into @s. */
+int cli_parse_ram(const char *s, char *name, size_t namelen, const char **path);
+
+/* A RAM block backed by a file mapped MAP_SHARED. */
+struct cli_ram {
+	char name[72];
+	char path[4096];
+	void *host;
+	uint64_t len;
+	int zeroed;      /* created or truncated here: known to be all zero */
+	int marker;      /* PATH.incomplete exists because of us */
+};
+
+/* Source side: maps an existing, non-empty file (writable when permitted:
+ * rxe cannot register read-only mappings; nothing is ever written).  On
+ * failure writes the reason to @err and returns -errno. */
+int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen);
+/* Destination side: maps the file read-write.  @len 0: the file must exist
+ * and its length is used; otherwise it is created (O_NOFOLLOW) or resized to
+ * @len.  @reset: truncate an existing file to zero first (a fresh image). */
+int cli_ram_map_rw(struct cli_ram *r, uint64_t len, int reset, char *err,
+		   size_t errlen);
+void cli_ram_unmap(struct cli_ram *r);
+/* Creates PATH.incomplete; cli_ram_complete() msyncs and removes it. */
+int cli_ram_mark_incomplete(struct cli_ram *r, char *err, size_t errlen);
+int cli_ram_complete(struct cli_ram *r, char *err, size_t errlen);
+
+/* ---- JSON events: one object per line on stdout ---------------------- */
+struct json_object *cli_event(const char *event);
+/* Adds the counters under their QEMU query-migrate names. */
+void cli_json_stats(struct json_object *o, const struct rdmig_stats *st);
+void cli_json_u64(struct json_object *o, const char *key, uint64_t v);
+void cli_json_str(struct json_object *o, const char *key, const char *v);
+/* Prints @o as one line, flushes, and releases it. */
+void cli_emit(struct json_object *o);
+/* {"event":"failed","status":"failed","error":MSG,"exit-code":CODE} */
+void cli_emit_failed(const char *msg, int code, struct json_object *extra);
+
+/* ---- human output ----------------------------------------------------- */
+/* "12.3 MiB" */
+const char *cli_fmt_bytes(uint64_t b, char *buf, size_t len);
+
+struct cli_bar {
+	int enabled;     /* stderr is a terminal and --json is off */
+	int drawn;
+};
+void cli_bar_init(struct cli_bar *b, int json);
+/* [#####     ]  45%  18.3 MiB/s  iteration 2 */
+void cli_bar_draw(struct cli_bar *b, double frac, double bytes_per_s,
+		  uint64_t iteration);
+void cli_bar_clear(struct cli_bar *b);
+
+/* Library log callback: warnings always, information with --verbose.
+ * Errors are left out: the command reports its failure itself, once.
+ * @ctx: a struct cli_bar * (or NULL) so the bar is cleared first. */
+void cli_log(void *ctx, int level, const char *msg);
+
+uint64_t cli_now_ms(void);
+
+#endif

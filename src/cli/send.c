@@ -1,0 +1,1057 @@
+/* migrate-send: pushes RAM files (and a state file) to a migrate-recv over
+ * RDMA, cold or live.  Live: pre-copy while a process keeps writing its
+ * mappings of the files, tracked with soft-dirty bits, then SIGSTOP it for
+ * the last round.  See migrate-send(1). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "cli.h"
+#include "control.h"
+#include "dirty.h"
+#include "rdmig.h"
+
+#define PAGE 4096u
+
+static const char usage_text[] =
+	"usage: migrate-send --connect HOST:PORT --ram NAME=PATH... [options]\n"
+	"\n"
+	"Sends RAM files (and device state) to migrate-recv over RDMA.\n"
+	"\n"
+	"  -c, --connect HOST:PORT   the destination's migrate-recv ([V6ADDR]:PORT for IPv6)\n"
+	"  -r, --ram NAME=PATH       a RAM block NAME backed by the file PATH (repeatable)\n"
+	"  -s, --state-in FILE|-     device state to send after the memory\n"
+	"      --pin-all             register whole blocks up front on both sides\n"
+	"      --chunk-size SIZE     registration unit, power of two (default 1M)\n"
+	"      --pinned-cap SIZE     dynamic registration: bytes pinned at most (default 256M; 0: none)\n"
+	"      --live                pre-copy while --pid keeps running, then stop it\n"
+	"  -p, --pid PID             the process writing the RAM files (with --live)\n"
+	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
+	"      --max-iterations N    at most N rounds while it runs (default 30)\n"
+	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
+	"  -j, --json                JSON events on stdout, one per line\n"
+	"      --control SOCK        control socket (status, cancel, set)\n"
+	"  -t, --timeout S           bound on every wait for the peer (default 30)\n"
+	"  -v, --verbose             log what the library does\n"
+	"  -V, --version             print the version and exit\n"
+	"  -h, --help                print this help and exit\n"
+	"\n"
+	"SIZE and RATE take K, M, G, T suffixes (powers of 1024).\n";
+
+enum {
+	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
+	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL,
+};
+
+static const struct option long_opts[] = {
+	{ "connect", required_argument, NULL, 'c' },
+	{ "ram", required_argument, NULL, 'r' },
+	{ "state-in", required_argument, NULL, 's' },
+	{ "pin-all", no_argument, NULL, OPT_PIN_ALL },
+	{ "chunk-size", required_argument, NULL, OPT_CHUNK },
+	{ "pinned-cap", required_argument, NULL, OPT_CAP },
+	{ "live", no_argument, NULL, OPT_LIVE },
+	{ "pid", required_argument, NULL, 'p' },
+	{ "max-downtime", required_argument, NULL, OPT_MAX_DOWNTIME },
+	{ "max-iterations", required_argument, NULL, OPT_MAX_ITER },
+	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
+	{ "json", no_argument, NULL, 'j' },
+	{ "control", required_argument, NULL, OPT_CONTROL },
+	{ "timeout", required_argument, NULL, 't' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "version", no_argument, NULL, 'V' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct send_opts {
+	char host[256], port[16];
+	int have_addr;
+	struct cli_ram *rams;
+	unsigned nrams;
+	const char *state_in;
+	int pin_all, live, json, verbose;
+	uint64_t chunk_size, pinned_cap, timeout_s;
+	int have_chunk, have_cap;
+	pid_t pid;
+	uint64_t max_downtime_ms, max_iterations, max_bandwidth;
+	const char *control;
+};
+
+/* What the control socket reports as "status". */
+enum send_status {
+	ST_SETUP, ST_ACTIVE, ST_DEVICE, ST_COMPLETED, ST_FAILED, ST_CANCELLING, ST_CANCELLED,
+};
+static const char *const status_names[] = {
+	[ST_SETUP] = "setup", [ST_ACTIVE] = "active", [ST_DEVICE] = "device",
+	[ST_COMPLETED] = "completed", [ST_FAILED] = "failed", [ST_CANCELLING] = "cancelling",
+	[ST_CANCELLED] = "cancelled",
+};
+
+struct sender {
+	struct send_opts o;
+	struct rdmig_source *s;
+	struct dirty_map **dm;
+	void *state;
+	size_t state_len;
+	struct cli_bar bar;
+
+	/* Shared with the control and signal threads. */
+	atomic_uint_fast64_t max_bandwidth;
+	atomic_uint_fast64_t max_downtime;
+	atomic_int status;
+	atomic_bool cancelled;
+	atomic_uint_fast64_t downtime_ms;
+
+	bool stopped;           /* PID is stopped by us */
+	uint64_t stop_ms;       /* when the last SIGSTOP was sent */
+
+	/* --max-bandwidth: bytes allowed = ref_bytes + rate * (now - ref_ms) */
+	uint64_t thr_ref_ms, thr_ref_bytes, thr_rate;
+
+	/* progress bar of the current iteration */
+	uint64_t iter_base, iter_planned, iter_t0, bar_ms;
+
+	/* last iteration, for convergence and the events */
+	uint64_t last_bytes, last_ms, bw;     /* bw: bytes per second */
+
+	struct ev_loop *ctl_loop;
+	ev_async ctl_stop;
+	struct ctl_server *ctl;
+	pthread_t ctl_thread, sig_thread;
+	bool ctl_running;
+	/* Held by the signal thread while it cancels, and by main while it
+	 * destroys the source. */
+	pthread_mutex_t sig_lock;
+};
+
+/* ---- command line ---------------------------------------------------- */
+
+static int add_ram(struct send_opts *o, const char *arg)
+{
+	struct cli_ram *n, *r;
+	const char *path;
+	int rc;
+
+	n = realloc(o->rams, (o->nrams + 1) * sizeof(*n));
+	if (!n)
+		return cli_usage("out of memory");
+	o->rams = n;
+	r = &o->rams[o->nrams];
+	memset(r, 0, sizeof(*r));
+	rc = cli_parse_ram(arg, r->name, sizeof(r->name), &path);
+	if (rc)
+		return cli_usage("bad --ram '%s': expected NAME=PATH%s", arg,
+				 rc == -ERANGE ? " with NAME of at most 64 bytes" : "");
+	if (strlen(path) >= sizeof(r->path))
+		return cli_usage("bad --ram '%s': path too long", arg);
+	snprintf(r->path, sizeof(r->path), "%s", path);
+	for (unsigned i = 0; i < o->nrams; i++)
+		if (!strcmp(o->rams[i].name, r->name))
+			return cli_usage("--ram %s given twice", r->name);
+	o->nrams++;
+	return 0;
+}
+
+static int num_opt(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *out)
+{
+	if (cli_parse_uint(arg, max, out) || *out < min)
+		return cli_usage("bad %s '%s': expected a number from %" PRIu64 " to %" PRIu64,
+				 opt, arg, min, max);
+	return 0;
+}
+
+static int size_opt(const char *opt, const char *arg, uint64_t *out)
+{
+	if (cli_parse_size(arg, out))
+		return cli_usage("bad %s '%s': expected a size such as 4096, 64K, 1M or 2G",
+				 opt, arg);
+	return 0;
+}
+
+static int one_opt(struct send_opts *o, int c, const char *arg)
+{
+	uint64_t v;
+	int rc = 0;
+
+	switch (c) {
+	case 'c':
+		if (cli_parse_addr(arg, o->host, sizeof(o->host), o->port, sizeof(o->port)))
+			return cli_usage("bad address '%s': expected HOST:PORT or [V6ADDR]:PORT", arg);
+		o->have_addr = 1;
+		return 0;
+	case 'r': return add_ram(o, arg);
+	case 's': o->state_in = arg; return 0;
+	case OPT_PIN_ALL: o->pin_all = 1; return 0;
+	case OPT_CHUNK:
+		o->have_chunk = 1;
+		rc = size_opt("--chunk-size", arg, &o->chunk_size);
+		if (!rc && (o->chunk_size > (1u << 30) || o->chunk_size < 4096 ||
+			    (o->chunk_size & (o->chunk_size - 1))))
+			rc = cli_usage("bad --chunk-size '%s': expected a power of two from 4K to 1G",
+				       arg);
+		return rc;
+	case OPT_CAP: o->have_cap = 1; return size_opt("--pinned-cap", arg, &o->pinned_cap);
+	case OPT_LIVE: o->live = 1; return 0;
+	case 'p':
+		rc = num_opt("--pid", arg, 1, INT32_MAX, &v);
+		o->pid = (pid_t)v;
+		return rc;
+	case OPT_MAX_DOWNTIME:
+		return num_opt("--max-downtime", arg, 0, 3600000, &o->max_downtime_ms);
+	case OPT_MAX_ITER: return num_opt("--max-iterations", arg, 1, 100000, &o->max_iterations);
+	case OPT_MAX_BW: return size_opt("--max-bandwidth", arg, &o->max_bandwidth);
+	case 'j': o->json = 1; return 0;
+	case OPT_CONTROL: o->control = arg; return 0;
+	case 't': return num_opt("--timeout", arg, 1, 86400, &o->timeout_s);
+	case 'v': o->verbose = 1; return 0;
+	default: return CLI_EX_INTERNAL;
+	}
+}
+
+/* Returns -1 to go on, or the exit code. */
+static int parse_args(struct send_opts *o, int argc, char **argv)
+{
+	int c, rc;
+
+	o->timeout_s = 30;
+	o->max_downtime_ms = 300;
+	o->max_iterations = 30;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":c:r:s:p:jt:vVh", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			fputs(usage_text, stdout);
+			fputs("\n", stdout);
+			fputs(cli_exit_help, stdout);
+			return CLI_EX_OK;
+		}
+		if (c == 'V') {
+			printf("migrate-send (rdmig) %s\n", rdmig_version());
+			return CLI_EX_OK;
+		}
+		if (c == '?')
+			return cli_usage("unknown option '%s' (see migrate-send --help)",
+					 optopt ? (char[]){ '-', (char)optopt, 0 } : argv[optind - 1]);
+		if (c == ':')
+			return cli_usage("option '%s' needs an argument", argv[optind - 1]);
+		rc = one_opt(o, c, optarg);
+		if (rc)
+			return rc;
+	}
+	if (optind < argc)
+		return cli_usage("unexpected argument '%s' (see migrate-send --help)", argv[optind]);
+	if (!o->have_addr)
+		return cli_usage("--connect HOST:PORT is required");
+	if (!o->nrams)
+		return cli_usage("at least one --ram NAME=PATH is required");
+	if (o->live && !o->pid)
+		return cli_usage("--live needs --pid PID (the process writing the RAM files)");
+	if (o->pid && !o->live)
+		return cli_usage("--pid is only used with --live");
+	if (o->state_in && !strcmp(o->state_in, "-") && isatty(0))
+		return cli_usage("--state-in -: standard input is a terminal");
+	return -1;
+}
+
+/* ---- preparation --------------------------------------------------------- */
+
+static int read_all(int fd, void **out, size_t *outlen)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap), *nb;
+	ssize_t n;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		if (len == cap) {
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			n = -errno;
+			free(buf);
+			return (int)n;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	*out = buf;
+	*outlen = len;
+	return 0;
+}
+
+static int load_state(struct sender *x)
+{
+	const char *path = x->o.state_in;
+	int fd, rc;
+
+	if (!path)
+		return 0;
+	fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
+	if (fd < 0)
+		return cli_usage("cannot open state file %s: %s", path, strerror(errno));
+	rc = read_all(fd, &x->state, &x->state_len);
+	if (fd)
+		close(fd);
+	if (rc)
+		return cli_usage("cannot read state file %s: %s", path, strerror(-rc));
+	return 0;
+}
+
+static int map_rams(struct sender *x)
+{
+	char err[512];
+	unsigned i;
+
+	for (i = 0; i < x->o.nrams; i++)
+		if (cli_ram_map_ro(&x->o.rams[i], err, sizeof(err)))
+			return cli_usage("--ram %s: %s", x->o.rams[i].name, err);
+	return 0;
+}
+
+static int open_dirty(struct sender *x)
+{
+	char err[512];
+	unsigned i;
+	int rc;
+
+	if (!x->o.live)
+		return 0;
+	if (kill(x->o.pid, 0) && errno == ESRCH)
+		return cli_usage("--pid %d: no such process", (int)x->o.pid);
+	x->dm = calloc(x->o.nrams, sizeof(*x->dm));
+	if (!x->dm)
+		return cli_usage("out of memory");
+	for (i = 0; i < x->o.nrams; i++) {
+		rc = dirty_open(&x->dm[i], x->o.pid, x->o.rams[i].path, x->o.rams[i].len, err,
+				sizeof(err));
+		if (rc)
+			return cli_usage("cannot track the writes of process %d to %s: %s",
+					 (int)x->o.pid, x->o.rams[i].path, err);
+	}
+	return 0;
+}
+
+static void on_progress(void *ctx, const struct rdmig_stats *st);
+
+/* With a bandwidth limit, keep what is in flight to about 1/20 s of it so
+ * the pauses in the progress callback actually shape the traffic. */
+static void limit_bursts(struct rdmig_config *cfg, uint64_t rate)
+{
+	uint64_t burst = rate / 20, merge = 4096;
+
+	if (!rate)
+		return;
+	while (merge * 2 <= burst && merge * 2 <= cfg->chunk_size)
+		merge *= 2;
+	cfg->merge_max = (uint32_t)merge;
+	cfg->max_writes = (uint32_t)(burst / merge ? (burst / merge > 256 ? 256 : burst / merge) : 1);
+}
+
+static int create_source(struct sender *x)
+{
+	struct rdmig_config cfg;
+	unsigned i;
+	int rc;
+
+	rdmig_config_init(&cfg);
+	cfg.pin_all = x->o.pin_all;
+	cfg.timeout_ms = (int)(x->o.timeout_s * 1000);
+	if (x->o.have_chunk)
+		cfg.chunk_size = (uint32_t)x->o.chunk_size;
+	if (x->o.have_cap)
+		cfg.pinned_cap = x->o.pinned_cap;
+	cfg.log = cli_log;
+	cfg.log_ctx = &x->bar;
+	cfg.log_level = x->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
+	cfg.progress = on_progress;
+	cfg.progress_ctx = x;
+	/* Often, so that a bandwidth limit (also one set later) can pause
+	 * the sending finely; the bar redraws less often. */
+	cfg.progress_ms = 10;
+	limit_bursts(&cfg, x->o.max_bandwidth);
+	rc = rdmig_source_create(&x->s, &cfg);
+	if (rc)
+		return cli_usage("%s", x->s ? rdmig_source_error(x->s) : strerror(-rc));
+	for (i = 0; i < x->o.nrams; i++) {
+		rc = rdmig_source_add_block(x->s, x->o.rams[i].name, x->o.rams[i].host,
+					    x->o.rams[i].len, PAGE);
+		if (rc < 0)
+			return cli_usage("--ram %s: %s", x->o.rams[i].name,
+					 rdmig_source_error(x->s));
+	}
+	return 0;
+}
+
+/* ---- throttling and progress (library callback, main thread) -------------- */
+
+static void throttle(struct sender *x, uint64_t sent)
+{
+	uint64_t rate = atomic_load(&x->max_bandwidth), now = cli_now_ms(), allowed, ahead, ms;
+
+	if (rate != x->thr_rate || !x->thr_ref_ms) {
+		x->thr_rate = rate;
+		x->thr_ref_ms = now;
+		x->thr_ref_bytes = sent;
+	}
+	if (!rate)
+		return;
+	allowed = x->thr_ref_bytes + rate * (now - x->thr_ref_ms) / 1000;
+	if (sent + rate / 10 < allowed) {
+		/* Idle time (a dirty scan, say) must not buy a long burst later. */
+		x->thr_ref_ms = now;
+		x->thr_ref_bytes = sent;
+		return;
+	}
+	if (sent <= allowed)
+		return;
+	ahead = sent - allowed;
+	ms = ahead * 1000 / rate;
+	usleep((useconds_t)(ms > 100 ? 100 : ms) * 1000);
+}
+
+static void draw_bar(struct sender *x, const struct rdmig_stats *st)
+{
+	uint64_t done = st->normal_bytes - x->iter_base, ms = cli_now_ms() - x->iter_t0;
+
+	if (done + st->remaining > x->iter_planned)
+		x->iter_planned = done + st->remaining;
+	if (!x->bar.enabled || cli_now_ms() - x->bar_ms < 100)
+		return;
+	x->bar_ms = cli_now_ms();
+	cli_bar_draw(&x->bar, x->iter_planned ? (double)done / (double)x->iter_planned : 0,
+		     ms ? (double)done * 1000.0 / (double)ms : 0, st->iterations + 1);
+}
+
+static void on_progress(void *ctx, const struct rdmig_stats *st)
+{
+	struct sender *x = ctx;
+
+	draw_bar(x, st);
+	throttle(x, st->transferred);
+}
+
+/* ---- the workload: stop, continue, dirty pages ----------------------------- */
+
+struct failure {
+	enum cli_phase phase;
+	bool local;             /* not the library's: the workload or its tracking */
+	int rc;
+	char msg[768];
+};
+
+static int lib_fail(struct sender *x, struct failure *f, int rc, enum cli_phase phase)
+{
+	f->rc = rc;
+	f->phase = phase;
+	snprintf(f->msg, sizeof(f->msg), "%s", rc == -ECANCELED ? "cancelled" :
+		 rdmig_source_error(x->s));
+	return rc;
+}
+
+static int local_fail(struct failure *f, int rc, const char *msg)
+{
+	f->rc = rc;
+	f->phase = CLI_PHASE_TRANSFER;
+	f->local = true;
+	snprintf(f->msg, sizeof(f->msg), "%s", msg);
+	return rc ? rc : -EIO;
+}
+
+static int check_cancel(struct sender *x, struct failure *f)
+{
+	return atomic_load(&x->cancelled) ? local_fail(f, -ECANCELED, "cancelled") : 0;
+}
+
+/* 0 once every thread of @pid is stopped, -ESRCH when it is gone, 1 if not yet. */
+static int all_stopped(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -ESRCH;
+	while (!rc && (de = readdir(d))) {
+		FILE *f;
+		size_t n;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/stat", (int)pid, de->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue; /* the thread exited */
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		p = strrchr(buf, ')');
+		if (!p || !p[1] || !p[2])
+			continue;
+		if (p[2] == 'Z' || p[2] == 'X')
+			rc = -ESRCH;
+		else if (p[2] != 'T' && p[2] != 't')
+			rc = 1;
+	}
+	closedir(d);
+	return rc;
+}
+
+static int stop_workload(struct sender *x, struct failure *f)
+{
+	uint64_t deadline = cli_now_ms() + x->o.timeout_s * 1000;
+	char err[256];
+	int rc;
+
+	x->stop_ms = cli_now_ms();
+	if (kill(x->o.pid, SIGSTOP)) {
+		rc = -errno;
+		snprintf(err, sizeof(err), "cannot stop process %d: %s", (int)x->o.pid,
+			 strerror(errno));
+		return local_fail(f, rc, err);
+	}
+	x->stopped = true;
+	while ((rc = all_stopped(x->o.pid)) == 1) {
+		if (cli_now_ms() > deadline) {
+			snprintf(err, sizeof(err), "process %d did not stop within %" PRIu64 " s",
+				 (int)x->o.pid, x->o.timeout_s);
+			return local_fail(f, -ETIMEDOUT, err);
+		}
+		rc = rdmig_source_poll(x->s);
+		if (rc)
+			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
+		usleep(500);
+	}
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "process %d exited", (int)x->o.pid);
+		return local_fail(f, rc, err);
+	}
+	return 0;
+}
+
+static void continue_workload(struct sender *x)
+{
+	if (x->stopped)
+		kill(x->o.pid, SIGCONT);
+	x->stopped = false;
+}
+
+struct collect_ctx {
+	struct rdmig_source *s;
+	unsigned block;
+	uint64_t bytes;
+};
+
+static int mark_range(void *ctx, uint64_t off, uint64_t len)
+{
+	struct collect_ctx *c = ctx;
+
+	c->bytes += len;
+	return rdmig_source_mark_dirty(c->s, c->block, off, len);
+}
+
+/* With the workload stopped: marks what it wrote since the last clear. */
+static int collect_dirty(struct sender *x, uint64_t *bytes, char *err, size_t errlen)
+{
+	struct collect_ctx c = { .s = x->s };
+	int rc;
+
+	for (c.block = 0; c.block < x->o.nrams; c.block++) {
+		rc = dirty_collect(x->dm[c.block], mark_range, &c, err, errlen);
+		if (rc)
+			return rc;
+	}
+	*bytes = c.bytes;
+	return 0;
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+static void set_status(struct sender *x, enum send_status st)
+{
+	atomic_store(&x->status, (int)st);
+}
+
+static void emit_setup(struct sender *x)
+{
+	struct rdmig_stats st;
+	struct json_object *o;
+
+	if (!x->o.json)
+		return;
+	rdmig_source_stats(x->s, &st);
+	o = cli_event("setup");
+	cli_json_u64(o, "setup-time", st.setup_time_ms);
+	cli_json_u64(o, "total", st.total);
+	cli_emit(o);
+}
+
+/* @dirty: bytes found dirty for the next round (live), @dirty_ms: over how
+ * long they were written. */
+static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
+{
+	struct rdmig_stats st;
+	struct json_object *o;
+	uint64_t pages = x->last_bytes / PAGE;
+
+	if (!x->o.json)
+		return;
+	rdmig_source_stats(x->s, &st);
+	o = cli_event("iteration");
+	cli_json_str(o, "status", status_names[atomic_load(&x->status)]);
+	cli_json_stats(o, &st);
+	cli_json_u64(o, "remaining", dirty);
+	cli_json_u64(o, "dirty-pages-rate", dirty_ms ? dirty / PAGE * 1000 / dirty_ms : 0);
+	cli_json_u64(o, "pages-per-second", x->last_ms ? pages * 1000 / x->last_ms : pages * 1000);
+	cli_json_u64(o, "iteration-bytes", x->last_bytes);
+	cli_json_u64(o, "iteration-time", x->last_ms);
+	cli_emit(o);
+}
+
+/* ---- the migration ---------------------------------------------------------- */
+
+static int iterate(struct sender *x)
+{
+	struct rdmig_stats st;
+	uint64_t t0 = cli_now_ms();
+	int rc;
+
+	rdmig_source_stats(x->s, &st);
+	x->iter_base = st.normal_bytes;
+	x->iter_planned = 0;
+	x->iter_t0 = t0;
+	rc = rdmig_source_iterate(x->s);
+	cli_bar_clear(&x->bar);
+	if (rc)
+		return rc;
+	rdmig_source_stats(x->s, &st);
+	x->last_bytes = st.normal_bytes - x->iter_base;
+	x->last_ms = cli_now_ms() - t0;
+	/* Too little to time: keep the last estimate. */
+	if (x->last_bytes >= (1u << 20) && x->last_ms)
+		x->bw = x->last_bytes * 1000 / x->last_ms;
+	return 0;
+}
+
+/* Whether the dirty bytes found can go out within the allowed downtime. */
+static bool converged(struct sender *x, uint64_t dirty)
+{
+	uint64_t max_ms = atomic_load(&x->max_downtime), rate = atomic_load(&x->max_bandwidth);
+	uint64_t bw = x->bw;
+
+	if (!dirty)
+		return true;
+	if (rate && (!bw || rate < bw))
+		bw = rate;
+	if (!bw)
+		return false;
+	return dirty * 1000 / bw <= max_ms;
+}
+
+/* Pre-copy rounds while the workload runs; returns with it stopped and the
+ * last dirty pages marked. */
+static int precopy(struct sender *x, struct failure *f)
+{
+	char err[512];
+	uint64_t t_clear, dirty, iterations = 0;
+	int rc;
+
+	for (;;) {
+		rc = dirty_clear(x->o.pid, err, sizeof(err));
+		if (rc)
+			return local_fail(f, rc, err);
+		t_clear = cli_now_ms();
+		continue_workload(x);
+		rc = iterate(x);
+		if (rc)
+			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
+		iterations++;
+		rc = check_cancel(x, f);
+		if (rc)
+			return rc;
+		rc = stop_workload(x, f);
+		if (rc)
+			return rc;
+		rc = collect_dirty(x, &dirty, err, sizeof(err));
+		if (rc)
+			return local_fail(f, rc, err);
+		/* The scan took a while: keep the destination from timing out. */
+		rc = rdmig_source_poll(x->s);
+		if (rc)
+			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
+		emit_iteration(x, dirty, x->stop_ms - t_clear);
+		if (converged(x, dirty) || iterations >= x->o.max_iterations)
+			return 0;
+	}
+}
+
+static int migrate(struct sender *x, struct failure *f)
+{
+	int rc;
+
+	rc = check_cancel(x, f);
+	if (rc)
+		return rc;
+	rc = rdmig_source_connect(x->s, x->o.host, x->o.port);
+	if (rc)
+		return lib_fail(x, f, rc, CLI_PHASE_CONNECT);
+	set_status(x, ST_ACTIVE);
+	emit_setup(x);
+	rdmig_source_mark_all(x->s);
+	if (x->o.live) {
+		/* The first clear happens with the workload stopped too, so its
+		 * first round starts from a known point. */
+		rc = stop_workload(x, f);
+		if (rc)
+			return rc;
+		rc = precopy(x, f);
+		if (rc)
+			return rc;
+		set_status(x, ST_DEVICE);
+	}
+	rc = iterate(x);
+	if (rc)
+		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
+	if (!x->o.live)
+		emit_iteration(x, 0, 0);
+	if (x->state_len)
+		rc = rdmig_source_send_state(x->s, x->state, x->state_len);
+	if (!rc)
+		rc = rdmig_source_complete(x->s);
+	if (rc)
+		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
+	if (x->o.live)
+		atomic_store(&x->downtime_ms, cli_now_ms() - x->stop_ms);
+	set_status(x, ST_COMPLETED);
+	return 0;
+}
+
+/* ---- reporting ---------------------------------------------------------------- */
+
+static void report_success(struct sender *x)
+{
+	struct rdmig_stats st;
+	char a[32], b[32], c[32];
+	double secs, rate;
+
+	rdmig_source_stats(x->s, &st);
+	if (x->o.json) {
+		struct json_object *o = cli_event("completed");
+
+		cli_json_str(o, "status", "completed");
+		cli_json_stats(o, &st);
+		if (x->o.live)
+			cli_json_u64(o, "downtime", atomic_load(&x->downtime_ms));
+		cli_emit(o);
+		return;
+	}
+	secs = (double)st.total_time_ms / 1000.0;
+	rate = st.data_time_ms ? (double)st.normal_bytes * 1000.0 / (double)st.data_time_ms : 0;
+	cli_err("migration to %s:%s completed in %.2f s: %s in %" PRIu64 " iteration%s",
+		x->o.host, x->o.port, secs, cli_fmt_bytes(st.total, a, sizeof(a)), st.iterations,
+		st.iterations == 1 ? "" : "s");
+	fprintf(stderr, "  sent %s at %s/s; %" PRIu64 " zero pages (%s) not sent as data; "
+		"state %" PRIu64 " bytes\n", cli_fmt_bytes(st.normal_bytes, b, sizeof(b)),
+		cli_fmt_bytes((uint64_t)rate, c, sizeof(c)), st.zero_pages,
+		cli_fmt_bytes(st.zero_pages * PAGE, a, sizeof(a)), st.state_bytes);
+	fprintf(stderr, "  setup %" PRIu64 " ms", st.setup_time_ms);
+	if (x->o.live)
+		fprintf(stderr, ", downtime %" PRIu64 " ms; process %d stays stopped: it now "
+			"lives on the destination", atomic_load(&x->downtime_ms), (int)x->o.pid);
+	fputc('\n', stderr);
+}
+
+static int report_failure(struct sender *x, const struct failure *f)
+{
+	int code = cli_exit_code(f->rc, f->phase, f->msg);
+	char line[2048];
+
+	if (f->local && code == CLI_EX_TRANSFER)
+		code = CLI_EX_INTERNAL;
+	if (f->rc == -ECANCELED || atomic_load(&x->cancelled))
+		code = CLI_EX_CANCELLED;
+	if (code == CLI_EX_CANCELLED)
+		snprintf(line, sizeof(line), "Migration to %s:%s cancelled%s", x->o.host,
+			 x->o.port, x->o.live ? "; the process keeps running here" : "");
+	else if (f->phase == CLI_PHASE_CONNECT && code != CLI_EX_TRANSFER)
+		snprintf(line, sizeof(line), "Unable to connect to %s:%s: %s", x->o.host,
+			 x->o.port, f->msg);
+	else
+		snprintf(line, sizeof(line), "Migration to %s:%s failed: %s%s", x->o.host,
+			 x->o.port, f->msg, x->o.live ? "; the process keeps running here" : "");
+	cli_bar_clear(&x->bar);
+	cli_err("%s", line);
+	if (x->o.json)
+		cli_emit_failed(line, code, NULL);
+	return code;
+}
+
+/* ---- control socket and signals (their own threads) -------------------------- */
+
+static struct json_object *status_reply(struct sender *x)
+{
+	struct json_object *o = json_object_new_object();
+	struct rdmig_stats st;
+	int status = atomic_load(&x->status);
+
+	rdmig_source_stats(x->s, &st);
+	cli_json_str(o, "status", status_names[status]);
+	cli_json_stats(o, &st);
+	if (status == ST_COMPLETED && x->o.live)
+		cli_json_u64(o, "downtime", atomic_load(&x->downtime_ms));
+	cli_json_u64(o, "max-bandwidth", atomic_load(&x->max_bandwidth));
+	cli_json_u64(o, "max-downtime", atomic_load(&x->max_downtime));
+	return ctl_return(o);
+}
+
+static void cancel(struct sender *x)
+{
+	int st = ST_ACTIVE;
+
+	atomic_store(&x->cancelled, true);
+	if (!atomic_compare_exchange_strong(&x->status, &st, ST_CANCELLING)) {
+		st = ST_SETUP;
+		if (!atomic_compare_exchange_strong(&x->status, &st, ST_CANCELLING)) {
+			st = ST_DEVICE;
+			atomic_compare_exchange_strong(&x->status, &st, ST_CANCELLING);
+		}
+	}
+	if (x->s)
+		rdmig_source_cancel(x->s);
+}
+
+static int get_limit(struct json_object *req, const char *key, uint64_t *v, int *have)
+{
+	struct json_object *j;
+
+	if (!json_object_object_get_ex(req, key, &j))
+		return 0;
+	if (!json_object_is_type(j, json_type_int) || json_object_get_int64(j) < 0)
+		return -1;
+	*v = (uint64_t)json_object_get_int64(j);
+	*have = 1;
+	return 0;
+}
+
+static struct json_object *set_reply(struct sender *x, struct json_object *req)
+{
+	uint64_t dt = 0, bw = 0;
+	int have_dt = 0, have_bw = 0;
+
+	if (get_limit(req, "max-downtime", &dt, &have_dt))
+		return ctl_error("max-downtime must be a non-negative integer (ms)");
+	if (get_limit(req, "max-bandwidth", &bw, &have_bw))
+		return ctl_error("max-bandwidth must be a non-negative integer (bytes/s)");
+	if (!have_dt && !have_bw)
+		return ctl_error("set needs max-downtime or max-bandwidth");
+	if (have_dt)
+		atomic_store(&x->max_downtime, dt);
+	if (have_bw)
+		atomic_store(&x->max_bandwidth, bw);
+	return ctl_return(NULL);
+}
+
+static struct json_object *on_command(void *ctx, const char *cmd, struct json_object *req)
+{
+	struct sender *x = ctx;
+
+	if (!strcmp(cmd, "status"))
+		return status_reply(x);
+	if (!strcmp(cmd, "cancel")) {
+		cancel(x);
+		return ctl_return(NULL);
+	}
+	if (!strcmp(cmd, "set"))
+		return set_reply(x, req);
+	return NULL;
+}
+
+static void ctl_stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)w;
+	(void)revents;
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void *ctl_main(void *arg)
+{
+	struct sender *x = arg;
+
+	ev_run(x->ctl_loop, 0);
+	ctl_close(x->ctl);
+	x->ctl = NULL;
+	return NULL;
+}
+
+static int start_control(struct sender *x)
+{
+	char err[512];
+	int rc;
+
+	if (!x->o.control)
+		return 0;
+	x->ctl_loop = ev_loop_new(EVFLAG_AUTO);
+	if (!x->ctl_loop)
+		return cli_usage("cannot create an event loop for the control socket");
+	rc = ctl_open(&x->ctl, x->ctl_loop, x->o.control, on_command, x, err, sizeof(err));
+	if (rc)
+		return cli_usage("%s", err);
+	ev_async_init(&x->ctl_stop, ctl_stop_cb);
+	ev_async_start(x->ctl_loop, &x->ctl_stop);
+	if (pthread_create(&x->ctl_thread, NULL, ctl_main, x)) {
+		ctl_close(x->ctl);
+		return cli_usage("cannot start the control thread");
+	}
+	x->ctl_running = true;
+	return 0;
+}
+
+static void stop_control(struct sender *x)
+{
+	if (x->ctl_running) {
+		ev_async_send(x->ctl_loop, &x->ctl_stop);
+		pthread_join(x->ctl_thread, NULL);
+		x->ctl_running = false;
+	}
+	if (x->ctl_loop)
+		ev_loop_destroy(x->ctl_loop);
+	x->ctl_loop = NULL;
+}
+
+/* rdmig_source_cancel is not async-signal-safe: signals are taken by a
+ * thread of their own with sigwait(). */
+static void *sig_main(void *arg)
+{
+	struct sender *x = arg;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	for (;;) {
+		if (sigwait(&set, &sig))
+			continue;
+		pthread_mutex_lock(&x->sig_lock);
+		cancel(x);
+		pthread_mutex_unlock(&x->sig_lock);
+	}
+	return NULL;
+}
+
+static int start_signals(struct sender *x)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (pthread_create(&x->sig_thread, NULL, sig_main, x))
+		return cli_usage("cannot start the signal thread");
+	pthread_detach(x->sig_thread);
+	return 0;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+static void cleanup(struct sender *x)
+{
+	unsigned i;
+
+	stop_control(x);
+	for (i = 0; x->dm && i < x->o.nrams; i++)
+		dirty_close(x->dm[i]);
+	free(x->dm);
+	pthread_mutex_lock(&x->sig_lock);
+	rdmig_source_destroy(x->s);
+	x->s = NULL;
+	pthread_mutex_unlock(&x->sig_lock);
+	for (i = 0; i < x->o.nrams; i++)
+		cli_ram_unmap(&x->o.rams[i]);
+	free(x->o.rams);
+	free(x->state);
+}
+
+static int prepare(struct sender *x)
+{
+	int rc;
+
+	cli_bar_init(&x->bar, x->o.json);
+	atomic_store(&x->max_bandwidth, x->o.max_bandwidth);
+	atomic_store(&x->max_downtime, x->o.max_downtime_ms);
+	set_status(x, ST_SETUP);
+	rc = map_rams(x);
+	if (!rc)
+		rc = load_state(x);
+	if (!rc)
+		rc = open_dirty(x);
+	if (!rc)
+		rc = create_source(x);
+	if (!rc)
+		rc = start_signals(x);
+	if (!rc)
+		rc = start_control(x);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static struct sender x;
+	struct failure f;
+	int rc;
+
+	cli_set_prog("migrate-send");
+	pthread_mutex_init(&x.sig_lock, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	rc = parse_args(&x.o, argc, argv);
+	if (rc >= 0) {
+		free(x.o.rams);
+		return rc;
+	}
+	rc = prepare(&x);
+	if (rc) {
+		cleanup(&x);
+		return rc;
+	}
+	memset(&f, 0, sizeof(f));
+	rc = migrate(&x, &f);
+	if (rc) {
+		/* Nothing is lost: the workload goes on here. */
+		continue_workload(&x);
+		set_status(&x, atomic_load(&x.cancelled) ? ST_CANCELLED : ST_FAILED);
+		rc = report_failure(&x, &f);
+	} else {
+		report_success(&x);
+	}
+	cleanup(&x);
+	return rc;
+}

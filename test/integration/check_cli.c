@@ -1,0 +1,797 @@
+/* migrate-send and migrate-recv as operators run them, over Soft-RoCE: cold
+ * and live migrations compared byte for byte, the JSON events checked against
+ * the data, a destination that dies, cancel over the control socket, the
+ * daemon, and command lines that must fail with one line and exit 2. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "suites.h"
+#include "testutil.h"
+
+#define MIB (1ull << 20)
+#define PAGE 4096u
+
+struct run {
+	struct tu_proc p;
+	char out[512], err[512];
+};
+
+/* Like tu_spawn, but stdout and stderr go to separate files: the tests
+ * count the lines on stderr and parse stdout as JSON lines. */
+static void spawn(struct run *r, const char *dir, const char *tag, char *const argv[])
+{
+	pid_t pid;
+
+	snprintf(r->out, sizeof(r->out), "%s/%s.out", dir, tag);
+	snprintf(r->err, sizeof(r->err), "%s/%s.err", dir, tag);
+	memset(&r->p, 0, sizeof(r->p));
+	snprintf(r->p.out_path, sizeof(r->p.out_path), "%s", r->out);
+	/* An earlier process's output must not be mistaken for this one's. */
+	unlink(r->out);
+	unlink(r->err);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int n = open("/dev/null", O_RDONLY);
+
+		setpgid(0, 0);
+		if (o < 0 || e < 0 || n < 0)
+			_exit(126);
+		dup2(n, 0);
+		dup2(o, 1);
+		dup2(e, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	r->p.pid = pid;
+}
+
+static int finish(struct run *r, int timeout_ms)
+{
+	if (tu_wait(&r->p, timeout_ms))
+		return -1;
+	return tu_exit_code(&r->p);
+}
+
+static void dump(struct run *r, const char *label)
+{
+	char l[64];
+
+	snprintf(l, sizeof(l), "%s stdout", label);
+	tu_dump(l, r->out);
+	snprintf(l, sizeof(l), "%s stderr", label);
+	tu_dump(l, r->err);
+}
+
+/* The first JSON line on @path whose "event" is @event (NULL if none). */
+static struct json_object *event_in(const char *path, const char *event)
+{
+	char *text = tu_slurp(path, NULL), *line, *save = NULL;
+	struct json_object *found = NULL;
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !found;
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct json_object *o = json_tokener_parse(line), *ev;
+
+		if (o && json_object_object_get_ex(o, "event", &ev) &&
+		    !strcmp(json_object_get_string(ev), event))
+			found = o;
+		else
+			json_object_put(o);
+	}
+	free(text);
+	return found;
+}
+
+static struct json_object *wait_event(struct run *r, const char *event, int timeout_ms)
+{
+	uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
+	struct json_object *o;
+
+	while (!(o = event_in(r->out, event)) && tu_now_ms() < end)
+		usleep(20000);
+	return o;
+}
+
+static uint64_t jnum(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	ck_assert_msg(o && json_object_object_get_ex(o, key, &v), "no \"%s\" in %s", key,
+		      o ? json_object_to_json_string(o) : "(null)");
+	return (uint64_t)json_object_get_int64(v);
+}
+
+static int count_lines(const char *path)
+{
+	char *text = tu_slurp(path, NULL), *p;
+	int n = 0;
+
+	for (p = text; p && *p; p++)
+		n += *p == '\n';
+	free(text);
+	return n;
+}
+
+static const char *bin(const char *name, char *buf, size_t len)
+{
+	char rel[64];
+
+	snprintf(rel, sizeof(rel), "bin/%s", name);
+	return tu_build_path(rel, buf, len);
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* One page in @every random, the rest zero; returns the zero pages. */
+static uint64_t write_sparse(const char *path, size_t len, unsigned every, uint64_t seed)
+{
+	unsigned char *buf = calloc(1, len);
+	uint64_t pg, zero = 0;
+
+	ck_assert_ptr_nonnull(buf);
+	for (pg = 0; pg < len / PAGE; pg++) {
+		if (pg % every == 0)
+			tu_fill_random(buf + pg * PAGE, PAGE, seed + pg);
+		else
+			zero++;
+	}
+	write_file(path, buf, len);
+	free(buf);
+	return zero;
+}
+
+static void assert_same(const char *a, const char *b)
+{
+	size_t la, lb, i;
+	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
+
+	ck_assert_msg(da && db, "missing %s or %s", a, b);
+	ck_assert_uint_eq(la, lb);
+	if (memcmp(da, db, la)) {
+		for (i = 0; i < la && da[i] == db[i]; i++)
+			;
+		ck_abort_msg("%s and %s differ at offset %zu of %zu", a, b, i, la);
+	}
+	free(da);
+	free(db);
+}
+
+static int exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+/* State letter of @pid from /proc/PID/stat ('?' when gone). */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] && p[2] ? p[2] : '?';
+}
+
+/* ---- a receiver and a workload -------------------------------------------------- */
+
+struct fixture {
+	char dir[256], src[300], dst[300], recvbin[512], sendbin[512], memload[512];
+	char port[16], addr[64];
+	struct run recv, send, load;
+};
+
+static void fx_init(struct fixture *f)
+{
+	memset(f, 0, sizeof(*f));
+	tu_tmpdir(f->dir, sizeof(f->dir));
+	snprintf(f->src, sizeof(f->src), "%s/src", f->dir);
+	snprintf(f->dst, sizeof(f->dst), "%s/dst", f->dir);
+	ck_assert_int_eq(mkdir(f->src, 0755), 0);
+	ck_assert_int_eq(mkdir(f->dst, 0755), 0);
+	bin("migrate-recv", f->recvbin, sizeof(f->recvbin));
+	bin("migrate-send", f->sendbin, sizeof(f->sendbin));
+	bin("memload", f->memload, sizeof(f->memload));
+}
+
+/* Starts migrate-recv --json with @args (NULL-terminated) and waits until
+ * it listens; fills f->addr with HOST:PORT. */
+static void fx_recv(struct fixture *f, const char *const *args)
+{
+	char listen[64], *argv[32];
+	struct json_object *ev;
+	int n = 0;
+
+	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
+	argv[n++] = f->recvbin;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--json";
+	while (*args && n < 30)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	spawn(&f->recv, f->dir, "recv", argv);
+	ev = wait_event(&f->recv, "listening", 20000);
+	if (!ev) {
+		dump(&f->recv, "recv");
+		ck_abort_msg("migrate-recv did not start listening");
+	}
+	snprintf(f->port, sizeof(f->port), "%" PRIu64, jnum(ev, "port"));
+	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), f->port);
+	json_object_put(ev);
+}
+
+static void fx_send(struct fixture *f, const char *const *args)
+{
+	char *argv[40];
+	int n = 0;
+
+	argv[n++] = f->sendbin;
+	argv[n++] = "--connect";
+	argv[n++] = f->addr;
+	while (*args && n < 38)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	spawn(&f->send, f->dir, "send", argv);
+}
+
+/* memload run on @file (filled with random data first) at @rate MiB/s. */
+static void fx_load(struct fixture *f, const char *file, const char *size, const char *rate)
+{
+	char *fill[] = { f->memload, "fill", (char *)file, "--size", (char *)size, "--seed", "9",
+			 NULL };
+	char *run[] = { f->memload, "run", (char *)file, "--rate", (char *)rate, NULL };
+	struct run r = { .p.pid = 0 };
+
+	spawn(&r, f->dir, "fill", fill);
+	ck_assert_int_eq(finish(&r, 30000), 0);
+	spawn(&f->load, f->dir, "load", run);
+	if (tu_wait_line(f->load.out, "ready", NULL, 0, 20000)) {
+		dump(&f->load, "memload");
+		ck_abort_msg("memload did not start");
+	}
+}
+
+static void fx_free(struct fixture *f)
+{
+	if (f->load.p.pid > 0 && !f->load.p.reaped) {
+		kill(f->load.p.pid, SIGCONT);
+		tu_kill(&f->load.p, SIGTERM);
+		tu_wait(&f->load.p, 5000);
+	}
+	if (f->recv.p.pid > 0)
+		tu_wait(&f->recv.p, 5000);
+	if (f->send.p.pid > 0)
+		tu_wait(&f->send.p, 5000);
+	tu_rmdir(f->dir);
+}
+
+static void both_ok(struct fixture *f, int timeout_ms)
+{
+	int sc = finish(&f->send, timeout_ms), rc = finish(&f->recv, timeout_ms);
+
+	if (sc || rc) {
+		dump(&f->send, "send");
+		dump(&f->recv, "recv");
+	}
+	ck_assert_int_eq(sc, 0);
+	ck_assert_int_eq(rc, 0);
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+/* 40 MiB random, 24 MiB of which one page in 16 holds data, 1 MiB of state.
+ * The random block goes into a file migrate-recv creates; the sparse one
+ * over an existing file of the right size full of garbage, so its zero pages
+ * must be cleared on the destination. */
+START_TEST(cold_two_files_and_state)
+{
+	struct fixture f;
+	char big[400], sparse[400], state[400], dbig[400], dsparse[400], dstate[400];
+	char rbig[500], rsparse[500], sbig[500], ssparse[500], mark[500];
+	uint64_t zero, pages = (40 + 24) * MIB / PAGE;
+	struct json_object *ev;
+	void *buf = malloc(40 * MIB);
+
+	fx_init(&f);
+	snprintf(big, sizeof(big), "%s/big", f.src);
+	snprintf(sparse, sizeof(sparse), "%s/sparse", f.src);
+	snprintf(state, sizeof(state), "%s/state", f.src);
+	snprintf(dbig, sizeof(dbig), "%s/big", f.dst);
+	snprintf(dsparse, sizeof(dsparse), "%s/sparse", f.dst);
+	snprintf(dstate, sizeof(dstate), "%s/state", f.dst);
+	tu_fill_random(buf, 40 * MIB, 1);
+	write_file(big, buf, 40 * MIB);
+	tu_fill_random(buf, 24 * MIB, 2);
+	write_file(dsparse, buf, 24 * MIB);
+	tu_fill_random(buf, MIB, 3);
+	write_file(state, buf, MIB);
+	free(buf);
+	zero = write_sparse(sparse, 24 * MIB, 16, 4);
+	snprintf(rbig, sizeof(rbig), "big=%s", dbig);
+	snprintf(rsparse, sizeof(rsparse), "sparse=%s", dsparse);
+	snprintf(sbig, sizeof(sbig), "big=%s", big);
+	snprintf(ssparse, sizeof(ssparse), "sparse=%s", sparse);
+
+	fx_recv(&f, (const char *[]){ "--ram", rbig, "--ram", rsparse, "--state-out", dstate, NULL });
+	fx_send(&f, (const char *[]){ "--ram", sbig, "--ram", ssparse, "--state-in", state,
+				      "--json", NULL });
+	both_ok(&f, 120000);
+	assert_same(big, dbig);
+	assert_same(sparse, dsparse);
+	assert_same(state, dstate);
+	snprintf(mark, sizeof(mark), "%s.incomplete", dbig);
+	ck_assert_msg(!exists(mark), "%s left behind", mark);
+	snprintf(mark, sizeof(mark), "%s.incomplete", dsparse);
+	ck_assert_msg(!exists(mark), "%s left behind", mark);
+	snprintf(mark, sizeof(mark), "%s.part", dstate);
+	ck_assert_msg(!exists(mark), "%s left behind", mark);
+
+	ev = event_in(f.send.out, "completed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_uint_eq(jnum(ev, "total"), 64 * MIB);
+	ck_assert_uint_eq(jnum(ev, "duplicate"), zero);
+	ck_assert_uint_eq(jnum(ev, "normal"), pages - zero);
+	ck_assert_uint_eq(jnum(ev, "normal-bytes"), (pages - zero) * PAGE);
+	ck_assert_uint_eq(jnum(ev, "dirty-sync-count"), 1);
+	ck_assert_uint_eq(jnum(ev, "state-bytes"), MIB);
+	ck_assert_uint_ge(jnum(ev, "transferred"), (pages - zero) * PAGE + MIB);
+	json_object_put(ev);
+	ev = event_in(f.recv.out, "completed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_uint_eq(jnum(ev, "total"), 64 * MIB);
+	ck_assert_uint_eq(jnum(ev, "normal-bytes"), (pages - zero) * PAGE);
+	ck_assert_uint_eq(jnum(ev, "state-bytes"), MIB);
+	json_object_put(ev);
+	fx_free(&f);
+}
+END_TEST
+
+/* A 32 MiB file written at 4 MiB/s: pre-copy converges, the writer is
+ * stopped, and the destination holds exactly what the source held then. */
+START_TEST(live_converges_and_stops)
+{
+	struct fixture f;
+	char file[400], ram[500], pid[32], dfile[400];
+	struct json_object *ev;
+	uint64_t iters, downtime;
+
+	fx_init(&f);
+	snprintf(file, sizeof(file), "%s/ram", f.src);
+	snprintf(dfile, sizeof(dfile), "%s/vm", f.dst);
+	snprintf(ram, sizeof(ram), "vm=%s", file);
+	fx_load(&f, file, "32M", "4");
+	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
+	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json", NULL });
+	both_ok(&f, 120000);
+	/* Still there, and stopped: it lives on the destination now. */
+	ck_assert_int_eq(proc_state(f.load.p.pid), 'T');
+	assert_same(file, dfile);
+	ev = event_in(f.send.out, "completed");
+	ck_assert_ptr_nonnull(ev);
+	iters = jnum(ev, "dirty-sync-count");
+	downtime = jnum(ev, "downtime");
+	ck_assert_uint_ge(iters, 2);
+	ck_assert_uint_le(iters, 31);
+	ck_assert_uint_lt(downtime, 10000);
+	ck_assert_uint_ge(jnum(ev, "normal-bytes"), 32 * MIB);
+	printf("live: %" PRIu64 " iterations, downtime %" PRIu64 " ms, total %" PRIu64 " ms\n",
+	       iters, downtime, jnum(ev, "total-time"));
+	json_object_put(ev);
+	fx_free(&f);
+}
+END_TEST
+
+/* A slow live migration whose destination is killed: the source gives up
+ * with 5 within its timeout and the workload runs on, unharmed. */
+START_TEST(recv_killed_workload_resumes)
+{
+	struct fixture f;
+	char file[400], ram[500], pid[32];
+	struct json_object *ev;
+	uint64_t t0, took;
+	size_t la, lb;
+	char *a, *b;
+	int code;
+
+	fx_init(&f);
+	snprintf(file, sizeof(file), "%s/ram", f.src);
+	snprintf(ram, sizeof(ram), "vm=%s", file);
+	fx_load(&f, file, "16M", "1");
+	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
+	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
+				      "--max-bandwidth", "2M", "--timeout", "5", NULL });
+	ev = wait_event(&f.send, "setup", 30000);
+	ck_assert_ptr_nonnull(ev);
+	json_object_put(ev);
+	usleep(1500 * 1000); /* well inside the first round (16 MiB at 2 MiB/s) */
+	tu_kill(&f.recv.p, SIGKILL);
+	t0 = tu_now_ms();
+	code = finish(&f.send, 20000);
+	took = tu_now_ms() - t0;
+	if (code != 5)
+		dump(&f.send, "send");
+	ck_assert_int_eq(code, 5);
+	ck_assert_msg(took < 5000 + 3000, "migrate-send took %" PRIu64 " ms to give up", took);
+	ck_assert_int_eq(count_lines(f.send.err), 1);
+	ev = event_in(f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_uint_eq(jnum(ev, "exit-code"), 5);
+	json_object_put(ev);
+	/* Alive, running, and still writing its intact file. */
+	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
+	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	a = tu_slurp(file, &la);
+	usleep(1000 * 1000);
+	b = tu_slurp(file, &lb);
+	ck_assert_uint_eq(la, 16 * MIB);
+	ck_assert_uint_eq(lb, 16 * MIB);
+	ck_assert_msg(memcmp(a, b, la) != 0, "the workload stopped writing");
+	free(a);
+	free(b);
+	printf("recv killed: migrate-send exited 5 after %" PRIu64 " ms\n", took);
+	fx_free(&f);
+}
+END_TEST
+
+/* Sends one line on the control socket and returns the parsed reply. */
+static struct json_object *control(const char *sock, const char *line)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char buf[4096] = "";
+	size_t len = 0;
+	ssize_t n;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
+		      sock, strerror(errno));
+	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	while (len < sizeof(buf) - 1 && !memchr(buf, '\n', len)) {
+		n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	ck_assert_msg(len && buf[len - 1] == '\n', "no reply line to %s", line);
+	return json_tokener_parse(buf);
+}
+
+static void assert_reply(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	ck_assert_msg(o && json_object_object_get_ex(o, key, &v), "reply without \"%s\": %s",
+		      key, o ? json_object_to_json_string(o) : "(unparsable)");
+}
+
+/* status, set, an unknown command, then cancel: exit 7, workload running. */
+START_TEST(cancel_over_control_socket)
+{
+	struct fixture f;
+	char file[400], ram[500], pid[32], sock[400];
+	struct json_object *ev, *r, *ret;
+	int code;
+
+	fx_init(&f);
+	snprintf(file, sizeof(file), "%s/ram", f.src);
+	snprintf(ram, sizeof(ram), "vm=%s", file);
+	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
+	fx_load(&f, file, "16M", "1");
+	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
+	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
+				      "--max-bandwidth", "2M", "--control", sock, NULL });
+	ev = wait_event(&f.send, "setup", 30000);
+	ck_assert_ptr_nonnull(ev);
+	json_object_put(ev);
+
+	r = control(sock, "{\"command\":\"status\"}\n");
+	assert_reply(r, "return");
+	json_object_object_get_ex(r, "return", &ret);
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(ret, "status")), "active");
+	ck_assert_uint_eq(jnum(ret, "total"), 16 * MIB);
+	ck_assert_uint_eq(jnum(ret, "max-bandwidth"), 2 * MIB);
+	json_object_put(r);
+	r = control(sock, "{\"command\":\"set\",\"max-bandwidth\":3145728,\"max-downtime\":50}\n");
+	assert_reply(r, "return");
+	json_object_put(r);
+	r = control(sock, "{\"command\":\"status\"}\n");
+	json_object_object_get_ex(r, "return", &ret);
+	ck_assert_uint_eq(jnum(ret, "max-bandwidth"), 3 * MIB);
+	ck_assert_uint_eq(jnum(ret, "max-downtime"), 50);
+	json_object_put(r);
+	r = control(sock, "{\"command\":\"frobnicate\"}\n");
+	assert_reply(r, "error");
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r, "error")),
+			 "unknown command");
+	json_object_put(r);
+	r = control(sock, "{\"command\":\"cancel\"}\n");
+	assert_reply(r, "return");
+	json_object_put(r);
+
+	code = finish(&f.send, 20000);
+	if (code != 7)
+		dump(&f.send, "send");
+	ck_assert_int_eq(code, 7);
+	ck_assert_int_eq(count_lines(f.send.err), 1);
+	ev = event_in(f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_uint_eq(jnum(ev, "exit-code"), 7);
+	json_object_put(ev);
+	ck_assert_msg(!exists(sock), "control socket left behind");
+	/* The source told the destination why. */
+	ck_assert_int_eq(finish(&f.recv, 20000), 7);
+	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
+	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	fx_free(&f);
+}
+END_TEST
+
+/* SIGTERM cancels like the control socket does: exit 7, workload running. */
+START_TEST(sigterm_cancels_live_migration)
+{
+	struct fixture f;
+	char file[400], ram[500], pid[32];
+	struct json_object *ev;
+	int code;
+
+	fx_init(&f);
+	snprintf(file, sizeof(file), "%s/ram", f.src);
+	snprintf(ram, sizeof(ram), "vm=%s", file);
+	fx_load(&f, file, "16M", "1");
+	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
+	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
+				      "--max-bandwidth", "2M", NULL });
+	ev = wait_event(&f.send, "setup", 30000);
+	ck_assert_ptr_nonnull(ev);
+	json_object_put(ev);
+	usleep(500 * 1000);
+	tu_kill(&f.send.p, SIGTERM);
+	code = finish(&f.send, 20000);
+	if (code != 7)
+		dump(&f.send, "send");
+	ck_assert_int_eq(code, 7);
+	ck_assert_int_eq(count_lines(f.send.err), 1);
+	ck_assert_int_eq(finish(&f.recv, 20000), 7);
+	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
+	fx_free(&f);
+}
+END_TEST
+
+/* migrate-recv's own control socket, and a signal while it waits. */
+START_TEST(recv_control_and_signal)
+{
+	struct fixture f;
+	char sock[400];
+	struct json_object *r, *ret;
+
+	fx_init(&f);
+	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--control", sock, NULL });
+	r = control(sock, "{\"command\":\"status\"}\n");
+	assert_reply(r, "return");
+	json_object_object_get_ex(r, "return", &ret);
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(ret, "status")),
+			 "listening");
+	json_object_put(r);
+	r = control(sock, "{\"command\":\"set\",\"max-downtime\":5}\n");
+	assert_reply(r, "error");
+	json_object_put(r);
+	r = control(sock, "not json\n");
+	assert_reply(r, "error");
+	json_object_put(r);
+	r = control(sock, "{\"command\":\"cancel\"}\n");
+	assert_reply(r, "return");
+	json_object_put(r);
+	ck_assert_int_eq(finish(&f.recv, 10000), 7);
+	ck_assert_int_eq(count_lines(f.recv.err), 1);
+	ck_assert_msg(!exists(sock), "control socket left behind");
+
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
+	tu_kill(&f.recv.p, SIGTERM);
+	ck_assert_int_eq(finish(&f.recv, 10000), 7);
+	fx_free(&f);
+}
+END_TEST
+
+/* Two sources at once into one daemon: DIR/1 and DIR/2. */
+START_TEST(daemon_two_at_once)
+{
+	struct fixture f;
+	char a[400], b[400], ra[500], rb[500], d1[400], d2[400];
+	struct run s2 = { .p.pid = 0 };
+	void *buf = malloc(8 * MIB);
+	int c1, c2;
+
+	fx_init(&f);
+	snprintf(a, sizeof(a), "%s/a", f.src);
+	snprintf(b, sizeof(b), "%s/b", f.src);
+	tu_fill_random(buf, 8 * MIB, 11);
+	write_file(a, buf, 8 * MIB);
+	tu_fill_random(buf, 8 * MIB, 12);
+	write_file(b, buf, 8 * MIB);
+	free(buf);
+	snprintf(ra, sizeof(ra), "ram=%s", a);
+	snprintf(rb, sizeof(rb), "ram=%s", b);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", NULL });
+	fx_send(&f, (const char *[]){ "--ram", ra, NULL });
+	{
+		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, NULL };
+
+		spawn(&s2, f.dir, "send2", argv);
+	}
+	c1 = finish(&f.send, 60000);
+	c2 = finish(&s2, 60000);
+	if (c1 || c2) {
+		dump(&f.send, "send");
+		dump(&s2, "send2");
+		dump(&f.recv, "recv");
+	}
+	ck_assert_int_eq(c1, 0);
+	ck_assert_int_eq(c2, 0);
+	snprintf(d1, sizeof(d1), "%s/1/ram", f.dst);
+	snprintf(d2, sizeof(d2), "%s/2/ram", f.dst);
+	/* Which source got which number depends on who connected first. */
+	{
+		char *x = tu_slurp(a, NULL), *y = tu_slurp(d1, NULL);
+		int a_is_1 = x && y && !memcmp(x, y, 8 * MIB);
+
+		free(x);
+		free(y);
+		assert_same(a_is_1 ? d1 : d2, a);
+		assert_same(a_is_1 ? d2 : d1, b);
+	}
+	tu_kill(&f.recv.p, SIGTERM);
+	ck_assert_int_eq(finish(&f.recv, 10000), 0);
+	ck_assert_int_eq(count_lines(f.recv.out), 5); /* listening, 2 setup, 2 completed */
+	fx_free(&f);
+}
+END_TEST
+
+/* Runs a command that must fail at once with exit 2 and one line on stderr
+ * containing @needle. */
+static void usage_fails(struct fixture *f, const char *needle, char *const argv[])
+{
+	struct run r = { .p.pid = 0 };
+	char *err;
+	int code;
+
+	spawn(&r, f->dir, "usage", argv);
+	code = finish(&r, 10000);
+	err = tu_slurp(r.err, NULL);
+	ck_assert_msg(code == 2, "%s exited %d: %s", argv[1], code, err);
+	ck_assert_msg(count_lines(r.err) == 1, "not one line: %s", err);
+	ck_assert_msg(strstr(err, needle) != NULL, "\"%s\" not in: %s", needle, err);
+	ck_assert_msg(!strncmp(err, "migrate-", 8), "no program name: %s", err);
+	free(err);
+}
+
+START_TEST(bad_command_lines)
+{
+	struct fixture f;
+	char file[400], ram[500], missing[500];
+
+	fx_init(&f);
+	snprintf(file, sizeof(file), "%s/ram", f.src);
+	write_file(file, "x", 1);
+	snprintf(ram, sizeof(ram), "a=%s", file);
+	snprintf(missing, sizeof(missing), "a=%s/nope", f.src);
+	usage_fails(&f, "nope", (char *[]){ f.sendbin, "--connect", "10.77.0.1:4444", "--ram",
+					    missing, NULL });
+	usage_fails(&f, "--frob", (char *[]){ f.sendbin, "--frob", NULL });
+	usage_fails(&f, "--frob", (char *[]){ f.recvbin, "--frob", NULL });
+	usage_fails(&f, "10.77.0.1", (char *[]){ f.sendbin, "--connect", "10.77.0.1", "--ram",
+						 ram, NULL });
+	usage_fails(&f, "[::1", (char *[]){ f.recvbin, "--listen", "[::1", "--ram-dir", f.dst,
+					    NULL });
+	usage_fails(&f, "--chunk-size", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1",
+						    "--ram", ram, "--chunk-size", "3000", NULL });
+	usage_fails(&f, "--pid", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1", "--ram", ram,
+					     "--live", NULL });
+	usage_fails(&f, "--ram-dir", (char *[]){ f.recvbin, "--listen", "10.77.0.1:0",
+						 "--daemon", NULL });
+	fx_free(&f);
+}
+END_TEST
+
+/* An existing destination file of another length: migrate-recv exits 2
+ * naming the block, migrate-send 5 with the destination's reason. */
+START_TEST(size_mismatch_existing_file)
+{
+	struct fixture f;
+	char src[400], dst[400], rs[500], rd[500], *err;
+	void *buf = malloc(2 * MIB);
+	int sc, rc;
+
+	fx_init(&f);
+	snprintf(src, sizeof(src), "%s/ram", f.src);
+	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
+	tu_fill_random(buf, 2 * MIB, 5);
+	write_file(src, buf, 2 * MIB);
+	write_file(dst, buf, MIB);
+	free(buf);
+	snprintf(rs, sizeof(rs), "vm=%s", src);
+	snprintf(rd, sizeof(rd), "vm=%s", dst);
+	fx_recv(&f, (const char *[]){ "--ram", rd, NULL });
+	fx_send(&f, (const char *[]){ "--ram", rs, NULL });
+	sc = finish(&f.send, 60000);
+	rc = finish(&f.recv, 60000);
+	if (sc != 5 || rc != 2) {
+		dump(&f.send, "send");
+		dump(&f.recv, "recv");
+	}
+	ck_assert_int_eq(rc, 2);
+	ck_assert_int_eq(sc, 5);
+	ck_assert_int_eq(count_lines(f.recv.err), 1);
+	ck_assert_int_eq(count_lines(f.send.err), 1);
+	err = tu_slurp(f.recv.err, NULL);
+	ck_assert_msg(strstr(err, "\"vm\"") && strstr(err, "2097152") && strstr(err, "1048576"),
+		      "recv said: %s", err);
+	printf("size mismatch: %s", err);
+	free(err);
+	err = tu_slurp(f.send.err, NULL);
+	ck_assert_msg(strstr(err, "\"vm\"") && strstr(err, "destination"), "send said: %s", err);
+	printf("size mismatch: %s", err);
+	free(err);
+	ck_assert_int_eq(count_lines(f.recv.out), 3); /* listening, setup, failed */
+	fx_free(&f);
+}
+END_TEST
+
+Suite *cli_suite(void)
+{
+	Suite *s = suite_create("cli");
+	TCase *tc = tcase_create("softroce");
+
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, bad_command_lines);
+	tcase_add_test(tc, cold_two_files_and_state);
+	tcase_add_test(tc, live_converges_and_stops);
+	tcase_add_test(tc, recv_killed_workload_resumes);
+	tcase_add_test(tc, cancel_over_control_socket);
+	tcase_add_test(tc, sigterm_cancels_live_migration);
+	tcase_add_test(tc, recv_control_and_signal);
+	tcase_add_test(tc, daemon_two_at_once);
+	tcase_add_test(tc, size_mismatch_existing_file);
+	suite_add_tcase(s, tc);
+	return s;
+}
