@@ -167,7 +167,9 @@ RDMIG_API int rdmig_dest_add_block(struct rdmig_dest *d, const char *name,
 				   void *host, uint64_t length, int zeroed);
 /* Takes the next connection request from @l (waiting up to @timeout_ms; 0:
  * -EAGAIN when none is pending), negotiates and accepts it.  A request that
- * cannot be served is rejected with a reason and reported as the error. */
+ * cannot be served is rejected with a reason the source reports, and this
+ * returns -EPROTO (malformed), -EPROTONOSUPPORT (no common version) or
+ * -EACCES (no key offered); after those the handle may accept again. */
 RDMIG_API int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l,
 				int timeout_ms);
 /* Blocking: serves the accepted migration until it completes (0) or fails. */

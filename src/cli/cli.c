@@ -80,6 +80,10 @@ int cli_exit_code(int rc, enum cli_phase phase, const char *msg)
 		return CLI_EX_TIMEOUT;
 	if (rc == -ECANCELED)
 		return CLI_EX_CANCELLED;
+	if (rc == -EILSEQ)
+		return CLI_EX_VERIFY;
+	if (rc == -EACCES)
+		return CLI_EX_REJECTED;
 	if (phase == CLI_PHASE_TRANSFER)
 		return CLI_EX_TRANSFER;
 	if (rc == -EPROTONOSUPPORT || rc == -EACCES || rc == -EBUSY || strstr(msg, "rejected"))
@@ -453,4 +457,42 @@ uint64_t cli_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int cli_read_key(const char *path, uint8_t **key, size_t *len)
+{
+	struct stat st;
+	uint8_t *buf;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return cli_usage("cannot open key file %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return cli_usage("key file %s is not a regular file", path);
+	}
+	/* A key others can read is no secret, one others can write no proof. */
+	if (st.st_mode & (S_IROTH | S_IWOTH | S_IWGRP)) {
+		close(fd);
+		return cli_usage("key file %s is accessible to other users (mode %04o): "
+				 "run chmod 600 %s", path, (unsigned)(st.st_mode & 07777), path);
+	}
+	if (st.st_size < 16 || st.st_size > 1024) {
+		close(fd);
+		return cli_usage("key file %s has %lld bytes: a key needs 16 to 1024 "
+				 "(e.g. head -c 32 /dev/urandom > %s)", path,
+				 (long long)st.st_size, path);
+	}
+	buf = malloc((size_t)st.st_size);
+	n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
+	close(fd);
+	if (n != st.st_size) {
+		free(buf);
+		return cli_usage("cannot read key file %s", path);
+	}
+	*key = buf;
+	*len = (size_t)n;
+	return 0;
 }

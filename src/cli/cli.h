@@ -50,6 +50,9 @@ int cli_parse_addr(const char *s, char *host, size_t hostlen, char *port,
 		   size_t portlen);
 /* NAME=PATH; @name gets a copy, @path points into @s. */
 int cli_parse_ram(const char *s, char *name, size_t namelen, const char **path);
+/* Reads a shared key file (16..1024 bytes); refuses one that others may read
+ * or write.  Returns 0, or CLI_EX_USAGE after printing why. */
+int cli_read_key(const char *path, uint8_t **key, size_t *len);
 
 /* A RAM block backed by a file mapped MAP_SHARED. */
 struct cli_ram {

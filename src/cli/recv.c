@@ -34,6 +34,7 @@ static const char usage_text[] =
 	"      --control SOCK       control socket (status, cancel)\n"
 	"      --daemon             serve migrations one after another and at once,\n"
 	"                           each into DIR/N/ (needs --ram-dir)\n"
+	"      --auth-key FILE      accept only sources holding this shared key\n"
 	"  -t, --timeout S          bound on every wait for the peer (default 30)\n"
 	"  -v, --verbose            log what the library does\n"
 	"  -V, --version            print the version and exit\n"
@@ -41,7 +42,7 @@ static const char usage_text[] =
 	"\n"
 	"A block file with a PATH.incomplete marker next to it is not a usable image.\n";
 
-enum { OPT_CONTROL = 256, OPT_DAEMON };
+enum { OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY };
 
 static const struct option long_opts[] = {
 	{ "listen", required_argument, NULL, 'l' },
@@ -51,6 +52,7 @@ static const struct option long_opts[] = {
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "daemon", no_argument, NULL, OPT_DAEMON },
+	{ "auth-key", required_argument, NULL, OPT_AUTH_KEY },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "version", no_argument, NULL, 'V' },
@@ -66,6 +68,8 @@ struct recv_opts {
 	const char *ram_dir, *state_out, *control;
 	int json, daemon, verbose;
 	uint64_t timeout_s;
+	uint8_t *key;
+	size_t key_len;
 };
 
 struct app;
@@ -146,6 +150,9 @@ static int one_opt(struct recv_opts *o, int c, const char *arg)
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
 	case OPT_DAEMON: o->daemon = 1; return 0;
+	case OPT_AUTH_KEY:
+		free(o->key);
+		return cli_read_key(arg, &o->key, &o->key_len);
 	case 't':
 		if (cli_parse_uint(arg, 86400, &o->timeout_s) || !o->timeout_s)
 			return cli_usage("bad --timeout '%s': expected a number from 1 to 86400", arg);
@@ -444,6 +451,8 @@ static struct mig *mig_new(struct app *a)
 	m->timer.data = m;
 	rdmig_config_init(&cfg);
 	cfg.timeout_ms = (int)(a->o.timeout_s * 1000);
+	cfg.auth_key = a->o.key;
+	cfg.auth_key_len = a->o.key_len;
 	cfg.log = cli_log;
 	cfg.log_ctx = &a->bar;
 	cfg.log_level = a->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
@@ -714,6 +723,15 @@ static void listen_cb(struct ev_loop *loop, ev_io *w, int revents)
 			mig_free(m);
 		return;
 	}
+	/* A source turned away at connection time (no key, no common version)
+	 * must not end the wait for the real one: report it and keep going. */
+	if ((rc == -EACCES || rc == -EPROTONOSUPPORT || rc == -EPROTO) && !a->o.daemon) {
+		snprintf(err, sizeof(err), "%s", rdmig_dest_error(m->d));
+		cli_err("%s; still waiting", err);
+		if (a->o.json)
+			cli_emit_failed(err, cli_exit_code(rc, CLI_PHASE_CONNECT, err), NULL);
+		return;
+	}
 	if (!a->o.daemon) {
 		a->waiting = NULL;
 		ev_io_stop(loop, w);
@@ -895,6 +913,7 @@ static void teardown(struct app *a)
 	for (i = 0; i < a->o.nrams; i++)
 		cli_ram_unmap(&a->o.rams[i]);
 	free(a->o.rams);
+	free(a->o.key);
 	if (a->loop)
 		ev_loop_destroy(a->loop);
 }
@@ -909,6 +928,7 @@ int main(int argc, char **argv)
 	rc = parse_args(&a.o, argc, argv);
 	if (rc >= 0) {
 		free(a.o.rams);
+		free(a.o.key);
 		return rc;
 	}
 	rc = setup(&a);

@@ -41,6 +41,8 @@ static const char usage_text[] =
 	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
 	"      --max-iterations N    at most N rounds while it runs (default 30)\n"
 	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
+	"      --verify              compare digests of every block at the end\n"
+	"      --auth-key FILE       shared key file; the destination must hold the same key\n"
 	"  -j, --json                JSON events on stdout, one per line\n"
 	"      --control SOCK        control socket (status, cancel, set)\n"
 	"  -t, --timeout S           bound on every wait for the peer (default 30)\n"
@@ -52,7 +54,7 @@ static const char usage_text[] =
 
 enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
-	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL,
+	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY,
 };
 
 static const struct option long_opts[] = {
@@ -69,6 +71,8 @@ static const struct option long_opts[] = {
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
+	{ "verify", no_argument, NULL, OPT_VERIFY },
+	{ "auth-key", required_argument, NULL, OPT_AUTH_KEY },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "version", no_argument, NULL, 'V' },
@@ -88,6 +92,9 @@ struct send_opts {
 	pid_t pid;
 	uint64_t max_downtime_ms, max_iterations, max_bandwidth;
 	const char *control;
+	int verify;
+	uint8_t *key;
+	size_t key_len;
 };
 
 /* What the control socket reports as "status". */
@@ -215,6 +222,10 @@ static int one_opt(struct send_opts *o, int c, const char *arg)
 	case OPT_MAX_BW: return size_opt("--max-bandwidth", arg, &o->max_bandwidth);
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
+	case OPT_VERIFY: o->verify = 1; return 0;
+	case OPT_AUTH_KEY:
+		free(o->key);
+		return cli_read_key(arg, &o->key, &o->key_len);
 	case 't': return num_opt("--timeout", arg, 1, 86400, &o->timeout_s);
 	case 'v': o->verbose = 1; return 0;
 	default: return CLI_EX_INTERNAL;
@@ -379,6 +390,9 @@ static int create_source(struct sender *x)
 	rdmig_config_init(&cfg);
 	cfg.pin_all = x->o.pin_all;
 	cfg.timeout_ms = (int)(x->o.timeout_s * 1000);
+	cfg.verify = x->o.verify;
+	cfg.auth_key = x->o.key;
+	cfg.auth_key_len = x->o.key_len;
 	if (x->o.have_chunk)
 		cfg.chunk_size = (uint32_t)x->o.chunk_size;
 	if (x->o.have_cap)
@@ -998,6 +1012,7 @@ static void cleanup(struct sender *x)
 	for (i = 0; i < x->o.nrams; i++)
 		cli_ram_unmap(&x->o.rams[i]);
 	free(x->o.rams);
+	free(x->o.key);
 	free(x->state);
 }
 
@@ -1035,6 +1050,7 @@ int main(int argc, char **argv)
 	rc = parse_args(&x.o, argc, argv);
 	if (rc >= 0) {
 		free(x.o.rams);
+		free(x.o.key);
 		return rc;
 	}
 	rc = prepare(&x);

@@ -260,7 +260,7 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	if (rc) {
 		reject(c, PD_REJ_BAD_REQUEST);
 		fab_conn_destroy(c);
-		return rd_err_prefix(&d->err, rc, "rejected a connection request");
+		return rd_err_prefix(&d->err, -EPROTO, "rejected a connection request");
 	}
 	rc = pd_negotiate(&req, PD_VERSION_MIN, PD_VERSION_MAX, local, d->cfg.ctrl_depth,
 			  d->cfg.ctrl_msg_max, &acc, &rej, &d->err);

@@ -777,6 +777,129 @@ START_TEST(size_mismatch_existing_file)
 }
 END_TEST
 
+/* ---- authentication and verification ---------------------------------------- */
+
+static void write_key(const char *path, const char *key, mode_t mode)
+{
+	write_file(path, key, strlen(key));
+	ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+/* A key file others may read is refused before anything happens. */
+START_TEST(auth_key_file_permissions)
+{
+	struct fixture f;
+	char key[400], file[400], ram[500];
+
+	fx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	snprintf(file, sizeof(file), "%s/ram", f.src);
+	write_file(file, "x", 1);
+	snprintf(ram, sizeof(ram), "a=%s", file);
+	write_key(key, "0123456789abcdef0123", 0644);
+	usage_fails(&f, "chmod 600", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1", "--ram",
+						 ram, "--auth-key", key, NULL });
+	usage_fails(&f, "chmod 600", (char *[]){ f.recvbin, "--listen", "10.77.0.1:0",
+						 "--ram-dir", f.dst, "--auth-key", key, NULL });
+	write_key(key, "short", 0600);
+	usage_fails(&f, "16 to 1024", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1",
+						  "--ram", ram, "--auth-key", key, NULL });
+	fx_free(&f);
+}
+END_TEST
+
+/* The same key on both sides, with --verify: identical image, exit 0. */
+START_TEST(auth_and_verify_succeed)
+{
+	struct fixture f;
+	char key[400], src[400], dst[400], rs[500];
+	void *buf = malloc(4 * MIB);
+
+	fx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	write_key(key, "a shared secret of some length", 0600);
+	snprintf(src, sizeof(src), "%s/ram", f.src);
+	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
+	tu_fill_random(buf, 4 * MIB, 77);
+	write_file(src, buf, 4 * MIB);
+	free(buf);
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--auth-key", key, NULL });
+	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", key, "--verify", NULL });
+	both_ok(&f, 60000);
+	assert_same(src, dst);
+	fx_free(&f);
+}
+END_TEST
+
+/* A wrong key: both sides exit 4 and nothing is written. */
+START_TEST(auth_wrong_key_rejected)
+{
+	struct fixture f;
+	char k1[400], k2[400], src[400], dst[400], rs[500], *err;
+	int sc, rc;
+
+	fx_init(&f);
+	snprintf(k1, sizeof(k1), "%s/key1", f.dir);
+	snprintf(k2, sizeof(k2), "%s/key2", f.dir);
+	write_key(k1, "the destination's secret key", 0600);
+	write_key(k2, "somebody else's secret key!!", 0600);
+	snprintf(src, sizeof(src), "%s/ram", f.src);
+	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
+	write_file(src, "data", 4);
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--auth-key", k1, NULL });
+	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", k2, NULL });
+	sc = finish(&f.send, 60000);
+	rc = finish(&f.recv, 60000);
+	if (sc != 4 || rc != 4) {
+		dump(&f.send, "send");
+		dump(&f.recv, "recv");
+	}
+	ck_assert_int_eq(sc, 4);
+	ck_assert_int_eq(rc, 4);
+	err = tu_slurp(f.send.err, NULL);
+	ck_assert_msg(strstr(err, "authentication failed") != NULL, "send said: %s", err);
+	printf("wrong key: %s", err);
+	free(err);
+	/* The block map never happened: no file was created. */
+	ck_assert(!exists(dst));
+	fx_free(&f);
+}
+END_TEST
+
+/* A keyless source is turned away; the keyed receiver keeps waiting. */
+START_TEST(auth_keyless_source_turned_away)
+{
+	struct fixture f;
+	char key[400], src[400], rs[500], *err;
+	int sc;
+
+	fx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	write_key(key, "the destination's secret key", 0600);
+	snprintf(src, sizeof(src), "%s/ram", f.src);
+	write_file(src, "data", 4);
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--auth-key", key, NULL });
+	fx_send(&f, (const char *[]){ "--ram", rs, NULL });
+	sc = finish(&f.send, 60000);
+	err = tu_slurp(f.send.err, NULL);
+	ck_assert_msg(sc == 4, "send exited %d: %s", sc, err);
+	ck_assert_msg(strstr(err, "unauthorized") != NULL, "send said: %s", err);
+	free(err);
+	/* Still listening for the real source. */
+	usleep(300000);
+	ck_assert_int_eq(waitpid(f.recv.p.pid, NULL, WNOHANG), 0);
+	kill(f.recv.p.pid, SIGTERM);
+	ck_assert_int_eq(finish(&f.recv, 10000), 7);
+	err = tu_slurp(f.recv.err, NULL);
+	ck_assert_msg(strstr(err, "still waiting") != NULL, "recv said: %s", err);
+	free(err);
+	fx_free(&f);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -792,6 +915,10 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, recv_control_and_signal);
 	tcase_add_test(tc, daemon_two_at_once);
 	tcase_add_test(tc, size_mismatch_existing_file);
+	tcase_add_test(tc, auth_key_file_permissions);
+	tcase_add_test(tc, auth_and_verify_succeed);
+	tcase_add_test(tc, auth_wrong_key_rejected);
+	tcase_add_test(tc, auth_keyless_source_turned_away);
 	suite_add_tcase(s, tc);
 	return s;
 }
