@@ -183,6 +183,9 @@ RDMIG_API int rdmig_dest_timeout(const struct rdmig_dest *d);
  * completed with a whole image, or a negative errno when it failed. */
 RDMIG_API int rdmig_dest_process(struct rdmig_dest *d);
 RDMIG_API void rdmig_dest_stats(struct rdmig_dest *d, struct rdmig_stats *st);
+/* Fails the migration with -ECANCELED and tells the source @reason.  Call
+ * it from the thread that drives the destination. */
+RDMIG_API void rdmig_dest_cancel(struct rdmig_dest *d, const char *reason);
 /* Block lookup after completion: name, host address, length. */
 RDMIG_API int rdmig_dest_block(const struct rdmig_dest *d, unsigned idx,
 			       const char **name, void **host, uint64_t *length);

@@ -610,6 +610,7 @@ static void mig_step(struct mig *m)
 	if (rc == 0) {
 		rc = check_set(m, err, sizeof(err));
 		if (rc) {
+			rdmig_dest_cancel(m->d, err); /* the source learns why */
 			mig_end(m, CLI_EX_USAGE, err);
 			return;
 		}
@@ -761,6 +762,7 @@ static int cancel_migrations(struct app *a, unsigned id)
 		next = m->next;
 		if (id && m->id != id)
 			continue;
+		rdmig_dest_cancel(m->d, "migrate-recv was cancelled");
 		mig_end(m, CLI_EX_CANCELLED, "cancelled");
 		n++;
 	}

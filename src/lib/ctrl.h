@@ -54,8 +54,10 @@ bool ctrl_can_send(const struct ctrl *ch);
 /* Posts one frame; -EAGAIN when no credit or send slot is free (progress
  * completions and retry), -EMSGSIZE when it does not fit the peer. */
 int ctrl_send(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg);
-/* Best effort: an ERROR frame using the reserved credit when needed. */
-void ctrl_send_error(struct ctrl *ch, int code, const char *message);
+/* Best effort: an ERROR frame using the reserved credit when needed, given
+ * up to @wait_ms to leave before the caller tears the connection down
+ * (a disconnect would flush it unsent).  Other completions are dropped. */
+void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms);
 /* Sends a CREDIT frame when enough buffers were re-posted (or @force and
  * any were) and no regular traffic will carry them soon. */
 int ctrl_return_credits(struct ctrl *ch, bool force);

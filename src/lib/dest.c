@@ -207,7 +207,7 @@ static int fail(struct rdmig_dest *d, int rc)
 	d->result = rc;
 	cfg_log(&d->cfg, RDMIG_LOG_ERROR, "migration failed: %s", d->err.msg);
 	if (d->ctrl_ready)
-		ctrl_send_error(&d->ch, rc, d->err.msg);
+		ctrl_send_error(&d->ch, rc, d->err.msg, 200);
 	fab_disconnect(d->conn);
 	return rc;
 }
@@ -907,6 +907,15 @@ void rdmig_dest_stats(struct rdmig_dest *d, struct rdmig_stats *st)
 	d->stats.st.ctrl_received = d->ch.received;
 	*st = d->stats.st;
 	pthread_mutex_unlock(&d->stats.lock);
+}
+
+void rdmig_dest_cancel(struct rdmig_dest *d, const char *reason)
+{
+	if (d->state == DST_DONE || d->state == DST_FAILED)
+		return;
+	rd_err_set(&d->err, -ECANCELED, "cancelled by the destination: %s",
+		   reason && *reason ? reason : "no reason given");
+	fail(d, -ECANCELED);
 }
 
 int rdmig_dest_nblocks(const struct rdmig_dest *d)

@@ -127,7 +127,7 @@ static int fail(struct rdmig_source *s, int rc)
 	s->state = SRC_FAILED;
 	cfg_log(&s->cfg, RDMIG_LOG_ERROR, "migration failed: %s", s->err.msg);
 	if (s->ctrl_ready)
-		ctrl_send_error(&s->ch, rc, s->err.msg);
+		ctrl_send_error(&s->ch, rc, s->err.msg, 200);
 	fab_disconnect(s->conn);
 	return rc;
 }

@@ -58,10 +58,11 @@ int ctrl_send(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg)
 	return 0;
 }
 
-void ctrl_send_error(struct ctrl *ch, int code, const char *message)
+void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms)
 {
 	(void)ch;
 	(void)code;
+	(void)wait_ms;
 	assert(strlen(message) < RD_ERRLEN);
 }
 
