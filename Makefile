@@ -32,9 +32,11 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 CFLAGS ?= -O2 -g
+# Client requests let valgrind know what the NIC wrote; optional.
+VALGRIND_CFLAGS := $(if $(wildcard /usr/include/valgrind/memcheck.h),-DRDMIG_HAVE_VALGRIND)
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wno-format-nonliteral
-ALL_CFLAGS := -std=gnu11 -DRDMIG_VERSION=\"$(VERSION)\" $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP \
+ALL_CFLAGS := -std=gnu11 -DRDMIG_VERSION=\"$(VERSION)\" $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP $(VALGRIND_CFLAGS) \
         -Iinclude -Isrc/lib -I$(B)/gen $(PKG_CFLAGS)
 LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden
 ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS)

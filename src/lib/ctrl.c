@@ -9,12 +9,9 @@
 
 /* The NIC (or rxe in the kernel) fills receive buffers behind valgrind's
  * back; tell it the bytes are defined so runs under valgrind stay quiet. */
-#if defined(__has_include)
-#if __has_include(<valgrind/memcheck.h>)
+#ifdef RDMIG_HAVE_VALGRIND
 #include <valgrind/memcheck.h>
-#endif
-#endif
-#ifndef VALGRIND_MAKE_MEM_DEFINED
+#else
 #define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
 #endif
 
