@@ -94,6 +94,7 @@ struct rdmig_source {
 	struct src_regreq regq[MAX_REG_OUTSTANDING];
 	unsigned regq_head, regq_len;
 	uint64_t next_req_id;
+	size_t batch;           /* chunks in the next REGISTER_REQ (ramps up) */
 
 	/* the iteration being sent */
 	struct src_op *ops;
@@ -785,6 +786,7 @@ static int plan_iteration(struct rdmig_source *s)
 	int rc;
 
 	s->nops = s->req_pos = s->write_pos = s->done_pos = 0;
+	s->batch = 2;
 	for (i = 0; i < s->nblocks; i++) {
 		struct src_block *b = &s->blocks[i];
 		struct plan_params p = { .chunk_shift = s->chunk_shift,
@@ -879,6 +881,10 @@ static int request_chunks(struct rdmig_source *s)
 {
 	Rdmig__RegisterReq req = RDMIG__REGISTER_REQ__INIT;
 	size_t max = ctrl_register_max(s->peer_msg_max) / 2, n = 0, nrel = 0, i;
+	/* Small first batches let the first writes start after one quick round
+	 * trip; later ones grow so the request count stays far below the chunk
+	 * count while the destination registers ahead of the writes. */
+	size_t want = s->batch < max ? s->batch : max;
 	uint32_t *cb = NULL, *rb = NULL;
 	uint64_t *ci = NULL, *ri = NULL, *slots = NULL;
 	struct src_regreq *q;
@@ -895,7 +901,7 @@ static int request_chunks(struct rdmig_source *s)
 		rc = rd_err_set(&s->err, -ENOMEM, "out of memory");
 		goto out;
 	}
-	while (s->req_pos < s->nops && n < max) {
+	while (s->req_pos < s->nops && n < want) {
 		struct src_op *op = &s->ops[s->req_pos];
 		struct creg_slot *cs = &s->creg.slots[op->slot];
 
@@ -938,6 +944,8 @@ static int request_chunks(struct rdmig_source *s)
 			goto out;
 		}
 	}
+	if (s->batch < max)
+		s->batch *= 2;
 	q = &s->regq[(s->regq_head + s->regq_len) % MAX_REG_OUTSTANDING];
 	q->req_id = req.req_id;
 	q->slots = slots;
