@@ -183,6 +183,8 @@ check: bootstrap-if-needed
 	$(MAKE) --no-print-directory fuzz FUZZ_TIME=15
 	@echo "== integration tests (Soft-RoCE)"
 	tools/softroce --timeout $(SOFTROCE_TIMEOUT) -- $(INTEG_BIN)
+	@echo "== two hosts: a destination that dies (Soft-RoCE, two guests)"
+	$(MAKE) --no-print-directory check-two-guests
 
 check-unit: $(UNIT_BIN)
 	$(UNIT_BIN)
@@ -229,6 +231,16 @@ bench: all tests $(B)/bin/zerobench
 
 .PHONY: bench
 # ---- end bench -----------------------------------------------------------------
+
+# ---- two guests (issue 5) -------------------------------------------------------
+# Faults that need two kernels (a destination host that dies): two guests
+# joined by a link, the faults suite's two_guests case running in guest A.
+check-two-guests: tests
+	CK_RUN_SUITE=faults CK_RUN_CASE=two_guests tools/softroce --two-guests \
+		--timeout 600 -- $(INTEG_BIN)
+
+.PHONY: check-two-guests
+# ---- end two guests -------------------------------------------------------------
 
 # Re-running bootstrap is cheap when everything is installed; when something
 # is missing it installs it (as root) or says exactly what to run.

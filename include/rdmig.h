@@ -50,6 +50,11 @@ typedef int (*rdmig_map_fn)(void *ctx, const char *name, uint64_t length,
 			    char *errbuf, size_t errlen);
 /* Destination: receives the device-state byte stream, in order. */
 typedef int (*rdmig_state_fn)(void *ctx, const void *data, size_t len);
+/* Destination: the whole image has arrived (and verified); make it durable
+ * now.  Only after it returns 0 is the source told the migration completed;
+ * a negative errno (message in errbuf) fails the migration on both sides,
+ * so the source resumes instead of losing its workload. */
+typedef int (*rdmig_commit_fn)(void *ctx, char *errbuf, size_t errlen);
 
 struct rdmig_config {
 	uint32_t size;          /* sizeof(struct rdmig_config); set by init */
@@ -80,6 +85,8 @@ struct rdmig_config {
 	const void *auth_key;
 	size_t auth_key_len;
 	int verify;             /* compare per-block digests at completion */
+	rdmig_commit_fn commit; /* destination only */
+	void *commit_ctx;
 };
 
 /* Fills @cfg with the defaults shown above. */

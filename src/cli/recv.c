@@ -420,6 +420,14 @@ static int finish_files(struct mig *m, char *err, size_t errlen)
 	return 0;
 }
 
+/* The library calls this before it confirms completion to the source: a
+ * file that cannot be saved fails the migration on both sides, so the source
+ * resumes its workload instead of believing it moved. */
+static int commit_cb(void *ctx, char *errbuf, size_t errlen)
+{
+	return finish_files(ctx, errbuf, errlen);
+}
+
 /* ---- one migration's lifetime -------------------------------------------------- */
 
 static void mig_step(struct mig *m);
@@ -453,6 +461,8 @@ static struct mig *mig_new(struct app *a)
 	cfg.timeout_ms = (int)(a->o.timeout_s * 1000);
 	cfg.auth_key = a->o.key;
 	cfg.auth_key_len = a->o.key_len;
+	cfg.commit = commit_cb;
+	cfg.commit_ctx = m;
 	cfg.log = cli_log;
 	cfg.log_ctx = &a->bar;
 	cfg.log_level = a->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
@@ -626,11 +636,7 @@ static void mig_step(struct mig *m)
 		mig_end(m, code, err);
 		return;
 	}
-	rc = finish_files(m, err, sizeof(err));
-	if (rc) {
-		mig_end(m, CLI_EX_TRANSFER, err);
-		return;
-	}
+	/* finish_files already ran in commit_cb, before the source was told. */
 	report_done(m);
 	mig_end(m, CLI_EX_OK, NULL);
 }

@@ -280,8 +280,12 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	d->stats.start_ms = rd_now_ms();
 	rc = fab_accept(c, &caps, priv, pd_encode_accept(&acc, priv, sizeof(priv)),
 			pre_accept, d);
-	if (rc)
+	if (rc) {
+		/* Not accepted yet: tell the source why instead of going silent. */
+		if (c->state != FAB_ACCEPTING)
+			reject(c, PD_REJ_NO_RESOURCES);
 		return fail(d, conn_err(d, rc));
+	}
 	ctrl_start(&d->ch, req.ctrl_depth, req.ctrl_msg_max);
 	d->state = DST_ACCEPTING;
 	cfg_log(&d->cfg, RDMIG_LOG_INFO, "accepted a migration (protocol %u)", acc.version);
@@ -648,6 +652,14 @@ static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
 	rc = verify_digests(d, c);
 	if (rc)
 		return rc;
+	if (d->cfg.commit) {
+		char msg[RD_ERRLEN] = "";
+
+		rc = d->cfg.commit(d->cfg.commit_ctx, msg, sizeof(msg));
+		if (rc)
+			return rd_err_set(&d->err, rc < 0 ? rc : -EIO, "the destination could "
+					  "not save the image: %s", msg[0] ? msg : strerror(EIO));
+	}
 	ack.ok = 1;
 	rc = ctrl_send(&d->ch, CT_COMPLETE_ACK, &ack.base);
 	if (rc == -EAGAIN)

@@ -438,6 +438,11 @@ static int decode_reject(struct rdmig_source *s)
 	    pd_kind(s->conn->peer_priv, s->conn->peer_priv_len) == PD_REJECT &&
 	    pd_decode_reject(s->conn->peer_priv, s->conn->peer_priv_len, &rej, &tmp) == 0)
 		return pd_reject_error(&rej, PD_VERSION_MIN, PD_VERSION_MAX, &s->err);
+	/* A consumer reject without our payload comes from the kernel cleaning
+	 * up after a destination process that went away: not a refusal. */
+	if (strstr(s->err.msg, "rejected by the peer"))
+		return rd_err_set(&s->err, -ECONNREFUSED, "the destination dropped the "
+				  "connection request without a reason (did it exit?)");
 	return -ECONNREFUSED; /* the CM's own reason is already in err */
 }
 

@@ -13,6 +13,7 @@ int main(void)
 	srunner_add_suite(sr, migrate_suite());
 	srunner_add_suite(sr, dirty_suite());
 	srunner_add_suite(sr, cli_suite());
+	srunner_add_suite(sr, faults_suite());
 	int failed;
 
 	srunner_run_all(sr, CK_NORMAL);

@@ -5,4 +5,5 @@ Suite *fabric_suite(void);
 Suite *migrate_suite(void);
 Suite *dirty_suite(void);
 Suite *cli_suite(void);
+Suite *faults_suite(void);
 #endif
