@@ -203,19 +203,20 @@ lint:
 
 # libFuzzer targets, one per decoder: `make fuzz` runs each for FUZZ_TIME
 # seconds on a scratch copy of its seed corpus; `make check` runs them
-# briefly.  Crashes are written to build/fuzz/ and fail the target.
+# briefly.  Crashes are written to build/fuzz/ and fail the target.  The
+# fuzzers carry their own sanitizers, so they live in build/ in every build.
 FUZZ_TARGETS := privdata codec dest
 FUZZ_TIME ?= 120
 fuzz: bootstrap-if-needed
 	@test/fuzz/build.sh
 	@set -e; for t in $(FUZZ_TARGETS); do \
-		w=$(B)/fuzz/work-$$t; rm -rf $$w; mkdir -p $$w; \
+		w=build/fuzz/work-$$t; rm -rf $$w; mkdir -p $$w; \
 		cp test/fuzz/corpus/$$t/* $$w/; \
 		echo "== fuzz $$t for $(FUZZ_TIME) s"; \
-		if ! $(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) \
-			-artifact_prefix=$(B)/fuzz/ $$w > $(B)/fuzz/$$t.log 2>&1; then \
-			tail -40 $(B)/fuzz/$$t.log; echo "fuzz $$t: FAILED"; exit 1; fi; \
-		grep -E '^(#[0-9]+.*DONE|Done)' $(B)/fuzz/$$t.log | tail -1; \
+		if ! build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) \
+			-artifact_prefix=build/fuzz/ $$w > build/fuzz/$$t.log 2>&1; then \
+			tail -40 build/fuzz/$$t.log; echo "fuzz $$t: FAILED"; exit 1; fi; \
+		grep -E '^(#[0-9]+.*DONE|Done)' build/fuzz/$$t.log | tail -1; \
 	done
 
 # ---- bench (issue 6) ----------------------------------------------------------
