@@ -454,29 +454,30 @@ int fab_connect(struct fab_conn **out, const char *host, const char *port,
 	rc = create_resources(c, caps);
 	if (rc)
 		goto out_copy_err;
+	/* From here on the caller may own MRs on our PD: it must release them
+	 * before the PD goes, so every failure hands the connection back. */
+	*out = c;
 	if (pre_connect) {
 		rc = pre_connect(c, arg);
 		if (rc)
-			goto out_copy_err;
+			goto out_caller_destroys;
 	}
 	conn_param(&p, priv, len);
 	if (rdma_connect(c->id, &p)) {
 		rc = rd_err_set(&c->err, -errno, "rdma_connect %s failed: %s", what,
 				strerror(errno));
-		goto out_copy_err;
+		goto out_caller_destroys;
 	}
 	rc = wait_event(c, RDMA_CM_EVENT_ESTABLISHED, deadline, what);
-	if (rc == -ECONNREFUSED) {
-		memcpy(err->msg, c->err.msg, sizeof(err->msg));
-		*out = c;
-		return rc;
-	}
 	if (rc)
-		goto out_copy_err;
+		goto out_caller_destroys;
 	c->state = FAB_CONNECTED;
-	*out = c;
 	return 0;
 
+out_caller_destroys:
+	if (err)
+		memcpy(err->msg, c->err.msg, sizeof(err->msg));
+	return rc;
 out_copy_err:
 	if (err)
 		memcpy(err->msg, c->err.msg, sizeof(err->msg));

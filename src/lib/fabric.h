@@ -100,10 +100,12 @@ int fab_reject(struct fab_conn *c, const void *priv, size_t len);
 
 /* Active side: resolve, create resources, connect and wait for the peer's
  * answer, all before @deadline.  A rejection returns -ECONNREFUSED with the
- * peer's reject private data in (*out)->peer_priv when it sent any; @out is
- * set (and must be destroyed) whenever the return is -ECONNREFUSED or 0.
+ * peer's reject private data in (*out)->peer_priv when it sent any.
  * @pre_connect, when set, runs after the QP exists and before rdma_connect so
- * the caller can post receives the peer may need immediately. */
+ * the caller can post receives the peer may need immediately.  Once the QP
+ * exists @out is set, on failure too, and the caller destroys it after
+ * deregistering what it registered (a PD with live MRs cannot be freed);
+ * before that, @out is left untouched. */
 int fab_connect(struct fab_conn **out, const char *host, const char *port,
 		const struct fab_caps *caps, const void *priv, size_t len,
 		int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,
