@@ -47,6 +47,10 @@ struct fab_caps {
 	uint32_t max_send_sge;
 	uint32_t max_inline;
 	struct ibv_pd *pd;     /* borrowed PD on the same device, or NULL: own one */
+	/* Borrowed CQ (its owner polls it and owns its completion channel),
+	 * or NULL: create one with cq_depth entries (0: sq_depth + rq_depth). */
+	struct ibv_cq *cq;
+	uint32_t cq_depth;
 };
 
 enum fab_state {
@@ -64,6 +68,7 @@ struct fab_conn {
 	bool pd_owned;
 	struct ibv_comp_channel *cch;
 	struct ibv_cq *cq;
+	bool cq_owned;
 	bool qp_created;
 	unsigned unacked_cq_events;
 	enum fab_state state;
@@ -80,6 +85,9 @@ struct fab_listener {
 
 int fab_listen(struct fab_listener **out, const char *host, const char *port,
 	       struct rd_err *err);
+/* Listens on @c's local address, on a port the kernel picks. */
+int fab_listen_beside(struct fab_listener **out, const struct fab_conn *c,
+		      struct rd_err *err);
 int fab_listener_fd(const struct fab_listener *l);
 /* The port actually bound (useful with port "0"). */
 uint16_t fab_listener_port(const struct fab_listener *l);
@@ -97,6 +105,25 @@ int fab_accept(struct fab_conn *c, const struct fab_caps *caps,
 	       const void *priv, size_t len,
 	       int (*pre_accept)(struct fab_conn *c, void *arg), void *arg);
 int fab_reject(struct fab_conn *c, const void *priv, size_t len);
+
+/* A listener's connections can also stay on its event channel, so one fd
+ * serves the listener and all of them: fab_listener_event() reads one
+ * pending event without blocking.  REQUEST returns a new conn (no QP yet,
+ * no channel of its own) to fab_accept() or fab_reject() and destroy; the
+ * other kinds name the conn the event is for.  Those conns must be destroyed
+ * before the listener. */
+enum fab_lev {
+	FAB_LEV_NONE,         /* nothing pending, or nothing to act on */
+	FAB_LEV_REQUEST,
+	FAB_LEV_ESTABLISHED,
+	FAB_LEV_CLOSED,       /* disconnected or failed; (*c)->err says how */
+};
+int fab_listener_event(struct fab_listener *l, enum fab_lev *kind,
+		       struct fab_conn **c, struct rd_err *err);
+/* Stops taking requests; events of accepted conns still arrive. */
+void fab_listener_stop(struct fab_listener *l);
+/* Whether @a and @b were opened from the same peer IP address. */
+bool fab_same_peer(const struct fab_conn *a, const struct fab_conn *b);
 
 /* Active side: resolve, create resources, connect and wait for the peer's
  * answer, all before @deadline.  A rejection returns -ECONNREFUSED with the
