@@ -87,6 +87,9 @@ struct rdmig_config {
 	int verify;             /* compare per-block digests at completion */
 	rdmig_commit_fn commit; /* destination only */
 	void *commit_ctx;
+	/* Source: connections (QPs) to stripe RDMA WRITEs over, 1..64 (1).
+	 * Destination: the most it grants a source (8).  0 picks that default. */
+	uint32_t channels;
 };
 
 /* Fills @cfg with the defaults shown above. */
@@ -181,7 +184,9 @@ RDMIG_API int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l,
 				int timeout_ms);
 /* Blocking: serves the accepted migration until it completes (0) or fails. */
 RDMIG_API int rdmig_dest_run(struct rdmig_dest *d);
-/* Event-loop use: the fds to watch for reading (returns how many), ... */
+/* Event-loop use: the fds to watch for reading (returns how many, at most
+ * RDMIG_DEST_MAX_FDS; the set is fixed once rdmig_dest_accept() returns), ... */
+#define RDMIG_DEST_MAX_FDS 3
 RDMIG_API int rdmig_dest_fds(const struct rdmig_dest *d, int *fds, int max);
 /* ... milliseconds until rdmig_dest_process() must run even without
  * activity (deadlines, keepalives), ... */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "privdata.h"
+
 typedef int (*check_fn)(const ProtobufCMessage *m, uint32_t msg_max,
 			struct rd_err *err);
 
@@ -562,6 +564,13 @@ static int check_block_map_resp(const ProtobufCMessage *msg, uint32_t msg_max,
 		if (!m->blocks[i]->base_addr)
 			return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: block %zu has "
 					  "base address 0", i);
+	if (m->channels > PD_CHANNELS_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %u channels exceeds the "
+				  "limit of %d", m->channels, PD_CHANNELS_MAX);
+	if (m->channels > 1 && (!m->channel_port || m->channel_port > 65535 ||
+				!m->channel_token))
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %u channels without a "
+				  "valid port and token", m->channels);
 	return 0;
 }
 

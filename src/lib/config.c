@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "auth.h"
+#include "privdata.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -62,6 +63,8 @@ int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
 		return range_err(err, "ctrl_msg_max", out->ctrl_msg_max, 4096, 16u << 20);
 	if (out->max_writes < 1 || out->max_writes > 4096)
 		return range_err(err, "max_writes", out->max_writes, 1, 4096);
+	if (out->channels > PD_CHANNELS_MAX)
+		return range_err(err, "channels", out->channels, 1, PD_CHANNELS_MAX);
 	if (out->auth_key && (out->auth_key_len < AUTH_KEY_MIN || out->auth_key_len > AUTH_KEY_MAX))
 		return rd_err_set(err, -EINVAL, "config: the authentication key has %zu bytes, "
 				  "it needs %d to %d", out->auth_key_len, AUTH_KEY_MIN, AUTH_KEY_MAX);

@@ -16,6 +16,7 @@
 
 #include "auth.h"
 #include "blocks.h"
+#include "chan.h"
 #include "codec.h"
 #include "config.h"
 #include "creg.h"
@@ -36,6 +37,8 @@ enum dst_state {
 	DST_DONE,       /* the image is complete */
 	DST_FAILED,     /* terminal; err holds the reason */
 };
+
+#define DEST_CHANNELS_DEFAULT 8
 
 struct dst_block {
 	struct blk_desc d;
@@ -67,6 +70,8 @@ struct rdmig_dest {
 	struct ctrl ch;
 	bool ctrl_ready;
 	uint32_t caps;
+	struct chan_set *chans;     /* MULTI_CHANNEL: the source's data channels */
+	unsigned req_channels;      /* channels the source asked for */
 
 	struct creg creg;
 	bool creg_ready;
@@ -136,6 +141,8 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 		return -ENOMEM;
 	stats_init(&d->stats);
 	rc = cfg_load(&d->cfg, cfg, &d->err);
+	if (!d->cfg.channels)
+		d->cfg.channels = DEST_CHANNELS_DEFAULT;
 	if (rc) {
 		d->state = DST_FAILED;
 		d->result = rc;
@@ -208,6 +215,7 @@ static int fail(struct rdmig_dest *d, int rc)
 	cfg_log(&d->cfg, RDMIG_LOG_ERROR, "migration failed: %s", d->err.msg);
 	if (d->ctrl_ready)
 		ctrl_send_error(&d->ch, rc, d->err.msg, 200);
+	chan_set_disconnect(d->chans);
 	fab_disconnect(d->conn);
 	return rc;
 }
@@ -237,6 +245,22 @@ static void reject(struct fab_conn *c, uint16_t reason)
 	fab_reject(c, buf, pd_encode_reject(&rej, buf, sizeof(buf)));
 }
 
+/* Listens for the extra channels now so the fd set is fixed from accept on;
+ * without them the migration still works over one channel. */
+static bool open_channels(struct rdmig_dest *d, struct fab_conn *c, unsigned want)
+{
+	struct rd_err e;
+
+	if (want < 2)
+		return false;
+	if (chan_set_open(&d->chans, c, d->cfg.channels, &e)) {
+		cfg_log(&d->cfg, RDMIG_LOG_WARN, "using one channel: %s", e.msg);
+		return false;
+	}
+	d->req_channels = want;
+	return true;
+}
+
 int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_ms)
 {
 	struct fab_caps caps = { .sq_depth = d->cfg.ctrl_depth + 4,
@@ -247,7 +271,8 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	struct fab_conn *c = NULL;
 	uint8_t priv[PD_ACCEPT_LEN];
 	uint32_t local = PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES | PD_CAP_VERIFY |
-			 (d->cfg.auth_key ? PD_CAP_AUTH : 0);
+			 (d->cfg.auth_key ? PD_CAP_AUTH : 0) |
+			 (d->cfg.channels > 1 ? PD_CAP_MULTI_CHANNEL : 0);
 	int rc;
 
 	if (d->state != DST_NEW)
@@ -275,6 +300,8 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 		return rd_err_set(&d->err, -EACCES, "rejected a connection request: the "
 				  "source offered no authentication (it has no key)");
 	}
+	if ((acc.caps & PD_CAP_MULTI_CHANNEL) && !open_channels(d, c, req.channels))
+		acc.caps &= ~PD_CAP_MULTI_CHANNEL;
 	d->conn = c;
 	d->caps = acc.caps;
 	d->stats.start_ms = rd_now_ms();
@@ -409,6 +436,12 @@ static int on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 		goto out;
 	resp.n_blocks = d->nmap;
 	resp.blocks = ptrs;
+	if (d->chans) {
+		resp.channels = chan_set_grant(d->chans, d->req_channels, &resp.channel_port,
+					       &resp.channel_token);
+		cfg_log(&d->cfg, RDMIG_LOG_INFO, "%u data channels (the source asked for %u)",
+			resp.channels, d->req_channels);
+	}
 	rc = ctrl_send(&d->ch, CT_BLOCK_MAP_RESP, &resp.base);
 	if (rc == -EAGAIN)
 		rc = rd_err_set(&d->err, -EPROTO, "no credit to answer the block map");
@@ -791,6 +824,17 @@ static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 	return rc;
 }
 
+static int step_channels(struct rdmig_dest *d)
+{
+	char note[RD_ERRLEN] = "";
+	int rc = chan_set_process(d->chans, note, sizeof(note), &d->err);
+
+	if (note[0])
+		cfg_log(&d->cfg, RDMIG_LOG_WARN, "%s", note);
+	/* Once COMPLETE_ACK is out, the source closing its channels is normal. */
+	return d->state == DST_FLUSHING ? 0 : rc;
+}
+
 static int step(struct rdmig_dest *d)
 {
 	struct ibv_wc wc[16];
@@ -828,6 +872,11 @@ static int step(struct rdmig_dest *d)
 	}
 	if (cm_rc)
 		return d->state == DST_FLUSHING ? 0 : conn_err(d, cm_rc);
+	if (d->chans) {
+		rc = step_channels(d);
+		if (rc)
+			return rc;
+	}
 	return ctrl_return_credits(&d->ch, false);
 }
 
@@ -851,6 +900,7 @@ int rdmig_dest_process(struct rdmig_dest *d)
 	}
 	if (d->state == DST_FLUSHING && !ctrl_sends_busy(&d->ch)) {
 		d->state = DST_DONE;
+		chan_set_disconnect(d->chans);
 		fab_disconnect(d->conn);
 		pthread_mutex_lock(&d->stats.lock);
 		stats_refresh(&d->stats);
@@ -873,11 +923,14 @@ int rdmig_dest_process(struct rdmig_dest *d)
 
 int rdmig_dest_fds(const struct rdmig_dest *d, int *fds, int max)
 {
-	if (!d->conn || max < 2)
+	if (!d->conn || max < (d->chans ? 3 : 2))
 		return 0;
 	fds[0] = fab_cm_fd(d->conn);
 	fds[1] = fab_cq_fd(d->conn);
-	return 2;
+	if (!d->chans)
+		return 2;
+	fds[2] = chan_set_fd(d->chans);
+	return 3;
 }
 
 int rdmig_dest_timeout(const struct rdmig_dest *d)
@@ -896,14 +949,14 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 
 int rdmig_dest_run(struct rdmig_dest *d)
 {
-	struct pollfd pfd[2];
-	int rc, n, fds[2], i;
+	struct pollfd pfd[RDMIG_DEST_MAX_FDS];
+	int rc, n, fds[RDMIG_DEST_MAX_FDS], i;
 
 	for (;;) {
 		rc = rdmig_dest_process(d);
 		if (rc)
 			return rc > 0 ? 0 : rc;
-		n = rdmig_dest_fds(d, fds, 2);
+		n = rdmig_dest_fds(d, fds, RDMIG_DEST_MAX_FDS);
 		for (i = 0; i < n; i++)
 			pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 		poll(pfd, (nfds_t)n, rdmig_dest_timeout(d));
@@ -953,6 +1006,8 @@ void rdmig_dest_destroy(struct rdmig_dest *d)
 
 	if (!d)
 		return;
+	/* The channels' QPs use the control connection's PD and CQ. */
+	chan_set_destroy(d->chans);
 	fab_disconnect(d->conn);
 	for (i = 0; i < d->nblocks; i++)
 		if (d->blocks[i].mr)

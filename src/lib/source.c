@@ -19,6 +19,7 @@
 #include "auth.h"
 #include "bitmap.h"
 #include "blocks.h"
+#include "chan.h"
 #include "codec.h"
 #include "config.h"
 #include "creg.h"
@@ -69,6 +70,21 @@ struct src_regreq {
 
 #define MAX_REG_OUTSTANDING 4
 
+/* A QP the WRITEs are striped over; chans[0] is the control connection.
+ * Completions arrive in order per QP, so the ops posted (a ring) and the
+ * posted count at each signaled WRITE (marks) say which ops a completion
+ * finishes.  Counters only grow; indexes are taken modulo cap. */
+struct src_chan {
+	struct fab_conn *conn;  /* owned, except chans[0]'s (s->conn) */
+	struct fab_tag tag;
+	size_t *ring;           /* op indices, oldest first */
+	uint64_t *marks;
+	size_t cap;             /* entries in ring and in marks */
+	uint64_t posted, done;
+	uint64_t mhead, mtail;
+	int first, last;        /* this post_writes() call's chain in its wr[] */
+};
+
 struct rdmig_source {
 	struct rdmig_config cfg;
 	unsigned chunk_shift;
@@ -101,10 +117,9 @@ struct rdmig_source {
 	size_t nops, ops_cap;
 	size_t req_pos;         /* ops whose chunks are requested (or pinned) */
 	size_t write_pos;       /* ops posted */
-	size_t done_pos;        /* ops completed */
-	size_t *marks;          /* ring of op indices ending at a signaled WRITE */
-	size_t marks_head, marks_len, marks_cap;
-	struct fab_tag write_tag;
+	size_t done;            /* ops completed */
+	struct src_chan *chans;
+	unsigned nchans;
 	uint32_t iteration;     /* iterations acknowledged */
 	bool iter_acked;
 	bool complete_acked;
@@ -121,6 +136,15 @@ struct rdmig_source {
 	uint8_t *digests;       /* VERIFY: one per block, for COMPLETE */
 };
 
+static void disconnect_all(struct rdmig_source *s)
+{
+	unsigned k;
+
+	for (k = 1; s->chans && k < s->nchans; k++)
+		fab_disconnect(s->chans[k].conn);
+	fab_disconnect(s->conn);
+}
+
 static int fail(struct rdmig_source *s, int rc)
 {
 	if (s->state == SRC_FAILED)
@@ -129,7 +153,7 @@ static int fail(struct rdmig_source *s, int rc)
 	cfg_log(&s->cfg, RDMIG_LOG_ERROR, "migration failed: %s", s->err.msg);
 	if (s->ctrl_ready)
 		ctrl_send_error(&s->ch, rc, s->err.msg, 200);
-	fab_disconnect(s->conn);
+	disconnect_all(s);
 	return rc;
 }
 
@@ -169,7 +193,8 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	}
 	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	stats_init(&s->stats);
-	s->write_tag.kind = SRC_TAG_WRITE;
+	if (!s->cfg.channels)
+		s->cfg.channels = 1;
 	if (s->wake_fd < 0) {
 		rc = rd_err_set(&s->err, -errno, "eventfd: %s", strerror(errno));
 		rdmig_source_destroy(s);
@@ -241,15 +266,32 @@ int rdmig_source_add_block(struct rdmig_source *s, const char *name, void *host,
 static int handle_ctrl_msg(struct rdmig_source *s, const struct ctrl_hdr *h,
 			   ProtobufCMessage *m);
 
-static void ops_completed(struct rdmig_source *s, size_t upto)
+/* A signaled WRITE on @ch completed, and with it every WRITE before it. */
+static int writes_completed(struct rdmig_source *s, struct src_chan *ch)
 {
-	for (; s->done_pos < upto; s->done_pos++)
+	uint64_t upto;
+
+	if (ch->mhead == ch->mtail)
+		return rd_err_set(&s->err, -EPROTO, "unexpected WRITE completion");
+	upto = ch->marks[ch->mhead++ % ch->cap];
+	for (; ch->done < upto; ch->done++, s->done++)
 		if (!s->cfg.pin_all)
-			creg_put(&s->creg, s->ops[s->done_pos].slot);
+			creg_put(&s->creg, s->ops[ch->ring[ch->done % ch->cap]].slot);
+	return 0;
+}
+
+static int chan_err(struct rdmig_source *s, const struct src_chan *ch, int rc)
+{
+	if (ch->conn->err.msg[0] && rc != -ECANCELED)
+		memcpy(s->err.msg, ch->conn->err.msg, sizeof(s->err.msg));
+	if (ch != s->chans)
+		rd_err_prefix(&s->err, rc, "data channel %u", (unsigned)(ch - s->chans));
+	return rc;
 }
 
 static int handle_wc(struct rdmig_source *s, const struct ibv_wc *wc)
 {
+	struct src_chan *ch;
 	struct ctrl_hdr h;
 	ProtobufCMessage *m;
 	int rc;
@@ -262,14 +304,10 @@ static int handle_wc(struct rdmig_source *s, const struct ibv_wc *wc)
 		ctrl_msg_free(m);
 		return rc;
 	}
+	ch = rd_container_of(fab_tag_of(wc), struct src_chan, tag);
 	if (wc->status != IBV_WC_SUCCESS)
-		return conn_err(s, fab_wc_error(s->conn, wc, "RDMA WRITE"));
-	if (!s->marks_len)
-		return rd_err_set(&s->err, -EPROTO, "unexpected WRITE completion");
-	ops_completed(s, s->marks[s->marks_head]);
-	s->marks_head = (s->marks_head + 1) % s->marks_cap;
-	s->marks_len--;
-	return 0;
+		return chan_err(s, ch, fab_wc_error(ch->conn, wc, "RDMA WRITE"));
+	return writes_completed(s, ch);
 }
 
 static void report_progress(struct rdmig_source *s, bool force)
@@ -448,11 +486,15 @@ static int decode_reject(struct rdmig_source *s)
 
 static int do_connect(struct rdmig_source *s, const char *host, const char *port)
 {
+	/* The data channels share this CQ: room for their send queues too. */
 	struct fab_caps caps = { .sq_depth = s->cfg.max_writes + s->cfg.ctrl_depth + 4,
-				 .rq_depth = s->cfg.ctrl_depth };
+				 .rq_depth = s->cfg.ctrl_depth,
+				 .cq_depth = s->cfg.max_writes + 2 * s->cfg.ctrl_depth + 4 +
+					     (s->cfg.channels - 1) * (s->cfg.max_writes + 4) };
 	struct pd_request req = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
 				  .ctrl_depth = s->cfg.ctrl_depth,
-				  .ctrl_msg_max = s->cfg.ctrl_msg_max, .channels = 1 };
+				  .ctrl_msg_max = s->cfg.ctrl_msg_max,
+				  .channels = (uint16_t)s->cfg.channels };
 	struct pd_accept acc;
 	uint8_t priv[FAB_PRIV_CONNECT_MAX];
 	size_t len;
@@ -461,7 +503,8 @@ static int do_connect(struct rdmig_source *s, const char *host, const char *port
 	req.caps = (s->cfg.pin_all ? PD_CAP_PIN_ALL : 0) |
 		   (s->cfg.zero_pages ? PD_CAP_ZERO_PAGES : 0) |
 		   (s->cfg.auth_key ? PD_CAP_AUTH : 0) |
-		   (s->cfg.verify ? PD_CAP_VERIFY : 0);
+		   (s->cfg.verify ? PD_CAP_VERIFY : 0) |
+		   (s->cfg.channels > 1 ? PD_CAP_MULTI_CHANNEL : 0);
 	len = pd_encode_request(&req, priv, sizeof(priv));
 	rc = fab_connect(&s->conn, host, port, &caps, priv, len, pre_connect, s,
 			 rd_deadline(s->cfg.timeout_ms), &s->err);
@@ -661,6 +704,51 @@ static int apply_block_map(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
 	return s->cfg.pin_all ? 0 : setup_dynamic(s, r->pinned_cap);
 }
 
+static int init_chan(struct rdmig_source *s, struct src_chan *ch)
+{
+	ch->tag.kind = SRC_TAG_WRITE;
+	ch->cap = s->cfg.max_writes + 1;
+	ch->ring = calloc(ch->cap, sizeof(*ch->ring));
+	ch->marks = calloc(ch->cap, sizeof(*ch->marks));
+	return ch->ring && ch->marks ? 0 : rd_err_set(&s->err, -ENOMEM, "out of memory");
+}
+
+/* Channel 0 is the control connection; the others go to the port the
+ * destination announced, each with its own send queue. */
+static int open_channels(struct rdmig_source *s, const char *host,
+			 const Rdmig__BlockMapResp *r)
+{
+	unsigned n = r->channels > 1 ? r->channels : 1, k;
+	int rc;
+
+	if (n > s->cfg.channels || (n > 1 && !(s->caps & PD_CAP_MULTI_CHANNEL)))
+		return rd_err_set(&s->err, -EPROTO, "the destination granted %u channels, "
+				  "%u were requested", n, s->cfg.channels);
+	s->chans = calloc(n, sizeof(*s->chans));
+	if (!s->chans)
+		return rd_err_set(&s->err, -ENOMEM, "out of memory");
+	s->nchans = n;
+	for (k = 0; k < n; k++) {
+		rc = init_chan(s, &s->chans[k]);
+		if (rc)
+			return rc;
+	}
+	s->chans[0].conn = s->conn;
+	for (k = 1; k < n; k++) {
+		rc = chan_connect(&s->chans[k].conn, s->conn, host, r->channel_port,
+				  r->channel_token, k, n, s->cfg.max_writes + 4,
+				  rd_deadline(s->cfg.timeout_ms), &s->err);
+		if (rc)
+			return rc;
+	}
+	if (n != s->cfg.channels)
+		cfg_log(&s->cfg, RDMIG_LOG_WARN, "the destination accepts %u of the %u "
+			"channels asked for", n, s->cfg.channels);
+	else if (n > 1)
+		cfg_log(&s->cfg, RDMIG_LOG_INFO, "striping writes over %u channels", n);
+	return 0;
+}
+
 int rdmig_source_connect(struct rdmig_source *s, const char *host, const char *port)
 {
 	Rdmig__BlockMapResp *resp = NULL;
@@ -685,6 +773,8 @@ int rdmig_source_connect(struct rdmig_source *s, const char *host, const char *p
 		rc = wait_ctrl(s, CT_BLOCK_MAP_RESP, (ProtobufCMessage **)&resp);
 	if (!rc)
 		rc = apply_block_map(s, resp);
+	if (!rc)
+		rc = open_channels(s, host, resp);
 	ctrl_msg_free(resp ? &resp->base : NULL);
 	if (rc)
 		return fail(s, rc);
@@ -790,7 +880,7 @@ static int plan_iteration(struct rdmig_source *s)
 	unsigned i;
 	int rc;
 
-	s->nops = s->req_pos = s->write_pos = s->done_pos = 0;
+	s->nops = s->req_pos = s->write_pos = s->done = 0;
 	s->batch = 2;
 	for (i = 0; i < s->nblocks; i++) {
 		struct src_block *b = &s->blocks[i];
@@ -978,72 +1068,91 @@ static bool op_ready(struct rdmig_source *s, const struct src_op *op)
 	return s->cfg.pin_all || s->creg.slots[op->slot].state == CREG_READY;
 }
 
-static int push_mark(struct rdmig_source *s, size_t upto)
+static void signal_write(struct src_chan *ch, struct ibv_send_wr *wr)
 {
-	if (!s->marks) {
-		s->marks_cap = s->cfg.max_writes + 1;
-		s->marks = calloc(s->marks_cap, sizeof(*s->marks));
-		if (!s->marks)
-			return rd_err_set(&s->err, -ENOMEM, "out of memory");
-	}
-	s->marks[(s->marks_head + s->marks_len) % s->marks_cap] = upto;
-	s->marks_len++;
-	return 0;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	ch->marks[ch->mtail++ % ch->cap] = ch->posted;
 }
 
-/* Posts ready WRITEs as one chain, signaling every 16th and the last so the
- * send queue drains without a completion per WRITE. */
-static int post_writes(struct rdmig_source *s)
+/* Appends op @i to its channel's chain as wr[n]: channels take ops in turn,
+ * each signaling every 16th so its send queue drains without a completion
+ * per WRITE.  Returns false when that channel has max_writes in flight. */
+static bool chain_op(struct rdmig_source *s, size_t i, struct ibv_send_wr *wr,
+		     struct ibv_sge *sge, int n)
 {
-	struct ibv_send_wr wr[32];
-	struct ibv_sge sge[32];
+	struct src_chan *ch = &s->chans[i % s->nchans];
+	const struct src_op *op = &s->ops[i];
+	const struct src_block *b = &s->blocks[op->block];
+	uint32_t lkey = s->cfg.pin_all ? b->mr->lkey : s->chunk_mr[op->slot]->lkey;
+	uint32_t rkey = s->cfg.pin_all ? b->remote_rkey : s->creg.slots[op->slot].rkey;
+
+	if (ch->posted - ch->done >= s->cfg.max_writes)
+		return false;
+	sge[n] = (struct ibv_sge){ .addr = (uintptr_t)(b->host + op->offset),
+				   .length = (uint32_t)op->length, .lkey = lkey };
+	wr[n] = (struct ibv_send_wr){ .wr_id = fab_wr_id(&ch->tag), .sg_list = &sge[n],
+		.num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.wr.rdma = { .remote_addr = b->remote_base + op->offset, .rkey = rkey } };
+	if (ch->last >= 0)
+		wr[ch->last].next = &wr[n];
+	else
+		ch->first = n;
+	ch->last = n;
+	ch->ring[ch->posted++ % ch->cap] = i;
+	if (ch->posted % 16 == 0)
+		signal_write(ch, &wr[n]);
+	return true;
+}
+
+static void count_writes(struct rdmig_source *s, size_t from, size_t to)
+{
 	uint64_t bytes = 0, pages = 0;
-	int n = 0, rc;
+	size_t i;
 
-	while (n < 32 && s->write_pos < s->req_pos &&
-	       s->write_pos - s->done_pos < s->cfg.max_writes &&
-	       op_ready(s, &s->ops[s->write_pos])) {
-		struct src_op *op = &s->ops[s->write_pos];
-		struct src_block *b = &s->blocks[op->block];
-		uint32_t lkey = s->cfg.pin_all ? b->mr->lkey : s->chunk_mr[op->slot]->lkey;
-		uint32_t rkey = s->cfg.pin_all ? b->remote_rkey : s->creg.slots[op->slot].rkey;
+	for (i = from; i < to; i++) {
+		uint32_t ps = s->blocks[s->ops[i].block].d.page_size;
 
-		sge[n] = (struct ibv_sge){ .addr = (uintptr_t)(b->host + op->offset),
-					   .length = (uint32_t)op->length, .lkey = lkey };
-		wr[n] = (struct ibv_send_wr){ .wr_id = fab_wr_id(&s->write_tag),
-			.sg_list = &sge[n], .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-			.wr.rdma = { .remote_addr = b->remote_base + op->offset, .rkey = rkey } };
-		if (n)
-			wr[n - 1].next = &wr[n];
-		bytes += op->length;
-		pages += (op->length + b->d.page_size - 1) / b->d.page_size;
-		s->write_pos++;
-		n++;
-		if (s->write_pos % 16 == 0) {
-			wr[n - 1].send_flags = IBV_SEND_SIGNALED;
-			rc = push_mark(s, s->write_pos);
-			if (rc)
-				return rc;
-		}
+		bytes += s->ops[i].length;
+		pages += (s->ops[i].length + ps - 1) / ps;
 	}
-	if (!n)
-		return 0;
-	if (!(wr[n - 1].send_flags & IBV_SEND_SIGNALED)) {
-		wr[n - 1].send_flags = IBV_SEND_SIGNALED;
-		rc = push_mark(s, s->write_pos);
-		if (rc)
-			return rc;
-	}
-	rc = fab_post_send(s->conn, wr);
-	if (rc)
-		return conn_err(s, rc);
 	pthread_mutex_lock(&s->stats.lock);
-	s->stats.st.writes += (uint64_t)n;
+	s->stats.st.writes += to - from;
 	s->stats.st.normal_bytes += bytes;
 	s->stats.st.normal_pages += pages;
 	s->stats.st.transferred += bytes;
 	s->stats.st.remaining -= bytes < s->stats.st.remaining ? bytes : s->stats.st.remaining;
 	pthread_mutex_unlock(&s->stats.lock);
+}
+
+/* Posts ready WRITEs, one chain per channel, the last of each signaled. */
+static int post_writes(struct rdmig_source *s)
+{
+	struct ibv_send_wr wr[32];
+	struct ibv_sge sge[32];
+	size_t from = s->write_pos;
+	unsigned k;
+	int n = 0, rc;
+
+	for (k = 0; k < s->nchans; k++)
+		s->chans[k].first = s->chans[k].last = -1;
+	while (n < 32 && s->write_pos < s->req_pos && op_ready(s, &s->ops[s->write_pos]) &&
+	       chain_op(s, s->write_pos, wr, sge, n)) {
+		s->write_pos++;
+		n++;
+	}
+	for (k = 0; k < s->nchans; k++) {
+		struct src_chan *ch = &s->chans[k];
+
+		if (ch->first < 0)
+			continue;
+		if (!(wr[ch->last].send_flags & IBV_SEND_SIGNALED))
+			signal_write(ch, &wr[ch->last]);
+		rc = fab_post_send(ch->conn, &wr[ch->first]);
+		if (rc)
+			return chan_err(s, ch, rc);
+	}
+	if (n)
+		count_writes(s, from, s->write_pos);
 	return n;
 }
 
@@ -1051,7 +1160,7 @@ static int send_ops(struct rdmig_source *s)
 {
 	int rc, moved;
 
-	while (s->done_pos < s->nops) {
+	while (s->done < s->nops) {
 		moved = 0;
 		if (s->cfg.pin_all) {
 			s->req_pos = s->nops;
@@ -1202,7 +1311,7 @@ int rdmig_source_complete(struct rdmig_source *s)
 	if (rc)
 		return fail(s, rc);
 	drain_sends(s);
-	fab_disconnect(s->conn);
+	disconnect_all(s);
 	s->state = SRC_COMPLETED;
 	pthread_mutex_lock(&s->stats.lock);
 	stats_refresh(&s->stats);
@@ -1245,7 +1354,10 @@ void rdmig_source_destroy(struct rdmig_source *s)
 
 	if (!s)
 		return;
-	fab_disconnect(s->conn);
+	disconnect_all(s);
+	/* The data channels' QPs use the control connection's PD and CQ. */
+	for (i = 1; s->chans && i < s->nchans; i++)
+		fab_conn_destroy(s->chans[i].conn);
 	for (i = 0; i < s->nblocks; i++) {
 		if (s->blocks[i].mr)
 			ibv_dereg_mr(s->blocks[i].mr);
@@ -1267,7 +1379,11 @@ void rdmig_source_destroy(struct rdmig_source *s)
 	free(s->chunk_mr);
 	free(s->blocks);
 	free(s->ops);
-	free(s->marks);
+	for (i = 0; s->chans && i < s->nchans; i++) {
+		free(s->chans[i].ring);
+		free(s->chans[i].marks);
+	}
+	free(s->chans);
 	free(s->zr_block);
 	free(s->zr_offset);
 	free(s->zr_length);

@@ -10,7 +10,8 @@
  * the peer would reject.
  *
  * Input: byte 0 selects capabilities (bit 0 pin-all, 1 zero pages,
- * 2 verify, 3 auth) and bit 4 a map callback instead of fixed blocks; then
+ * 2 verify, 3 auth, 5 multi-channel with 4 channels asked for) and bit 4 a
+ * map callback instead of fixed blocks; then
  * frames, each a 2-byte little-endian length and that many bytes of a
  * control frame (header + protobuf), decoded by the real codec. */
 #include "../../src/lib/dest.c"
@@ -131,6 +132,37 @@ int fab_cq_fd(const struct fab_conn *c) { (void)c; return -1; }
 void fab_disconnect(struct fab_conn *c) { (void)c; }
 void fab_conn_destroy(struct fab_conn *c) { free(c); }
 
+/* The data-channel set: only what BLOCK_MAP_RESP announces matters here. */
+struct chan_set {
+	unsigned granted;
+};
+
+int chan_set_open(struct chan_set **out, struct fab_conn *ctrl, unsigned max,
+		  struct rd_err *err)
+{
+	(void)ctrl; (void)err;
+	*out = calloc(1, sizeof(**out));
+	assert(*out && max >= 2);
+	return 0;
+}
+
+unsigned chan_set_grant(struct chan_set *cs, unsigned n, uint32_t *port, uint64_t *token)
+{
+	cs->granted = n < DEST_CHANNELS_DEFAULT ? n : DEST_CHANNELS_DEFAULT;
+	*port = 4791;
+	*token = 0x1234;
+	return cs->granted;
+}
+
+int chan_set_fd(const struct chan_set *cs) { (void)cs; return -1; }
+int chan_set_process(struct chan_set *cs, char *note, size_t note_len, struct rd_err *err)
+{
+	(void)cs; (void)note; (void)note_len; (void)err;
+	return 0;
+}
+void chan_set_disconnect(struct chan_set *cs) { (void)cs; }
+void chan_set_destroy(struct chan_set *cs) { free(cs); }
+
 /* ---- the harness -------------------------------------------------------- */
 
 static uint8_t ram0[16 * 4096], ram1[3 * 4096 + 100], ram2[8192];
@@ -198,6 +230,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	d->state = (sel & 8) ? DST_AUTH : DST_WAIT_MAP;
 	if (sel & 8)
 		auth_nonce(d->nonce);
+	if ((sel & 32) && open_channels(d, d->conn, 4))
+		d->caps |= PD_CAP_MULTI_CHANNEL;
 
 	while (size >= 2 && d->state != DST_FAILED) {
 		size_t len = (size_t)data[0] | (size_t)data[1] << 8;

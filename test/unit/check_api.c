@@ -39,6 +39,20 @@ START_TEST(config_defaults_and_limits)
 	ck_assert_uint_eq(out.merge_max, out.chunk_size);
 
 	rdmig_config_init(&in);
+	in.channels = 65;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "channels = 65 is outside 1..64"));
+	in.channels = 64;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), 0);
+
+	/* A caller built before `channels` existed gets the default. */
+	rdmig_config_init(&in);
+	in.channels = 9;
+	in.size = offsetof(struct rdmig_config, channels);
+	ck_assert_int_eq(cfg_load(&out, &in, &err), 0);
+	ck_assert_uint_eq(out.channels, 0);
+
+	rdmig_config_init(&in);
 	in.size = 3; /* not a struct from rdmig_config_init */
 	ck_assert_int_eq(cfg_load(&out, &in, &err), -EINVAL);
 }

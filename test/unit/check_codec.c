@@ -819,6 +819,26 @@ START_TEST(block_map_resp_limits)
 	r.n_blocks = 4;
 	d[3].base_addr = 0;
 	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: block 3 has base address 0");
+	d[3].base_addr = 0x4000;
+	r.channels = 64;
+	r.channel_port = 65535;
+	r.channel_token = 1;
+	good(CT_BLOCK_MAP_RESP, &r.base);
+	r.channels = 65;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: 65 channels exceeds the limit of 64");
+	r.channels = 2;
+	r.channel_port = 65536;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: 2 channels without a valid port "
+	    "and token");
+	r.channel_port = 0;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: 2 channels without a valid port "
+	    "and token");
+	r.channel_port = 4000;
+	r.channel_token = 0;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: 2 channels without a valid port "
+	    "and token");
+	r.channels = 1; /* one channel: port and token mean nothing */
+	good(CT_BLOCK_MAP_RESP, &r.base);
 }
 END_TEST
 

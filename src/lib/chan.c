@@ -1,0 +1,227 @@
+#include "chan.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "privdata.h"
+
+/* Data channels post no receives; one keeps the QP valid on every device. */
+#define CHAN_RQ_DEPTH 1
+#define CHAN_DEST_SQ_DEPTH 1
+
+struct chan_set {
+	struct fab_conn *ctrl;       /* borrowed: PD, CQ and the expected peer */
+	struct fab_listener *l;
+	unsigned max, granted;
+	uint64_t token;
+	struct fab_conn *conn[PD_CHANNELS_MAX]; /* [0] unused: the control conn */
+	unsigned connected;
+	unsigned accepted;
+};
+
+int chan_set_open(struct chan_set **out, struct fab_conn *ctrl, unsigned max,
+		  struct rd_err *err)
+{
+	struct chan_set *cs;
+	int rc;
+
+	if (max < 2 || max > PD_CHANNELS_MAX)
+		return rd_err_set(err, -EINVAL, "%u channels outside 2..%d", max,
+				  PD_CHANNELS_MAX);
+	cs = calloc(1, sizeof(*cs));
+	if (!cs)
+		return rd_err_set(err, -ENOMEM, "out of memory");
+	cs->ctrl = ctrl;
+	cs->max = max;
+	while (!cs->token) {
+		if (getrandom(&cs->token, sizeof(cs->token), 0) != sizeof(cs->token)) {
+			rc = rd_err_set(err, -errno, "getrandom failed: %s", strerror(errno));
+			free(cs);
+			return rc;
+		}
+	}
+	rc = fab_listen_beside(&cs->l, ctrl, err);
+	if (rc) {
+		free(cs);
+		return rd_err_prefix(err, rc, "data channels");
+	}
+	*out = cs;
+	return 0;
+}
+
+int chan_set_fd(const struct chan_set *cs)
+{
+	return fab_listener_fd(cs->l);
+}
+
+unsigned chan_set_grant(struct chan_set *cs, unsigned n, uint32_t *port, uint64_t *token)
+{
+	cs->granted = n < cs->max ? n : cs->max;
+	*port = fab_listener_port(cs->l);
+	*token = cs->token;
+	if (cs->granted <= 1)
+		fab_listener_stop(cs->l);
+	return cs->granted;
+}
+
+unsigned chan_set_connected(const struct chan_set *cs)
+{
+	return cs->connected;
+}
+
+static void refuse(struct fab_conn *c, uint16_t reason)
+{
+	struct pd_reject rej = { .reason = reason, .ver_min = PD_VERSION_MIN,
+				 .ver_max = PD_VERSION_MAX };
+	uint8_t buf[PD_REJECT_LEN];
+
+	fab_reject(c, buf, pd_encode_reject(&rej, buf, sizeof(buf)));
+	fab_conn_destroy(c);
+}
+
+/* Which channel @c may become, or 0 with the reason in @note. */
+static unsigned admit(struct chan_set *cs, struct fab_conn *c, char *note, size_t len)
+{
+	struct pd_request req;
+	struct rd_err e;
+
+	if (pd_decode_request(c->peer_priv, c->peer_priv_len, &req, &e)) {
+		snprintf(note, len, "refused a data channel: %s", e.msg);
+		return 0;
+	}
+	/* The token alone is not enough: it also has to come from the host
+	 * that authenticated on the control connection. */
+	if (!cs->granted || req.session_id != cs->token || !fab_same_peer(c, cs->ctrl)) {
+		snprintf(note, len, "refused a data channel that does not belong to this "
+			 "migration");
+		return 0;
+	}
+	if (req.channels != cs->granted || !req.channel || cs->conn[req.channel]) {
+		snprintf(note, len, "refused data channel %u of %u: %u were granted%s",
+			 req.channel, req.channels, cs->granted,
+			 req.channel && req.channel < PD_CHANNELS_MAX && cs->conn[req.channel] ?
+			 " and this one is already open" : "");
+		return 0;
+	}
+	return req.channel;
+}
+
+static int on_request(struct chan_set *cs, struct fab_conn *c, char *note, size_t len)
+{
+	struct fab_caps caps = { .sq_depth = CHAN_DEST_SQ_DEPTH, .rq_depth = CHAN_RQ_DEPTH,
+				 .pd = cs->ctrl->pd, .cq = cs->ctrl->cq };
+	struct pd_accept acc = { .version = PD_VERSION_MAX, .caps = PD_CAP_MULTI_CHANNEL,
+				 .ctrl_depth = PD_DEPTH_MIN, .ctrl_msg_max = PD_MSG_MAX_MIN };
+	uint8_t priv[PD_ACCEPT_LEN];
+	unsigned idx = admit(cs, c, note, len);
+
+	if (!idx) {
+		refuse(c, PD_REJ_UNAUTHORIZED);
+		return 0;
+	}
+	if (fab_accept(c, &caps, priv, pd_encode_accept(&acc, priv, sizeof(priv)),
+		       NULL, NULL)) {
+		snprintf(note, len, "could not accept data channel %u: %s", idx, c->err.msg);
+		refuse(c, PD_REJ_NO_RESOURCES);
+		return 0;
+	}
+	cs->conn[idx] = c;
+	if (++cs->accepted == cs->granted - 1)
+		fab_listener_stop(cs->l); /* every channel is here: nobody else */
+	return 0;
+}
+
+static unsigned index_of(const struct chan_set *cs, const struct fab_conn *c)
+{
+	unsigned i;
+
+	for (i = 1; i < PD_CHANNELS_MAX; i++)
+		if (cs->conn[i] == c)
+			return i;
+	return 0;
+}
+
+int chan_set_process(struct chan_set *cs, char *note, size_t note_len,
+		     struct rd_err *err)
+{
+	struct fab_conn *c = NULL;
+	enum fab_lev kind;
+	int i, rc;
+
+	/* Level-triggered fd: a few events per call keep a flood from
+	 * starving the control channel. */
+	for (i = 0; i < 8; i++) {
+		rc = fab_listener_event(cs->l, &kind, &c, err);
+		if (rc)
+			return rc;
+		if (kind == FAB_LEV_NONE && !c)
+			return 0;
+		if (kind == FAB_LEV_REQUEST) {
+			rc = on_request(cs, c, note, note_len);
+		} else if (kind == FAB_LEV_ESTABLISHED) {
+			cs->connected++;
+		} else if (kind == FAB_LEV_CLOSED) {
+			return rd_err_set(err, -ECONNRESET, "data channel %u: %s",
+					  index_of(cs, c), c->err.msg);
+		}
+		c = NULL;
+	}
+	return 0;
+}
+
+void chan_set_disconnect(struct chan_set *cs)
+{
+	unsigned i;
+
+	for (i = 1; cs && i < PD_CHANNELS_MAX; i++)
+		fab_disconnect(cs->conn[i]);
+}
+
+void chan_set_destroy(struct chan_set *cs)
+{
+	unsigned i;
+
+	if (!cs)
+		return;
+	for (i = 1; i < PD_CHANNELS_MAX; i++) {
+		fab_disconnect(cs->conn[i]);
+		fab_conn_destroy(cs->conn[i]);
+	}
+	fab_listener_destroy(cs->l);
+	free(cs);
+}
+
+int chan_connect(struct fab_conn **out, struct fab_conn *ctrl, const char *host,
+		 uint32_t port, uint64_t token, unsigned idx, unsigned n,
+		 uint32_t sq_depth, int64_t deadline, struct rd_err *err)
+{
+	struct fab_caps caps = { .sq_depth = sq_depth, .rq_depth = CHAN_RQ_DEPTH,
+				 .pd = ctrl->pd, .cq = ctrl->cq };
+	struct pd_request req = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
+				  .caps = PD_CAP_MULTI_CHANNEL, .ctrl_depth = PD_DEPTH_MIN,
+				  .ctrl_msg_max = PD_MSG_MAX_MIN, .session_id = token,
+				  .channel = (uint16_t)idx, .channels = (uint16_t)n };
+	uint8_t priv[PD_REQUEST_LEN];
+	struct pd_accept acc;
+	struct pd_reject rej;
+	char sport[8];
+	int rc;
+
+	snprintf(sport, sizeof(sport), "%u", port);
+	rc = fab_connect(out, host, sport, &caps, priv,
+			 pd_encode_request(&req, priv, sizeof(priv)), NULL, NULL, deadline, err);
+	if (rc == -ECONNREFUSED && *out && (*out)->peer_priv_len &&
+	    !pd_decode_reject((*out)->peer_priv, (*out)->peer_priv_len, &rej, err))
+		return rd_err_set(err, -ECONNREFUSED, "the destination refused data channel "
+				  "%u: %s", idx, pd_reason_str(rej.reason));
+	if (rc)
+		return rd_err_prefix(err, rc, "data channel %u", idx);
+	rc = pd_decode_accept((*out)->peer_priv, (*out)->peer_priv_len, &acc, err);
+	if (!rc && !(acc.caps & PD_CAP_MULTI_CHANNEL))
+		rc = rd_err_set(err, -EPROTO, "the destination did not accept channel %u "
+				"as a data channel", idx);
+	return rc;
+}

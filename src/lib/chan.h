@@ -1,0 +1,52 @@
+/* chan: the extra data channels of a multi-channel migration.
+ *
+ * Channel 0 is the control connection.  With MULTI_CHANNEL granted, the
+ * destination listens beside it (same address, a port the kernel picks) and
+ * names that port and a random token in BLOCK_MAP_RESP, which only an
+ * authenticated source receives.  The source opens channels 1..n-1 carrying
+ * the token as the session id of their connect private data.  Their QPs
+ * share the control connection's PD, so every rkey is valid on every
+ * channel, and its CQ, so one poll loop sees every completion.  Channels
+ * carry only RDMA WRITEs: the destination posts nothing on them and learns
+ * of their data through the control channel, which the source uses only
+ * once every WRITE of the iteration has completed. */
+#ifndef RDMIG_CHAN_H
+#define RDMIG_CHAN_H
+
+#include <stdint.h>
+
+#include "fabric.h"
+
+/* ---- destination ---- */
+
+struct chan_set;
+
+/* Listens beside @ctrl for up to @max channels (2..PD_CHANNELS_MAX, the
+ * control connection included).  The listener's fd stays the same until
+ * chan_set_destroy(). */
+int chan_set_open(struct chan_set **out, struct fab_conn *ctrl, unsigned max,
+		  struct rd_err *err);
+int chan_set_fd(const struct chan_set *cs);
+/* Fixes how many channels the source may open (@n, at most max) and returns
+ * that count, with the port and token BLOCK_MAP_RESP announces. */
+unsigned chan_set_grant(struct chan_set *cs, unsigned n, uint32_t *port, uint64_t *token);
+/* Handles pending events: accepts channels that present the token from the
+ * control connection's peer, rejects anything else (with a reason for the
+ * log in @note), stops listening once all granted channels are up.
+ * Returns 0, or -errno when a connected channel broke (@err says which). */
+int chan_set_process(struct chan_set *cs, char *note, size_t note_len,
+		     struct rd_err *err);
+unsigned chan_set_connected(const struct chan_set *cs);
+void chan_set_disconnect(struct chan_set *cs);
+/* Before the control connection: the channels share its PD and CQ. */
+void chan_set_destroy(struct chan_set *cs);
+
+/* ---- source ---- */
+
+/* Opens channel @idx of @n to @host:@port, sharing @ctrl's PD and CQ.  On
+ * failure *out may be set: destroy it. */
+int chan_connect(struct fab_conn **out, struct fab_conn *ctrl, const char *host,
+		 uint32_t port, uint64_t token, unsigned idx, unsigned n,
+		 uint32_t sq_depth, int64_t deadline, struct rd_err *err);
+
+#endif
