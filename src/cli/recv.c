@@ -35,6 +35,7 @@ static const char usage_text[] =
 	"      --daemon             serve migrations one after another and at once,\n"
 	"                           each into DIR/N/ (needs --ram-dir)\n"
 	"      --auth-key FILE      accept only sources holding this shared key\n"
+	"      --channels N         grant a source at most N connections, 1..64 (default 8)\n"
 	"  -t, --timeout S          bound on every wait for the peer (default 30)\n"
 	"  -v, --verbose            log what the library does\n"
 	"  -V, --version            print the version and exit\n"
@@ -42,7 +43,7 @@ static const char usage_text[] =
 	"\n"
 	"A block file with a PATH.incomplete marker next to it is not a usable image.\n";
 
-enum { OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY };
+enum { OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY, OPT_CHANNELS };
 
 static const struct option long_opts[] = {
 	{ "listen", required_argument, NULL, 'l' },
@@ -53,6 +54,7 @@ static const struct option long_opts[] = {
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "daemon", no_argument, NULL, OPT_DAEMON },
 	{ "auth-key", required_argument, NULL, OPT_AUTH_KEY },
+	{ "channels", required_argument, NULL, OPT_CHANNELS },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "version", no_argument, NULL, 'V' },
@@ -67,7 +69,7 @@ struct recv_opts {
 	unsigned nrams;
 	const char *ram_dir, *state_out, *control;
 	int json, daemon, verbose;
-	uint64_t timeout_s;
+	uint64_t timeout_s, channels;
 	uint8_t *key;
 	size_t key_len;
 };
@@ -80,7 +82,7 @@ struct mig {
 	struct mig *next;
 	unsigned id;            /* daemon: the N of DIR/N; else 0 */
 	struct rdmig_dest *d;
-	ev_io io[2];
+	ev_io io[RDMIG_DEST_MAX_FDS];
 	int nio;
 	ev_timer timer;
 	bool accepted;
@@ -156,6 +158,10 @@ static int one_opt(struct recv_opts *o, int c, const char *arg)
 	case 't':
 		if (cli_parse_uint(arg, 86400, &o->timeout_s) || !o->timeout_s)
 			return cli_usage("bad --timeout '%s': expected a number from 1 to 86400", arg);
+		return 0;
+	case OPT_CHANNELS:
+		if (cli_parse_uint(arg, 64, &o->channels) || !o->channels)
+			return cli_usage("bad --channels '%s': expected a number from 1 to 64", arg);
 		return 0;
 	case 'v': o->verbose = 1; return 0;
 	default: return CLI_EX_INTERNAL;
@@ -461,6 +467,7 @@ static struct mig *mig_new(struct app *a)
 	cfg.timeout_ms = (int)(a->o.timeout_s * 1000);
 	cfg.auth_key = a->o.key;
 	cfg.auth_key_len = a->o.key_len;
+	cfg.channels = (uint32_t)a->o.channels; /* 0: the library's default */
 	cfg.commit = commit_cb;
 	cfg.commit_ctx = m;
 	cfg.log = cli_log;
@@ -645,7 +652,7 @@ static void mig_step(struct mig *m)
 static int mig_start(struct mig *m, char *err, size_t errlen)
 {
 	struct app *a = m->app;
-	int fds[2], i, rc;
+	int fds[RDMIG_DEST_MAX_FDS], i, rc;
 
 	if (a->o.daemon) {
 		for (;;) {
@@ -671,7 +678,7 @@ static int mig_start(struct mig *m, char *err, size_t errlen)
 		return rc;
 	m->t0 = cli_now_ms();
 	m->accepted = true;
-	m->nio = rdmig_dest_fds(m->d, fds, 2);
+	m->nio = rdmig_dest_fds(m->d, fds, RDMIG_DEST_MAX_FDS);
 	for (i = 0; i < m->nio; i++) {
 		ev_io_init(&m->io[i], mig_io_cb, fds[i], EV_READ);
 		m->io[i].data = m;

@@ -36,6 +36,7 @@ static const char usage_text[] =
 	"      --pin-all             register whole blocks up front on both sides\n"
 	"      --chunk-size SIZE     registration unit, power of two (default 1M)\n"
 	"      --pinned-cap SIZE     dynamic registration: bytes pinned at most (default 256M; 0: none)\n"
+	"      --channels N          stripe the writes over N connections, 1..64 (default 1)\n"
 	"      --live                pre-copy while --pid keeps running, then stop it\n"
 	"  -p, --pid PID             the process writing the RAM files (with --live)\n"
 	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
@@ -54,7 +55,7 @@ static const char usage_text[] =
 
 enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
-	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY,
+	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
 };
 
 static const struct option long_opts[] = {
@@ -64,6 +65,7 @@ static const struct option long_opts[] = {
 	{ "pin-all", no_argument, NULL, OPT_PIN_ALL },
 	{ "chunk-size", required_argument, NULL, OPT_CHUNK },
 	{ "pinned-cap", required_argument, NULL, OPT_CAP },
+	{ "channels", required_argument, NULL, OPT_CHANNELS },
 	{ "live", no_argument, NULL, OPT_LIVE },
 	{ "pid", required_argument, NULL, 'p' },
 	{ "max-downtime", required_argument, NULL, OPT_MAX_DOWNTIME },
@@ -90,7 +92,7 @@ struct send_opts {
 	uint64_t chunk_size, pinned_cap, timeout_s;
 	int have_chunk, have_cap;
 	pid_t pid;
-	uint64_t max_downtime_ms, max_iterations, max_bandwidth;
+	uint64_t max_downtime_ms, max_iterations, max_bandwidth, channels;
 	const char *control;
 	int verify;
 	uint8_t *key;
@@ -211,6 +213,7 @@ static int one_opt(struct send_opts *o, int c, const char *arg)
 				       arg);
 		return rc;
 	case OPT_CAP: o->have_cap = 1; return size_opt("--pinned-cap", arg, &o->pinned_cap);
+	case OPT_CHANNELS: return num_opt("--channels", arg, 1, 64, &o->channels);
 	case OPT_LIVE: o->live = 1; return 0;
 	case 'p':
 		rc = num_opt("--pid", arg, 1, INT32_MAX, &v);
@@ -238,6 +241,7 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 	int c, rc;
 
 	o->timeout_s = 30;
+	o->channels = 1;
 	o->max_downtime_ms = 300;
 	o->max_iterations = 30;
 	opterr = 0;
@@ -391,6 +395,7 @@ static int create_source(struct sender *x)
 	cfg.pin_all = x->o.pin_all;
 	cfg.timeout_ms = (int)(x->o.timeout_s * 1000);
 	cfg.verify = x->o.verify;
+	cfg.channels = (uint32_t)x->o.channels;
 	cfg.auth_key = x->o.key;
 	cfg.auth_key_len = x->o.key_len;
 	if (x->o.have_chunk)

@@ -832,6 +832,73 @@ START_TEST(auth_and_verify_succeed)
 }
 END_TEST
 
+/* True when the file at @path contains @needle. */
+static int file_has(const char *path, const char *needle)
+{
+	char *text = tu_slurp(path, NULL);
+	int found = text && strstr(text, needle);
+
+	free(text);
+	return found;
+}
+
+/* --channels: the daemon grants at most 3; a pin-all source asking for 4
+ * gets 3 and says so, a dynamic one with a cap of four chunks (so chunks
+ * are released and re-registered while other channels write) gets the 3 it
+ * asks for, with --verify and --auth-key; both images are exact. */
+START_TEST(channels_stripe_and_cap)
+{
+	struct fixture f;
+	char key[400], a[400], b[400], ra[500], rb[500], d1[400], d2[400];
+	struct run s2 = { .p.pid = 0 };
+	void *buf = malloc(24 * MIB);
+	int c2;
+
+	fx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	write_key(key, "a shared secret of some length", 0600);
+	snprintf(a, sizeof(a), "%s/a", f.src);
+	snprintf(b, sizeof(b), "%s/b", f.src);
+	tu_fill_random(buf, 24 * MIB, 31);
+	write_file(a, buf, 24 * MIB);
+	free(buf);
+	write_sparse(b, 24 * MIB, 3, 32);
+	snprintf(ra, sizeof(ra), "ram=%s", a);
+	snprintf(rb, sizeof(rb), "ram=%s", b);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--channels", "3",
+				     "--auth-key", key, NULL });
+	fx_send(&f, (const char *[]){ "--ram", ra, "--pin-all", "--channels", "4",
+				      "--auth-key", key, NULL });
+	ck_assert_int_eq(finish(&f.send, 60000), 0);
+	if (!file_has(f.send.err, "accepts 3 of the 4 channels")) {
+		dump(&f.send, "send");
+		ck_abort_msg("the pin-all source did not report 3 of 4 channels");
+	}
+	{
+		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, "--channels", "3",
+				 "--chunk-size", "256K", "--pinned-cap", "1M", "--verify",
+				 "--auth-key", key, "--verbose", NULL };
+
+		spawn(&s2, f.dir, "send2", argv);
+	}
+	c2 = finish(&s2, 60000);
+	if (c2 || !file_has(s2.err, "striping writes over 3 channels")) {
+		dump(&s2, "send2");
+		dump(&f.recv, "recv");
+	}
+	ck_assert_int_eq(c2, 0);
+	ck_assert_msg(file_has(s2.err, "striping writes over 3 channels"),
+		      "the dynamic source did not stripe over 3 channels");
+	snprintf(d1, sizeof(d1), "%s/1/ram", f.dst);
+	snprintf(d2, sizeof(d2), "%s/2/ram", f.dst);
+	assert_same(a, d1);
+	assert_same(b, d2);
+	tu_kill(&f.recv.p, SIGTERM);
+	ck_assert_int_eq(finish(&f.recv, 10000), 0);
+	fx_free(&f);
+}
+END_TEST
+
 /* A wrong key: both sides exit 4 and nothing is written. */
 START_TEST(auth_wrong_key_rejected)
 {
@@ -919,6 +986,7 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, auth_and_verify_succeed);
 	tcase_add_test(tc, auth_wrong_key_rejected);
 	tcase_add_test(tc, auth_keyless_source_turned_away);
+	tcase_add_test(tc, channels_stripe_and_cap);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1051,14 +1051,21 @@ static void batch(struct fx *f, unsigned b, char files[4][320])
 	for (i = 0; i < 5; i++) {
 		const char *file = files[(b + i) % 4];
 		char *argv[] = { f->sendbin, "--connect", f->addr, "--json", "--ram", ram[i],
-				 "--timeout", TMO_ARG, NULL, NULL, NULL };
+				 "--timeout", TMO_ARG, NULL, NULL, NULL, NULL, NULL };
+		int n = 8;
 
 		k[i] = i < 3 ? K_OK : i == 3 ? K_KILLED : K_BAD_NAME;
 		snprintf(ram[i], sizeof(ram[i]), "%s=%s", k[i] == K_BAD_NAME ? "state" : "ram",
 			 k[i] == K_KILLED ? files[3] : file);
 		if (k[i] == K_KILLED) {
-			argv[8] = "--max-bandwidth";
-			argv[9] = "1M";
+			argv[n++] = "--max-bandwidth";
+			argv[n++] = "1M";
+		}
+		/* Data channels must come and go without a trace too, also
+		 * when their source dies mid-stream. */
+		if (i == 1 || k[i] == K_KILLED) {
+			argv[n++] = "--channels";
+			argv[n++] = "3";
 		}
 		snprintf(tag, sizeof(tag), "b%u-%u", b, i);
 		spawn(&s[i], f->dir, tag, argv);
