@@ -18,104 +18,11 @@
 #include <unistd.h>
 
 #include "suites.h"
+#include "runs.h"
 #include "testutil.h"
 
 #define MIB (1ull << 20)
 #define PAGE 4096u
-
-struct run {
-	struct tu_proc p;
-	char out[512], err[512];
-};
-
-/* Like tu_spawn, but stdout and stderr go to separate files: the tests
- * count the lines on stderr and parse stdout as JSON lines. */
-static void spawn(struct run *r, const char *dir, const char *tag, char *const argv[])
-{
-	pid_t pid;
-
-	snprintf(r->out, sizeof(r->out), "%s/%s.out", dir, tag);
-	snprintf(r->err, sizeof(r->err), "%s/%s.err", dir, tag);
-	memset(&r->p, 0, sizeof(r->p));
-	snprintf(r->p.out_path, sizeof(r->p.out_path), "%s", r->out);
-	/* An earlier process's output must not be mistaken for this one's. */
-	unlink(r->out);
-	unlink(r->err);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int n = open("/dev/null", O_RDONLY);
-
-		setpgid(0, 0);
-		if (o < 0 || e < 0 || n < 0)
-			_exit(126);
-		dup2(n, 0);
-		dup2(o, 1);
-		dup2(e, 2);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	r->p.pid = pid;
-}
-
-static int finish(struct run *r, int timeout_ms)
-{
-	if (tu_wait(&r->p, timeout_ms))
-		return -1;
-	return tu_exit_code(&r->p);
-}
-
-static void dump(struct run *r, const char *label)
-{
-	char l[64];
-
-	snprintf(l, sizeof(l), "%s stdout", label);
-	tu_dump(l, r->out);
-	snprintf(l, sizeof(l), "%s stderr", label);
-	tu_dump(l, r->err);
-}
-
-/* The first JSON line on @path whose "event" is @event (NULL if none). */
-static struct json_object *event_in(const char *path, const char *event)
-{
-	char *text = tu_slurp(path, NULL), *line, *save = NULL;
-	struct json_object *found = NULL;
-
-	for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !found;
-	     line = strtok_r(NULL, "\n", &save)) {
-		struct json_object *o = json_tokener_parse(line), *ev;
-
-		if (o && json_object_object_get_ex(o, "event", &ev) &&
-		    !strcmp(json_object_get_string(ev), event))
-			found = o;
-		else
-			json_object_put(o);
-	}
-	free(text);
-	return found;
-}
-
-static struct json_object *wait_event(struct run *r, const char *event, int timeout_ms)
-{
-	uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
-	struct json_object *o;
-
-	while (!(o = event_in(r->out, event)) && tu_now_ms() < end)
-		usleep(20000);
-	return o;
-}
-
-static uint64_t jnum(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	ck_assert_msg(o && json_object_object_get_ex(o, key, &v), "no \"%s\" in %s", key,
-		      o ? json_object_to_json_string(o) : "(null)");
-	return (uint64_t)json_object_get_int64(v);
-}
 
 static int count_lines(const char *path)
 {
@@ -209,7 +116,7 @@ static char proc_state(pid_t pid)
 struct fixture {
 	char dir[256], src[300], dst[300], recvbin[512], sendbin[512], memload[512];
 	char port[16], addr[64];
-	struct run recv, send, load;
+	struct tu_run recv, send, load;
 };
 
 static void fx_init(struct fixture *f)
@@ -241,13 +148,13 @@ static void fx_recv(struct fixture *f, const char *const *args)
 	while (*args && n < 30)
 		argv[n++] = (char *)*args++;
 	argv[n] = NULL;
-	spawn(&f->recv, f->dir, "recv", argv);
-	ev = wait_event(&f->recv, "listening", 20000);
+	tu_run_spawn(&f->recv, f->dir, "recv", argv);
+	ev = tu_wait_event(&f->recv, "listening", 20000);
 	if (!ev) {
-		dump(&f->recv, "recv");
+		tu_run_dump(&f->recv, "recv");
 		ck_abort_msg("migrate-recv did not start listening");
 	}
-	snprintf(f->port, sizeof(f->port), "%" PRIu64, jnum(ev, "port"));
+	snprintf(f->port, sizeof(f->port), "%" PRIu64, tu_jnum(ev, "port"));
 	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), f->port);
 	json_object_put(ev);
 }
@@ -263,7 +170,7 @@ static void fx_send(struct fixture *f, const char *const *args)
 	while (*args && n < 38)
 		argv[n++] = (char *)*args++;
 	argv[n] = NULL;
-	spawn(&f->send, f->dir, "send", argv);
+	tu_run_spawn(&f->send, f->dir, "send", argv);
 }
 
 /* memload run on @file (filled with random data first) at @rate MiB/s. */
@@ -272,13 +179,13 @@ static void fx_load(struct fixture *f, const char *file, const char *size, const
 	char *fill[] = { f->memload, "fill", (char *)file, "--size", (char *)size, "--seed", "9",
 			 NULL };
 	char *run[] = { f->memload, "run", (char *)file, "--rate", (char *)rate, NULL };
-	struct run r = { .p.pid = 0 };
+	struct tu_run r = { .p.pid = 0 };
 
-	spawn(&r, f->dir, "fill", fill);
-	ck_assert_int_eq(finish(&r, 30000), 0);
-	spawn(&f->load, f->dir, "load", run);
+	tu_run_spawn(&r, f->dir, "fill", fill);
+	ck_assert_int_eq(tu_run_finish(&r, 30000), 0);
+	tu_run_spawn(&f->load, f->dir, "load", run);
 	if (tu_wait_line(f->load.out, "ready", NULL, 0, 20000)) {
-		dump(&f->load, "memload");
+		tu_run_dump(&f->load, "memload");
 		ck_abort_msg("memload did not start");
 	}
 }
@@ -299,11 +206,11 @@ static void fx_free(struct fixture *f)
 
 static void both_ok(struct fixture *f, int timeout_ms)
 {
-	int sc = finish(&f->send, timeout_ms), rc = finish(&f->recv, timeout_ms);
+	int sc = tu_run_finish(&f->send, timeout_ms), rc = tu_run_finish(&f->recv, timeout_ms);
 
 	if (sc || rc) {
-		dump(&f->send, "send");
-		dump(&f->recv, "recv");
+		tu_run_dump(&f->send, "send");
+		tu_run_dump(&f->recv, "recv");
 	}
 	ck_assert_int_eq(sc, 0);
 	ck_assert_int_eq(rc, 0);
@@ -358,21 +265,21 @@ START_TEST(cold_two_files_and_state)
 	snprintf(mark, sizeof(mark), "%s.part", dstate);
 	ck_assert_msg(!exists(mark), "%s left behind", mark);
 
-	ev = event_in(f.send.out, "completed");
+	ev = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(ev);
-	ck_assert_uint_eq(jnum(ev, "total"), 64 * MIB);
-	ck_assert_uint_eq(jnum(ev, "duplicate"), zero);
-	ck_assert_uint_eq(jnum(ev, "normal"), pages - zero);
-	ck_assert_uint_eq(jnum(ev, "normal-bytes"), (pages - zero) * PAGE);
-	ck_assert_uint_eq(jnum(ev, "dirty-sync-count"), 1);
-	ck_assert_uint_eq(jnum(ev, "state-bytes"), MIB);
-	ck_assert_uint_ge(jnum(ev, "transferred"), (pages - zero) * PAGE + MIB);
+	ck_assert_uint_eq(tu_jnum(ev, "total"), 64 * MIB);
+	ck_assert_uint_eq(tu_jnum(ev, "duplicate"), zero);
+	ck_assert_uint_eq(tu_jnum(ev, "normal"), pages - zero);
+	ck_assert_uint_eq(tu_jnum(ev, "normal-bytes"), (pages - zero) * PAGE);
+	ck_assert_uint_eq(tu_jnum(ev, "dirty-sync-count"), 1);
+	ck_assert_uint_eq(tu_jnum(ev, "state-bytes"), MIB);
+	ck_assert_uint_ge(tu_jnum(ev, "transferred"), (pages - zero) * PAGE + MIB);
 	json_object_put(ev);
-	ev = event_in(f.recv.out, "completed");
+	ev = tu_event_in(f.recv.out, "completed");
 	ck_assert_ptr_nonnull(ev);
-	ck_assert_uint_eq(jnum(ev, "total"), 64 * MIB);
-	ck_assert_uint_eq(jnum(ev, "normal-bytes"), (pages - zero) * PAGE);
-	ck_assert_uint_eq(jnum(ev, "state-bytes"), MIB);
+	ck_assert_uint_eq(tu_jnum(ev, "total"), 64 * MIB);
+	ck_assert_uint_eq(tu_jnum(ev, "normal-bytes"), (pages - zero) * PAGE);
+	ck_assert_uint_eq(tu_jnum(ev, "state-bytes"), MIB);
 	json_object_put(ev);
 	fx_free(&f);
 }
@@ -399,16 +306,16 @@ START_TEST(live_converges_and_stops)
 	/* Still there, and stopped: it lives on the destination now. */
 	ck_assert_int_eq(proc_state(f.load.p.pid), 'T');
 	assert_same(file, dfile);
-	ev = event_in(f.send.out, "completed");
+	ev = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(ev);
-	iters = jnum(ev, "dirty-sync-count");
-	downtime = jnum(ev, "downtime");
+	iters = tu_jnum(ev, "dirty-sync-count");
+	downtime = tu_jnum(ev, "downtime");
 	ck_assert_uint_ge(iters, 2);
 	ck_assert_uint_le(iters, 31);
 	ck_assert_uint_lt(downtime, 10000);
-	ck_assert_uint_ge(jnum(ev, "normal-bytes"), 32 * MIB);
+	ck_assert_uint_ge(tu_jnum(ev, "normal-bytes"), 32 * MIB);
 	printf("live: %" PRIu64 " iterations, downtime %" PRIu64 " ms, total %" PRIu64 " ms\n",
-	       iters, downtime, jnum(ev, "total-time"));
+	       iters, downtime, tu_jnum(ev, "total-time"));
 	json_object_put(ev);
 	fx_free(&f);
 }
@@ -434,22 +341,22 @@ START_TEST(recv_killed_workload_resumes)
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
 				      "--max-bandwidth", "2M", "--timeout", "5", NULL });
-	ev = wait_event(&f.send, "setup", 30000);
+	ev = tu_wait_event(&f.send, "setup", 30000);
 	ck_assert_ptr_nonnull(ev);
 	json_object_put(ev);
 	usleep(1500 * 1000); /* well inside the first round (16 MiB at 2 MiB/s) */
 	tu_kill(&f.recv.p, SIGKILL);
 	t0 = tu_now_ms();
-	code = finish(&f.send, 20000);
+	code = tu_run_finish(&f.send, 20000);
 	took = tu_now_ms() - t0;
 	if (code != 5)
-		dump(&f.send, "send");
+		tu_run_dump(&f.send, "send");
 	ck_assert_int_eq(code, 5);
 	ck_assert_msg(took < 5000 + 3000, "migrate-send took %" PRIu64 " ms to give up", took);
 	ck_assert_int_eq(count_lines(f.send.err), 1);
-	ev = event_in(f.send.out, "failed");
+	ev = tu_event_in(f.send.out, "failed");
 	ck_assert_ptr_nonnull(ev);
-	ck_assert_uint_eq(jnum(ev, "exit-code"), 5);
+	ck_assert_uint_eq(tu_jnum(ev, "exit-code"), 5);
 	json_object_put(ev);
 	/* Alive, running, and still writing its intact file. */
 	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
@@ -518,7 +425,7 @@ START_TEST(cancel_over_control_socket)
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
 				      "--max-bandwidth", "2M", "--control", sock, NULL });
-	ev = wait_event(&f.send, "setup", 30000);
+	ev = tu_wait_event(&f.send, "setup", 30000);
 	ck_assert_ptr_nonnull(ev);
 	json_object_put(ev);
 
@@ -526,16 +433,16 @@ START_TEST(cancel_over_control_socket)
 	assert_reply(r, "return");
 	json_object_object_get_ex(r, "return", &ret);
 	ck_assert_str_eq(json_object_get_string(json_object_object_get(ret, "status")), "active");
-	ck_assert_uint_eq(jnum(ret, "total"), 16 * MIB);
-	ck_assert_uint_eq(jnum(ret, "max-bandwidth"), 2 * MIB);
+	ck_assert_uint_eq(tu_jnum(ret, "total"), 16 * MIB);
+	ck_assert_uint_eq(tu_jnum(ret, "max-bandwidth"), 2 * MIB);
 	json_object_put(r);
 	r = control(sock, "{\"command\":\"set\",\"max-bandwidth\":3145728,\"max-downtime\":50}\n");
 	assert_reply(r, "return");
 	json_object_put(r);
 	r = control(sock, "{\"command\":\"status\"}\n");
 	json_object_object_get_ex(r, "return", &ret);
-	ck_assert_uint_eq(jnum(ret, "max-bandwidth"), 3 * MIB);
-	ck_assert_uint_eq(jnum(ret, "max-downtime"), 50);
+	ck_assert_uint_eq(tu_jnum(ret, "max-bandwidth"), 3 * MIB);
+	ck_assert_uint_eq(tu_jnum(ret, "max-downtime"), 50);
 	json_object_put(r);
 	r = control(sock, "{\"command\":\"frobnicate\"}\n");
 	assert_reply(r, "error");
@@ -546,18 +453,18 @@ START_TEST(cancel_over_control_socket)
 	assert_reply(r, "return");
 	json_object_put(r);
 
-	code = finish(&f.send, 20000);
+	code = tu_run_finish(&f.send, 20000);
 	if (code != 7)
-		dump(&f.send, "send");
+		tu_run_dump(&f.send, "send");
 	ck_assert_int_eq(code, 7);
 	ck_assert_int_eq(count_lines(f.send.err), 1);
-	ev = event_in(f.send.out, "failed");
+	ev = tu_event_in(f.send.out, "failed");
 	ck_assert_ptr_nonnull(ev);
-	ck_assert_uint_eq(jnum(ev, "exit-code"), 7);
+	ck_assert_uint_eq(tu_jnum(ev, "exit-code"), 7);
 	json_object_put(ev);
 	ck_assert_msg(!exists(sock), "control socket left behind");
 	/* The source told the destination why. */
-	ck_assert_int_eq(finish(&f.recv, 20000), 7);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
 	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
 	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
 	fx_free(&f);
@@ -580,17 +487,17 @@ START_TEST(sigterm_cancels_live_migration)
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
 				      "--max-bandwidth", "2M", NULL });
-	ev = wait_event(&f.send, "setup", 30000);
+	ev = tu_wait_event(&f.send, "setup", 30000);
 	ck_assert_ptr_nonnull(ev);
 	json_object_put(ev);
 	usleep(500 * 1000);
 	tu_kill(&f.send.p, SIGTERM);
-	code = finish(&f.send, 20000);
+	code = tu_run_finish(&f.send, 20000);
 	if (code != 7)
-		dump(&f.send, "send");
+		tu_run_dump(&f.send, "send");
 	ck_assert_int_eq(code, 7);
 	ck_assert_int_eq(count_lines(f.send.err), 1);
-	ck_assert_int_eq(finish(&f.recv, 20000), 7);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
 	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
 	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
 	fx_free(&f);
@@ -622,13 +529,13 @@ START_TEST(recv_control_and_signal)
 	r = control(sock, "{\"command\":\"cancel\"}\n");
 	assert_reply(r, "return");
 	json_object_put(r);
-	ck_assert_int_eq(finish(&f.recv, 10000), 7);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 7);
 	ck_assert_int_eq(count_lines(f.recv.err), 1);
 	ck_assert_msg(!exists(sock), "control socket left behind");
 
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
 	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(finish(&f.recv, 10000), 7);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 7);
 	fx_free(&f);
 }
 END_TEST
@@ -638,7 +545,7 @@ START_TEST(daemon_two_at_once)
 {
 	struct fixture f;
 	char a[400], b[400], ra[500], rb[500], d1[400], d2[400];
-	struct run s2 = { .p.pid = 0 };
+	struct tu_run s2 = { .p.pid = 0 };
 	void *buf = malloc(8 * MIB);
 	int c1, c2;
 
@@ -657,14 +564,14 @@ START_TEST(daemon_two_at_once)
 	{
 		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, NULL };
 
-		spawn(&s2, f.dir, "send2", argv);
+		tu_run_spawn(&s2, f.dir, "send2", argv);
 	}
-	c1 = finish(&f.send, 60000);
-	c2 = finish(&s2, 60000);
+	c1 = tu_run_finish(&f.send, 60000);
+	c2 = tu_run_finish(&s2, 60000);
 	if (c1 || c2) {
-		dump(&f.send, "send");
-		dump(&s2, "send2");
-		dump(&f.recv, "recv");
+		tu_run_dump(&f.send, "send");
+		tu_run_dump(&s2, "send2");
+		tu_run_dump(&f.recv, "recv");
 	}
 	ck_assert_int_eq(c1, 0);
 	ck_assert_int_eq(c2, 0);
@@ -681,7 +588,7 @@ START_TEST(daemon_two_at_once)
 		assert_same(a_is_1 ? d2 : d1, b);
 	}
 	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(finish(&f.recv, 10000), 0);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
 	ck_assert_int_eq(count_lines(f.recv.out), 5); /* listening, 2 setup, 2 completed */
 	fx_free(&f);
 }
@@ -691,12 +598,12 @@ END_TEST
  * containing @needle. */
 static void usage_fails(struct fixture *f, const char *needle, char *const argv[])
 {
-	struct run r = { .p.pid = 0 };
+	struct tu_run r = { .p.pid = 0 };
 	char *err;
 	int code;
 
-	spawn(&r, f->dir, "usage", argv);
-	code = finish(&r, 10000);
+	tu_run_spawn(&r, f->dir, "usage", argv);
+	code = tu_run_finish(&r, 10000);
 	err = tu_slurp(r.err, NULL);
 	ck_assert_msg(code == 2, "%s exited %d: %s", argv[1], code, err);
 	ck_assert_msg(count_lines(r.err) == 1, "not one line: %s", err);
@@ -753,11 +660,11 @@ START_TEST(size_mismatch_existing_file)
 	snprintf(rd, sizeof(rd), "vm=%s", dst);
 	fx_recv(&f, (const char *[]){ "--ram", rd, NULL });
 	fx_send(&f, (const char *[]){ "--ram", rs, NULL });
-	sc = finish(&f.send, 60000);
-	rc = finish(&f.recv, 60000);
+	sc = tu_run_finish(&f.send, 60000);
+	rc = tu_run_finish(&f.recv, 60000);
 	if (sc != 5 || rc != 2) {
-		dump(&f.send, "send");
-		dump(&f.recv, "recv");
+		tu_run_dump(&f.send, "send");
+		tu_run_dump(&f.recv, "recv");
 	}
 	ck_assert_int_eq(rc, 2);
 	ck_assert_int_eq(sc, 5);
@@ -850,7 +757,7 @@ START_TEST(channels_stripe_and_cap)
 {
 	struct fixture f;
 	char key[400], a[400], b[400], ra[500], rb[500], d1[400], d2[400];
-	struct run s2 = { .p.pid = 0 };
+	struct tu_run s2 = { .p.pid = 0 };
 	void *buf = malloc(24 * MIB);
 	int c2;
 
@@ -869,9 +776,9 @@ START_TEST(channels_stripe_and_cap)
 				     "--auth-key", key, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ra, "--pin-all", "--channels", "4",
 				      "--auth-key", key, NULL });
-	ck_assert_int_eq(finish(&f.send, 60000), 0);
+	ck_assert_int_eq(tu_run_finish(&f.send, 60000), 0);
 	if (!file_has(f.send.err, "accepts 3 of the 4 channels")) {
-		dump(&f.send, "send");
+		tu_run_dump(&f.send, "send");
 		ck_abort_msg("the pin-all source did not report 3 of 4 channels");
 	}
 	{
@@ -879,12 +786,12 @@ START_TEST(channels_stripe_and_cap)
 				 "--chunk-size", "256K", "--pinned-cap", "1M", "--verify",
 				 "--auth-key", key, "--verbose", NULL };
 
-		spawn(&s2, f.dir, "send2", argv);
+		tu_run_spawn(&s2, f.dir, "send2", argv);
 	}
-	c2 = finish(&s2, 60000);
+	c2 = tu_run_finish(&s2, 60000);
 	if (c2 || !file_has(s2.err, "striping writes over 3 channels")) {
-		dump(&s2, "send2");
-		dump(&f.recv, "recv");
+		tu_run_dump(&s2, "send2");
+		tu_run_dump(&f.recv, "recv");
 	}
 	ck_assert_int_eq(c2, 0);
 	ck_assert_msg(file_has(s2.err, "striping writes over 3 channels"),
@@ -894,7 +801,7 @@ START_TEST(channels_stripe_and_cap)
 	assert_same(a, d1);
 	assert_same(b, d2);
 	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(finish(&f.recv, 10000), 0);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
 	fx_free(&f);
 }
 END_TEST
@@ -917,11 +824,11 @@ START_TEST(auth_wrong_key_rejected)
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--auth-key", k1, NULL });
 	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", k2, NULL });
-	sc = finish(&f.send, 60000);
-	rc = finish(&f.recv, 60000);
+	sc = tu_run_finish(&f.send, 60000);
+	rc = tu_run_finish(&f.recv, 60000);
 	if (sc != 4 || rc != 4) {
-		dump(&f.send, "send");
-		dump(&f.recv, "recv");
+		tu_run_dump(&f.send, "send");
+		tu_run_dump(&f.recv, "recv");
 	}
 	ck_assert_int_eq(sc, 4);
 	ck_assert_int_eq(rc, 4);
@@ -950,7 +857,7 @@ START_TEST(auth_keyless_source_turned_away)
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--auth-key", key, NULL });
 	fx_send(&f, (const char *[]){ "--ram", rs, NULL });
-	sc = finish(&f.send, 60000);
+	sc = tu_run_finish(&f.send, 60000);
 	err = tu_slurp(f.send.err, NULL);
 	ck_assert_msg(sc == 4, "send exited %d: %s", sc, err);
 	ck_assert_msg(strstr(err, "unauthorized") != NULL, "send said: %s", err);
@@ -959,7 +866,7 @@ START_TEST(auth_keyless_source_turned_away)
 	usleep(300000);
 	ck_assert_int_eq(waitpid(f.recv.p.pid, NULL, WNOHANG), 0);
 	kill(f.recv.p.pid, SIGTERM);
-	ck_assert_int_eq(finish(&f.recv, 10000), 7);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 7);
 	err = tu_slurp(f.recv.err, NULL);
 	ck_assert_msg(strstr(err, "still waiting") != NULL, "recv said: %s", err);
 	free(err);

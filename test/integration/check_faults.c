@@ -32,6 +32,7 @@
 #include "fabric.h"
 #include "privdata.h"
 #include "suites.h"
+#include "runs.h"
 #include "testutil.h"
 
 #define MIB (1ull << 20)
@@ -41,116 +42,15 @@
 /* Allowed beyond it: process exit and teardown under TCG, a loaded host. */
 #define GRACE_MS 4000
 
-struct run {
-	struct tu_proc p;
-	char out[512], err[512];
-};
-
-/* stdout and stderr to separate files: stderr lines are counted, stdout is
- * parsed as JSON lines. */
-static void spawn(struct run *r, const char *dir, const char *tag, char *const argv[])
+static void must_see(struct tu_run *r, const char *label, const char *event, int timeout_ms)
 {
-	pid_t pid;
-
-	snprintf(r->out, sizeof(r->out), "%s/%s.out", dir, tag);
-	snprintf(r->err, sizeof(r->err), "%s/%s.err", dir, tag);
-	memset(&r->p, 0, sizeof(r->p));
-	snprintf(r->p.out_path, sizeof(r->p.out_path), "%s", r->out);
-	unlink(r->out);
-	unlink(r->err);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-		int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-		int n = open("/dev/null", O_RDONLY);
-
-		setpgid(0, 0);
-		if (o < 0 || e < 0 || n < 0)
-			_exit(126);
-		dup2(n, 0);
-		dup2(o, 1);
-		dup2(e, 2);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	r->p.pid = pid;
-}
-
-static int finish(struct run *r, int timeout_ms)
-{
-	if (tu_wait(&r->p, timeout_ms))
-		return -1;
-	return tu_exit_code(&r->p);
-}
-
-static void dump(struct run *r, const char *label)
-{
-	char l[64];
-
-	snprintf(l, sizeof(l), "%s stdout", label);
-	tu_dump(l, r->out);
-	snprintf(l, sizeof(l), "%s stderr", label);
-	tu_dump(l, r->err);
-}
-
-/* The first JSON line on @path whose "event" is @event (NULL if none). */
-static struct json_object *event_in(const char *path, const char *event)
-{
-	char *text = tu_slurp(path, NULL), *line, *save = NULL;
-	struct json_object *found = NULL;
-
-	for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !found;
-	     line = strtok_r(NULL, "\n", &save)) {
-		struct json_object *o = json_tokener_parse(line), *ev;
-
-		if (o && json_object_object_get_ex(o, "event", &ev) &&
-		    !strcmp(json_object_get_string(ev), event))
-			found = o;
-		else
-			json_object_put(o);
-	}
-	free(text);
-	return found;
-}
-
-static int has_event(const char *path, const char *event)
-{
-	struct json_object *o = event_in(path, event);
-
-	json_object_put(o);
-	return o != NULL;
-}
-
-static struct json_object *wait_event(struct run *r, const char *event, int timeout_ms)
-{
-	uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
-	struct json_object *o;
-
-	while (!(o = event_in(r->out, event)) && tu_now_ms() < end)
-		usleep(20000);
-	return o;
-}
-
-static void must_see(struct run *r, const char *label, const char *event, int timeout_ms)
-{
-	struct json_object *o = wait_event(r, event, timeout_ms);
+	struct json_object *o = tu_wait_event(r, event, timeout_ms);
 
 	if (!o) {
-		dump(r, label);
+		tu_run_dump(r, label);
 		ck_abort_msg("%s: no \"%s\" event within %d ms", label, event, timeout_ms);
 	}
 	json_object_put(o);
-}
-
-static uint64_t jnum(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	ck_assert_msg(o && json_object_object_get_ex(o, key, &v), "no \"%s\" in %s", key,
-		      o ? json_object_to_json_string(o) : "(null)");
-	return (uint64_t)json_object_get_int64(v);
 }
 
 /* Lines of @path containing both @a and @b ("" matches every line). */
@@ -234,7 +134,7 @@ static void read_wchan(pid_t pid, char *buf, size_t len)
 
 /* Waits until @r sleeps in the kernel function @fn, or @alt (where the
  * compiler inlined @fn): a FIFO stall. */
-static void wait_wchan(struct run *r, const char *label, const char *fn, const char *alt,
+static void wait_wchan(struct tu_run *r, const char *label, const char *fn, const char *alt,
 		       int timeout_ms)
 {
 	uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
@@ -246,7 +146,7 @@ static void wait_wchan(struct run *r, const char *label, const char *fn, const c
 			return;
 		usleep(20000);
 	} while (tu_now_ms() < end);
-	dump(r, label);
+	tu_run_dump(r, label);
 	ck_abort_msg("%s did not block in %s within %d ms (wchan \"%s\")", label, fn,
 		     timeout_ms, w);
 }
@@ -294,7 +194,7 @@ static struct json_object *status_of(const char *sock, struct json_object **whol
 struct fx {
 	char dir[256], src[300], dst[300], recvbin[512], sendbin[512], memload[512];
 	char port[16], addr[64], ctl[320];
-	struct run recv, send, load;
+	struct tu_run recv, send, load;
 };
 
 static void fx_init(struct fx *f)
@@ -329,13 +229,13 @@ static void fx_recv_as(struct fx *f, const char *const *pre, const char *const *
 	while (*args && n < 38)
 		argv[n++] = (char *)*args++;
 	argv[n] = NULL;
-	spawn(&f->recv, f->dir, "recv", argv);
-	ev = wait_event(&f->recv, "listening", 20000);
+	tu_run_spawn(&f->recv, f->dir, "recv", argv);
+	ev = tu_wait_event(&f->recv, "listening", 20000);
 	if (!ev) {
-		dump(&f->recv, "recv");
+		tu_run_dump(&f->recv, "recv");
 		ck_abort_msg("migrate-recv did not start listening");
 	}
-	snprintf(f->port, sizeof(f->port), "%" PRIu64, jnum(ev, "port"));
+	snprintf(f->port, sizeof(f->port), "%" PRIu64, tu_jnum(ev, "port"));
 	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), f->port);
 	json_object_put(ev);
 }
@@ -359,7 +259,7 @@ static void fx_send_as(struct fx *f, const char *const *pre, const char *const *
 	while (*args && n < 46)
 		argv[n++] = (char *)*args++;
 	argv[n] = NULL;
-	spawn(&f->send, f->dir, "send", argv);
+	tu_run_spawn(&f->send, f->dir, "send", argv);
 }
 
 static void fx_send(struct fx *f, const char *const *args)
@@ -373,18 +273,18 @@ static void fx_load(struct fx *f, const char *file, const char *size, const char
 	char *fill[] = { f->memload, "fill", (char *)file, "--size", (char *)size, "--seed", "7",
 			 NULL };
 	char *run[] = { f->memload, "run", (char *)file, "--rate", (char *)rate, NULL };
-	struct run r = { .p.pid = 0 };
+	struct tu_run r = { .p.pid = 0 };
 
-	spawn(&r, f->dir, "fill", fill);
-	ck_assert_int_eq(finish(&r, 30000), 0);
-	spawn(&f->load, f->dir, "load", run);
+	tu_run_spawn(&r, f->dir, "fill", fill);
+	ck_assert_int_eq(tu_run_finish(&r, 30000), 0);
+	tu_run_spawn(&f->load, f->dir, "load", run);
 	if (tu_wait_line(f->load.out, "ready", NULL, 0, 20000)) {
-		dump(&f->load, "memload");
+		tu_run_dump(&f->load, "memload");
 		ck_abort_msg("memload did not start");
 	}
 }
 
-static void stop(struct run *r)
+static void stop(struct tu_run *r)
 {
 	if (r->p.pid > 0 && !r->p.reaped) {
 		kill(-r->p.pid, SIGCONT);
@@ -434,7 +334,7 @@ static void report(const char *fault, const char *who, int code, uint64_t took,
  * after the fault), one line on stderr from @prog, and a "failed" event
  * carrying the same exit code.  The figures are printed first, pass or
  * fail. */
-static void assert_failed(const char *fault, uint64_t took, struct run *r, const char *prog,
+static void assert_failed(const char *fault, uint64_t took, struct tu_run *r, const char *prog,
 			  int want, int got)
 {
 	struct json_object *ev;
@@ -445,23 +345,23 @@ static void assert_failed(const char *fault, uint64_t took, struct run *r, const
 	err = tu_slurp(r->err, NULL);
 
 	if (got != want || count_matching(r->err, "") != 1)
-		dump(r, prog);
+		tu_run_dump(r, prog);
 	ck_assert_msg(got == want, "%s exited %d, not %d", prog, got, want);
 	ck_assert_msg(err && !strncmp(err, prog, pl) && err[pl] == ':',
 		      "%s: stderr does not start with its name: %s", prog, err);
 	ck_assert_msg(count_matching(r->err, "") == 1, "%s: not one line on stderr", prog);
-	ev = event_in(r->out, "failed");
+	ev = tu_event_in(r->out, "failed");
 	ck_assert_msg(ev != NULL, "%s: no \"failed\" event", prog);
-	ck_assert_uint_eq(jnum(ev, "exit-code"), (uint64_t)want);
+	ck_assert_uint_eq(tu_jnum(ev, "exit-code"), (uint64_t)want);
 	json_object_put(ev);
-	ck_assert_msg(!has_event(r->out, "completed"), "%s reported completed", prog);
+	ck_assert_msg(!tu_has_event(r->out, "completed"), "%s reported completed", prog);
 	free(err);
 }
 
 /* Waits for @r after the fault at @t0: within --timeout plus a grace. */
-static int exit_after(struct run *r, uint64_t t0, uint64_t *took)
+static int exit_after(struct tu_run *r, uint64_t t0, uint64_t *took)
 {
-	int code = finish(r, TMO_S * 1000 + GRACE_MS);
+	int code = tu_run_finish(r, TMO_S * 1000 + GRACE_MS);
 
 	*took = tu_now_ms() - t0;
 	ck_assert_msg(code >= 0, "still running %" PRIu64 " ms after the fault (--timeout %d)",
@@ -473,13 +373,13 @@ static int rdma_count(const char *dir, const char *res, const char *what, pid_t 
 
 /* Waits until @r's rdma_cm id has a QP: it is connecting (rdma_connect
  * follows at once) or connected. */
-static void wait_connecting(const char *dir, struct run *r)
+static void wait_connecting(const char *dir, struct tu_run *r)
 {
 	uint64_t end = tu_now_ms() + 20000;
 
 	while (!rdma_count(dir, "cm_id", " lqpn ", r->p.pid)) {
 		if (tu_now_ms() > end) {
-			dump(r, "send");
+			tu_run_dump(r, "send");
 			ck_abort_msg("migrate-send did not start connecting");
 		}
 		usleep(100000);
@@ -514,8 +414,8 @@ START_TEST(recv_killed_before_accepting)
 	kill(f.recv.p.pid, SIGKILL);
 	code = exit_after(&f.send, t0, &took);
 	assert_failed("recv killed before accepting", took, &f.send, "migrate-send", 3, code);
-	ck_assert(!has_event(f.send.out, "setup"));
-	ck_assert(!has_event(f.recv.out, "setup"));
+	ck_assert(!tu_has_event(f.send.out, "setup"));
+	ck_assert(!tu_has_event(f.recv.out, "setup"));
 	fx_free(&f);
 }
 END_TEST
@@ -545,7 +445,7 @@ START_TEST(recv_killed_after_accepting)
 	kill(f.recv.p.pid, SIGKILL);
 	code = exit_after(&f.send, t0, &took);
 	assert_failed("recv killed after accepting", took, &f.send, "migrate-send", 5, code);
-	ck_assert(!has_event(f.send.out, "setup"));
+	ck_assert(!tu_has_event(f.send.out, "setup"));
 	fx_free(&f);
 }
 END_TEST
@@ -574,8 +474,8 @@ START_TEST(recv_killed_in_block_map)
 	kill(f.recv.p.pid, SIGKILL);
 	code = exit_after(&f.send, t0, &took);
 	assert_failed("recv killed in the block map", took, &f.send, "migrate-send", 5, code);
-	ck_assert(!has_event(f.send.out, "setup"));
-	ck_assert(!has_event(f.recv.out, "completed"));
+	ck_assert(!tu_has_event(f.send.out, "setup"));
+	ck_assert(!tu_has_event(f.recv.out, "completed"));
 	fx_free(&f);
 }
 END_TEST
@@ -608,11 +508,11 @@ START_TEST(recv_killed_in_registration)
 	s1 = status_of(f.ctl, &w1);
 	usleep(400 * 1000);
 	s2 = status_of(f.ctl, &w2);
-	b1 = jnum(s1, "normal-bytes");
-	b2 = jnum(s2, "normal-bytes");
-	ck_assert_msg(b1 == b2 && b2 < 32 * MIB && jnum(s2, "dirty-sync-count") == 0,
+	b1 = tu_jnum(s1, "normal-bytes");
+	b2 = tu_jnum(s2, "normal-bytes");
+	ck_assert_msg(b1 == b2 && b2 < 32 * MIB && tu_jnum(s2, "dirty-sync-count") == 0,
 		      "not stalled mid-round: %" PRIu64 " then %" PRIu64 " bytes", b1, b2);
-	ck_assert_uint_le(jnum(s2, "pinned-peak"), 2 * MIB);
+	ck_assert_uint_le(tu_jnum(s2, "pinned-peak"), 2 * MIB);
 	json_object_put(w1);
 	json_object_put(w2);
 	t0 = tu_now_ms();
@@ -643,7 +543,7 @@ START_TEST(recv_killed_mid_stream)
 				      "--max-bandwidth", "2M", "--timeout", TMO_ARG, NULL });
 	must_see(&f.send, "send", "setup", 30000);
 	usleep(1000 * 1000); /* inside the first round: 8 MiB at 2 MiB/s */
-	ck_assert(!has_event(f.send.out, "iteration"));
+	ck_assert(!tu_has_event(f.send.out, "iteration"));
 	t0 = tu_now_ms();
 	kill(f.recv.p.pid, SIGKILL);
 	code = exit_after(&f.send, t0, &took);
@@ -726,7 +626,7 @@ static void recv_killed_late(const char *fault, size_t bytes, int complete_phase
 	wait_wchan(&f.recv, "migrate-recv", "pipe_write", NULL, 60000);
 	usleep(300 * 1000); /* the source sends what its credits allow */
 	s = status_of(f.ctl, &w);
-	sent = jnum(s, "state-bytes");
+	sent = tu_jnum(s, "state-bytes");
 	ck_assert_str_eq(json_object_get_string(json_object_object_get(s, "status")), "device");
 	if (complete_phase)
 		ck_assert_uint_eq(sent, bytes);
@@ -859,9 +759,9 @@ START_TEST(version_mismatch_daemon_survives)
 	ck_assert_msg(strstr(e.msg, "7..9") && strstr(e.msg, "1..1"), "%s", e.msg);
 	printf("fault: version 7..9 (source side): %s\n", e.msg);
 
-	ev = wait_event(&f.recv, "failed", 10000);
+	ev = tu_wait_event(&f.recv, "failed", 10000);
 	ck_assert_msg(ev != NULL, "the daemon did not report the rejected request");
-	ck_assert_uint_eq(jnum(ev, "exit-code"), 4);
+	ck_assert_uint_eq(tu_jnum(ev, "exit-code"), 4);
 	json_object_put(ev);
 	err = tu_slurp(f.recv.err, NULL);
 	ck_assert_msg(err && count_matching(f.recv.err, "") == 1 &&
@@ -872,9 +772,9 @@ START_TEST(version_mismatch_daemon_survives)
 	ck_assert_int_eq(waitpid(f.recv.p.pid, NULL, WNOHANG), 0);
 
 	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, NULL });
-	rc = finish(&f.send, 60000);
+	rc = tu_run_finish(&f.send, 60000);
 	if (rc)
-		dump(&f.send, "send");
+		tu_run_dump(&f.send, "send");
 	ck_assert_int_eq(rc, 0);
 	must_see(&f.recv, "recv", "completed", 10000);
 	{
@@ -886,7 +786,7 @@ START_TEST(version_mismatch_daemon_survives)
 		free(b);
 	}
 	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(finish(&f.recv, 10000), 0);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
 	fx_free(&f);
 }
 END_TEST
@@ -943,7 +843,7 @@ static void memlock_case(const char *fault, const char *limit, int limit_recv, i
 		   (const char *[]){ "--ram", ram, "--pin-all", "--timeout", TMO_ARG, NULL });
 	sc = exit_after(&f.send, t0, &took);
 	if (want_recv >= 0) {
-		rc = finish(&f.recv, TMO_S * 1000 + GRACE_MS);
+		rc = tu_run_finish(&f.recv, TMO_S * 1000 + GRACE_MS);
 		assert_failed(fault, tu_now_ms() - t0, &f.recv, "migrate-recv", want_recv, rc);
 	}
 	assert_failed(fault, took, &f.send, "migrate-send", want_send, sc);
@@ -992,13 +892,13 @@ static int rdma_count(const char *dir, const char *res, const char *what, pid_t 
 {
 	char *argv[] = { "/usr/bin/rdma", "resource", "show", (char *)res, NULL };
 	char needle[32];
-	struct run r = { .p.pid = 0 };
+	struct tu_run r = { .p.pid = 0 };
 	int code;
 
-	spawn(&r, dir, "rdma", argv);
-	code = finish(&r, 30000);
+	tu_run_spawn(&r, dir, "rdma", argv);
+	code = tu_run_finish(&r, 30000);
 	if (code)
-		dump(&r, "rdma resource show");
+		tu_run_dump(&r, "rdma resource show");
 	ck_assert_int_eq(code, 0);
 	snprintf(needle, sizeof(needle), " pid %d ", (int)pid);
 	return count_matching2(r.out, needle, what);
@@ -1040,7 +940,7 @@ enum kind { K_OK, K_KILLED, K_BAD_NAME };
  * protocol version; each source must end as its kind says. */
 static void batch(struct fx *f, unsigned b, char files[4][320])
 {
-	struct run s[5] = { { .p.pid = 0 } };
+	struct tu_run s[5] = { { .p.pid = 0 } };
 	char ram[5][400], tag[32];
 	enum kind k[5];
 	struct pd_reject rej;
@@ -1068,17 +968,17 @@ static void batch(struct fx *f, unsigned b, char files[4][320])
 			argv[n++] = "3";
 		}
 		snprintf(tag, sizeof(tag), "b%u-%u", b, i);
-		spawn(&s[i], f->dir, tag, argv);
+		tu_run_spawn(&s[i], f->dir, tag, argv);
 	}
 	ck_assert_int_eq(raw_request(tu_addr(), f->port, 7, 9, &rej, &e), -ECONNREFUSED);
 	must_see(&s[3], "killed source", "setup", 60000);
 	usleep(200 * 1000);
 	kill(s[3].p.pid, SIGKILL);
 	for (i = 0; i < 5; i++) {
-		code = finish(&s[i], 60000);
+		code = tu_run_finish(&s[i], 60000);
 		if (code != (k[i] == K_OK ? 0 : k[i] == K_KILLED ? 128 + SIGKILL : 5)) {
-			dump(&s[i], "source");
-			dump(&f->recv, "daemon");
+			tu_run_dump(&s[i], "source");
+			tu_run_dump(&f->recv, "daemon");
 			ck_abort_msg("batch %u source %u (kind %d) exited %d", b, i, k[i], code);
 		}
 	}
@@ -1096,7 +996,7 @@ static void wait_reported(struct fx *f, int n)
 			return;
 		usleep(50000);
 	} while (tu_now_ms() < end);
-	dump(&f->recv, "daemon");
+	tu_run_dump(&f->recv, "daemon");
 	ck_abort_msg("the daemon reported %d events, %d migrations expected", got, n);
 }
 
@@ -1141,7 +1041,7 @@ START_TEST(daemon_resources_over_50_migrations)
 	 * looks like growth; the leak checker guards that build instead. */
 	ck_assert_int_lt(after.rss_kb - before.rss_kb, getenv("ASAN_OPTIONS") ? 300 * 1024 : 2048);
 	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(finish(&f.recv, 10000), 0);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
 	fx_free(&f);
 }
 END_TEST
@@ -1151,13 +1051,13 @@ END_TEST
 /* Runs a tool (NULL-terminated argv) and returns its exit code. */
 static int tool(const char *dir, char *const argv[], int timeout_ms)
 {
-	struct run r = { .p.pid = 0 };
+	struct tu_run r = { .p.pid = 0 };
 	int code;
 
-	spawn(&r, dir, "tool", argv);
-	code = finish(&r, timeout_ms);
+	tu_run_spawn(&r, dir, "tool", argv);
+	code = tu_run_finish(&r, timeout_ms);
 	if (code)
-		dump(&r, argv[0]);
+		tu_run_dump(&r, argv[0]);
 	return code;
 }
 
@@ -1249,11 +1149,11 @@ static void assert_bed_works(void)
 	snprintf(ram, sizeof(ram), "a=%s", file);
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, NULL });
-	sc = finish(&f.send, 30000);
-	rc = finish(&f.recv, 30000);
+	sc = tu_run_finish(&f.send, 30000);
+	rc = tu_run_finish(&f.recv, 30000);
 	if (sc || rc) {
-		dump(&f.send, "send after the restore");
-		dump(&f.recv, "recv after the restore");
+		tu_run_dump(&f.send, "send after the restore");
+		tu_run_dump(&f.recv, "recv after the restore");
 	}
 	ck_assert_msg(!sc && !rc, "no migration after restoring the fabric");
 	fx_free(&f);
@@ -1266,7 +1166,7 @@ static void fabric_fault(const char *fault, char *const fault_argv[], int want_s
 {
 	struct fx f;
 	char ram[400], file[320], marker[330];
-	struct run t = { .p.pid = 0 };
+	struct tu_run t = { .p.pid = 0 };
 	uint64_t t0, ts, tr;
 	int sc, rc, tc;
 
@@ -1286,12 +1186,12 @@ static void fabric_fault(const char *fault, char *const fault_argv[], int want_s
 	must_see(&f.send, "send", "setup", 30000);
 	usleep(1000 * 1000);
 	t0 = tu_now_ms();
-	spawn(&t, f.dir, "fault", fault_argv);
+	tu_run_spawn(&t, f.dir, "fault", fault_argv);
 	sc = exit_after(&f.send, t0, &ts);
 	rc = exit_after(&f.recv, t0, &tr);
-	tc = finish(&t, tool_ms);
+	tc = tu_run_finish(&t, tool_ms);
 	if (tc)
-		dump(&t, fault_argv[0]);
+		tu_run_dump(&t, fault_argv[0]);
 	ck_assert_int_eq(tc, 0);
 	assert_failed(fault, ts, &f.send, "migrate-send", want_send, sc);
 	assert_failed(fault, tr, &f.recv, "migrate-recv", want_recv, rc);
@@ -1315,14 +1215,14 @@ END_TEST
 START_TEST(rdma_link_delete_mid_stream)
 {
 	char dir[256];
-	struct run r = { .p.pid = 0 };
+	struct tu_run r = { .p.pid = 0 };
 	char *argv[] = { "/usr/bin/rdma", "resource", "show", NULL };
 	char *text;
 
 	if (may_break_fabric()) {
 		tu_tmpdir(dir, sizeof(dir));
-		spawn(&r, dir, "res", argv);
-		ck_assert_int_eq(finish(&r, 30000), 0);
+		tu_run_spawn(&r, dir, "res", argv);
+		ck_assert_int_eq(tu_run_finish(&r, 30000), 0);
 		text = tu_slurp(r.out, NULL);
 		ck_assert_msg(text && strstr(text, " ctx 0 "),
 			      "other processes hold the device; rdma link delete would wait "
@@ -1386,16 +1286,16 @@ START_TEST(dest_host_dies_mid_stream)
 	ck_assert_msg(!tu_wait_line(out, "{\"event\":\"listening\"", rest, sizeof(rest), 60000),
 		      "migrate-recv did not start in the peer guest");
 	{
-		struct json_object *ev = event_in(out, "listening");
+		struct json_object *ev = tu_event_in(out, "listening");
 
-		snprintf(f.addr, sizeof(f.addr), "%s:%" PRIu64, peer, jnum(ev, "port"));
+		snprintf(f.addr, sizeof(f.addr), "%s:%" PRIu64, peer, tu_jnum(ev, "port"));
 		json_object_put(ev);
 	}
 	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--max-bandwidth",
 				      "1M", "--timeout", TMO_ARG, NULL });
 	must_see(&f.send, "send", "setup", 60000);
 	usleep(1500 * 1000);
-	ck_assert(!has_event(f.send.out, "iteration"));
+	ck_assert(!tu_has_event(f.send.out, "iteration"));
 	snprintf(killed, sizeof(killed), "%s/peer-killed", pdir);
 	{
 		char kp[512];

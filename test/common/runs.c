@@ -1,0 +1,101 @@
+#include "runs.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void tu_run_spawn(struct tu_run *r, const char *dir, const char *tag, char *const argv[])
+{
+	pid_t pid;
+
+	snprintf(r->out, sizeof(r->out), "%s/%s.out", dir, tag);
+	snprintf(r->err, sizeof(r->err), "%s/%s.err", dir, tag);
+	memset(&r->p, 0, sizeof(r->p));
+	snprintf(r->p.out_path, sizeof(r->p.out_path), "%s", r->out);
+	unlink(r->out);
+	unlink(r->err);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		int n = open("/dev/null", O_RDONLY);
+
+		setpgid(0, 0);
+		if (o < 0 || e < 0 || n < 0)
+			_exit(126);
+		dup2(n, 0);
+		dup2(o, 1);
+		dup2(e, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	r->p.pid = pid;
+}
+
+int tu_run_finish(struct tu_run *r, int timeout_ms)
+{
+	if (tu_wait(&r->p, timeout_ms))
+		return -1;
+	return tu_exit_code(&r->p);
+}
+
+void tu_run_dump(struct tu_run *r, const char *label)
+{
+	char l[64];
+
+	snprintf(l, sizeof(l), "%s stdout", label);
+	tu_dump(l, r->out);
+	snprintf(l, sizeof(l), "%s stderr", label);
+	tu_dump(l, r->err);
+}
+
+struct json_object *tu_event_in(const char *path, const char *event)
+{
+	char *text = tu_slurp(path, NULL), *line, *save = NULL;
+	struct json_object *found = NULL;
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !found;
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct json_object *o = json_tokener_parse(line), *ev;
+
+		if (o && json_object_object_get_ex(o, "event", &ev) &&
+		    !strcmp(json_object_get_string(ev), event))
+			found = o;
+		else
+			json_object_put(o);
+	}
+	free(text);
+	return found;
+}
+
+int tu_has_event(const char *path, const char *event)
+{
+	struct json_object *o = tu_event_in(path, event);
+
+	json_object_put(o);
+	return o != NULL;
+}
+
+struct json_object *tu_wait_event(struct tu_run *r, const char *event, int timeout_ms)
+{
+	uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
+	struct json_object *o;
+
+	while (!(o = tu_event_in(r->out, event)) && tu_now_ms() < end)
+		usleep(20000);
+	return o;
+}
+
+uint64_t tu_jnum(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	ck_assert_msg(o && json_object_object_get_ex(o, key, &v), "no \"%s\" in %s", key,
+		      o ? json_object_to_json_string(o) : "(null)");
+	return (uint64_t)json_object_get_int64(v);
+}
