@@ -18,7 +18,6 @@ struct chan_set {
 	unsigned max, granted;
 	uint64_t token;
 	struct fab_conn *conn[PD_CHANNELS_MAX]; /* [0] unused: the control conn */
-	unsigned connected;
 	unsigned accepted;
 };
 
@@ -67,11 +66,6 @@ unsigned chan_set_grant(struct chan_set *cs, unsigned n, uint32_t *port, uint64_
 	return cs->granted;
 }
 
-unsigned chan_set_connected(const struct chan_set *cs)
-{
-	return cs->connected;
-}
-
 static void refuse(struct fab_conn *c, uint16_t reason)
 {
 	struct pd_reject rej = { .reason = reason, .ver_min = PD_VERSION_MIN,
@@ -102,7 +96,7 @@ static unsigned admit(struct chan_set *cs, struct fab_conn *c, char *note, size_
 	if (req.channels != cs->granted || !req.channel || cs->conn[req.channel]) {
 		snprintf(note, len, "refused data channel %u of %u: %u were granted%s",
 			 req.channel, req.channels, cs->granted,
-			 req.channel && req.channel < PD_CHANNELS_MAX && cs->conn[req.channel] ?
+			 req.channel && cs->conn[req.channel] ?
 			 " and this one is already open" : "");
 		return 0;
 	}
@@ -161,8 +155,6 @@ int chan_set_process(struct chan_set *cs, char *note, size_t note_len,
 			return 0;
 		if (kind == FAB_LEV_REQUEST) {
 			rc = on_request(cs, c, note, note_len);
-		} else if (kind == FAB_LEV_ESTABLISHED) {
-			cs->connected++;
 		} else if (kind == FAB_LEV_CLOSED) {
 			return rd_err_set(err, -ECONNRESET, "data channel %u: %s",
 					  index_of(cs, c), c->err.msg);

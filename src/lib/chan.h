@@ -36,7 +36,6 @@ unsigned chan_set_grant(struct chan_set *cs, unsigned n, uint32_t *port, uint64_
  * Returns 0, or -errno when a connected channel broke (@err says which). */
 int chan_set_process(struct chan_set *cs, char *note, size_t note_len,
 		     struct rd_err *err);
-unsigned chan_set_connected(const struct chan_set *cs);
 void chan_set_disconnect(struct chan_set *cs);
 /* Before the control connection: the channels share its PD and CQ. */
 void chan_set_destroy(struct chan_set *cs);
