@@ -55,6 +55,14 @@ typedef int (*rdmig_state_fn)(void *ctx, const void *data, size_t len);
  * a negative errno (message in errbuf) fails the migration on both sides,
  * so the source resumes instead of losing its workload. */
 typedef int (*rdmig_commit_fn)(void *ctx, char *errbuf, size_t errlen);
+/* Destination: the source proved it holds the key (or, without a key, sent
+ * its block map) and its image of @image_bytes fits this side's limits.
+ * Called once, before any block is mapped or registered: the first point
+ * where the peer is known to be who it claims.  Return 0 to take the
+ * migration, or a negative errno with the reason in errbuf to turn it away
+ * (the source reports the reason). */
+typedef int (*rdmig_admit_fn)(void *ctx, uint64_t image_bytes, char *errbuf,
+			      size_t errlen);
 
 struct rdmig_config {
 	uint32_t size;          /* sizeof(struct rdmig_config); set by init */
@@ -62,7 +70,10 @@ struct rdmig_config {
 	uint32_t merge_max;     /* largest single RDMA WRITE in bytes (chunk_size) */
 	int pin_all;            /* register whole blocks at setup (0: per chunk) */
 	int zero_pages;         /* detect zero pages and send them as ranges (1) */
-	uint64_t pinned_cap;    /* dynamic mode: bytes pinned per side at most (256 MiB) */
+	/* Bytes this side pins at most (256 MiB; 0: no cap).  Dynamic mode keeps
+	 * within the smaller of both sides' caps; a destination refuses
+	 * pin-all of an image larger than its cap. */
+	uint64_t pinned_cap;
 	int timeout_ms;         /* bound on every wait for the peer (30000) */
 	int keepalive_ms;       /* idle interval before a keepalive (timeout/4) */
 	int progress_ms;        /* progress callback interval (250) */
@@ -90,6 +101,12 @@ struct rdmig_config {
 	/* Source: connections (QPs) to stripe RDMA WRITEs over, 1..64 (1).
 	 * Destination: the most it grants a source (8).  0 picks that default. */
 	uint32_t channels;
+	rdmig_admit_fn admit;   /* destination only */
+	void *admit_ctx;
+	/* Destination: the largest image (sum of block lengths) it takes;
+	 * 0: the host's physical memory.  Larger ones are refused at the block
+	 * map, before anything is mapped. */
+	uint64_t max_image;
 };
 
 /* Fills @cfg with the defaults shown above. */
@@ -166,6 +183,10 @@ RDMIG_API int rdmig_listener_create(struct rdmig_listener **out, const char *hos
 				    const char *port, char *errbuf, size_t errlen);
 RDMIG_API int rdmig_listener_fd(const struct rdmig_listener *l);
 RDMIG_API int rdmig_listener_port(const struct rdmig_listener *l);
+/* Takes the next pending connection request and turns it away as busy (the
+ * source reports "destination rejected the connection: busy"): for a
+ * caller at its limit of migrations.  0, or -EAGAIN when none is pending. */
+RDMIG_API int rdmig_listener_refuse(struct rdmig_listener *l);
 RDMIG_API void rdmig_listener_destroy(struct rdmig_listener *l);
 
 RDMIG_API int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg);
@@ -202,6 +223,9 @@ RDMIG_API void rdmig_dest_cancel(struct rdmig_dest *d, const char *reason);
 RDMIG_API int rdmig_dest_block(const struct rdmig_dest *d, unsigned idx,
 			       const char **name, void **host, uint64_t *length);
 RDMIG_API int rdmig_dest_nblocks(const struct rdmig_dest *d);
+/* The source's address as "HOST:PORT" once accepted (for logs); 0, or
+ * -ENOTCONN. */
+RDMIG_API int rdmig_dest_peer(const struct rdmig_dest *d, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

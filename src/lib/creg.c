@@ -7,52 +7,85 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct creg_page {
+	uint32_t used;
+	struct creg_slot s[CREG_PAGE];
+};
+
 int creg_init(struct creg *c, uint64_t nslots, uint64_t cap_bytes)
 {
-	uint64_t i;
+	uint64_t ndir = (nslots + CREG_PAGE - 1) >> CREG_PAGE_SHIFT;
 
 	memset(c, 0, sizeof(*c));
 	c->lru_head = c->lru_tail = CREG_NIL;
-	if (nslots > SIZE_MAX / sizeof(*c->slots))
+	if (nslots > UINT64_MAX - CREG_PAGE || ndir > SIZE_MAX / sizeof(*c->dir))
 		return -ENOMEM;
-	if (nslots) {
-		c->slots = calloc((size_t)nslots, sizeof(*c->slots));
-		if (!c->slots)
+	if (ndir) {
+		c->dir = calloc((size_t)ndir, sizeof(*c->dir));
+		if (!c->dir)
 			return -ENOMEM;
 	}
-	for (i = 0; i < nslots; i++)
-		c->slots[i].prev = c->slots[i].next = CREG_NIL;
 	c->nslots = nslots;
 	c->cap_bytes = cap_bytes;
 	return 0;
 }
 
-void creg_fini(struct creg *c)
+void creg_fini(struct creg *c, void (*release)(void *mr))
 {
-	free(c->slots);
+	uint64_t p, ndir = (c->nslots + CREG_PAGE - 1) >> CREG_PAGE_SHIFT;
+	unsigned i;
+
+	for (p = 0; c->dir && p < ndir; p++) {
+		if (!c->dir[p])
+			continue;
+		for (i = 0; release && i < CREG_PAGE; i++)
+			if (c->dir[p]->s[i].state != CREG_NONE && c->dir[p]->s[i].mr)
+				release(c->dir[p]->s[i].mr);
+		free(c->dir[p]);
+	}
+	free(c->dir);
 	memset(c, 0, sizeof(*c));
 	c->lru_head = c->lru_tail = CREG_NIL;
 }
 
-static struct creg_slot *creg_used(struct creg *c, uint64_t slot)
+/* Any slot of an allocated page, in use or not. */
+static struct creg_slot *at(const struct creg *c, uint64_t slot)
 {
-	if (slot >= c->nslots || c->slots[slot].state == CREG_NONE)
+	struct creg_page *pg;
+
+	if (slot >= c->nslots)
 		return NULL;
-	return &c->slots[slot];
+	pg = c->dir[slot >> CREG_PAGE_SHIFT];
+	return pg ? &pg->s[slot & (CREG_PAGE - 1)] : NULL;
 }
 
+struct creg_slot *creg_slot(const struct creg *c, uint64_t slot)
+{
+	struct creg_slot *s = at(c, slot);
+
+	return s && s->state != CREG_NONE ? s : NULL;
+}
+
+uint8_t creg_state(const struct creg *c, uint64_t slot)
+{
+	const struct creg_slot *s = at(c, slot);
+
+	return s ? s->state : CREG_NONE;
+}
+
+/* Slots on the list are in use, so their pages exist. */
 static void creg_unlink(struct creg *c, uint64_t slot)
 {
-	struct creg_slot *s = &c->slots[slot];
+	struct creg_slot *s = at(c, slot);
 
 	if (s->prev == CREG_NIL && c->lru_head != slot)
 		return; /* not on the list */
 	if (s->prev != CREG_NIL)
-		c->slots[s->prev].next = s->next;
+		at(c, s->prev)->next = s->next;
 	else
 		c->lru_head = s->next;
 	if (s->next != CREG_NIL)
-		c->slots[s->next].prev = s->prev;
+		at(c, s->next)->prev = s->prev;
 	else
 		c->lru_tail = s->prev;
 	s->prev = s->next = CREG_NIL;
@@ -60,33 +93,54 @@ static void creg_unlink(struct creg *c, uint64_t slot)
 
 static void creg_link_mru(struct creg *c, uint64_t slot)
 {
-	struct creg_slot *s = &c->slots[slot];
+	struct creg_slot *s = at(c, slot);
 
 	s->prev = c->lru_tail;
 	s->next = CREG_NIL;
 	if (c->lru_tail != CREG_NIL)
-		c->slots[c->lru_tail].next = slot;
+		at(c, c->lru_tail)->next = slot;
 	else
 		c->lru_head = slot;
 	c->lru_tail = slot;
 }
 
+static struct creg_page *page_new(void)
+{
+	struct creg_page *pg = calloc(1, sizeof(*pg));
+	unsigned i;
+
+	for (i = 0; pg && i < CREG_PAGE; i++)
+		pg->s[i].prev = pg->s[i].next = CREG_NIL;
+	return pg;
+}
+
 int creg_add(struct creg *c, uint64_t slot, uint64_t bytes, uint8_t state)
 {
+	struct creg_page **pp;
 	struct creg_slot *s;
 	uint64_t pinned;
 
 	if (slot >= c->nslots || (state != CREG_PENDING && state != CREG_READY))
 		return -EINVAL;
-	s = &c->slots[slot];
-	if (s->state != CREG_NONE)
+	if (creg_slot(c, slot))
 		return -EEXIST;
 	if (rd_add_overflow_u64(c->pinned_bytes, bytes, &pinned) ||
 	    (c->cap_bytes && pinned > c->cap_bytes))
 		return -ENOSPC;
+	pp = &c->dir[slot >> CREG_PAGE_SHIFT];
+	if (!*pp) {
+		*pp = page_new();
+		if (!*pp)
+			return -ENOMEM;
+		c->pages++;
+	}
+	(*pp)->used++;
+	s = &(*pp)->s[slot & (CREG_PAGE - 1)];
 	s->state = state;
 	s->bytes = bytes;
 	s->inflight = 0;
+	s->mr = NULL;
+	s->rkey = 0;
 	c->pinned_bytes = pinned;
 	if (pinned > c->peak_bytes)
 		c->peak_bytes = pinned;
@@ -95,9 +149,17 @@ int creg_add(struct creg *c, uint64_t slot, uint64_t bytes, uint8_t state)
 	return 0;
 }
 
+void creg_set_mr(struct creg *c, uint64_t slot, void *mr)
+{
+	struct creg_slot *s = creg_slot(c, slot);
+
+	if (s)
+		s->mr = mr;
+}
+
 void creg_set_ready(struct creg *c, uint64_t slot, uint32_t rkey, void *mr)
 {
-	struct creg_slot *s = creg_used(c, slot);
+	struct creg_slot *s = creg_slot(c, slot);
 
 	if (!s)
 		return;
@@ -111,7 +173,7 @@ void creg_set_ready(struct creg *c, uint64_t slot, uint32_t rkey, void *mr)
 
 void creg_touch(struct creg *c, uint64_t slot)
 {
-	struct creg_slot *s = creg_used(c, slot);
+	struct creg_slot *s = creg_slot(c, slot);
 
 	if (!s || s->state != CREG_READY || c->lru_tail == slot)
 		return;
@@ -121,7 +183,7 @@ void creg_touch(struct creg *c, uint64_t slot)
 
 void creg_get(struct creg *c, uint64_t slot)
 {
-	struct creg_slot *s = creg_used(c, slot);
+	struct creg_slot *s = creg_slot(c, slot);
 
 	if (s && s->inflight < UINT32_MAX)
 		s->inflight++;
@@ -129,7 +191,7 @@ void creg_get(struct creg *c, uint64_t slot)
 
 void creg_put(struct creg *c, uint64_t slot)
 {
-	struct creg_slot *s = creg_used(c, slot);
+	struct creg_slot *s = creg_slot(c, slot);
 
 	if (s && s->inflight)
 		s->inflight--;
@@ -150,8 +212,8 @@ int creg_victims(struct creg *c, uint64_t need, uint64_t *out, size_t max,
 				  " bytes", need, c->cap_bytes);
 	/* Walks on past @max only to tell "room after another round" from
 	 * "no room at all". */
-	for (i = c->lru_head; i != CREG_NIL && left > c->cap_bytes - need; i = c->slots[i].next) {
-		const struct creg_slot *s = &c->slots[i];
+	for (i = c->lru_head; i != CREG_NIL && left > c->cap_bytes - need; i = at(c, i)->next) {
+		const struct creg_slot *s = at(c, i);
 
 		if (s->inflight)
 			continue;
@@ -169,7 +231,8 @@ int creg_victims(struct creg *c, uint64_t need, uint64_t *out, size_t max,
 
 void creg_remove(struct creg *c, uint64_t slot)
 {
-	struct creg_slot *s = creg_used(c, slot);
+	struct creg_slot *s = creg_slot(c, slot);
+	struct creg_page **pp;
 
 	if (!s)
 		return;
@@ -177,4 +240,10 @@ void creg_remove(struct creg *c, uint64_t slot)
 	c->pinned_bytes -= s->bytes;
 	memset(s, 0, sizeof(*s));
 	s->prev = s->next = CREG_NIL;
+	pp = &c->dir[slot >> CREG_PAGE_SHIFT];
+	if (--(*pp)->used == 0) {
+		free(*pp);
+		*pp = NULL;
+		c->pages--;
+	}
 }

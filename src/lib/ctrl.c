@@ -62,7 +62,9 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 void ctrl_start(struct ctrl *ch, uint32_t peer_depth, uint32_t peer_msg_max)
 {
 	ch->peer_depth = peer_depth;
-	ch->peer_msg_max = peer_msg_max;
+	/* Our send ring is sized from this: never beyond our own limit, so a
+	 * peer (authenticated or not) can only lower what we pin for it. */
+	ch->peer_msg_max = peer_msg_max < ch->msg_max ? peer_msg_max : ch->msg_max;
 	ch->credits = peer_depth;
 }
 
@@ -199,7 +201,9 @@ void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms
 	char buf[1024];
 	struct rd_err scratch, *saved = ch->err;
 
-	if (!ch->peer_depth || !ch->conn || ch->conn->state != FAB_CONNECTED)
+	/* An accepted QP can send before the ESTABLISHED event is seen. */
+	if (!ch->peer_depth || !ch->conn ||
+	    (ch->conn->state != FAB_CONNECTED && ch->conn->state != FAB_ACCEPTING))
 		return;
 	snprintf(buf, sizeof(buf), "%s", message);
 	e.code = code;

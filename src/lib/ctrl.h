@@ -46,7 +46,9 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	      uint32_t msg_max, struct rd_err *err);
 /* Deregisters and frees; the QP must be gone or idle. */
 void ctrl_fini(struct ctrl *ch);
-/* Starts flow control once the peer's depth and buffer size are known. */
+/* Starts flow control once the peer's depth and buffer size are known.
+ * Frames sent are at most min(@peer_msg_max, our own msg_max) bytes: read
+ * the result from ch->peer_msg_max. */
 void ctrl_start(struct ctrl *ch, uint32_t peer_depth, uint32_t peer_msg_max);
 
 /* True when a regular frame can be posted now. */

@@ -7,12 +7,14 @@
  * the source says is checked against the block table before use, and the
  * migration only counts as complete when COMPLETE arrives with counters
  * matching what was received. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "blocks.h"
@@ -29,9 +31,13 @@
 
 enum dst_state {
 	DST_NEW,        /* blocks may be added; no connection yet */
-	DST_ACCEPTING,  /* accept posted, waiting for ESTABLISHED */
-	DST_AUTH,       /* challenge sent: nothing is registered or revealed yet */
-	DST_WAIT_MAP,   /* connected (and authenticated), waiting for the block map */
+	/* Accepted with AUTH: our challenge left inside the ACCEPT, so it
+	 * existed before any frame could arrive; waiting for the source's
+	 * challenge and answer.  Nothing is registered or revealed.  Frames
+	 * are taken before the ESTABLISHED event: our QP is ready once
+	 * rdma_accept returns, and a source need not send its RTU. */
+	DST_AUTH,
+	DST_WAIT_MAP,   /* authenticated (or no key): waiting for the block map */
 	DST_RUNNING,    /* iterations, state, until COMPLETE */
 	DST_FLUSHING,   /* COMPLETE_ACK posted, waiting for its completion */
 	DST_DONE,       /* the image is complete */
@@ -39,6 +45,10 @@ enum dst_state {
 };
 
 #define DEST_CHANNELS_DEFAULT 8
+/* The handshake (authentication and block map) gets this long at most from
+ * the accept, whatever the peer sends meanwhile: a peer that never proves
+ * itself must not hold a connection by sending keepalives. */
+#define HANDSHAKE_MS_MAX 10000
 
 struct dst_block {
 	struct blk_desc d;
@@ -75,7 +85,6 @@ struct rdmig_dest {
 
 	struct creg creg;
 	bool creg_ready;
-	struct ibv_mr **chunk_mr;
 	uint64_t nslots;
 
 	uint32_t iteration;
@@ -83,12 +92,23 @@ struct rdmig_dest {
 	struct stats_box stats;
 
 	uint8_t *key;               /* our copy of cfg.auth_key */
-	uint8_t nonce[AUTH_NONCE_LEN];      /* our challenge */
-	uint8_t peer_nonce[AUTH_NONCE_LEN]; /* the source's challenge */
+	uint8_t nonce[AUTH_NONCE_LEN]; /* our challenge, sent in the ACCEPT */
+	struct auth_bind bind;      /* what the answers are bound to */
 	bool have_peer_nonce;
+	int64_t handshake_deadline; /* block map received by then, or fail */
 };
 
 /* ---- listener ---------------------------------------------------------- */
+
+static void reject(struct fab_conn *c, uint16_t reason)
+{
+	struct pd_reject rej = { .reason = reason, .ver_min = PD_VERSION_MIN,
+				 .ver_max = PD_VERSION_MAX };
+	uint8_t buf[PD_REJECT_LEN];
+
+	fab_reject(c, buf, pd_encode_reject(&rej, buf, sizeof(buf)));
+}
+
 
 int rdmig_listener_create(struct rdmig_listener **out, const char *host,
 			  const char *port, char *errbuf, size_t errlen)
@@ -121,6 +141,19 @@ int rdmig_listener_port(const struct rdmig_listener *l)
 	return fab_listener_port(l->fl);
 }
 
+int rdmig_listener_refuse(struct rdmig_listener *l)
+{
+	struct fab_conn *c = NULL;
+	struct rd_err err;
+	int rc = fab_get_request(l->fl, 0, &c, &err);
+
+	if (rc)
+		return rc;
+	reject(c, PD_REJ_BUSY);
+	fab_conn_destroy(c);
+	return 0;
+}
+
 void rdmig_listener_destroy(struct rdmig_listener *l)
 {
 	if (!l)
@@ -147,12 +180,11 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 		d->state = DST_FAILED;
 		d->result = rc;
 	} else if (d->cfg.auth_key) {
-		d->key = malloc(d->cfg.auth_key_len);
+		d->key = auth_key_dup(d->cfg.auth_key, d->cfg.auth_key_len);
 		if (!d->key) {
 			rdmig_dest_destroy(d);
 			return -ENOMEM;
 		}
-		memcpy(d->key, d->cfg.auth_key, d->cfg.auth_key_len);
 		d->cfg.auth_key = d->key;
 	}
 	*out = d;
@@ -236,14 +268,6 @@ static int pre_accept(struct fab_conn *c, void *arg)
 	return rc;
 }
 
-static void reject(struct fab_conn *c, uint16_t reason)
-{
-	struct pd_reject rej = { .reason = reason, .ver_min = PD_VERSION_MIN,
-				 .ver_max = PD_VERSION_MAX };
-	uint8_t buf[PD_REJECT_LEN];
-
-	fab_reject(c, buf, pd_encode_reject(&rej, buf, sizeof(buf)));
-}
 
 /* Listens for the extra channels now so the fd set is fixed from accept on;
  * without them the migration still works over one channel. */
@@ -259,6 +283,33 @@ static bool open_channels(struct rdmig_dest *d, struct fab_conn *c, unsigned wan
 	}
 	d->req_channels = want;
 	return true;
+}
+
+/* What authentication is bound to, from this side's view of @c. */
+static int bind_connection(struct rdmig_dest *d, struct fab_conn *c,
+			   const uint8_t acc[PD_ACCEPT_LEN])
+{
+	memset(&d->bind, 0, sizeof(d->bind));
+	memcpy(d->bind.req, c->peer_priv, PD_REQUEST_LEN); /* decoded: that long */
+	memcpy(d->bind.acc, acc, PD_ACCEPT_LEN);
+	d->bind.src_qpn = c->peer_qpn;
+	d->bind.dst_qpn = fab_local_qpn(c);
+	if (auth_addr(fab_peer_addr(c), d->bind.src_addr) ||
+	    auth_addr(fab_local_addr(c), d->bind.dst_addr))
+		return rd_err_set(&d->err, -EAFNOSUPPORT, "the connection is neither IPv4 "
+				  "nor IPv6");
+	return 0;
+}
+
+/* The state right after the accept: the first frame may arrive now. */
+static void begin_session(struct rdmig_dest *d, uint32_t caps)
+{
+	int hs = d->cfg.timeout_ms < HANDSHAKE_MS_MAX ? d->cfg.timeout_ms : HANDSHAKE_MS_MAX;
+
+	d->caps = caps;
+	d->stats.start_ms = rd_now_ms();
+	d->handshake_deadline = d->stats.start_ms + hs;
+	d->state = (caps & PD_CAP_AUTH) ? DST_AUTH : DST_WAIT_MAP;
 }
 
 int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_ms)
@@ -302,9 +353,12 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	}
 	if ((acc.caps & PD_CAP_MULTI_CHANNEL) && !open_channels(d, c, req.channels))
 		acc.caps &= ~PD_CAP_MULTI_CHANNEL;
+	/* The challenge exists before the connection does. */
+	if (acc.caps & PD_CAP_AUTH) {
+		auth_nonce(d->nonce);
+		memcpy(acc.nonce, d->nonce, AUTH_NONCE_LEN);
+	}
 	d->conn = c;
-	d->caps = acc.caps;
-	d->stats.start_ms = rd_now_ms();
 	rc = fab_accept(c, &caps, priv, pd_encode_accept(&acc, priv, sizeof(priv)),
 			pre_accept, d);
 	if (rc) {
@@ -314,7 +368,10 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 		return fail(d, conn_err(d, rc));
 	}
 	ctrl_start(&d->ch, req.ctrl_depth, req.ctrl_msg_max);
-	d->state = DST_ACCEPTING;
+	rc = bind_connection(d, c, priv);
+	if (rc)
+		return fail(d, rc);
+	begin_session(d, acc.caps);
 	cfg_log(&d->cfg, RDMIG_LOG_INFO, "accepted a migration (protocol %u)", acc.version);
 	return 0;
 }
@@ -389,12 +446,48 @@ static int register_all(struct rdmig_dest *d, Rdmig__BlockDest *out)
 		rc = fab_reg_mr(d->conn, b->host, b->d.length,
 				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &b->mr);
 		if (rc)
-			return rd_err_prefix(&d->conn->err, conn_err(d, rc), "block \"%s\"",
+			return rd_err_prefix(&d->err, conn_err(d, rc), "block \"%s\"",
 					     b->d.name);
 		out[i].rkey = b->mr->rkey;
 		d->stats.st.pinned_bytes += b->d.length;
 	}
 	d->stats.st.pinned_peak = d->stats.st.pinned_bytes;
+	return 0;
+}
+
+static uint64_t host_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
+
+	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : UINT64_MAX;
+}
+
+/* Before anything is mapped or pinned for it: the image must fit this
+ * side's limits, and the application must take it. */
+static int admit_image(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
+{
+	uint64_t total = 0, max = d->cfg.max_image ? d->cfg.max_image : host_memory();
+	char msg[RD_ERRLEN] = "";
+	size_t i;
+	int rc;
+
+	for (i = 0; i < r->n_blocks; i++)
+		total += r->blocks[i]->length; /* at most 1024 x 2^50: no overflow */
+	if (total > max)
+		return rd_err_set(&d->err, -EFBIG, "the image of %" PRIu64 " bytes is larger "
+				  "than this destination takes (%" PRIu64 " bytes, %s)", total,
+				  max, d->cfg.max_image ? "its image limit" : "its physical memory");
+	if ((d->caps & PD_CAP_PIN_ALL) && d->cfg.pinned_cap && total > d->cfg.pinned_cap)
+		return rd_err_set(&d->err, -ENOSPC, "pin-all would pin %" PRIu64 " bytes, "
+				  "more than this destination's pinned-bytes cap of %" PRIu64
+				  ": use dynamic registration, or raise the destination's cap",
+				  total, d->cfg.pinned_cap);
+	if (!d->cfg.admit)
+		return 0;
+	rc = d->cfg.admit(d->cfg.admit_ctx, total, msg, sizeof(msg));
+	if (rc)
+		return rd_err_set(&d->err, rc < 0 ? rc : -EPERM, "%s",
+				  msg[0] ? msg : "the destination turned the migration away");
 	return 0;
 }
 
@@ -405,7 +498,9 @@ static int on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 	unsigned i;
 	int rc;
 
-	rc = map_blocks(d, r);
+	rc = admit_image(d, r);
+	if (!rc)
+		rc = map_blocks(d, r);
 	if (rc)
 		goto out;
 	bd = calloc(d->nmap, sizeof(*bd));
@@ -426,9 +521,8 @@ static int on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 	if (d->caps & PD_CAP_PIN_ALL) {
 		rc = register_all(d, bd);
 	} else {
-		d->chunk_mr = calloc(d->nslots ? d->nslots : 1, sizeof(*d->chunk_mr));
-		rc = d->chunk_mr && !creg_init(&d->creg, d->nslots, d->cfg.pinned_cap) ? 0 :
-		     rd_err_set(&d->err, -ENOMEM, "out of memory");
+		rc = creg_init(&d->creg, d->nslots, d->cfg.pinned_cap) ?
+		     rd_err_set(&d->err, -ENOMEM, "out of memory") : 0;
 		d->creg_ready = rc == 0;
 		resp.pinned_cap = d->cfg.pinned_cap;
 	}
@@ -487,12 +581,11 @@ static int release_chunks(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
 		rc = chunk_slot(d, r->release_block[i], r->release_index[i], &b, &slot);
 		if (rc)
 			return rc;
-		if (d->creg.slots[slot].state != CREG_READY)
+		if (creg_state(&d->creg, slot) != CREG_READY)
 			return rd_err_set(&d->err, -EPROTO, "block \"%s\": release of chunk %"
 					  PRIu64 " that is not registered", b->d.name,
 					  r->release_index[i]);
-		ibv_dereg_mr(d->chunk_mr[slot]);
-		d->chunk_mr[slot] = NULL;
+		ibv_dereg_mr(creg_slot(&d->creg, slot)->mr);
 		creg_remove(&d->creg, slot);
 	}
 	return 0;
@@ -502,14 +595,15 @@ static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
 			  uint32_t *rkey)
 {
 	struct dst_block *b;
+	struct ibv_mr *mr;
 	uint64_t slot, off, len;
 	int rc;
 
 	rc = chunk_slot(d, blk, chunk, &b, &slot);
 	if (rc)
 		return rc;
-	if (d->creg.slots[slot].state == CREG_READY) {
-		*rkey = d->creg.slots[slot].rkey;
+	if (creg_state(&d->creg, slot) == CREG_READY) {
+		*rkey = creg_slot(&d->creg, slot)->rkey;
 		return 0;
 	}
 	blk_chunk_span(b->d.length, d->chunk_shift, chunk, &off, &len);
@@ -518,12 +612,16 @@ static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
 				  "would exceed the pinned-bytes cap of %" PRIu64 " bytes",
 				  chunk, b->d.name, d->creg.cap_bytes);
 	rc = fab_reg_mr(d->conn, b->host + off, len,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &d->chunk_mr[slot]);
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr);
 	if (rc)
-		return conn_err(d, rc);
-	creg_add(&d->creg, slot, len, CREG_PENDING);
-	creg_set_ready(&d->creg, slot, d->chunk_mr[slot]->rkey, d->chunk_mr[slot]);
-	*rkey = d->chunk_mr[slot]->rkey;
+		return rd_err_prefix(&d->err, conn_err(d, rc), "block \"%s\", chunk %"
+				     PRIu64, b->d.name, chunk);
+	if (creg_add(&d->creg, slot, len, CREG_READY)) {
+		ibv_dereg_mr(mr);
+		return rd_err_set(&d->err, -ENOMEM, "out of memory");
+	}
+	creg_set_ready(&d->creg, slot, mr->rkey, mr);
+	*rkey = mr->rkey;
 	d->stats.st.chunks_registered++;
 	return 0;
 }
@@ -717,24 +815,13 @@ static int peer_error(struct rdmig_dest *d, const Rdmig__Error *e)
 
 /* ---- authentication ------------------------------------------------ */
 
-static int send_challenge(struct rdmig_dest *d)
-{
-	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
-	int rc;
-
-	auth_nonce(d->nonce);
-	ch.nonce.data = d->nonce;
-	ch.nonce.len = AUTH_NONCE_LEN;
-	rc = ctrl_send(&d->ch, CT_AUTH_CHALLENGE, &ch.base);
-	return rc == -EAGAIN ? rd_err_set(&d->err, -EPROTO, "no credit for the challenge") : rc;
-}
-
-/* The source sends its own challenge, then its answer to ours; we answer
- * only once its answer checks out, so a source without the key learns
- * nothing, not even our answer. */
+/* The source sends its challenge, then its answer to ours (which went out
+ * in the ACCEPT); we answer only once its answer checks out, so a source
+ * without the key learns nothing, not even our answer. */
 static int on_auth(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m)
 {
 	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
+	const Rdmig__AuthResponse *r = (const Rdmig__AuthResponse *)m;
 	uint8_t mac[AUTH_MAC_LEN];
 	int rc;
 
@@ -744,19 +831,22 @@ static int on_auth(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMess
 		if (c->nonce.len != AUTH_NONCE_LEN)
 			return rd_err_set(&d->err, -EPROTO, "the source's challenge has %zu bytes",
 					  c->nonce.len);
-		memcpy(d->peer_nonce, c->nonce.data, AUTH_NONCE_LEN);
+		if (!auth_nonce_acceptable(c->nonce.data, d->nonce))
+			return rd_err_set(&d->err, -EACCES, "authentication failed: the source's "
+					  "challenge is all zero or repeats ours");
+		memcpy(d->bind.src_nonce, c->nonce.data, AUTH_NONCE_LEN);
 		d->have_peer_nonce = true;
 		return 0;
 	}
 	if (h->type != CT_AUTH_RESPONSE || !d->have_peer_nonce)
 		return rd_err_set(&d->err, -EACCES, "authentication required: the source sent "
 				  "%s instead", ctrl_type_name(h->type));
-	if (auth_check(d->cfg.auth_key, d->cfg.auth_key_len, AUTH_SOURCE, d->peer_nonce,
-		       d->nonce, ((const Rdmig__AuthResponse *)m)->mac.data,
-		       ((const Rdmig__AuthResponse *)m)->mac.len))
+	if (auth_check(d->cfg.auth_key, d->cfg.auth_key_len, AUTH_SOURCE, &d->bind,
+		       r->mac.data, r->mac.len))
 		return rd_err_set(&d->err, -EACCES, "authentication failed: the source does "
-				  "not hold this destination's key");
-	auth_mac(d->cfg.auth_key, d->cfg.auth_key_len, AUTH_DEST, d->peer_nonce, d->nonce, mac);
+				  "not hold this destination's key, or its answer was made for "
+				  "another connection");
+	auth_mac(d->cfg.auth_key, d->cfg.auth_key_len, AUTH_DEST, &d->bind, mac);
 	resp.mac.data = mac;
 	resp.mac.len = AUTH_MAC_LEN;
 	rc = ctrl_send(&d->ch, CT_AUTH_RESPONSE, &resp.base);
@@ -773,9 +863,9 @@ static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCM
 		return 0;
 	if (h->type == CT_ERROR)
 		return peer_error(d, (const Rdmig__Error *)m);
-	if (d->state == DST_AUTH || (d->state == DST_ACCEPTING && (d->caps & PD_CAP_AUTH)))
+	if (d->state == DST_AUTH)
 		return on_auth(d, h, m);
-	if (d->state == DST_WAIT_MAP || d->state == DST_ACCEPTING) {
+	if (d->state == DST_WAIT_MAP) {
 		if (h->type != CT_BLOCK_MAP_REQ)
 			return rd_err_set(&d->err, -EPROTO, "expected BLOCK_MAP_REQ, got %s",
 					  ctrl_type_name(h->type));
@@ -844,12 +934,6 @@ static int step(struct rdmig_dest *d)
 	/* The CM fd is level-triggered: a few events per step is enough. */
 	for (i = 0; i < 4 && !cm_rc; i++)
 		cm_rc = fab_cm_process(d->conn);
-	if (d->state == DST_ACCEPTING && d->conn->state == FAB_CONNECTED) {
-		rc = (d->caps & PD_CAP_AUTH) ? send_challenge(d) : 0;
-		if (rc)
-			return rc;
-		d->state = (d->caps & PD_CAP_AUTH) ? DST_AUTH : DST_WAIT_MAP;
-	}
 	/* Even after a disconnect, drain the CQ first: the source's last
 	 * message (an ERROR saying why) may be waiting there. */
 	for (;;) {
@@ -910,6 +994,11 @@ int rdmig_dest_process(struct rdmig_dest *d)
 		return 1;
 	}
 	now = rd_now_ms();
+	if (d->state < DST_RUNNING && now > d->handshake_deadline)
+		return fail(d, rd_err_set(&d->err, -ETIMEDOUT, "the source did not %s within "
+					  "%" PRId64 " ms of connecting", d->state == DST_AUTH ?
+					  "authenticate" : "send its block map",
+					  d->handshake_deadline - d->stats.start_ms));
 	if (now - d->ch.last_recv_ms > d->cfg.timeout_ms)
 		return fail(d, rd_err_set(&d->err, -ETIMEDOUT, "the source was silent for "
 					  "%d ms", d->cfg.timeout_ms));
@@ -940,6 +1029,8 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 	int64_t t2 = d->ch.last_send_ms + d->cfg.keepalive_ms - now;
 	int64_t t = t1 < t2 ? t1 : t2;
 
+	if (d->state < DST_RUNNING && d->handshake_deadline - now < t)
+		t = d->handshake_deadline - now;
 	if (d->state == DST_DONE || d->state == DST_FAILED)
 		return -1;
 	if (d->state == DST_FLUSHING)
@@ -983,6 +1074,29 @@ void rdmig_dest_cancel(struct rdmig_dest *d, const char *reason)
 	fail(d, -ECANCELED);
 }
 
+int rdmig_dest_peer(const struct rdmig_dest *d, char *buf, size_t len)
+{
+	const struct sockaddr *sa = d->conn ? fab_peer_addr(d->conn) : NULL;
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (!sa || !len)
+		return -ENOTCONN;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(buf, len, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+	return 0;
+}
+
 int rdmig_dest_nblocks(const struct rdmig_dest *d)
 {
 	return (int)d->nblocks;
@@ -999,10 +1113,14 @@ int rdmig_dest_block(const struct rdmig_dest *d, unsigned idx, const char **name
 	return 0;
 }
 
+static void dereg_mr(void *mr)
+{
+	ibv_dereg_mr(mr);
+}
+
 void rdmig_dest_destroy(struct rdmig_dest *d)
 {
 	unsigned i;
-	uint64_t k;
 
 	if (!d)
 		return;
@@ -1012,20 +1130,13 @@ void rdmig_dest_destroy(struct rdmig_dest *d)
 	for (i = 0; i < d->nblocks; i++)
 		if (d->blocks[i].mr)
 			ibv_dereg_mr(d->blocks[i].mr);
-	for (k = 0; d->chunk_mr && k < d->nslots; k++)
-		if (d->chunk_mr[k])
-			ibv_dereg_mr(d->chunk_mr[k]);
 	if (d->creg_ready)
-		creg_fini(&d->creg);
+		creg_fini(&d->creg, dereg_mr);
 	ctrl_fini(&d->ch);
 	fab_conn_destroy(d->conn);
 	stats_fini(&d->stats);
-	free(d->chunk_mr);
 	free(d->blocks);
 	free(d->map);
-	if (d->key) {
-		explicit_bzero(d->key, d->cfg.auth_key_len);
-		free(d->key);
-	}
+	auth_key_free(d->key, d->cfg.auth_key_len);
 	free(d);
 }

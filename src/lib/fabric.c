@@ -234,6 +234,7 @@ int fab_get_request(struct fab_listener *l, int64_t deadline,
 		return rd_err_set(err, -ENOMEM, "out of memory");
 	}
 	save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+	c->peer_qpn = ev->param.conn.qp_num;
 	id = ev->id;
 	rdma_ack_cm_event(ev);
 
@@ -267,8 +268,10 @@ static int take_request(struct rdma_cm_event *ev, struct fab_conn **out, struct 
 	struct fab_conn *c = calloc(1, sizeof(*c));
 	struct rdma_cm_id *id = ev->id;
 
-	if (c)
+	if (c) {
 		save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+		c->peer_qpn = ev->param.conn.qp_num;
+	}
 	/* Acked before anything else touches the id: destroying an id with an
 	 * unacked event waits forever. */
 	rdma_ack_cm_event(ev);
@@ -501,9 +504,11 @@ static int wait_event(struct fab_conn *c, enum rdma_cm_event_type want,
 	got = ev->event;
 	status = ev->status;
 	if (got == want) {
-		if (got == RDMA_CM_EVENT_ESTABLISHED)
+		if (got == RDMA_CM_EVENT_ESTABLISHED) {
 			save_priv(c, ev->param.conn.private_data,
 				  ev->param.conn.private_data_len);
+			c->peer_qpn = ev->param.conn.qp_num;
+		}
 		rdma_ack_cm_event(ev);
 		return 0;
 	}
@@ -686,22 +691,43 @@ int fab_cm_fd(const struct fab_conn *c)
 	return c->ech->fd;
 }
 
+uint32_t fab_local_qpn(const struct fab_conn *c)
+{
+	return c->id && c->id->qp ? c->id->qp->qp_num : 0;
+}
+
+const struct sockaddr *fab_local_addr(const struct fab_conn *c)
+{
+	return rdma_get_local_addr(c->id);
+}
+
+const struct sockaddr *fab_peer_addr(const struct fab_conn *c)
+{
+	return rdma_get_peer_addr(c->id);
+}
+
 int fab_cq_fd(const struct fab_conn *c)
 {
 	return c->cch->fd;
 }
 
+/* What a failed ibv_reg_mr means here, and what to do about it. */
 static const char *memlock_hint(int err)
 {
 	struct rlimit rl;
 
+	if (err == EFAULT)
+		return " (the pages could not be pinned: the memory is not backed any "
+		       "more, e.g. its file was truncated or its filesystem is full, or "
+		       "the kernel refuses long-term pins of this kind of file: put "
+		       "it on tmpfs or hugetlbfs)";
 	if (err != ENOMEM && err != EPERM && err != EAGAIN)
 		return "";
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		return " (the locked-memory limit is too low: raise it with "
 		       "`ulimit -l unlimited` or LimitMEMLOCK=, or use dynamic "
 		       "registration with a smaller pinned-bytes cap)";
-	if (err == EPERM || err == EFAULT)
+	if (err == EPERM)
 		return " (the kernel refused to pin these pages: put the memory on "
 		       "tmpfs or hugetlbfs)";
 	return "";

@@ -74,6 +74,7 @@ struct fab_conn {
 	enum fab_state state;
 	uint8_t peer_priv[FAB_PRIV_MAX]; /* private data the peer sent us */
 	size_t peer_priv_len;
+	uint32_t peer_qpn;               /* from the peer's REQ or REP */
 	struct rd_err err;
 };
 
@@ -146,6 +147,13 @@ int fab_wait_established(struct fab_conn *c, int64_t deadline);
 int fab_cm_process(struct fab_conn *c);
 
 int fab_cm_fd(const struct fab_conn *c);
+
+/* What identifies this connection on the fabric: our QP number and both
+ * addresses as rdma_cm sees them (with peer_qpn, what authentication is
+ * bound to). */
+uint32_t fab_local_qpn(const struct fab_conn *c);
+const struct sockaddr *fab_local_addr(const struct fab_conn *c);
+const struct sockaddr *fab_peer_addr(const struct fab_conn *c);
 int fab_cq_fd(const struct fab_conn *c);
 
 int fab_reg_mr(struct fab_conn *c, void *addr, size_t len, int access,

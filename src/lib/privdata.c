@@ -15,12 +15,14 @@ enum {
 	OFF_RQ_CHANNEL = 32, OFF_RQ_CHANNELS = 34,
 	/* ACCEPT */
 	OFF_AC_VERSION = 8, OFF_AC_CAPS = 12, OFF_AC_DEPTH = 16, OFF_AC_MSG_MAX = 20,
+	OFF_AC_NONCE = 24,
 	/* REJECT */
 	OFF_RJ_REASON = 8, OFF_RJ_VER_MIN = 10, OFF_RJ_VER_MAX = 12,
 };
 
 _Static_assert(OFF_RQ_CHANNELS + 2 == PD_REQUEST_LEN, "request layout");
-_Static_assert(OFF_AC_MSG_MAX + 4 == PD_ACCEPT_LEN, "accept layout");
+_Static_assert(OFF_AC_NONCE + PD_NONCE_LEN == PD_ACCEPT_LEN, "accept layout");
+_Static_assert(PD_ACCEPT_LEN <= 196, "IB CM REP private data limit");
 _Static_assert(OFF_RJ_VER_MAX + 4 == PD_REJECT_LEN, "reject layout");
 _Static_assert(PD_REQUEST_LEN <= 56, "IB CM REQ private data limit");
 
@@ -110,6 +112,7 @@ size_t pd_encode_accept(const struct pd_accept *a, void *buf, size_t cap)
 	put32(p, OFF_AC_CAPS, a->caps);
 	put32(p, OFF_AC_DEPTH, a->ctrl_depth);
 	put32(p, OFF_AC_MSG_MAX, a->ctrl_msg_max);
+	memcpy(p + OFF_AC_NONCE, a->nonce, PD_NONCE_LEN);
 	return PD_ACCEPT_LEN;
 }
 
@@ -233,6 +236,7 @@ int pd_decode_accept(const void *buf, size_t len, struct pd_accept *out,
 	a.caps = get32(p, OFF_AC_CAPS) & PD_CAP_KNOWN;
 	a.ctrl_depth = get32(p, OFF_AC_DEPTH);
 	a.ctrl_msg_max = get32(p, OFF_AC_MSG_MAX);
+	memcpy(a.nonce, p + OFF_AC_NONCE, PD_NONCE_LEN);
 	if (a.version < 1)
 		return rd_err_set(err, -EINVAL, "ACCEPT: invalid protocol version 0");
 	rc = check_ring("ACCEPT", a.ctrl_depth, a.ctrl_msg_max, err);

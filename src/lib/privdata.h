@@ -32,8 +32,11 @@ enum pd_reason {
 	PD_REJ_CAPABILITY     /* a capability the destination requires is missing */
 };
 
-#define PD_VERSION_MIN 1
-#define PD_VERSION_MAX 1
+/* Version 2 moved the destination's challenge into ACCEPT and bound the
+ * authentication to the connection; version 1's answers could be replayed,
+ * so it is not spoken any more. */
+#define PD_VERSION_MIN 2
+#define PD_VERSION_MAX 2
 
 /* Limits every decoder enforces. */
 #define PD_DEPTH_MIN 2
@@ -50,10 +53,15 @@ struct pd_request {
 	uint16_t channel, channels;
 };
 
+#define PD_NONCE_LEN 32
+
 struct pd_accept {
 	uint16_t version;
 	uint32_t caps;                   /* granted */
 	uint32_t ctrl_depth, ctrl_msg_max; /* the destination's receive ring */
+	/* With AUTH: the destination's challenge, fresh for this connection
+	 * and random before the accept leaves; all zero otherwise. */
+	uint8_t nonce[PD_NONCE_LEN];
 };
 
 struct pd_reject {
@@ -61,7 +69,7 @@ struct pd_reject {
 };
 
 #define PD_REQUEST_LEN 36
-#define PD_ACCEPT_LEN 24
+#define PD_ACCEPT_LEN 56
 #define PD_REJECT_LEN 16
 
 /* Encoders return the bytes written, or 0 when @cap is too small. */

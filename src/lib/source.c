@@ -105,7 +105,6 @@ struct rdmig_source {
 	/* dynamic registration: chunks registered on both sides */
 	struct creg creg;
 	bool creg_ready;
-	struct ibv_mr **chunk_mr;
 	uint64_t nslots;
 	struct src_regreq regq[MAX_REG_OUTSTANDING];
 	unsigned regq_head, regq_len;
@@ -133,6 +132,8 @@ struct rdmig_source {
 	struct stats_box stats;
 	int64_t last_progress_ms;
 	uint8_t *key;           /* our copy of cfg.auth_key */
+	struct auth_bind bind;  /* what both answers are bound to (AUTH) */
+	uint8_t challenge[AUTH_NONCE_LEN]; /* the destination's, from its ACCEPT */
 	uint8_t *digests;       /* VERIFY: one per block, for COMPLETE */
 };
 
@@ -183,12 +184,11 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	}
 	s->chunk_shift = cfg_chunk_shift(&s->cfg);
 	if (s->cfg.auth_key) {
-		s->key = malloc(s->cfg.auth_key_len);
+		s->key = auth_key_dup(s->cfg.auth_key, s->cfg.auth_key_len);
 		if (!s->key) {
 			free(s);
 			return -ENOMEM;
 		}
-		memcpy(s->key, s->cfg.auth_key, s->cfg.auth_key_len);
 		s->cfg.auth_key = s->key;
 	}
 	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -403,7 +403,8 @@ static int on_register_resp(struct rdmig_source *s, const Rdmig__RegisterResp *r
 		return rd_err_set(&s->err, -EPROTO, "REGISTER_RESP carries %zu keys for %zu "
 				  "chunks", r->n_rkeys, q->n);
 	for (i = 0; i < q->n; i++)
-		creg_set_ready(&s->creg, q->slots[i], r->rkeys[i], s->chunk_mr[q->slots[i]]);
+		creg_set_ready(&s->creg, q->slots[i], r->rkeys[i],
+			       creg_slot(&s->creg, q->slots[i])->mr);
 	free(q->slots);
 	q->slots = NULL;
 	s->regq_head = (s->regq_head + 1) % MAX_REG_OUTSTANDING;
@@ -484,6 +485,22 @@ static int decode_reject(struct rdmig_source *s)
 	return -ECONNREFUSED; /* the CM's own reason is already in err */
 }
 
+/* What authentication is bound to, from this side's view of the
+ * connection: the destination computes the same from its own. */
+static int bind_connection(struct rdmig_source *s, const uint8_t req[PD_REQUEST_LEN])
+{
+	memset(&s->bind, 0, sizeof(s->bind));
+	memcpy(s->bind.req, req, PD_REQUEST_LEN);
+	memcpy(s->bind.acc, s->conn->peer_priv, PD_ACCEPT_LEN); /* decoded: that long */
+	s->bind.src_qpn = fab_local_qpn(s->conn);
+	s->bind.dst_qpn = s->conn->peer_qpn;
+	if (auth_addr(fab_local_addr(s->conn), s->bind.src_addr) ||
+	    auth_addr(fab_peer_addr(s->conn), s->bind.dst_addr))
+		return rd_err_set(&s->err, -EAFNOSUPPORT, "the connection is neither IPv4 "
+				  "nor IPv6");
+	return 0;
+}
+
 static int do_connect(struct rdmig_source *s, const char *host, const char *port)
 {
 	/* The data channels share this CQ: room for their send queues too. */
@@ -531,9 +548,10 @@ static int do_connect(struct rdmig_source *s, const char *host, const char *port
 	if (s->cfg.verify && !(acc.caps & PD_CAP_VERIFY))
 		return rd_err_set(&s->err, -EPROTO, "the destination cannot verify the image");
 	s->caps = acc.caps;
-	s->peer_msg_max = acc.ctrl_msg_max;
 	ctrl_start(&s->ch, acc.ctrl_depth, acc.ctrl_msg_max);
-	return 0;
+	s->peer_msg_max = s->ch.peer_msg_max;
+	memcpy(s->challenge, acc.nonce, AUTH_NONCE_LEN);
+	return (acc.caps & PD_CAP_AUTH) ? bind_connection(s, priv) : 0;
 }
 
 static int send_block_map(struct rdmig_source *s)
@@ -576,7 +594,7 @@ static int pin_all_local(struct rdmig_source *s)
 		rc = fab_reg_mr(s->conn, s->blocks[i].host, s->blocks[i].d.length, 0,
 				&s->blocks[i].mr);
 		if (rc)
-			return rd_err_prefix(&s->conn->err, conn_err(s, rc), "block \"%s\"",
+			return rd_err_prefix(&s->err, conn_err(s, rc), "block \"%s\"",
 					     s->blocks[i].d.name);
 		s->stats.st.pinned_bytes += s->blocks[i].d.length;
 	}
@@ -621,29 +639,26 @@ static int wait_ctrl(struct rdmig_source *s, unsigned type, ProtobufCMessage **o
 	}
 }
 
-/* Answers the destination's challenge, challenges it in turn, and checks
- * its answer before any block information is sent. */
+/* Answers the challenge the destination sent in its ACCEPT, challenges it
+ * in turn, and checks its answer before any block information is sent.
+ * Our answer is bound to this connection: whoever collects it, posing as a
+ * destination, cannot use it on another. */
 static int authenticate(struct rdmig_source *s)
 {
 	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
 	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
-	uint8_t own[AUTH_NONCE_LEN], peer[AUTH_NONCE_LEN], mac[AUTH_MAC_LEN];
+	const Rdmig__AuthResponse *r;
+	uint8_t mac[AUTH_MAC_LEN];
 	ProtobufCMessage *m = NULL;
 	int rc;
 
-	rc = wait_ctrl(s, CT_AUTH_CHALLENGE, &m);
-	if (rc)
-		return rc;
-	if (((Rdmig__AuthChallenge *)m)->nonce.len != AUTH_NONCE_LEN) {
-		ctrl_msg_free(m);
-		return rd_err_set(&s->err, -EPROTO, "the destination's challenge has %zu bytes",
-				  ((Rdmig__AuthChallenge *)m)->nonce.len);
-	}
-	memcpy(peer, ((Rdmig__AuthChallenge *)m)->nonce.data, AUTH_NONCE_LEN);
-	ctrl_msg_free(m);
-	auth_nonce(own);
-	auth_mac(s->cfg.auth_key, s->cfg.auth_key_len, AUTH_SOURCE, peer, own, mac);
-	ch.nonce.data = own;
+	auth_nonce(s->bind.src_nonce);
+	if (!auth_nonce_acceptable(s->challenge, s->bind.src_nonce))
+		return rd_err_set(&s->err, -EACCES, "the destination's challenge is all zero "
+				  "or repeats ours: not answering it (is it an impostor collecting "
+				  "answers?)");
+	auth_mac(s->cfg.auth_key, s->cfg.auth_key_len, AUTH_SOURCE, &s->bind, mac);
+	ch.nonce.data = s->bind.src_nonce;
 	ch.nonce.len = AUTH_NONCE_LEN;
 	resp.mac.data = mac;
 	resp.mac.len = AUTH_MAC_LEN;
@@ -654,8 +669,9 @@ static int authenticate(struct rdmig_source *s)
 		rc = wait_ctrl(s, CT_AUTH_RESPONSE, &m);
 	if (rc)
 		return rc;
-	rc = auth_check(s->cfg.auth_key, s->cfg.auth_key_len, AUTH_DEST, peer, own,
-			((Rdmig__AuthResponse *)m)->mac.data, ((Rdmig__AuthResponse *)m)->mac.len);
+	r = (const Rdmig__AuthResponse *)m;
+	rc = auth_check(s->cfg.auth_key, s->cfg.auth_key_len, AUTH_DEST, &s->bind,
+			r->mac.data, r->mac.len);
 	ctrl_msg_free(m);
 	if (rc)
 		return rd_err_set(&s->err, -EACCES, "authentication failed: the destination "
@@ -678,8 +694,7 @@ static int setup_dynamic(struct rdmig_source *s, uint64_t dest_cap)
 	if (cap && cap < 2ull << s->chunk_shift)
 		return rd_err_set(&s->err, -EINVAL, "the pinned-bytes cap (%" PRIu64 ") is "
 				  "smaller than two chunks", cap);
-	s->chunk_mr = calloc(s->nslots, sizeof(*s->chunk_mr));
-	if (!s->chunk_mr || creg_init(&s->creg, s->nslots, cap))
+	if (creg_init(&s->creg, s->nslots, cap))
 		return rd_err_set(&s->err, -ENOMEM, "out of memory");
 	s->creg_ready = true;
 	return 0;
@@ -961,8 +976,7 @@ static void release_victims(struct rdmig_source *s, const uint64_t *victims, int
 
 		while (b + 1 < s->nblocks && s->blocks[b + 1].first_slot <= slot)
 			b++;
-		ibv_dereg_mr(s->chunk_mr[slot]);
-		s->chunk_mr[slot] = NULL;
+		ibv_dereg_mr(creg_slot(&s->creg, slot)->mr);
 		creg_remove(&s->creg, slot);
 		rel_block[*nrel] = b;
 		rel_index[*nrel] = slot - s->blocks[b].first_slot;
@@ -998,9 +1012,7 @@ static int request_chunks(struct rdmig_source *s)
 	}
 	while (s->req_pos < s->nops && n < want) {
 		struct src_op *op = &s->ops[s->req_pos];
-		struct creg_slot *cs = &s->creg.slots[op->slot];
-
-		if (cs->state == CREG_NONE) {
+		if (creg_state(&s->creg, op->slot) == CREG_NONE) {
 			uint64_t off, len = slot_bytes(s, op, &off);
 
 			/* Everything pinned may be in flight: wait for completions. */
@@ -1031,13 +1043,14 @@ static int request_chunks(struct rdmig_source *s)
 	for (i = 0; i < n; i++) {
 		struct src_op tmp = { .block = cb[i], .slot = slots[i] };
 		uint64_t off, len = slot_bytes(s, &tmp, &off);
+		struct ibv_mr *mr;
 
-		rc = fab_reg_mr(s->conn, s->blocks[cb[i]].host + off, len, 0,
-				&s->chunk_mr[slots[i]]);
+		rc = fab_reg_mr(s->conn, s->blocks[cb[i]].host + off, len, 0, &mr);
 		if (rc) {
 			rc = conn_err(s, rc);
 			goto out;
 		}
+		creg_set_mr(&s->creg, slots[i], mr);
 	}
 	if (s->batch < max)
 		s->batch *= 2;
@@ -1065,7 +1078,7 @@ out:
 
 static bool op_ready(struct rdmig_source *s, const struct src_op *op)
 {
-	return s->cfg.pin_all || s->creg.slots[op->slot].state == CREG_READY;
+	return s->cfg.pin_all || creg_state(&s->creg, op->slot) == CREG_READY;
 }
 
 static void signal_write(struct src_chan *ch, struct ibv_send_wr *wr)
@@ -1083,8 +1096,9 @@ static bool chain_op(struct rdmig_source *s, size_t i, struct ibv_send_wr *wr,
 	struct src_chan *ch = &s->chans[i % s->nchans];
 	const struct src_op *op = &s->ops[i];
 	const struct src_block *b = &s->blocks[op->block];
-	uint32_t lkey = s->cfg.pin_all ? b->mr->lkey : s->chunk_mr[op->slot]->lkey;
-	uint32_t rkey = s->cfg.pin_all ? b->remote_rkey : s->creg.slots[op->slot].rkey;
+	const struct creg_slot *cs = s->cfg.pin_all ? NULL : creg_slot(&s->creg, op->slot);
+	uint32_t lkey = cs ? ((struct ibv_mr *)cs->mr)->lkey : b->mr->lkey;
+	uint32_t rkey = cs ? cs->rkey : b->remote_rkey;
 
 	if (ch->posted - ch->done >= s->cfg.max_writes)
 		return false;
@@ -1347,10 +1361,14 @@ void rdmig_source_stats(struct rdmig_source *s, struct rdmig_stats *st)
 	pthread_mutex_unlock(&s->stats.lock);
 }
 
+static void dereg_mr(void *mr)
+{
+	ibv_dereg_mr(mr);
+}
+
 void rdmig_source_destroy(struct rdmig_source *s)
 {
 	unsigned i;
-	uint64_t k;
 
 	if (!s)
 		return;
@@ -1364,19 +1382,15 @@ void rdmig_source_destroy(struct rdmig_source *s)
 		bm_free(s->blocks[i].dirty);
 		bm_free(s->blocks[i].written);
 	}
-	for (k = 0; s->chunk_mr && k < s->nslots; k++)
-		if (s->chunk_mr[k])
-			ibv_dereg_mr(s->chunk_mr[k]);
 	for (i = 0; i < MAX_REG_OUTSTANDING; i++)
 		free(s->regq[i].slots);
 	if (s->creg_ready)
-		creg_fini(&s->creg);
+		creg_fini(&s->creg, dereg_mr);
 	ctrl_fini(&s->ch);
 	fab_conn_destroy(s->conn);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
 	stats_fini(&s->stats);
-	free(s->chunk_mr);
 	free(s->blocks);
 	free(s->ops);
 	for (i = 0; s->chans && i < s->nchans; i++) {
@@ -1387,9 +1401,6 @@ void rdmig_source_destroy(struct rdmig_source *s)
 	free(s->zr_block);
 	free(s->zr_offset);
 	free(s->zr_length);
-	if (s->key) {
-		explicit_bzero(s->key, s->cfg.auth_key_len);
-		free(s->key);
-	}
+	auth_key_free(s->key, s->cfg.auth_key_len);
 	free(s);
 }

@@ -128,6 +128,9 @@ int fab_cm_process(struct fab_conn *c) { (void)c; return 0; }
 int fab_poll(struct fab_conn *c, struct ibv_wc *wc, int n) { (void)c; (void)wc; (void)n; return 0; }
 int fab_cq_rearm(struct fab_conn *c) { (void)c; return 0; }
 int fab_cm_fd(const struct fab_conn *c) { (void)c; return -1; }
+uint32_t fab_local_qpn(const struct fab_conn *c) { (void)c; return 0; }
+const struct sockaddr *fab_local_addr(const struct fab_conn *c) { (void)c; return NULL; }
+const struct sockaddr *fab_peer_addr(const struct fab_conn *c) { (void)c; return NULL; }
 int fab_cq_fd(const struct fab_conn *c) { (void)c; return -1; }
 void fab_disconnect(struct fab_conn *c) { (void)c; }
 void fab_conn_destroy(struct fab_conn *c) { free(c); }
@@ -225,11 +228,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	d->conn = calloc(1, sizeof(*d->conn));
 	d->ctrl_ready = true;
-	d->caps = (sel & 1 ? PD_CAP_PIN_ALL : 0) | (sel & 2 ? PD_CAP_ZERO_PAGES : 0) |
-		  (sel & 4 ? PD_CAP_VERIFY : 0) | (sel & 8 ? PD_CAP_AUTH : 0);
-	d->state = (sel & 8) ? DST_AUTH : DST_WAIT_MAP;
+	/* Exactly where rdmig_dest_accept() leaves a connection: the first
+	 * frame of a peer can arrive right after it, before any other event
+	 * (the state an all-zero challenge once left open). */
 	if (sel & 8)
 		auth_nonce(d->nonce);
+	begin_session(d, (sel & 1 ? PD_CAP_PIN_ALL : 0) | (sel & 2 ? PD_CAP_ZERO_PAGES : 0) |
+			 (sel & 4 ? PD_CAP_VERIFY : 0) | (sel & 8 ? PD_CAP_AUTH : 0));
 	if ((sel & 32) && open_channels(d, d->conn, 4))
 		d->caps |= PD_CAP_MULTI_CHANNEL;
 

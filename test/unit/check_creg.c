@@ -14,10 +14,11 @@ static unsigned lru_order(const struct creg *c, uint64_t *out, unsigned max)
 	uint64_t i, prev = CREG_NIL;
 	unsigned n = 0;
 
-	for (i = c->lru_head; i != CREG_NIL; i = c->slots[i].next) {
+	for (i = c->lru_head; i != CREG_NIL; i = creg_slot(c, i)->next) {
 		ck_assert_uint_lt(n, max);
-		ck_assert_uint_eq(c->slots[i].prev, prev);
-		ck_assert_int_eq(c->slots[i].state, CREG_READY);
+		ck_assert_ptr_nonnull(creg_slot(c, i));
+		ck_assert_uint_eq(creg_slot(c, i)->prev, prev);
+		ck_assert_int_eq(creg_slot(c, i)->state, CREG_READY);
 		out[n++] = i;
 		prev = i;
 	}
@@ -43,16 +44,17 @@ START_TEST(init_and_fini)
 	ck_assert_uint_eq(c.nslots, 16);
 	ck_assert_uint_eq(c.pinned_bytes, 0);
 	ck_assert_uint_eq(c.lru_head, CREG_NIL);
-	ck_assert_uint_eq(c.slots[15].prev, CREG_NIL);
-	ck_assert_uint_eq(c.slots[15].next, CREG_NIL);
-	creg_fini(&c);
-	ck_assert_ptr_null(c.slots);
-	creg_fini(&c);
+	ck_assert_int_eq(creg_state(&c, 15), CREG_NONE);
+	ck_assert_ptr_null(creg_slot(&c, 15));
+	ck_assert_uint_eq(c.pages, 0);
+	creg_fini(&c, NULL);
+	ck_assert_ptr_null(c.dir);
+	creg_fini(&c, NULL);
 	ck_assert_int_eq(creg_init(&c, 0, 0), 0);
 	ck_assert_int_eq(creg_add(&c, 0, MiB, CREG_READY), -EINVAL);
-	creg_fini(&c);
+	creg_fini(&c, NULL);
 	ck_assert_int_eq(creg_init(&c, UINT64_MAX, 0), -ENOMEM);
-	creg_fini(&c);
+	creg_fini(&c, NULL);
 }
 END_TEST
 
@@ -75,10 +77,10 @@ START_TEST(add_rejects_bad_input)
 	creg_put(&c, 2);
 	creg_remove(&c, 99);
 	creg_remove(&c, 2);
-	ck_assert_int_eq(c.slots[3].state, CREG_NONE);
+	ck_assert_int_eq(creg_state(&c, 3), CREG_NONE);
 	ck_assert_uint_eq(c.pinned_bytes, MiB);
 	ck_assert_uint_eq(c.lru_head, CREG_NIL);
-	creg_fini(&c);
+	creg_fini(&c, NULL);
 }
 END_TEST
 
@@ -95,9 +97,9 @@ START_TEST(lru_order_and_touch)
 	assert_lru(&c, (uint64_t[]){ 5, 7, 0 }, 3);
 	/* A pending slot joins at the MRU end once ready. */
 	creg_set_ready(&c, 2, 0x1234, &dummy);
-	ck_assert_int_eq(c.slots[2].state, CREG_READY);
-	ck_assert_uint_eq(c.slots[2].rkey, 0x1234);
-	ck_assert_ptr_eq(c.slots[2].mr, &dummy);
+	ck_assert_int_eq(creg_slot(&c, 2)->state, CREG_READY);
+	ck_assert_uint_eq(creg_slot(&c, 2)->rkey, 0x1234);
+	ck_assert_ptr_eq(creg_slot(&c, 2)->mr, &dummy);
 	assert_lru(&c, (uint64_t[]){ 5, 7, 0, 2 }, 4);
 	creg_touch(&c, 5);
 	assert_lru(&c, (uint64_t[]){ 7, 0, 2, 5 }, 4);
@@ -115,7 +117,7 @@ START_TEST(lru_order_and_touch)
 	assert_lru(&c, NULL, 0);
 	ck_assert_uint_eq(c.pinned_bytes, 0);
 	ck_assert_uint_eq(c.peak_bytes, 4 * MiB);
-	creg_fini(&c);
+	creg_fini(&c, NULL);
 }
 END_TEST
 
@@ -148,7 +150,7 @@ START_TEST(victims_in_lru_order)
 	creg_remove(&c, out[1]);
 	ck_assert_int_eq(creg_victims(&c, 3 * MiB, out, 2, &e), 1);
 	ck_assert_uint_eq(out[0], 3);
-	creg_fini(&c);
+	creg_fini(&c, NULL);
 }
 END_TEST
 
@@ -164,7 +166,7 @@ START_TEST(inflight_slots_are_never_victims)
 	ck_assert_int_eq(creg_add(&c, 2, MiB, CREG_PENDING), 0);
 	creg_get(&c, 0);
 	creg_get(&c, 0);
-	ck_assert_uint_eq(c.slots[0].inflight, 2);
+	ck_assert_uint_eq(creg_slot(&c, 0)->inflight, 2);
 	ck_assert_int_eq(creg_victims(&c, MiB, out, 8, &e), 1);
 	ck_assert_uint_eq(out[0], 1);
 	creg_get(&c, 1);
@@ -176,7 +178,7 @@ START_TEST(inflight_slots_are_never_victims)
 	ck_assert_int_eq(creg_victims(&c, MiB, out, 8, &e), -ENOSPC);
 	creg_put(&c, 0);
 	creg_put(&c, 0); /* one too many: stays at 0 */
-	ck_assert_uint_eq(c.slots[0].inflight, 0);
+	ck_assert_uint_eq(creg_slot(&c, 0)->inflight, 0);
 	ck_assert_int_eq(creg_victims(&c, MiB, out, 8, &e), 1);
 	ck_assert_uint_eq(out[0], 0);
 	ck_assert_int_eq(creg_victims(&c, 2 * MiB, out, 8, &e), -ENOSPC);
@@ -184,7 +186,7 @@ START_TEST(inflight_slots_are_never_victims)
 			 "3145728 bytes are pinned, only 1048576 of them by idle chunks");
 	ck_assert_int_eq(creg_victims(&c, 3 * MiB + 1, out, 8, &e), -ENOSPC);
 	ck_assert_str_eq(e.msg, "cannot pin 3145729 bytes: the cap is 3145728 bytes");
-	creg_fini(&c);
+	creg_fini(&c, NULL);
 }
 END_TEST
 
@@ -220,10 +222,10 @@ START_TEST(accounting_and_peak)
 	}
 	/* 3 slots of 3 MiB fit under 10 MiB, after the 4 MiB one left. */
 	ck_assert_uint_eq(c.pinned_bytes, 9 * MiB);
-	ck_assert_int_eq(c.slots[1].state, CREG_NONE);
+	ck_assert_int_eq(creg_state(&c, 1), CREG_NONE);
 	assert_lru(&c, (uint64_t[]){ 199 % 62 + 2 - 2, 199 % 62 + 2 - 1, 199 % 62 + 2 }, 3);
 	ck_assert_uint_eq(c.peak_bytes, 10 * MiB);
-	creg_fini(&c);
+	creg_fini(&c, NULL);
 }
 END_TEST
 
@@ -244,7 +246,43 @@ START_TEST(cap_zero_is_unlimited)
 	ck_assert_uint_eq(c.pinned_bytes, UINT64_C(500) << 40);
 	ck_assert_uint_eq(c.lru_head, 1);
 	ck_assert_uint_eq(c.lru_tail, 999);
-	creg_fini(&c);
+	creg_fini(&c, NULL);
+}
+END_TEST
+
+static unsigned released;
+
+static void count_release(void *mr)
+{
+	ck_assert_ptr_nonnull(mr);
+	released++;
+}
+
+/* What a peer announces costs a directory entry per CREG_PAGE chunks; slot
+ * pages exist only while one of their chunks is registered. */
+START_TEST(pages_follow_registrations)
+{
+	uint64_t huge = (UINT64_C(1) << 40) >> 12; /* 1 TiB in 4 KiB chunks */
+	struct creg c;
+	int mr;
+
+	ck_assert_int_eq(creg_init(&c, huge, 0), 0);
+	ck_assert_uint_eq(c.pages, 0);
+	ck_assert_int_eq(creg_add(&c, huge - 1, 4096, CREG_PENDING), 0);
+	ck_assert_int_eq(creg_add(&c, huge - 2, 4096, CREG_READY), 0);
+	ck_assert_int_eq(creg_add(&c, 0, 4096, CREG_READY), 0);
+	ck_assert_uint_eq(c.pages, 2);
+	creg_set_mr(&c, huge - 1, &mr);
+	creg_set_ready(&c, 0, 7, &mr);
+	ck_assert_int_eq(creg_state(&c, 5), CREG_NONE);
+	ck_assert_int_eq(creg_add(&c, huge, 4096, CREG_READY), -EINVAL);
+	creg_remove(&c, 0);
+	ck_assert_uint_eq(c.pages, 1);
+	creg_remove(&c, huge - 2);
+	ck_assert_uint_eq(c.pages, 1);
+	released = 0;
+	creg_fini(&c, count_release);
+	ck_assert_uint_eq(released, 1);
 }
 END_TEST
 
@@ -260,6 +298,7 @@ Suite *creg_suite(void)
 	tcase_add_test(tc, inflight_slots_are_never_victims);
 	tcase_add_test(tc, accounting_and_peak);
 	tcase_add_test(tc, cap_zero_is_unlimited);
+	tcase_add_test(tc, pages_follow_registrations);
 	suite_add_tcase(s, tc);
 	return s;
 }

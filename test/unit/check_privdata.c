@@ -76,7 +76,10 @@ START_TEST(accept_round_trip)
 	struct pd_accept a = { .version = 1, .caps = PD_CAP_ZERO_PAGES | PD_CAP_AUTH,
 			       .ctrl_depth = 1024, .ctrl_msg_max = 16u << 20 }, out;
 	struct rd_err e = { "" };
+	unsigned i;
 
+	for (i = 0; i < PD_NONCE_LEN; i++)
+		a.nonce[i] = (uint8_t)(0xa0 + i);
 	memset(pad, 0, sizeof(pad));
 	ck_assert_uint_eq(pd_encode_accept(&a, pad, sizeof(pad)), PD_ACCEPT_LEN);
 	ck_assert_int_eq(pd_kind(pad, sizeof(pad)), PD_ACCEPT);
@@ -85,6 +88,9 @@ START_TEST(accept_round_trip)
 	ck_assert_uint_eq(out.caps, PD_CAP_ZERO_PAGES | PD_CAP_AUTH);
 	ck_assert_uint_eq(out.ctrl_depth, 1024);
 	ck_assert_uint_eq(out.ctrl_msg_max, 16u << 20);
+	/* The challenge travels last, byte for byte. */
+	ck_assert_mem_eq(out.nonce, a.nonce, PD_NONCE_LEN);
+	ck_assert_mem_eq(pad + PD_ACCEPT_LEN - PD_NONCE_LEN, a.nonce, PD_NONCE_LEN);
 }
 END_TEST
 
