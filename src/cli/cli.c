@@ -3,14 +3,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sodium.h>
 
 const char cli_exit_help[] =
 	"Exit status:\n"
@@ -247,13 +252,40 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 	return 0;
 }
 
-int cli_ram_map_rw(struct cli_ram *r, uint64_t len, int reset, char *err, size_t errlen)
+/* Why a reservation failed, with what the filesystem has left. */
+static int reserve_fail(int fd, const struct cli_ram *r, uint64_t len, int e, char *err,
+			size_t errlen)
 {
+	struct statvfs vfs;
+	char need[32], avail[32];
+
+	cli_fmt_bytes(len, need, sizeof(need));
+	if (!fstatvfs(fd, &vfs))
+		cli_fmt_bytes((uint64_t)vfs.f_bavail * vfs.f_frsize, avail, sizeof(avail));
+	else
+		snprintf(avail, sizeof(avail), "unknown");
+	close(fd);
+	snprintf(err, errlen, "cannot reserve %s for %s (%s free there): %s%s", need, r->path,
+		 avail, strerror(e), e == ENOSPC ? "; free space or put the image on a "
+		 "larger tmpfs or hugetlbfs" : "");
+	return -e;
+}
+
+int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err, size_t errlen)
+{
+	int oflags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (len ? O_CREAT : 0);
 	struct stat st;
 	void *p;
 	int fd;
 
-	fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (len ? O_CREAT : 0), 0600);
+	if (flags & CLI_RAM_NEW)
+		oflags |= O_EXCL;
+	fd = open(r->path, oflags, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		snprintf(err, errlen, "%s already exists: remove it, or name it with --ram to "
+			 "receive into it", r->path);
+		return -EEXIST;
+	}
 	if (fd < 0)
 		return map_fail(-1, err, errlen, "cannot open %s: %s", r->path);
 	if (fstat(fd, &st))
@@ -264,11 +296,6 @@ int cli_ram_map_rw(struct cli_ram *r, uint64_t len, int reset, char *err, size_t
 		return -EINVAL;
 	}
 	r->zeroed = st.st_size == 0;
-	if (len && reset && st.st_size) {
-		if (ftruncate(fd, 0))
-			return map_fail(fd, err, errlen, "cannot truncate %s: %s", r->path);
-		r->zeroed = 1;
-	}
 	if (!len) {
 		if (st.st_size <= 0) {
 			close(fd);
@@ -276,10 +303,13 @@ int cli_ram_map_rw(struct cli_ram *r, uint64_t len, int reset, char *err, size_t
 			return -EINVAL;
 		}
 		len = (uint64_t)st.st_size;
-	} else if ((uint64_t)st.st_size != len || reset) {
-		if (ftruncate(fd, (off_t)len))
-			return map_fail(fd, err, errlen, "cannot resize %s: %s", r->path);
+	} else if ((uint64_t)st.st_size != len && ftruncate(fd, (off_t)len)) {
+		return map_fail(fd, err, errlen, "cannot resize %s: %s", r->path);
 	}
+	/* Mode 0 only fills holes: data already there stays. */
+	errno = posix_fallocate(fd, 0, (off_t)len);
+	if (errno && errno != EOPNOTSUPP && errno != EINVAL)
+		return reserve_fail(fd, r, len, errno, err, errlen);
 	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return map_fail(fd, err, errlen, "cannot map %s: %s", r->path);
@@ -291,7 +321,7 @@ int cli_ram_map_rw(struct cli_ram *r, uint64_t len, int reset, char *err, size_t
 
 void cli_ram_unmap(struct cli_ram *r)
 {
-	if (r->host)
+	if (r->host && !r->borrowed)
 		munmap(r->host, (size_t)r->len);
 	r->host = NULL;
 }
@@ -315,13 +345,17 @@ int cli_ram_mark_incomplete(struct cli_ram *r, char *err, size_t errlen)
 	return 0;
 }
 
+int cli_ram_sync(struct cli_ram *r, char *err, size_t errlen)
+{
+	if (r->host && msync(r->host, (size_t)r->len, MS_SYNC))
+		return map_fail(-1, err, errlen, "cannot sync %s: %s", r->path);
+	return 0;
+}
+
 int cli_ram_complete(struct cli_ram *r, char *err, size_t errlen)
 {
 	char m[sizeof(r->path) + 16];
 
-	/* The data must be in the file before the marker says so. */
-	if (r->host && msync(r->host, (size_t)r->len, MS_SYNC))
-		return map_fail(-1, err, errlen, "cannot sync %s: %s", r->path);
 	if (!r->marker)
 		return 0;
 	marker_path(r, m, sizeof(m));
@@ -485,14 +519,60 @@ int cli_read_key(const char *path, uint8_t **key, size_t *len)
 				 "(e.g. head -c 32 /dev/urandom > %s)", path,
 				 (long long)st.st_size, path);
 	}
-	buf = malloc((size_t)st.st_size);
+	/* Locked (never swapped), guarded, wiped when freed. */
+	buf = sodium_init() < 0 ? NULL : sodium_malloc((size_t)st.st_size);
 	n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
 	close(fd);
 	if (n != st.st_size) {
-		free(buf);
+		sodium_free(buf);
 		return cli_usage("cannot read key file %s", path);
 	}
 	*key = buf;
 	*len = (size_t)n;
+	return 0;
+}
+
+void cli_free_key(uint8_t *key, size_t len)
+{
+	(void)len;
+	sodium_free(key); /* wipes */
+}
+
+static bool plain_name_byte(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       strchr("_+,@:=-", c);
+}
+
+/* Whether the dot at @dot starts a suffix migrate-recv uses for its own
+ * files next to a block. */
+static bool reserved_suffix(const char *dot)
+{
+	return !strcmp(dot, ".incomplete") || !strcmp(dot, ".part");
+}
+
+int cli_block_file_name(const char *name, char *out, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0, i;
+
+	for (i = 0; name[i]; i++) {
+		unsigned char c = (unsigned char)name[i];
+		bool plain = c && (plain_name_byte(c) ||
+				   (c == '.' && i > 0 && !reserved_suffix(name + i)));
+
+		if (o + (plain ? 1 : 3) >= len || o + (plain ? 1 : 3) > NAME_MAX)
+			return -ENAMETOOLONG;
+		if (plain) {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	if (!o || o >= len)
+		return -ENAMETOOLONG;
+	out[o] = '\0';
 	return 0;
 }

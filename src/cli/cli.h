@@ -50,9 +50,20 @@ int cli_parse_addr(const char *s, char *host, size_t hostlen, char *port,
 		   size_t portlen);
 /* NAME=PATH; @name gets a copy, @path points into @s. */
 int cli_parse_ram(const char *s, char *name, size_t namelen, const char **path);
-/* Reads a shared key file (16..1024 bytes); refuses one that others may read
- * or write.  Returns 0, or CLI_EX_USAGE after printing why. */
+/* Reads a shared key file (16..1024 bytes) into memory that stays out of
+ * swap; refuses one that others may read or write.  Returns 0, or
+ * CLI_EX_USAGE after printing why.  Free it with cli_free_key(). */
 int cli_read_key(const char *path, uint8_t **key, size_t *len);
+/* Wipes and frees a key from cli_read_key (NULL is fine). */
+void cli_free_key(uint8_t *key, size_t len);
+
+/* Maps a block name, which the peer chose, to a file name that stays in its
+ * directory and cannot collide with the files migrate-recv keeps there:
+ * bytes other than [A-Za-z0-9_+,@:=-] and inner dots become %XX, and so do
+ * a leading dot and the dot of a ".incomplete" or ".part" suffix.  '%' is
+ * always encoded, so different names never give the same file name.
+ * 0, or -ENAMETOOLONG when the result would not fit @len or NAME_MAX. */
+int cli_block_file_name(const char *name, char *out, size_t len);
 
 /* A RAM block backed by a file mapped MAP_SHARED. */
 struct cli_ram {
@@ -62,20 +73,27 @@ struct cli_ram {
 	uint64_t len;
 	int zeroed;      /* created or truncated here: known to be all zero */
 	int marker;      /* PATH.incomplete exists because of us */
+	int borrowed;    /* someone else's mapping: never unmapped through this */
 };
 
 /* Source side: maps an existing, non-empty file (writable when permitted:
  * rxe cannot register read-only mappings; nothing is ever written).  On
  * failure writes the reason to @err and returns -errno. */
 int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen);
-/* Destination side: maps the file read-write.  @len 0: the file must exist
- * and its length is used; otherwise it is created (O_NOFOLLOW) or resized to
- * @len.  @reset: truncate an existing file to zero first (a fresh image). */
-int cli_ram_map_rw(struct cli_ram *r, uint64_t len, int reset, char *err,
+/* Destination side: maps the file read-write and reserves its space
+ * (fallocate), so a filesystem too small says so now, naming what is needed
+ * and what is free, not later as a failed registration.  @len 0: the file
+ * must exist and its length is used; otherwise it is created (O_NOFOLLOW)
+ * or resized to @len.  CLI_RAM_NEW: the file must not exist yet (O_EXCL): a
+ * fresh image, all zero, and never someone's file followed by a link. */
+enum { CLI_RAM_NEW = 1 };
+int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err,
 		   size_t errlen);
 void cli_ram_unmap(struct cli_ram *r);
-/* Creates PATH.incomplete; cli_ram_complete() msyncs and removes it. */
+/* Creates PATH.incomplete; cli_ram_sync() writes the data back,
+ * cli_ram_complete() then removes the marker. */
 int cli_ram_mark_incomplete(struct cli_ram *r, char *err, size_t errlen);
+int cli_ram_sync(struct cli_ram *r, char *err, size_t errlen);
 int cli_ram_complete(struct cli_ram *r, char *err, size_t errlen);
 
 /* ---- JSON events: one object per line on stdout ---------------------- */

@@ -1,6 +1,7 @@
 #include "control.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +155,19 @@ static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 		client_free(c);
 }
 
+/* Cancel and set change a migration: only its owner (or root) may.  The
+ * socket file's mode says so too; the peer's credentials are what the
+ * kernel vouches for, whatever the file's mode or directory. */
+static bool peer_allowed(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || len != sizeof(cred))
+		return false;
+	return cred.uid == 0 || cred.uid == geteuid();
+}
+
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct ctl_server *s = (struct ctl_server *)w;
@@ -164,6 +178,16 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
+	if (!peer_allowed(fd)) {
+		static const char no[] = "{\"error\":\"permission denied: not the owner of "
+					 "this migration\"}\n";
+
+		if (send(fd, no, sizeof(no) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+			/* Dropped either way. */
+		}
+		close(fd);
+		return;
+	}
 	if (s->nclients >= CTL_CLIENTS_MAX || !(c = calloc(1, sizeof(*c)))) {
 		close(fd);
 		return;
@@ -214,6 +238,7 @@ int ctl_open(struct ctl_server **out, struct ev_loop *loop, const char *path,
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct ctl_server *s;
+	mode_t old_mask;
 	int rc;
 
 	*out = NULL;
@@ -234,8 +259,16 @@ int ctl_open(struct ctl_server **out, struct ev_loop *loop, const char *path,
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0)
 		goto fail_errno;
-	if (bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)))
+	/* Created 0600 whatever the umask: no window where others may
+	 * connect (the credential check stands behind it anyway). */
+	old_mask = umask(0177);
+	rc = bind(s->fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old_mask);
+	if (rc || chmod(path, 0600)) {
+		if (!rc)
+			unlink(path);
 		goto fail_close;
+	}
 	if (listen(s->fd, 8)) {
 		unlink(path);
 		goto fail_close;

@@ -1,12 +1,21 @@
 /* migrate-recv: receives RAM files (and device state) from migrate-send over
- * RDMA.  One libev loop drives the listener, every migration's fds and
+ * RDMA.  One libev loop drives the listener, every connection's fds and
  * timers, the control socket and the signals, so a daemon serves several
- * migrations at once without threads.  See migrate-recv(1). */
+ * migrations at once without threads.  See migrate-recv(1).
+ *
+ * A connection is only a handshake until its source has proved itself (the
+ * library's admit callback): until then it owns nothing on this host, no
+ * file is created, truncated or marked, and a failure turns that one
+ * connection away while migrate-recv keeps waiting for the real source.
+ * Handshakes and migrations are counted against limits, so a peer that
+ * connects and never authenticates costs a bounded slot for a bounded
+ * time. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,7 +37,7 @@ static const char usage_text[] =
 	"\n"
 	"  -l, --listen HOST:PORT   address to listen on ([V6ADDR]:PORT for IPv6; port 0: any)\n"
 	"  -r, --ram NAME=PATH      put block NAME into the file PATH (repeatable)\n"
-	"  -d, --ram-dir DIR        put every block into DIR/NAME\n"
+	"  -d, --ram-dir DIR        put every block into a new file in DIR\n"
 	"  -s, --state-out FILE|-   write the device state to FILE (or standard output)\n"
 	"  -j, --json               JSON events on stdout, one per line\n"
 	"      --control SOCK       control socket (status, cancel)\n"
@@ -36,6 +45,11 @@ static const char usage_text[] =
 	"                           each into DIR/N/ (needs --ram-dir)\n"
 	"      --auth-key FILE      accept only sources holding this shared key\n"
 	"      --channels N         grant a source at most N connections, 1..64 (default 8)\n"
+	"      --max-migrations N   --daemon: migrations at once, 1..1024 (default 16)\n"
+	"      --max-handshakes N   connections not yet authenticated, 1..1024 (default 8)\n"
+	"      --max-image SIZE     largest image taken (default: this host's memory)\n"
+	"      --pinned-cap SIZE    bytes pinned per migration at most (default 0: no cap\n"
+	"                           beyond --max-image); pin-all of a larger image is refused\n"
 	"  -t, --timeout S          bound on every wait for the peer (default 30)\n"
 	"  -v, --verbose            log what the library does\n"
 	"  -V, --version            print the version and exit\n"
@@ -43,7 +57,10 @@ static const char usage_text[] =
 	"\n"
 	"A block file with a PATH.incomplete marker next to it is not a usable image.\n";
 
-enum { OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY, OPT_CHANNELS };
+enum {
+	OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY, OPT_CHANNELS, OPT_MAX_MIGRATIONS,
+	OPT_MAX_HANDSHAKES, OPT_MAX_IMAGE, OPT_PINNED_CAP,
+};
 
 static const struct option long_opts[] = {
 	{ "listen", required_argument, NULL, 'l' },
@@ -55,12 +72,21 @@ static const struct option long_opts[] = {
 	{ "daemon", no_argument, NULL, OPT_DAEMON },
 	{ "auth-key", required_argument, NULL, OPT_AUTH_KEY },
 	{ "channels", required_argument, NULL, OPT_CHANNELS },
+	{ "max-migrations", required_argument, NULL, OPT_MAX_MIGRATIONS },
+	{ "max-handshakes", required_argument, NULL, OPT_MAX_HANDSHAKES },
+	{ "max-image", required_argument, NULL, OPT_MAX_IMAGE },
+	{ "pinned-cap", required_argument, NULL, OPT_PINNED_CAP },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
+
+/* A handshake older than this may be dropped to make room for a new
+ * connection when every handshake slot is taken: an honest source
+ * authenticates within a few round trips, a squatter does not. */
+#define EVICT_AFTER_MS 1000
 
 struct recv_opts {
 	char host[256], port[16];
@@ -69,25 +95,30 @@ struct recv_opts {
 	unsigned nrams;
 	const char *ram_dir, *state_out, *control;
 	int json, daemon, verbose;
-	uint64_t timeout_s, channels;
+	uint64_t timeout_s, channels, max_migrations, max_handshakes;
+	uint64_t max_image, pinned_cap;
+	int have_max_migrations;
 	uint8_t *key;
 	size_t key_len;
 };
 
 struct app;
 
-/* One migration: a destination handle, its watchers and its files. */
+/* One accepted connection: a handshake, then (once admitted) a migration
+ * with its files. */
 struct mig {
 	struct app *app;
 	struct mig *next;
-	unsigned id;            /* daemon: the N of DIR/N; else 0 */
+	unsigned id;            /* daemon: the N of DIR/N, from admission on; else 0 */
 	struct rdmig_dest *d;
 	ev_io io[RDMIG_DEST_MAX_FDS];
 	int nio;
 	ev_timer timer;
-	bool accepted;
+	bool linked;            /* on app->migs and counted */
+	bool admitted;          /* the source proved itself: files are ours to touch */
 	bool set_checked;       /* every --ram block was announced */
 	uint64_t t0;
+	char peer[80];
 	char dir[2048];         /* where blocks named by the source go */
 	struct cli_ram *files;  /* every block file of this migration */
 	unsigned nfiles;
@@ -103,9 +134,11 @@ struct app {
 	ev_io listen_w;
 	ev_signal sigs[3];
 	struct ctl_server *ctl;
-	struct mig *migs;       /* accepted, in progress */
-	struct mig *waiting;    /* single mode: the handle awaiting its source */
+	struct mig *migs;       /* accepted connections, newest first */
+	unsigned handshakes;    /* of which not admitted yet */
+	unsigned admitted;
 	unsigned next_id;
+	char state_real[PATH_MAX + 8]; /* --state-out, resolved, when in --ram-dir */
 	int exit_code;
 	struct cli_bar bar;
 };
@@ -138,6 +171,22 @@ static int add_ram(struct recv_opts *o, const char *arg)
 	return 0;
 }
 
+static int count_opt(const char *opt, const char *arg, uint64_t max, uint64_t *out)
+{
+	if (cli_parse_uint(arg, max, out) || !*out)
+		return cli_usage("bad %s '%s': expected a number from 1 to %" PRIu64, opt, arg,
+				 max);
+	return 0;
+}
+
+static int size_opt(const char *opt, const char *arg, uint64_t *out)
+{
+	if (cli_parse_size(arg, out))
+		return cli_usage("bad %s '%s': expected a size such as 4096, 64K, 1M or 2G",
+				 opt, arg);
+	return 0;
+}
+
 static int one_opt(struct recv_opts *o, int c, const char *arg)
 {
 	switch (c) {
@@ -153,16 +202,18 @@ static int one_opt(struct recv_opts *o, int c, const char *arg)
 	case OPT_CONTROL: o->control = arg; return 0;
 	case OPT_DAEMON: o->daemon = 1; return 0;
 	case OPT_AUTH_KEY:
-		free(o->key);
+		cli_free_key(o->key, o->key_len);
+		o->key = NULL;
 		return cli_read_key(arg, &o->key, &o->key_len);
-	case 't':
-		if (cli_parse_uint(arg, 86400, &o->timeout_s) || !o->timeout_s)
-			return cli_usage("bad --timeout '%s': expected a number from 1 to 86400", arg);
-		return 0;
-	case OPT_CHANNELS:
-		if (cli_parse_uint(arg, 64, &o->channels) || !o->channels)
-			return cli_usage("bad --channels '%s': expected a number from 1 to 64", arg);
-		return 0;
+	case 't': return count_opt("--timeout", arg, 86400, &o->timeout_s);
+	case OPT_CHANNELS: return count_opt("--channels", arg, 64, &o->channels);
+	case OPT_MAX_MIGRATIONS:
+		o->have_max_migrations = 1;
+		return count_opt("--max-migrations", arg, 1024, &o->max_migrations);
+	case OPT_MAX_HANDSHAKES:
+		return count_opt("--max-handshakes", arg, 1024, &o->max_handshakes);
+	case OPT_MAX_IMAGE: return size_opt("--max-image", arg, &o->max_image);
+	case OPT_PINNED_CAP: return size_opt("--pinned-cap", arg, &o->pinned_cap);
 	case 'v': o->verbose = 1; return 0;
 	default: return CLI_EX_INTERNAL;
 	}
@@ -184,6 +235,8 @@ static int check_args(struct recv_opts *o)
 		return cli_usage("--daemon needs --ram-dir DIR");
 	if (o->daemon && o->state_out)
 		return cli_usage("--daemon writes the state to DIR/N/state: drop --state-out");
+	if (o->have_max_migrations && !o->daemon)
+		return cli_usage("--max-migrations needs --daemon (one migration otherwise)");
 	if (o->state_out && !strcmp(o->state_out, "-") && o->json)
 		return cli_usage("--state-out - and --json both need standard output");
 	return -1;
@@ -195,6 +248,8 @@ static int parse_args(struct recv_opts *o, int argc, char **argv)
 	int c, rc;
 
 	o->timeout_s = 30;
+	o->max_migrations = 16;
+	o->max_handshakes = 8;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":l:r:d:s:jt:vVh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
@@ -234,8 +289,34 @@ static int check_dir_of(const char *what, const char *path)
 	return 0;
 }
 
-/* Existing --ram files are mapped now (their length is what the source must
- * announce); missing ones are created when the source names them. */
+/* "DIR/BASE" with DIR resolved, so two spellings of one path compare equal. */
+static int real_path_of(const char *dir, const char *base, char *out, size_t len)
+{
+	char real[PATH_MAX];
+
+	if (!realpath(dir, real))
+		return -errno;
+	if ((size_t)snprintf(out, len, "%s/%s", real, base) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* A state file inside --ram-dir takes a name a block could have. */
+static void reserve_state_name(struct app *a)
+{
+	char tmp[4096], tmp2[4096];
+
+	if (!a->o.state_out || !strcmp(a->o.state_out, "-") || !a->o.ram_dir)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s", a->o.state_out);
+	snprintf(tmp2, sizeof(tmp2), "%s", a->o.state_out);
+	if (real_path_of(dirname(tmp), basename(tmp2), a->state_real, sizeof(a->state_real)))
+		a->state_real[0] = '\0';
+}
+
+/* Existing --ram files are mapped (and their space reserved) now: their
+ * length is what the source must announce.  Missing ones are created when
+ * an admitted source names them. */
 static int prepare_files(struct app *a)
 {
 	struct recv_opts *o = &a->o;
@@ -257,6 +338,7 @@ static int prepare_files(struct app *a)
 	}
 	if (o->ram_dir && access(o->ram_dir, W_OK | X_OK))
 		return cli_usage("--ram-dir %s: %s", o->ram_dir, strerror(errno));
+	reserve_state_name(a);
 	if (o->state_out && strcmp(o->state_out, "-"))
 		return check_dir_of("--state-out", o->state_out);
 	return 0;
@@ -278,19 +360,20 @@ static struct cli_ram *mig_add_file(struct mig *m, const char *name, const char 
 	return n;
 }
 
-/* Names come from the peer: in a directory some would collide with our
- * own files or leave it. */
-static const char *bad_dir_name(const struct mig *m, const char *name)
+/* DIR/FILE for block @name, or why it cannot have one. */
+static const char *dir_path(const struct mig *m, const char *name, char *path, size_t len)
 {
-	size_t len = strlen(name);
+	char file[NAME_MAX + 1], real[PATH_MAX + 8];
 
-	if (!strcmp(name, ".") || !strcmp(name, ".."))
-		return "is not a file name";
-	if ((len >= 11 && !strcmp(name + len - 11, ".incomplete")) ||
-	    (len >= 5 && !strcmp(name + len - 5, ".part")))
-		return "ends like the files migrate-recv keeps next to blocks";
-	if (m->app->o.daemon && !strcmp(name, "state"))
+	if (cli_block_file_name(name, file, sizeof(file)))
+		return "makes a file name longer than the filesystem allows";
+	if (m->app->o.daemon && !strcmp(file, "state"))
 		return "is reserved for the device state in --daemon mode";
+	if (m->app->state_real[0] && !real_path_of(m->dir, file, real, sizeof(real)) &&
+	    (!strcmp(real, m->app->state_real) ||
+	     !strncmp(real, m->app->state_real, strlen(m->app->state_real))))
+		return "is the --state-out file's name";
+	snprintf(path, len, "%s/%s", m->dir, file);
 	return NULL;
 }
 
@@ -304,11 +387,11 @@ static const struct cli_ram *find_ram(const struct recv_opts *o, const char *nam
 	return NULL;
 }
 
+/* Only called for an admitted source: every block it names gets a file. */
 static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_size,
 		  void **host, int *zeroed, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
-	const struct cli_ram *given = NULL;
 	struct cli_ram *f;
 	char path[4096];
 	const char *why;
@@ -317,14 +400,14 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	(void)page_size;
 	m->usage_err = true; /* until it worked: every failure here is ours */
 	if (m->dir[0]) {
-		why = bad_dir_name(m, name);
+		why = dir_path(m, name, path, sizeof(path));
 		if (why) {
 			snprintf(errbuf, errlen, "the name %s", why);
 			return -EINVAL;
 		}
-		snprintf(path, sizeof(path), "%s/%s", m->dir, name);
 	} else {
-		given = find_ram(&m->app->o, name);
+		const struct cli_ram *given = find_ram(&m->app->o, name);
+
 		if (!given) {
 			snprintf(errbuf, errlen, "not configured on the destination (no --ram %s=PATH)",
 				 name);
@@ -337,9 +420,9 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 		snprintf(errbuf, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	/* --ram-dir holds images we make: start each from zero, which spares
-	 * sending zero pages. */
-	rc = cli_ram_map_rw(f, length, !given, errbuf, errlen);
+	/* --ram-dir holds images we make: each a new file, which also spares
+	 * sending zero pages; existing files only through an explicit --ram. */
+	rc = cli_ram_map_rw(f, length, m->dir[0] ? CLI_RAM_NEW : 0, errbuf, errlen);
 	if (!rc)
 		rc = cli_ram_mark_incomplete(f, errbuf, errlen);
 	if (rc)
@@ -374,7 +457,6 @@ static int open_state(struct mig *m, char *err, size_t errlen)
 {
 	const char *out = m->app->o.state_out;
 
-	m->state_fd = -1;
 	if (m->app->o.daemon)
 		snprintf(m->state_path, sizeof(m->state_path), "%s/state", m->dir);
 	else if (out && !strcmp(out, "-")) {
@@ -389,19 +471,47 @@ static int open_state(struct mig *m, char *err, size_t errlen)
 			   0600);
 	if (m->state_fd < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", m->state_part, strerror(errno));
+		m->state_part[0] = '\0';
 		return -errno;
 	}
 	return 0;
 }
 
-/* The image is whole: state first, then the markers go. */
+/* Before the source is told: everything received is on stable storage, but
+ * nothing says "usable" yet (markers stay, the state keeps its .part name),
+ * so a confirmation that never reaches the source leaves no image that
+ * looks complete next to a source that resumed. */
+static int sync_files(struct mig *m, char *err, size_t errlen)
+{
+	unsigned i;
+	int rc;
+
+	if (m->state_part[0] && fsync(m->state_fd)) {
+		snprintf(err, errlen, "cannot write %s: %s", m->state_part, strerror(errno));
+		return -EIO;
+	}
+	if (m->state_fd == 1 && fflush(stdout)) {
+		snprintf(err, errlen, "cannot write the state to standard output: %s",
+			 strerror(errno));
+		return -EIO;
+	}
+	for (i = 0; i < m->nfiles; i++) {
+		rc = cli_ram_sync(&m->files[i], err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* The source holds the confirmation: the image becomes usable, the state
+ * first, then the markers go. */
 static int finish_files(struct mig *m, char *err, size_t errlen)
 {
 	unsigned i;
 	int rc;
 
 	if (m->state_part[0]) {
-		if (fsync(m->state_fd) || close(m->state_fd)) {
+		if (close(m->state_fd)) {
 			m->state_fd = -1;
 			snprintf(err, errlen, "cannot write %s: %s", m->state_part, strerror(errno));
 			return -EIO;
@@ -413,10 +523,6 @@ static int finish_files(struct mig *m, char *err, size_t errlen)
 			return -EIO;
 		}
 		m->state_part[0] = '\0';
-	} else if (m->state_fd == 1 && fflush(stdout)) {
-		snprintf(err, errlen, "cannot write the state to standard output: %s",
-			 strerror(errno));
-		return -EIO;
 	}
 	for (i = 0; i < m->nfiles; i++) {
 		rc = cli_ram_complete(&m->files[i], err, errlen);
@@ -431,10 +537,10 @@ static int finish_files(struct mig *m, char *err, size_t errlen)
  * resumes its workload instead of believing it moved. */
 static int commit_cb(void *ctx, char *errbuf, size_t errlen)
 {
-	return finish_files(ctx, errbuf, errlen);
+	return sync_files(ctx, errbuf, errlen);
 }
 
-/* ---- one migration's lifetime -------------------------------------------------- */
+/* ---- one connection's lifetime -------------------------------------------------- */
 
 static void mig_step(struct mig *m);
 
@@ -452,6 +558,8 @@ static void mig_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	mig_step(w->data);
 }
 
+static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen);
+
 static struct mig *mig_new(struct app *a)
 {
 	struct rdmig_config cfg;
@@ -468,6 +576,10 @@ static struct mig *mig_new(struct app *a)
 	cfg.auth_key = a->o.key;
 	cfg.auth_key_len = a->o.key_len;
 	cfg.channels = (uint32_t)a->o.channels; /* 0: the library's default */
+	cfg.pinned_cap = a->o.pinned_cap;
+	cfg.max_image = a->o.max_image;
+	cfg.admit = admit_cb;
+	cfg.admit_ctx = m;
 	cfg.commit = commit_cb;
 	cfg.commit_ctx = m;
 	cfg.log = cli_log;
@@ -490,17 +602,24 @@ static struct mig *mig_new(struct app *a)
 
 static void mig_free(struct mig *m)
 {
+	struct app *a = m->app;
 	struct mig **pp;
 	int i;
 
-	for (pp = &m->app->migs; *pp; pp = &(*pp)->next)
-		if (*pp == m) {
-			*pp = m->next;
-			break;
-		}
+	if (m->linked) {
+		for (pp = &a->migs; *pp; pp = &(*pp)->next)
+			if (*pp == m) {
+				*pp = m->next;
+				break;
+			}
+		if (m->admitted)
+			a->admitted--;
+		else
+			a->handshakes--;
+	}
 	for (i = 0; i < m->nio; i++)
-		ev_io_stop(m->app->loop, &m->io[i]);
-	ev_timer_stop(m->app->loop, &m->timer);
+		ev_io_stop(a->loop, &m->io[i]);
+	ev_timer_stop(a->loop, &m->timer);
 	rdmig_dest_destroy(m->d);
 	if (m->state_fd > 2)
 		close(m->state_fd);
@@ -509,6 +628,9 @@ static void mig_free(struct mig *m)
 		unlink(m->state_part);
 	for (i = 0; i < (int)m->nfiles; i++)
 		cli_ram_unmap(&m->files[i]);
+	/* A daemon migration that failed before any block keeps no empty DIR/N. */
+	if (a->o.daemon && m->id)
+		rmdir(m->dir);
 	free(m->files);
 	free(m);
 }
@@ -524,7 +646,29 @@ static struct json_object *mig_json(struct mig *m, const char *event)
 	return o;
 }
 
-/* Ends @m: the exit code of a single-mode run, and one report. */
+/* A connection that never became a migration: one line, and migrate-recv
+ * goes on waiting for the source it is meant for. */
+static void turn_away(struct mig *m, int rc, const char *msg)
+{
+	struct app *a = m->app;
+	const char *peer = m->peer[0] ? m->peer : "an unknown peer";
+
+	cli_bar_clear(&a->bar);
+	cli_err("turned away a connection from %s: %s; still waiting", peer, msg);
+	if (a->o.json) {
+		struct json_object *o = cli_event("refused");
+
+		cli_json_str(o, "peer", peer);
+		cli_json_str(o, "error", msg);
+		json_object_object_add(o, "exit-code",
+				       json_object_new_int(cli_exit_code(rc, CLI_PHASE_CONNECT, msg)));
+		cli_emit(o);
+	}
+	mig_free(m);
+}
+
+/* Ends an admitted migration: the exit code of a single-mode run, and one
+ * report. */
 static void mig_end(struct mig *m, int code, const char *msg)
 {
 	struct app *a = m->app;
@@ -590,7 +734,7 @@ static int check_set(struct mig *m, char *err, size_t errlen)
 	struct rdmig_stats st;
 	unsigned i, j;
 
-	if (m->set_checked || o->ram_dir)
+	if (m->set_checked || o->ram_dir || !m->admitted)
 		return 0;
 	rdmig_dest_stats(m->d, &st);
 	if (!st.total)
@@ -619,6 +763,23 @@ static void mig_arm_timer(struct mig *m)
 	ev_timer_start(m->app->loop, &m->timer);
 }
 
+static void mig_failed(struct mig *m, int rc)
+{
+	const char *msg = rdmig_dest_error(m->d);
+	char err[8192];
+	int code;
+
+	if (!m->admitted) {
+		snprintf(err, sizeof(err), "%s", msg);
+		turn_away(m, rc, err);
+		return;
+	}
+	code = failure_code(m, rc, msg);
+	snprintf(err, sizeof(err), "%s%s", msg, code == CLI_EX_USAGE &&
+		 strstr(msg, "no state sink") ? " (give --state-out FILE)" : "");
+	mig_end(m, code, err);
+}
+
 static void mig_step(struct mig *m)
 {
 	char err[8192];
@@ -635,74 +796,112 @@ static void mig_step(struct mig *m)
 		return;
 	}
 	if (rc < 0) {
-		int code = failure_code(m, rc, rdmig_dest_error(m->d));
-
-		snprintf(err, sizeof(err), "%s%s", rdmig_dest_error(m->d),
-			 code == CLI_EX_USAGE && strstr(rdmig_dest_error(m->d), "no state sink") ?
-			 " (give --state-out FILE)" : "");
-		mig_end(m, code, err);
+		mig_failed(m, rc);
 		return;
 	}
-	/* finish_files already ran in commit_cb, before the source was told. */
+	/* The source holds the confirmation: only now is the image usable. */
+	rc = finish_files(m, err, sizeof(err));
+	if (rc) {
+		char line[8400];
+
+		snprintf(line, sizeof(line), "the source handed over, but the image cannot be "
+			 "marked complete: %s", err);
+		mig_end(m, CLI_EX_INTERNAL, line);
+		return;
+	}
 	report_done(m);
 	mig_end(m, CLI_EX_OK, NULL);
 }
 
-/* The connection is accepted: files, markers and watchers, then go. */
-static int mig_start(struct mig *m, char *err, size_t errlen)
+/* ---- admission ------------------------------------------------------------------- */
+
+static void drop_handshakes(struct app *a, const struct mig *keep, const char *why)
+{
+	struct mig *m, *next;
+
+	for (m = a->migs; m; m = next) {
+		next = m->next;
+		if (m == keep || m->admitted)
+			continue;
+		rdmig_dest_cancel(m->d, why);
+		turn_away(m, -EBUSY, why);
+	}
+}
+
+/* Files, markers and the state file: only for a source that proved itself. */
+static int claim_files(struct mig *m, char *err, size_t errlen)
 {
 	struct app *a = m->app;
-	int fds[RDMIG_DEST_MAX_FDS], i, rc;
+	unsigned i;
+	int rc;
 
 	if (a->o.daemon) {
 		for (;;) {
 			m->id = ++a->next_id;
 			snprintf(m->dir, sizeof(m->dir), "%s/%u", a->o.ram_dir, m->id);
-			if (!mkdir(m->dir, 0755))
+			if (!mkdir(m->dir, 0700))
 				break;
 			if (errno != EEXIST) {
 				snprintf(err, errlen, "cannot create %s: %s", m->dir, strerror(errno));
+				m->id = 0;
 				return -errno;
 			}
 		}
 	} else if (a->o.ram_dir) {
 		snprintf(m->dir, sizeof(m->dir), "%s", a->o.ram_dir);
 	}
-	for (i = 0; i < (int)m->nfiles; i++) {
+	for (i = 0; i < m->nfiles; i++) {
 		rc = cli_ram_mark_incomplete(&m->files[i], err, errlen);
 		if (rc)
 			return rc;
 	}
-	rc = open_state(m, err, errlen);
-	if (rc)
-		return rc;
-	m->t0 = cli_now_ms();
-	m->accepted = true;
-	m->nio = rdmig_dest_fds(m->d, fds, RDMIG_DEST_MAX_FDS);
-	for (i = 0; i < m->nio; i++) {
-		ev_io_init(&m->io[i], mig_io_cb, fds[i], EV_READ);
-		m->io[i].data = m;
-		ev_io_start(a->loop, &m->io[i]);
+	return open_state(m, err, errlen);
+}
+
+static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen)
+{
+	struct mig *m = ctx;
+	struct app *a = m->app;
+	int rc;
+
+	(void)image_bytes;
+	if (!a->o.daemon && a->admitted) {
+		snprintf(errbuf, errlen, "busy: another source is migrating to this destination");
+		return -EBUSY;
 	}
-	m->next = a->migs;
-	a->migs = m;
+	if (a->o.daemon && a->admitted >= a->o.max_migrations) {
+		snprintf(errbuf, errlen, "busy: %u migrations are in progress (--max-migrations)",
+			 a->admitted);
+		return -EBUSY;
+	}
+	rc = claim_files(m, errbuf, errlen);
+	if (rc) {
+		m->usage_err = true;
+		return rc;
+	}
+	m->admitted = true;
+	a->handshakes--;
+	a->admitted++;
+	if (!a->o.daemon)
+		drop_handshakes(a, m, "another source was admitted first");
 	if (a->o.json) {
 		struct json_object *o = mig_json(m, "setup");
 
 		cli_json_str(o, "status", "setup");
+		cli_json_str(o, "peer", m->peer);
 		cli_emit(o);
 	}
 	return 0;
 }
 
-/* Single mode: the handle made at start-up, with the existing --ram files. */
-static struct mig *single_mig(struct app *a)
+/* ---- connections ------------------------------------------------------------------ */
+
+/* Single mode: the existing --ram files, lent to each connection. */
+static int lend_files(struct mig *m)
 {
-	struct mig *m = mig_new(a);
+	struct app *a = m->app;
 	unsigned i;
 
-	if (!m)
-		return NULL;
 	for (i = 0; i < a->o.nrams; i++) {
 		struct cli_ram *r = &a->o.rams[i], *f;
 
@@ -711,61 +910,131 @@ static struct mig *single_mig(struct app *a)
 		f = mig_add_file(m, r->name, r->path);
 		if (!f || rdmig_dest_add_block(m->d, r->name, r->host, r->len, 0) < 0) {
 			cli_err("--ram %s: %s", r->name, f ? rdmig_dest_error(m->d) : "out of memory");
-			mig_free(m);
-			return NULL;
+			return -1;
 		}
-		/* The migration owns the mapping from now on. */
 		*f = *r;
-		r->host = NULL;
+		f->borrowed = 1;
 	}
-	return m;
+	return 0;
+}
+
+/* The oldest handshake that has had its chance, or NULL. */
+static struct mig *stale_handshake(struct app *a)
+{
+	struct mig *m, *old = NULL;
+	uint64_t now = cli_now_ms();
+
+	for (m = a->migs; m; m = m->next)
+		if (!m->admitted && now - m->t0 >= EVICT_AFTER_MS && (!old || m->t0 < old->t0))
+			old = m;
+	return old;
+}
+
+/* Why a new connection cannot be taken now, or NULL; makes room by dropping
+ * a stale handshake when that is what stands in the way. */
+static const char *busy_reason(struct app *a, char *buf, size_t len)
+{
+	struct mig *old;
+
+	if (!a->o.daemon && a->admitted)
+		return "busy: a migration is in progress";
+	if (a->o.daemon && a->admitted >= a->o.max_migrations) {
+		snprintf(buf, len, "busy: %u migrations in progress (--max-migrations)",
+			 a->admitted);
+		return buf;
+	}
+	if (a->handshakes < a->o.max_handshakes)
+		return NULL;
+	old = stale_handshake(a);
+	if (!old) {
+		snprintf(buf, len, "busy: %u connections are still authenticating "
+			 "(--max-handshakes)", a->handshakes);
+		return buf;
+	}
+	rdmig_dest_cancel(old->d, "dropped: it did not authenticate in time for the next one");
+	turn_away(old, -ETIMEDOUT, "dropped to make room: it did not authenticate within "
+		  "1 s while every handshake slot was taken");
+	return NULL;
+}
+
+static void mig_watch(struct mig *m)
+{
+	struct app *a = m->app;
+	int fds[RDMIG_DEST_MAX_FDS], i;
+
+	m->nio = rdmig_dest_fds(m->d, fds, RDMIG_DEST_MAX_FDS);
+	for (i = 0; i < m->nio; i++) {
+		ev_io_init(&m->io[i], mig_io_cb, fds[i], EV_READ);
+		m->io[i].data = m;
+		ev_io_start(a->loop, &m->io[i]);
+	}
+}
+
+/* 1 when a pending request was handled, 0 when there was none. */
+static int take_request(struct app *a)
+{
+	char buf[256];
+	const char *busy = busy_reason(a, buf, sizeof(buf));
+	struct mig *m;
+	int rc;
+
+	if (busy) {
+		if (rdmig_listener_refuse(a->l))
+			return 0;
+		cli_err("turned away a connection: %s", busy);
+		return 1;
+	}
+	m = mig_new(a);
+	if (!m || (!a->o.daemon && lend_files(m))) {
+		if (m)
+			mig_free(m);
+		return rdmig_listener_refuse(a->l) ? 0 : 1;
+	}
+	rc = rdmig_dest_accept(m->d, a->l, 0);
+	if (rc == -EAGAIN) {
+		mig_free(m);
+		return 0;
+	}
+	rdmig_dest_peer(m->d, m->peer, sizeof(m->peer));
+	if (rc) {
+		char err[8192];
+
+		snprintf(err, sizeof(err), "%s", rdmig_dest_error(m->d));
+		/* What the peer asked for is its problem; failing to accept at
+		 * all (memory, pinning) is ours and would fail every source. */
+		if (rc == -EPROTO || rc == -EPROTONOSUPPORT || rc == -EACCES || a->o.daemon)
+			turn_away(m, rc, err);
+		else
+			mig_end(m, cli_exit_code(rc, CLI_PHASE_CONNECT, err), err);
+		return 1;
+	}
+	m->t0 = cli_now_ms();
+	m->linked = true;
+	m->next = a->migs;
+	a->migs = m;
+	a->handshakes++;
+	mig_watch(m);
+	mig_step(m);
+	return 1;
 }
 
 static void listen_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct app *a = w->data;
-	struct mig *m = a->o.daemon ? mig_new(a) : a->waiting;
-	char err[8192];
-	int rc;
+	int i;
 
+	(void)loop;
 	(void)revents;
-	if (!m)
-		return;
-	rc = rdmig_dest_accept(m->d, a->l, 0);
-	if (rc == -EAGAIN) {
-		if (a->o.daemon)
-			mig_free(m);
-		return;
-	}
-	/* A source turned away at connection time (no key, no common version)
-	 * must not end the wait for the real one: report it and keep going. */
-	if ((rc == -EACCES || rc == -EPROTONOSUPPORT || rc == -EPROTO) && !a->o.daemon) {
-		snprintf(err, sizeof(err), "%s", rdmig_dest_error(m->d));
-		cli_err("%s; still waiting", err);
-		if (a->o.json)
-			cli_emit_failed(err, cli_exit_code(rc, CLI_PHASE_CONNECT, err), NULL);
-		return;
-	}
-	if (!a->o.daemon) {
-		a->waiting = NULL;
-		ev_io_stop(loop, w);
-	}
-	if (rc) {
-		snprintf(err, sizeof(err), "%s", rdmig_dest_error(m->d));
-		mig_end(m, cli_exit_code(rc, CLI_PHASE_CONNECT, err), err);
-		return;
-	}
-	rc = mig_start(m, err, sizeof(err));
-	if (rc) {
-		mig_end(m, CLI_EX_USAGE, err);
-		return;
-	}
-	mig_step(m);
+	/* Level-triggered: a few per wake-up keep a flood from starving the
+	 * migrations in progress. */
+	for (i = 0; i < 8 && take_request(a); i++)
+		;
 }
 
 /* ---- cancellation, control socket, signals ------------------------------------- */
 
-/* Fails every migration (id 0: all); returns how many. */
+/* Fails every migration (id 0: all, and every handshake); returns how many
+ * migrations (single mode: 1 when it ends the run). */
 static int cancel_migrations(struct app *a, unsigned id)
 {
 	struct mig *m, *next;
@@ -776,15 +1045,19 @@ static int cancel_migrations(struct app *a, unsigned id)
 		if (id && m->id != id)
 			continue;
 		rdmig_dest_cancel(m->d, "migrate-recv was cancelled");
+		/* A handshake was never a migration: nothing to report. */
+		if (!m->admitted) {
+			mig_free(m);
+			continue;
+		}
 		mig_end(m, CLI_EX_CANCELLED, "cancelled");
 		n++;
 	}
-	if (!a->o.daemon && a->waiting) {
-		struct mig *w = a->waiting;
-
-		a->waiting = NULL;
-		ev_io_stop(a->loop, &a->listen_w);
-		mig_end(w, CLI_EX_CANCELLED, "cancelled before a source connected");
+	if (!a->o.daemon && !id) {
+		if (!n)
+			cli_err("Migration failed: cancelled before a source connected");
+		a->exit_code = CLI_EX_CANCELLED;
+		ev_break(a->loop, EVBREAK_ALL);
 		n++;
 	}
 	return n;
@@ -797,6 +1070,7 @@ static struct json_object *mig_status(struct mig *m)
 
 	rdmig_dest_stats(m->d, &st);
 	cli_json_str(o, "status", "active");
+	cli_json_str(o, "peer", m->peer);
 	cli_json_stats(o, &st);
 	return o;
 }
@@ -807,17 +1081,19 @@ static struct json_object *status_reply(struct app *a)
 	struct mig *m;
 
 	if (!a->o.daemon) {
-		if (a->migs)
-			return ctl_return(mig_status(a->migs));
-		o = json_object_new_object();
-		cli_json_str(o, "status", "listening");
-		return ctl_return(o);
+		for (m = a->migs; m; m = m->next)
+			if (m->admitted)
+				return ctl_return(mig_status(m));
 	}
 	o = json_object_new_object();
-	list = json_object_new_array();
 	cli_json_str(o, "status", "listening");
+	cli_json_u64(o, "handshakes", a->handshakes);
+	if (!a->o.daemon)
+		return ctl_return(o);
+	list = json_object_new_array();
 	for (m = a->migs; m; m = m->next)
-		json_object_array_add(list, mig_status(m));
+		if (m->admitted)
+			json_object_array_add(list, mig_status(m));
 	json_object_object_add(o, "migrations", list);
 	return ctl_return(o);
 }
@@ -902,11 +1178,6 @@ static int setup(struct app *a)
 	if (a->o.control &&
 	    ctl_open(&a->ctl, a->loop, a->o.control, on_command, a, err, sizeof(err)))
 		return cli_usage("%s", err);
-	if (!a->o.daemon) {
-		a->waiting = single_mig(a);
-		if (!a->waiting)
-			return CLI_EX_USAGE;
-	}
 	return start_listening(a);
 }
 
@@ -916,8 +1187,6 @@ static void teardown(struct app *a)
 
 	while (a->migs)
 		mig_free(a->migs);
-	if (a->waiting)
-		mig_free(a->waiting);
 	ctl_close(a->ctl);
 	if (a->loop) {
 		ev_io_stop(a->loop, &a->listen_w);
@@ -928,7 +1197,7 @@ static void teardown(struct app *a)
 	for (i = 0; i < a->o.nrams; i++)
 		cli_ram_unmap(&a->o.rams[i]);
 	free(a->o.rams);
-	free(a->o.key);
+	cli_free_key(a->o.key, a->o.key_len);
 	if (a->loop)
 		ev_loop_destroy(a->loop);
 }
@@ -943,7 +1212,7 @@ int main(int argc, char **argv)
 	rc = parse_args(&a.o, argc, argv);
 	if (rc >= 0) {
 		free(a.o.rams);
-		free(a.o.key);
+		cli_free_key(a.o.key, a.o.key_len);
 		return rc;
 	}
 	rc = setup(&a);

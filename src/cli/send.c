@@ -227,7 +227,8 @@ static int one_opt(struct send_opts *o, int c, const char *arg)
 	case OPT_CONTROL: o->control = arg; return 0;
 	case OPT_VERIFY: o->verify = 1; return 0;
 	case OPT_AUTH_KEY:
-		free(o->key);
+		cli_free_key(o->key, o->key_len);
+		o->key = NULL;
 		return cli_read_key(arg, &o->key, &o->key_len);
 	case 't': return num_opt("--timeout", arg, 1, 86400, &o->timeout_s);
 	case 'v': o->verbose = 1; return 0;
@@ -1017,7 +1018,7 @@ static void cleanup(struct sender *x)
 	for (i = 0; i < x->o.nrams; i++)
 		cli_ram_unmap(&x->o.rams[i]);
 	free(x->o.rams);
-	free(x->o.key);
+	cli_free_key(x->o.key, x->o.key_len);
 	free(x->state);
 }
 
@@ -1055,7 +1056,7 @@ int main(int argc, char **argv)
 	rc = parse_args(&x.o, argc, argv);
 	if (rc >= 0) {
 		free(x.o.rams);
-		free(x.o.key);
+		cli_free_key(x.o.key, x.o.key_len);
 		return rc;
 	}
 	rc = prepare(&x);

@@ -806,12 +806,17 @@ START_TEST(channels_stripe_and_cap)
 }
 END_TEST
 
-/* A wrong key: both sides exit 4 and nothing is written. */
+/* A wrong key: the source exits 4; migrate-recv turns that connection away
+ * without touching the operator's files (no marker next to the existing
+ * --ram image, no --state-out FILE.part), keeps waiting, and then takes the
+ * real source.  (Before, it exited 4 after creating the marker and
+ * truncating the .part file.) */
 START_TEST(auth_wrong_key_rejected)
 {
 	struct fixture f;
-	char k1[400], k2[400], src[400], dst[400], rs[500], *err;
-	int sc, rc;
+	char k1[400], k2[400], src[400], dst[400], rs[500], rd[500], state[400], part[420];
+	char marker[420], *err;
+	int sc;
 
 	fx_init(&f);
 	snprintf(k1, sizeof(k1), "%s/key1", f.dir);
@@ -820,24 +825,40 @@ START_TEST(auth_wrong_key_rejected)
 	write_key(k2, "somebody else's secret key!!", 0600);
 	snprintf(src, sizeof(src), "%s/ram", f.src);
 	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
-	write_file(src, "data", 4);
+	snprintf(marker, sizeof(marker), "%s.incomplete", dst);
+	snprintf(state, sizeof(state), "%s/state", f.dst);
+	snprintf(part, sizeof(part), "%s.part", state);
+	write_sparse(src, 1 << 20, 3, 5);
+	write_file(dst, "the operator's image, not to be touched", 39);
+	write_file(part, "an earlier run's partial state", 30);
+	/* The existing file must be as long as the source's block. */
+	ck_assert_int_eq(truncate(dst, 1 << 20), 0);
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--auth-key", k1, NULL });
+	snprintf(rd, sizeof(rd), "ram=%s", dst);
+	fx_recv(&f, (const char *[]){ "--ram", rd, "--state-out", state, "--auth-key", k1, NULL });
 	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", k2, NULL });
 	sc = tu_run_finish(&f.send, 60000);
-	rc = tu_run_finish(&f.recv, 60000);
-	if (sc != 4 || rc != 4) {
-		tu_run_dump(&f.send, "send");
-		tu_run_dump(&f.recv, "recv");
-	}
-	ck_assert_int_eq(sc, 4);
-	ck_assert_int_eq(rc, 4);
 	err = tu_slurp(f.send.err, NULL);
-	ck_assert_msg(strstr(err, "authentication failed") != NULL, "send said: %s", err);
+	ck_assert_msg(sc == 4 && strstr(err, "authentication failed"), "send %d: %s", sc, err);
 	printf("wrong key: %s", err);
 	free(err);
-	/* The block map never happened: no file was created. */
-	ck_assert(!exists(dst));
+	/* Turned away; nothing of the operator's was touched. */
+	ck_assert(tu_wait_line(f.recv.err, "migrate-recv: turned away a connection from ",
+			       NULL, 0, 10000) == 0);
+	ck_assert_int_eq(waitpid(f.recv.p.pid, NULL, WNOHANG), 0);
+	ck_assert(!exists(marker));
+	err = tu_slurp(part, NULL);
+	ck_assert_str_eq(err, "an earlier run's partial state");
+	free(err);
+	err = tu_slurp(dst, NULL);
+	ck_assert_str_eq(err, "the operator's image, not to be touched");
+	free(err);
+	/* The real source still gets through. */
+	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", k1, NULL });
+	both_ok(&f, 60000);
+	assert_same(src, dst);
+	ck_assert(!exists(marker));
+	ck_assert(exists(state) && !exists(part));
 	fx_free(&f);
 }
 END_TEST
