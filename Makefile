@@ -162,7 +162,7 @@ $(B)/test/%: $(B)/obj/test/integration/%.o $(COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
-tests: $(UNIT_BIN) $(INTEG_BIN) $(PEER_BIN) $(BINS)
+tests: $(UNIT_BIN) $(INTEG_BIN) $(PEER_BIN) $(BINS) $(B)/guest/bootsect.img $(B)/bin/guestcheck
 
 # Integration tests find the binaries they drive through this variable.
 export RDMIG_BUILD := $(abspath $(B))
@@ -253,6 +253,31 @@ bootstrap-if-needed:
 demo: bootstrap-if-needed
 	$(MAKE) all
 	tools/demo
+
+# ---- test guest (issue 11) -----------------------------------------------------
+# A boot-sector QEMU guest that counts its passes over [1 MiB, 101 MiB) in
+# its RAM, and the checker that proves a migrated copy of that RAM is
+# consistent (test/guest/bootsect.S says how).  The image is assembled here,
+# never committed; `guestcheck image` sets its dirty rate.  A BIOS loads
+# exactly one sector, so any other size means the layout broke.
+$(B)/guest/bootsect.o: test/guest/bootsect.S
+	@mkdir -p $(@D)
+	$(call say,AS,$<)as --32 -o $@ $<
+
+$(B)/guest/bootsect.img: $(B)/guest/bootsect.o
+	$(call say,LD,$@)ld -m elf_i386 -Ttext 0x7c00 --oformat binary -o $@.tmp $<
+	$(Q)size=$$(stat -c %s $@.tmp); if [ "$$size" != 512 ]; then \
+		echo "$@: $$size bytes, a boot sector is 512" >&2; rm -f $@.tmp; exit 1; fi
+	$(Q)mv $@.tmp $@
+
+$(B)/obj/test/guest/guestcheck.o: test/guest/guestcheck.c
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(B)/bin/guestcheck: $(B)/obj/test/guest/guestcheck.o
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^
+# ---- end test guest -------------------------------------------------------------
 
 # ---- install ----------------------------------------------------------------
 install: all
