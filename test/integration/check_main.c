@@ -14,6 +14,7 @@ int main(void)
 	srunner_add_suite(sr, dirty_suite());
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, faults_suite());
+	srunner_add_suite(sr, qmp_suite());
 	int failed;
 
 	srunner_run_all(sr, CK_NORMAL);

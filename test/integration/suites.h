@@ -6,4 +6,5 @@ Suite *migrate_suite(void);
 Suite *dirty_suite(void);
 Suite *cli_suite(void);
 Suite *faults_suite(void);
+Suite *qmp_suite(void);
 #endif

@@ -1,0 +1,1131 @@
+/* QMP over a unix stream socket, one command at a time, every wait bounded
+ * by a deadline.  QEMU writes each message as one JSON object ended by a
+ * newline; bytes are read into a buffer that grows up to QMP_MAX_MSG and a
+ * message is parsed from its front once a newline has arrived (a monitor
+ * with pretty=on spreads one message over many lines, which parsing the
+ * front of the buffer copes with too).
+ *
+ * Backend discovery ends in QEMU's /proc/PID: QMP says which backends
+ * exist and where they sit in guest memory, "gpa2hva" where QEMU maps them,
+ * and /proc/PID/maps and /proc/PID/fd which file that mapping is. */
+#include "qmp.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Between two query-migrate polls: the device state of a small guest moves
+ * in a few milliseconds, and a query costs QEMU's main loop next to nothing. */
+#define MIG_POLL_MS 20
+#define BUF_MIN (64u << 10)
+/* QEMU names every memfd after the backend type, never after the object:
+ * the name tells a backend's memfd from other memfds, not which backend. */
+#define MEMFD_NAME "/memfd:memory-backend-memfd"
+
+struct qmp {
+	int fd;
+	pid_t pid;
+	int timeout_ms;
+	int64_t next_id;
+	char *buf; /* bytes read and not yet parsed */
+	size_t len, cap;
+	struct json_object *events[QMP_EVENTS_KEPT]; /* oldest first */
+	size_t nevents;
+};
+
+/* What a read waits for, to name it when the deadline passes. */
+struct waitfor {
+	const char *what;
+	uint64_t deadline;
+	int ms;
+};
+
+__attribute__((format(printf, 4, 5)))
+static int qerr(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* QEMU's text, kept to one line as our messages are. */
+static int qerr_text(char *err, size_t errlen, int code, const char *text)
+{
+	size_t i;
+
+	if (!err || !errlen)
+		return code;
+	snprintf(err, errlen, "%s", text);
+	for (i = 0; err[i]; i++)
+		if (iscntrl((unsigned char)err[i]))
+			err[i] = ' ';
+	for (; i > 0 && err[i - 1] == ' '; i--)
+		err[i - 1] = '\0';
+	return code;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static struct waitfor wait_for(const char *what, int ms)
+{
+	struct waitfor w = { what, now_ms() + (uint64_t)(ms > 0 ? ms : 0), ms };
+
+	return w;
+}
+
+static int ms_left(const struct waitfor *w)
+{
+	uint64_t now = now_ms();
+
+	return now >= w->deadline ? 0 : (int)(w->deadline - now);
+}
+
+static const char *jstr(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+/* ---- reading and writing ---------------------------------------------- */
+
+/* 1 and *msg when a whole JSON object heads the buffer, 0 when more bytes
+ * are needed. */
+static int parse_front(struct qmp *q, struct json_object **msg, char *err, size_t errlen)
+{
+	struct json_tokener *tok;
+	struct json_object *o;
+	enum json_tokener_error je;
+	size_t skip = 0, end;
+
+	while (skip < q->len && isspace((unsigned char)q->buf[skip]))
+		skip++;
+	if (skip == q->len) {
+		q->len = 0;
+		return 0;
+	}
+	tok = json_tokener_new();
+	if (!tok)
+		return qerr(err, errlen, -ENOMEM, "out of memory parsing QMP");
+	o = json_tokener_parse_ex(tok, q->buf + skip, (int)(q->len - skip));
+	je = json_tokener_get_error(tok);
+	end = skip + json_tokener_get_parse_end(tok);
+	json_tokener_free(tok);
+	if (je == json_tokener_continue)
+		return 0;
+	if (je != json_tokener_success || !json_object_is_type(o, json_type_object)) {
+		json_object_put(o);
+		return qerr(err, errlen, -EPROTO, "QEMU sent something that is not a QMP message: %s",
+			    je != json_tokener_success ? json_tokener_error_desc(je) : "not an object");
+	}
+	memmove(q->buf, q->buf + end, q->len - end);
+	q->len -= end;
+	*msg = o;
+	return 1;
+}
+
+static int grow(struct qmp *q, char *err, size_t errlen)
+{
+	size_t cap = q->cap ? q->cap * 2 : BUF_MIN;
+	char *nb;
+
+	if (q->cap >= QMP_MAX_MSG)
+		return qerr(err, errlen, -EMSGSIZE, "QEMU sent a QMP message longer than %u MiB",
+			    QMP_MAX_MSG >> 20);
+	if (cap > QMP_MAX_MSG)
+		cap = QMP_MAX_MSG;
+	nb = realloc(q->buf, cap);
+	if (!nb)
+		return qerr(err, errlen, -ENOMEM, "out of memory for a %zu byte QMP message", cap);
+	q->buf = nb;
+	q->cap = cap;
+	return 0;
+}
+
+/* Reads what QEMU has sent; 1 when a newline came with it (only then can a
+ * message have been completed), else 0. */
+static int read_more(struct qmp *q, const struct waitfor *w, char *err, size_t errlen)
+{
+	struct pollfd pfd = { .fd = q->fd, .events = POLLIN };
+	ssize_t n;
+	int r;
+
+	if (q->len == q->cap && (r = grow(q, err, errlen)) < 0)
+		return r;
+	r = poll(&pfd, 1, ms_left(w));
+	if (r < 0)
+		return errno == EINTR ? 0 : qerr(err, errlen, -errno, "poll on QMP: %s", strerror(errno));
+	if (r == 0)
+		return qerr(err, errlen, -ETIMEDOUT, "no %s from QEMU within %d ms (is QEMU stopped?)",
+			    w->what, w->ms);
+	n = read(q->fd, q->buf + q->len, q->cap - q->len);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n < 0 && errno != ECONNRESET)
+		return qerr(err, errlen, -errno, "reading QMP: %s", strerror(errno));
+	if (n <= 0)
+		return qerr(err, errlen, -ECONNRESET,
+			    "QEMU closed the QMP connection while we waited for %s (has it exited?)",
+			    w->what);
+	q->len += (size_t)n;
+	return memchr(q->buf + q->len - n, '\n', (size_t)n) != NULL;
+}
+
+static int read_msg(struct qmp *q, const struct waitfor *w, struct json_object **msg,
+		    char *err, size_t errlen)
+{
+	int r = parse_front(q, msg, err, errlen);
+
+	while (r == 0) {
+		r = read_more(q, w, err, errlen);
+		if (r == 1)
+			r = parse_front(q, msg, err, errlen);
+	}
+	return r < 0 ? r : 0;
+}
+
+/* @fd, when not -1, travels with the first bytes: QEMU takes the fds that
+ * arrive with a command as that command's. */
+static int send_all(struct qmp *q, const char *data, size_t len, int fd,
+		    const struct waitfor *w, char *err, size_t errlen)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct pollfd pfd = { .fd = q->fd, .events = POLLOUT };
+	size_t off = 0;
+	ssize_t n;
+
+	while (off < len) {
+		struct iovec iov = { (char *)data + off, len - off };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+		if (fd >= 0 && off == 0) {
+			struct cmsghdr *c;
+
+			memset(&ctl, 0, sizeof(ctl));
+			mh.msg_control = ctl.buf;
+			mh.msg_controllen = sizeof(ctl.buf);
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		}
+		n = sendmsg(q->fd, &mh, MSG_NOSIGNAL);
+		if (n > 0) {
+			off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+			return qerr(err, errlen, -ECONNRESET,
+				    "QEMU closed the QMP connection (has it exited?)");
+		if (n < 0 && errno != EAGAIN)
+			return qerr(err, errlen, -errno, "Unable to send a QMP command: %s",
+				    strerror(errno));
+		if (poll(&pfd, 1, ms_left(w)) == 0)
+			return qerr(err, errlen, -ETIMEDOUT,
+				    "QEMU took no command for %d ms (is QEMU stopped?)", w->ms);
+	}
+	return 0;
+}
+
+/* ---- events and replies ----------------------------------------------- */
+
+static void keep_event(struct qmp *q, struct json_object *ev)
+{
+	if (q->nevents == QMP_EVENTS_KEPT) {
+		json_object_put(q->events[0]);
+		memmove(q->events, q->events + 1, (QMP_EVENTS_KEPT - 1) * sizeof(q->events[0]));
+		q->nevents--;
+	}
+	q->events[q->nevents++] = ev;
+}
+
+/* A reply is ours when it carries our id.  One without an id is ours too:
+ * QEMU leaves the id out only when it could not read the request, and ours
+ * is the only request in flight; a reply with another id answers a command
+ * that timed out and is dropped. */
+static int is_our_reply(struct json_object *msg, int64_t id)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(msg, "return", NULL) &&
+	    !json_object_object_get_ex(msg, "error", NULL))
+		return 0;
+	if (!json_object_object_get_ex(msg, "id", &v))
+		return 1;
+	return json_object_is_type(v, json_type_int) && json_object_get_int64(v) == id;
+}
+
+static int await_reply(struct qmp *q, int64_t id, const struct waitfor *w,
+		       struct json_object **reply, char *err, size_t errlen)
+{
+	struct json_object *msg;
+	int r;
+
+	for (;;) {
+		r = read_msg(q, w, &msg, err, errlen);
+		if (r < 0)
+			return r;
+		if (jstr(msg, "event")) {
+			keep_event(q, msg);
+			continue;
+		}
+		if (is_our_reply(msg, id)) {
+			*reply = msg;
+			return 0;
+		}
+		json_object_put(msg);
+	}
+}
+
+static int unpack_reply(struct json_object *reply, const char *cmd,
+			struct json_object **ret, char *err, size_t errlen)
+{
+	struct json_object *e, *v;
+	const char *desc;
+
+	if (json_object_object_get_ex(reply, "error", &e)) {
+		desc = jstr(e, "desc");
+		if (!desc)
+			return qerr(err, errlen, -EREMOTEIO, "QEMU refused %s without saying why", cmd);
+		return qerr_text(err, errlen, -EREMOTEIO, desc);
+	}
+	json_object_object_get_ex(reply, "return", &v);
+	if (ret)
+		*ret = json_object_get(v);
+	return 0;
+}
+
+static int call(struct qmp *q, const char *cmd, struct json_object *args, int fd,
+		struct json_object **ret, char *err, size_t errlen)
+{
+	struct json_object *req = json_object_new_object(), *reply = NULL;
+	int64_t id = q->next_id++;
+	struct waitfor w;
+	char *line = NULL, what[96];
+	int r;
+
+	snprintf(what, sizeof(what), "answer to %s", cmd);
+	w = wait_for(what, q->timeout_ms);
+
+	if (ret)
+		*ret = NULL;
+	json_object_object_add(req, "execute", json_object_new_string(cmd));
+	if (args)
+		json_object_object_add(req, "arguments", args);
+	json_object_object_add(req, "id", json_object_new_int64(id));
+	if (asprintf(&line, "%s\n", json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN)) < 0) {
+		json_object_put(req);
+		return qerr(err, errlen, -ENOMEM, "out of memory for QMP command %s", cmd);
+	}
+	json_object_put(req);
+	r = send_all(q, line, strlen(line), fd, &w, err, errlen);
+	free(line);
+	if (r == 0)
+		r = await_reply(q, id, &w, &reply, err, errlen);
+	if (r == 0)
+		r = unpack_reply(reply, cmd, ret, err, errlen);
+	json_object_put(reply);
+	return r;
+}
+
+int qmp_call(struct qmp *q, const char *cmd, struct json_object *args,
+	     struct json_object **ret, char *err, size_t errlen)
+{
+	return call(q, cmd, args, -1, ret, err, errlen);
+}
+
+int qmp_call_fd(struct qmp *q, const char *cmd, struct json_object *args,
+		int fd, struct json_object **ret, char *err, size_t errlen)
+{
+	if (fd < 0) {
+		json_object_put(args);
+		return qerr(err, errlen, -EBADF, "no fd to pass with %s", cmd);
+	}
+	return call(q, cmd, args, fd, ret, err, errlen);
+}
+
+int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev)
+{
+	size_t i;
+
+	for (i = 0; i < q->nevents; i++) {
+		const char *e = jstr(q->events[i], "event");
+
+		if (!e || strcmp(e, name))
+			continue;
+		if (ev)
+			*ev = q->events[i];
+		else
+			json_object_put(q->events[i]);
+		memmove(q->events + i, q->events + i + 1, (q->nevents - i - 1) * sizeof(q->events[0]));
+		q->nevents--;
+		return 1;
+	}
+	return 0;
+}
+
+int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
+		   struct json_object **ev, char *err, size_t errlen)
+{
+	char what[96];
+	struct waitfor w;
+	struct json_object *msg;
+	int r;
+
+	snprintf(what, sizeof(what), "event %s", name);
+	w = wait_for(what, timeout_ms);
+	while (!qmp_event_take(q, name, ev)) {
+		r = read_msg(q, &w, &msg, err, errlen);
+		if (r < 0)
+			return r;
+		if (jstr(msg, "event"))
+			keep_event(q, msg);
+		else
+			json_object_put(msg); /* a late reply */
+	}
+	return 0;
+}
+
+/* ---- connection ---------------------------------------------------------- */
+
+static int connect_unix(const char *path, int *out, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, e;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return qerr(err, errlen, -ENAMETOOLONG, "QMP socket path %s is longer than %zu bytes",
+			    path, sizeof(sa.sun_path) - 1);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return qerr(err, errlen, -errno, "socket: %s", strerror(errno));
+	/* A unix connect does not wait even on a blocking socket: it succeeds
+	 * into the listen backlog (even of a stopped QEMU) or fails at once. */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		e = errno;
+		close(fd);
+		return qerr(err, errlen, -e, "Unable to connect to QMP socket %s: %s", path,
+			    strerror(e));
+	}
+	*out = fd;
+	return 0;
+}
+
+static pid_t peer_pid(int fd)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return 0;
+	return uc.pid;
+}
+
+static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
+{
+	struct waitfor w = wait_for("QMP greeting", q->timeout_ms);
+	struct json_object *msg = NULL;
+	int r = read_msg(q, &w, &msg, err, errlen);
+
+	if (r == -EPROTO)
+		return qerr(err, errlen, r, "%s does not speak QMP (an HMP monitor?)", path);
+	if (r == -ETIMEDOUT)
+		return qerr(err, errlen, r,
+			    "no QMP greeting on %s within %d ms (QEMU stopped, or another client connected?)",
+			    path, q->timeout_ms);
+	if (r < 0)
+		return r;
+	r = json_object_object_get_ex(msg, "QMP", NULL);
+	json_object_put(msg);
+	if (!r)
+		return qerr(err, errlen, -EPROTO, "%s does not speak QMP: no greeting", path);
+	return qmp_call(q, "qmp_capabilities", NULL, NULL, err, errlen);
+}
+
+int qmp_open(struct qmp **out, const char *path, int timeout_ms,
+	     char *err, size_t errlen)
+{
+	struct qmp *q = calloc(1, sizeof(*q));
+	int r;
+
+	*out = NULL;
+	if (!q)
+		return qerr(err, errlen, -ENOMEM, "out of memory");
+	q->fd = -1;
+	q->timeout_ms = timeout_ms;
+	q->next_id = 1;
+	r = connect_unix(path, &q->fd, err, errlen);
+	if (r == 0) {
+		q->pid = peer_pid(q->fd);
+		r = greet(q, path, err, errlen);
+	}
+	if (r < 0) {
+		qmp_close(q);
+		return r;
+	}
+	*out = q;
+	return 0;
+}
+
+void qmp_close(struct qmp *q)
+{
+	if (!q)
+		return;
+	if (q->fd >= 0)
+		close(q->fd);
+	while (q->nevents)
+		json_object_put(q->events[--q->nevents]);
+	free(q->buf);
+	free(q);
+}
+
+pid_t qmp_pid(const struct qmp *q)
+{
+	return q->pid;
+}
+
+void qmp_set_timeout(struct qmp *q, int timeout_ms)
+{
+	q->timeout_ms = timeout_ms;
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+static struct json_object *args1(const char *key, struct json_object *val)
+{
+	struct json_object *a = json_object_new_object();
+
+	json_object_object_add(a, key, val);
+	return a;
+}
+
+int qmp_getfd(struct qmp *q, int fd, const char *name, char *err, size_t errlen)
+{
+	return qmp_call_fd(q, "getfd", args1("fdname", json_object_new_string(name)), fd, NULL,
+			   err, errlen);
+}
+
+int qmp_closefd(struct qmp *q, const char *name, char *err, size_t errlen)
+{
+	return qmp_call(q, "closefd", args1("fdname", json_object_new_string(name)), NULL, err,
+			errlen);
+}
+
+int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen)
+{
+	struct json_object *ret;
+	const char *s;
+	int r = qmp_call(q, "query-status", NULL, &ret, err, errlen);
+
+	if (r < 0)
+		return r;
+	s = jstr(ret, "status");
+	if (s)
+		snprintf(status, len, "%s", s);
+	json_object_put(ret);
+	return s ? 0 : qerr(err, errlen, -EPROTO, "query-status answered without a status");
+}
+
+int qmp_stop(struct qmp *q, char *err, size_t errlen)
+{
+	return qmp_call(q, "stop", NULL, NULL, err, errlen);
+}
+
+int qmp_cont(struct qmp *q, char *err, size_t errlen)
+{
+	return qmp_call(q, "cont", NULL, NULL, err, errlen);
+}
+
+int qmp_migrate_cap_get(struct qmp *q, const char *cap, bool *on,
+			char *err, size_t errlen)
+{
+	struct json_object *ret, *c, *state;
+	size_t i, n;
+	int r = qmp_call(q, "query-migrate-capabilities", NULL, &ret, err, errlen);
+
+	if (r < 0)
+		return r;
+	n = json_object_is_type(ret, json_type_array) ? json_object_array_length(ret) : 0;
+	for (i = 0, r = -ENOENT; i < n && r == -ENOENT; i++) {
+		c = json_object_array_get_idx(ret, i);
+		if (!jstr(c, "capability") || strcmp(jstr(c, "capability"), cap) ||
+		    !json_object_object_get_ex(c, "state", &state))
+			continue;
+		*on = json_object_get_boolean(state);
+		r = 0;
+	}
+	json_object_put(ret);
+	if (r == -ENOENT)
+		return qerr(err, errlen, r, "QEMU has no migration capability %s", cap);
+	return 0;
+}
+
+int qmp_migrate_cap_set(struct qmp *q, const char *cap, bool on,
+			char *err, size_t errlen)
+{
+	struct json_object *c = json_object_new_object(), *list = json_object_new_array();
+
+	json_object_object_add(c, "capability", json_object_new_string(cap));
+	json_object_object_add(c, "state", json_object_new_boolean(on));
+	json_object_array_add(list, c);
+	return qmp_call(q, "migrate-set-capabilities", args1("capabilities", list), NULL, err,
+			errlen);
+}
+
+int qmp_migrate(struct qmp *q, const char *uri, char *err, size_t errlen)
+{
+	return qmp_call(q, "migrate", args1("uri", json_object_new_string(uri)), NULL, err, errlen);
+}
+
+int qmp_migrate_incoming(struct qmp *q, const char *uri, char *err, size_t errlen)
+{
+	return qmp_call(q, "migrate-incoming", args1("uri", json_object_new_string(uri)), NULL,
+			err, errlen);
+}
+
+int qmp_migrate_cancel(struct qmp *q, char *err, size_t errlen)
+{
+	return qmp_call(q, "migrate_cancel", NULL, NULL, err, errlen);
+}
+
+int qmp_migrate_query(struct qmp *q, struct qmp_migration *m,
+		      char *err, size_t errlen)
+{
+	struct json_object *ret;
+	const char *s;
+	int r = qmp_call(q, "query-migrate", NULL, &ret, err, errlen);
+
+	if (r < 0)
+		return r;
+	s = jstr(ret, "status");
+	snprintf(m->status, sizeof(m->status), "%s", s ? s : "none");
+	s = jstr(ret, "error-desc");
+	qerr_text(m->error, sizeof(m->error), 0, s ? s : "");
+	json_object_put(ret);
+	return 0;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
+		     char *err, size_t errlen)
+{
+	struct waitfor w = wait_for("migration", timeout_ms);
+	int r;
+
+	for (;;) {
+		r = qmp_migrate_query(q, m, err, errlen);
+		if (r == -ECONNRESET)
+			return qerr(err, errlen, r, "QEMU closed its QMP socket during the migration "
+				    "(a destination QEMU exits when loading fails: see its output)");
+		if (r < 0)
+			return r;
+		if (!strcmp(m->status, "completed"))
+			return 0;
+		if (!strcmp(m->status, "failed"))
+			return *m->error ? qerr_text(err, errlen, -EIO, m->error)
+					 : qerr(err, errlen, -EIO, "migration failed (QEMU gave no reason)");
+		if (!strcmp(m->status, "cancelled"))
+			return qerr(err, errlen, -EIO, "migration was cancelled");
+		if (!ms_left(&w))
+			return qerr(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
+				    m->status, timeout_ms);
+		sleep_ms(ms_left(&w) < MIG_POLL_MS ? ms_left(&w) : MIG_POLL_MS);
+	}
+}
+
+/* ---- RAM backends -------------------------------------------------------- */
+
+static int hmp(struct qmp *q, const char *line, char **out, char *err, size_t errlen)
+{
+	struct json_object *ret;
+	int r = qmp_call(q, "human-monitor-command",
+			 args1("command-line", json_object_new_string(line)), &ret, err, errlen);
+
+	if (r < 0)
+		return r;
+	*out = json_object_is_type(ret, json_type_string) ? strdup(json_object_get_string(ret)) : NULL;
+	json_object_put(ret);
+	return *out ? 0 : qerr(err, errlen, -EPROTO, "HMP %s returned no text", line);
+}
+
+static int qom_get(struct qmp *q, const char *id, const char *prop,
+		   struct json_object **ret, char *err, size_t errlen)
+{
+	char path[192];
+	struct json_object *a = json_object_new_object();
+
+	snprintf(path, sizeof(path), "/objects/%s", id);
+	json_object_object_add(a, "path", json_object_new_string(path));
+	json_object_object_add(a, "property", json_object_new_string(prop));
+	return qmp_call(q, "qom-get", a, ret, err, errlen);
+}
+
+static int backend_kind(const char *type, enum qmp_backend_kind *kind)
+{
+	if (!strcmp(type, "child<memory-backend-file>"))
+		*kind = QMP_BACKEND_FILE;
+	else if (!strcmp(type, "child<memory-backend-memfd>"))
+		*kind = QMP_BACKEND_MEMFD;
+	else if (!strcmp(type, "child<memory-backend-ram>"))
+		*kind = QMP_BACKEND_RAM;
+	else
+		return 0;
+	return 1;
+}
+
+static const char *kind_name(enum qmp_backend_kind kind)
+{
+	switch (kind) {
+	case QMP_BACKEND_FILE:
+		return "memory-backend-file";
+	case QMP_BACKEND_MEMFD:
+		return "memory-backend-memfd";
+	case QMP_BACKEND_RAM:
+		return "memory-backend-ram";
+	}
+	return "?";
+}
+
+/* The backends among /objects, with id and kind only. */
+static int list_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
+			 char *err, size_t errlen)
+{
+	struct json_object *ret, *o;
+	struct qmp_backend *b = NULL;
+	enum qmp_backend_kind kind;
+	size_t i, len;
+	const char *name, *type;
+	int r = qmp_call(q, "qom-list", args1("path", json_object_new_string("/objects")), &ret,
+			 err, errlen);
+
+	*n = 0;
+	if (r < 0)
+		return r;
+	len = json_object_is_type(ret, json_type_array) ? json_object_array_length(ret) : 0;
+	if (len && !(b = calloc(len, sizeof(*b))))
+		r = qerr(err, errlen, -ENOMEM, "out of memory for %zu objects", len);
+	for (i = 0; i < len && r == 0; i++) {
+		o = json_object_array_get_idx(ret, i);
+		name = jstr(o, "name");
+		type = jstr(o, "type");
+		if (!name || !type || !backend_kind(type, &kind))
+			continue;
+		if (strlen(name) >= sizeof(b->id))
+			r = qerr(err, errlen, -ENAMETOOLONG, "backend id %.32s... is too long", name);
+		snprintf(b[*n].id, sizeof(b->id), "%s", name);
+		b[(*n)++].kind = kind;
+	}
+	json_object_put(ret);
+	if (r < 0 || !*n) {
+		free(b);
+		b = NULL;
+		*n = 0;
+	}
+	*out = b;
+	return r;
+}
+
+static int fetch_props(struct qmp *q, struct qmp_backend *b, char *mem_path,
+		       char *err, size_t errlen)
+{
+	struct json_object *v;
+	int r = qom_get(q, b->id, "size", &v, err, errlen);
+
+	if (r < 0)
+		return r;
+	b->size = (uint64_t)json_object_get_int64(v);
+	json_object_put(v);
+	r = qom_get(q, b->id, "share", &v, err, errlen);
+	if (r < 0)
+		return r;
+	b->shared = json_object_get_boolean(v);
+	json_object_put(v);
+	*mem_path = '\0';
+	if (b->kind != QMP_BACKEND_FILE)
+		return 0;
+	r = qom_get(q, b->id, "mem-path", &v, err, errlen);
+	if (r < 0)
+		return r;
+	snprintf(mem_path, PATH_MAX, "%s", json_object_get_string(v));
+	json_object_put(v);
+	return 0;
+}
+
+/* A memory region is named after its backend's id, or after the backend's
+ * canonical path on machine types before 4.0
+ * (x-use-canonical-path-for-ramblock-id). */
+static int region_is(const char *name, size_t len, const char *id)
+{
+	if (len == strlen(id) && !strncmp(name, id, len))
+		return 1;
+	return len == strlen(id) + 9 && !strncmp(name, "/objects/", 9) &&
+	       !strncmp(name + 9, id, len - 9);
+}
+
+/* Finds @id in "info mtree -f": one line per flat range,
+ * "  START-END (prio P, ram): NAME [@OFFSET_IN_REGION]".  1 with the guest
+ * address of the range and where in the backend it starts, 0 when the
+ * backend is in no guest memory. */
+static int find_in_flatview(const char *mtree, const char *id, uint64_t *gpa, uint64_t *off)
+{
+	const char *p, *nl;
+	char line[512], type[32];
+	uint64_t start, end;
+	size_t len;
+	int at;
+
+	for (p = mtree; *p; p = *nl ? nl + 1 : nl) {
+		nl = p + strcspn(p, "\n");
+		if ((size_t)(nl - p) >= sizeof(line))
+			continue;
+		memcpy(line, p, (size_t)(nl - p));
+		line[nl - p] = '\0';
+		if (sscanf(line, " %" SCNx64 "-%" SCNx64 " (prio %*d, %31[^)]): %n", &start, &end,
+			   type, &at) != 3 || (!strstr(type, "ram") && !strstr(type, "rom")))
+			continue;
+		len = strcspn(line + at, " \r");
+		if (!region_is(line + at, len, id))
+			continue;
+		if (sscanf(line + at + len, " @%" SCNx64, off) != 1)
+			*off = 0;
+		*gpa = start;
+		return 1;
+	}
+	return 0;
+}
+
+static int gpa_to_hva(struct qmp *q, const char *id, uint64_t gpa, uint64_t *hva,
+		      char *err, size_t errlen)
+{
+	char cmd[64], *text, *is;
+	int r;
+
+	snprintf(cmd, sizeof(cmd), "gpa2hva 0x%" PRIx64, gpa);
+	r = hmp(q, cmd, &text, err, errlen);
+	if (r < 0)
+		return r;
+	/* "Host virtual address for 0x100000000 (extra) is 0x7f54037fe000" */
+	is = strstr(text, ") is 0x");
+	if (is)
+		*hva = strtoull(is + 5, NULL, 16);
+	else
+		r = qerr(err, errlen, -EPROTO, "backend %s: %s: %.*s", id, cmd,
+			 (int)strcspn(text, "\r\n"), text);
+	free(text);
+	return r;
+}
+
+/* The shared file mapping of @pid that holds @hva: its file and the file
+ * offset at @hva. */
+static int find_mapping(pid_t pid, const char *id, uint64_t hva, dev_t *dev, ino_t *ino,
+			uint64_t *off, char *err, size_t errlen)
+{
+	char path[64], line[512], perms[8];
+	unsigned long long inode;
+	unsigned int maj, min;
+	uint64_t s, e, pgoff;
+	FILE *f;
+	int r = -ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return qerr(err, errlen, -errno, "Unable to read %s: %s (run as QEMU's user or root)",
+			    path, strerror(errno));
+	while (r == -ENOENT && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %llu", &s, &e, perms,
+			   &pgoff, &maj, &min, &inode) != 7 || hva < s || hva >= e)
+			continue;
+		if (perms[3] != 's' || !inode)
+			r = qerr(err, errlen, -ENOTSUP,
+				 "backend %s: QEMU maps it without a shared file behind it", id);
+		else
+			r = 0;
+		*dev = makedev(maj, min);
+		*ino = (ino_t)inode;
+		*off = pgoff + (hva - s);
+	}
+	fclose(f);
+	if (r == -ENOENT)
+		r = qerr(err, errlen, r, "backend %s: nothing in %s at 0x%" PRIx64, id, path, hva);
+	return r;
+}
+
+/* /proc/PID/fd/N for QEMU's fd to the file (@dev, @ino), or -ENOENT. */
+static int find_fd(pid_t pid, dev_t dev, ino_t ino, char *out, size_t len)
+{
+	char dir[64], p[384];
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int r = -ENOENT;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	while (r == -ENOENT && (de = readdir(d))) {
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (de->d_name[0] != '.' && !stat(p, &st) && st.st_dev == dev && st.st_ino == ino) {
+			snprintf(out, len, "%s", p);
+			r = 0;
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+static int path_for_file(struct qmp_backend *b, const char *mem_path, pid_t pid,
+			 char *err, size_t errlen)
+{
+	struct stat st;
+	int r;
+
+	/* A mem-path that is a directory holds an unlinked file of QEMU's. */
+	if (b->kind == QMP_BACKEND_FILE && !stat(mem_path, &st) && S_ISREG(st.st_mode)) {
+		if (st.st_dev != b->dev || st.st_ino != b->ino)
+			return qerr(err, errlen, -ESTALE,
+				    "backend %s: %s is not the file QEMU maps (replaced since QEMU opened it?)",
+				    b->id, mem_path);
+		snprintf(b->path, sizeof(b->path), "%s", mem_path);
+		return 0;
+	}
+	r = find_fd(pid, b->dev, b->ino, b->path, sizeof(b->path));
+	if (r == -ENOENT)
+		return qerr(err, errlen, r, "backend %s: QEMU (pid %d) holds no fd to the file it maps",
+			    b->id, (int)pid);
+	if (r < 0)
+		return qerr(err, errlen, r, "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
+			    (int)pid, strerror(-r));
+	return 0;
+}
+
+/* A backend in guest memory: where QEMU maps it names the file exactly. */
+static int resolve_in_guest(struct qmp *q, struct qmp_backend *b, const char *mem_path,
+			    uint64_t gpa, uint64_t off, char *err, size_t errlen)
+{
+	uint64_t hva = 0, foff;
+	int r = gpa_to_hva(q, b->id, gpa, &hva, err, errlen);
+
+	if (r == 0)
+		r = find_mapping(q->pid, b->id, hva, &b->dev, &b->ino, &foff, err, errlen);
+	if (r < 0)
+		return r;
+	if (foff != off)
+		return qerr(err, errlen, -EPROTO,
+			    "backend %s: QEMU maps its offset 0x%" PRIx64 " from file offset 0x%" PRIx64,
+			    b->id, off, foff);
+	return path_for_file(b, mem_path, q->pid, err, errlen);
+}
+
+static void resolve_plain_file(struct qmp_backend *b, const char *mem_path)
+{
+	struct stat st;
+
+	if (stat(mem_path, &st) || !S_ISREG(st.st_mode))
+		return;
+	snprintf(b->path, sizeof(b->path), "%s", mem_path);
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
+}
+
+static int resolve_one(struct qmp *q, struct qmp_backend *b, const char *mtree,
+		       const char *mem_path, char *err, size_t errlen)
+{
+	uint64_t gpa, off;
+
+	b->in_guest = find_in_flatview(mtree, b->id, &gpa, &off);
+	if (!b->shared || b->kind == QMP_BACKEND_RAM)
+		return 0;
+	if (b->in_guest)
+		return resolve_in_guest(q, b, mem_path, gpa, off, err, errlen);
+	if (b->kind == QMP_BACKEND_FILE)
+		resolve_plain_file(b, mem_path);
+	return 0;
+}
+
+static int claimed(const struct qmp_backend *b, size_t n, dev_t dev, ino_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (*b[i].path && b[i].dev == dev && b[i].ino == ino)
+			return 1;
+	return 0;
+}
+
+/* How many of QEMU's backend memfds, other than those already named, have
+ * @size; the last one seen goes to @b. */
+static int count_spare_memfds(pid_t pid, const struct qmp_backend *all, size_t n,
+			      uint64_t size, struct qmp_backend *b)
+{
+	char dir[64], p[384], link[64];
+	struct dirent *de;
+	struct stat st;
+	ssize_t l;
+	DIR *d;
+	int count = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		l = readlink(p, link, sizeof(link) - 1);
+		if (l < 0 || stat(p, &st))
+			continue;
+		link[l] = '\0';
+		if (strncmp(link, MEMFD_NAME, strlen(MEMFD_NAME)) || (uint64_t)st.st_size != size ||
+		    claimed(all, n, st.st_dev, st.st_ino) ||
+		    (count && st.st_dev == b->dev && st.st_ino == b->ino))
+			continue;
+		count++;
+		snprintf(b->path, sizeof(b->path), "%s", p);
+		b->dev = st.st_dev;
+		b->ino = st.st_ino;
+	}
+	closedir(d);
+	return count;
+}
+
+/* A memfd backend in no guest memory has no address to ask QEMU about: it
+ * is named only when it is the one such backend of its size and QEMU holds
+ * exactly one memfd of that size that no other backend took. */
+static void resolve_spare_memfds(pid_t pid, struct qmp_backend *b, size_t n)
+{
+	struct qmp_backend found;
+	size_t i, j, same;
+
+	for (i = 0; i < n; i++) {
+		if (b[i].kind != QMP_BACKEND_MEMFD || !b[i].shared || b[i].in_guest)
+			continue;
+		for (j = 0, same = 0; j < n; j++)
+			same += b[j].kind == QMP_BACKEND_MEMFD && b[j].shared && !b[j].in_guest &&
+				b[j].size == b[i].size;
+		memset(&found, 0, sizeof(found));
+		if (same == 1 && count_spare_memfds(pid, b, n, b[i].size, &found) == 1) {
+			memcpy(b[i].path, found.path, sizeof(found.path));
+			b[i].dev = found.dev;
+			b[i].ino = found.ino;
+		}
+	}
+}
+
+int qmp_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
+		 char *err, size_t errlen)
+{
+	struct qmp_backend *b;
+	char *mtree = NULL, *mem_path = malloc(PATH_MAX);
+	size_t i;
+	int r;
+
+	*out = NULL;
+	*n = 0;
+	if (!mem_path)
+		return qerr(err, errlen, -ENOMEM, "out of memory");
+	r = list_backends(q, &b, n, err, errlen);
+	if (r == 0 && *n && q->pid <= 0)
+		r = qerr(err, errlen, -ESRCH, "QEMU's pid is not visible from here (another pid namespace?)");
+	if (r == 0 && *n)
+		r = hmp(q, "info mtree -f", &mtree, err, errlen);
+	for (i = 0; r == 0 && i < *n; i++) {
+		r = fetch_props(q, &b[i], mem_path, err, errlen);
+		if (r == 0)
+			r = resolve_one(q, &b[i], mtree, mem_path, err, errlen);
+	}
+	if (r == 0 && *n)
+		resolve_spare_memfds(q->pid, b, *n);
+	free(mtree);
+	free(mem_path);
+	if (r < 0) {
+		free(b);
+		*n = 0;
+		return r;
+	}
+	*out = b;
+	return 0;
+}
+
+#define SHARED_FIX "start QEMU with -object memory-backend-file,id=mem,size=SIZE," \
+		   "mem-path=FILE,share=on -machine memory-backend=mem"
+
+static int guest_ram_size(struct qmp *q, uint64_t *size, char *err, size_t errlen)
+{
+	struct json_object *ret, *v;
+	int r = qmp_call(q, "query-memory-size-summary", NULL, &ret, err, errlen);
+
+	if (r < 0)
+		return r;
+	*size = 0;
+	if (json_object_object_get_ex(ret, "base-memory", &v))
+		*size += (uint64_t)json_object_get_int64(v);
+	if (json_object_object_get_ex(ret, "plugged-memory", &v))
+		*size += (uint64_t)json_object_get_int64(v);
+	json_object_put(ret);
+	return 0;
+}
+
+int qmp_guest_ram_shared(struct qmp *q, const struct qmp_backend *b, size_t n,
+			 char *err, size_t errlen)
+{
+	uint64_t guest, carried = 0;
+	size_t i;
+	int r = guest_ram_size(q, &guest, err, errlen);
+
+	if (r < 0)
+		return r;
+	for (i = 0; i < n; i++) {
+		if (!b[i].in_guest)
+			continue;
+		if (!b[i].shared || !*b[i].path)
+			return qerr(err, errlen, -ENOTSUP,
+				    "guest RAM is not shared: backend %s is a %s with share=%s; " SHARED_FIX,
+				    b[i].id, kind_name(b[i].kind), b[i].shared ? "on" : "off");
+		carried += b[i].size;
+	}
+	if (carried < guest)
+		return qerr(err, errlen, -ENOTSUP,
+			    "guest RAM is not shared: %" PRIu64 " of its %" PRIu64
+			    " bytes are in no shared memory backend; " SHARED_FIX,
+			    guest - carried, guest);
+	return 0;
+}

@@ -1,0 +1,188 @@
+/* A small synchronous client for QEMU's QMP monitor, enough for the commands
+ * to drive a QEMU whose guest RAM lives in shared memory backends: QEMU's own
+ * migration (with x-ignore-shared) carries only the device state while rdmig
+ * carries the RAM.
+ *
+ * One command is in flight at a time.  Every command carries an "id" and
+ * only the reply with that id (or, from a QEMU that could not read the
+ * request, one with no id) is taken as its answer: a late reply to a command
+ * that timed out is dropped, so a timeout leaves the connection usable.
+ * Every wait has a deadline, so a QEMU that is stopped with SIGSTOP (its
+ * monitor freezes with it) or that has died makes a call fail, never hang.
+ * Asynchronous events ("STOP", "RESUME", "MIGRATION", ...) arriving
+ * meanwhile are kept, the QMP_EVENTS_KEPT most recent ones, for
+ * qmp_event_take() and qmp_event_wait().
+ *
+ * All functions return 0 or a negative errno and then write one line naming
+ * the cause into @err (which may be NULL).  When QEMU answers a command with
+ * an error the return is -EREMOTEIO and @err holds QEMU's own "desc" text,
+ * verbatim except that control characters become spaces.  None prints or
+ * exits.
+ */
+#ifndef RDMIG_CLI_QMP_H
+#define RDMIG_CLI_QMP_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <json-c/json.h>
+
+#define QMP_EVENTS_KEPT 64
+/* The longest message accepted from QEMU; "info mtree" of a big machine
+ * is some 100 KiB. */
+#define QMP_MAX_MSG (4u << 20)
+
+struct qmp;
+
+/**
+ * qmp_open - connect to QEMU's QMP unix socket and enter command mode
+ * @path:       the socket (-qmp unix:PATH,server=on,wait=off)
+ * @timeout_ms: deadline of this and of every later call (qmp_set_timeout)
+ *
+ * Reads the greeting and sends qmp_capabilities.  QEMU serves one QMP
+ * client per socket: while another is connected, the greeting never comes
+ * and this fails with -ETIMEDOUT.
+ */
+int qmp_open(struct qmp **out, const char *path, int timeout_ms,
+	     char *err, size_t errlen);
+/* Closes the connection and frees the kept events.  NULL is fine. */
+void qmp_close(struct qmp *q);
+
+/* QEMU's pid, from the socket's peer credentials; 0 when QEMU runs in a pid
+ * namespace we cannot see. */
+pid_t qmp_pid(const struct qmp *q);
+void qmp_set_timeout(struct qmp *q, int timeout_ms);
+
+/**
+ * qmp_call - run one command and wait for its answer
+ * @cmd:  the command name ("query-status")
+ * @args: its "arguments" object, or NULL; always consumed (put), even on
+ *        failure
+ * @ret:  receives the "return" value (json_object_put it), or NULL
+ */
+int qmp_call(struct qmp *q, const char *cmd, struct json_object *args,
+	     struct json_object **ret, char *err, size_t errlen);
+/* The same with @fd sent along (SCM_RIGHTS) with the bytes of the command,
+ * as getfd and add-fd want it.  @fd stays ours: QEMU gets a copy. */
+int qmp_call_fd(struct qmp *q, const char *cmd, struct json_object *args,
+		int fd, struct json_object **ret, char *err, size_t errlen);
+
+/* getfd: QEMU keeps a copy of @fd under @name (for "fd:NAME" URIs); a name
+ * in use is replaced.  closefd: QEMU closes the copy it has not used up.
+ * migrate and migrate-incoming consume the fd they name. */
+int qmp_getfd(struct qmp *q, int fd, const char *name, char *err, size_t errlen);
+int qmp_closefd(struct qmp *q, const char *name, char *err, size_t errlen);
+
+/**
+ * qmp_event_take - remove the oldest kept event named @name
+ * @ev: receives the whole event ({"event", "data", "timestamp"}), to be
+ *      put by the caller; NULL discards it
+ *
+ * Returns 1 when one was kept, else 0.  Reads nothing from QEMU.
+ */
+int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev);
+/* As qmp_event_take, reading from QEMU until such an event arrives or
+ * @timeout_ms passes (-ETIMEDOUT). */
+int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
+		   struct json_object **ev, char *err, size_t errlen);
+
+/* query-status: "running", "paused", "inmigrate", "postmigrate",
+ * "finish-migrate", "prelaunch", "shutdown", ... */
+int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen);
+/* stop / cont.  QEMU 7.2 accepts cont on an "inmigrate" QEMU: it only
+ * makes the guest run once the incoming migration has completed. */
+int qmp_stop(struct qmp *q, char *err, size_t errlen);
+int qmp_cont(struct qmp *q, char *err, size_t errlen);
+
+/* One migration capability ("x-ignore-shared", "events", ...).  -ENOENT
+ * when this QEMU has no capability of that name. */
+int qmp_migrate_cap_get(struct qmp *q, const char *cap, bool *on,
+			char *err, size_t errlen);
+int qmp_migrate_cap_set(struct qmp *q, const char *cap, bool on,
+			char *err, size_t errlen);
+
+/* migrate / migrate-incoming (the destination must have been started with
+ * -incoming defer) / migrate_cancel.  Each returns once QEMU has accepted
+ * the command; the migration itself runs on in QEMU. */
+int qmp_migrate(struct qmp *q, const char *uri, char *err, size_t errlen);
+int qmp_migrate_incoming(struct qmp *q, const char *uri, char *err, size_t errlen);
+int qmp_migrate_cancel(struct qmp *q, char *err, size_t errlen);
+
+struct qmp_migration {
+	/* "none" until there is something to report, then "setup", "active",
+	 * "completed", "failed", "cancelling", "cancelled", ...  On a
+	 * destination QEMU 7.2 reports the incoming side: "none" until the
+	 * first bytes arrive, "active" while loading, then "completed" (kept
+	 * after cont).  A destination whose load fails exits instead. */
+	char status[32];
+	char error[256]; /* QEMU's error-desc when "failed", else "" */
+};
+
+int qmp_migrate_query(struct qmp *q, struct qmp_migration *m,
+		      char *err, size_t errlen);
+/**
+ * qmp_migrate_wait - poll query-migrate until a terminal status
+ *
+ * Returns 0 on "completed"; -EIO on "failed" (@err holds QEMU's error-desc)
+ * or "cancelled"; -ETIMEDOUT past @timeout_ms; -ECONNRESET when QEMU closes
+ * the socket (a QEMU 7.2 destination exits when loading fails).  @m holds
+ * the last status read.
+ */
+int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
+		     char *err, size_t errlen);
+
+enum qmp_backend_kind {
+	QMP_BACKEND_FILE,  /* memory-backend-file */
+	QMP_BACKEND_MEMFD, /* memory-backend-memfd */
+	QMP_BACKEND_RAM,   /* memory-backend-ram: anonymous memory */
+};
+
+/* One RAM backend object of QEMU's (/objects/ID). */
+struct qmp_backend {
+	char id[128]; /* QEMU names the RAMBlock after it */
+	enum qmp_backend_kind kind;
+	uint64_t size;
+	bool shared;   /* share=on: QEMU maps it MAP_SHARED */
+	bool in_guest; /* mapped into guest memory (the machine's RAM or a
+			* DIMM's), hence a RAMBlock QEMU migrates */
+	/* A file to open and mmap MAP_SHARED to reach the same memory as QEMU:
+	 * the mem-path of a file backend, /proc/PID/fd/N for a memfd (valid
+	 * while QEMU runs).  "" when there is none: a backend that is not
+	 * shared (its file, if any, is not the guest's memory) or is a
+	 * memory-backend-ram; a file backend whose mem-path is a directory and
+	 * that is in no guest memory; a memfd backend in no guest memory whose
+	 * size another such memfd shares, so that nothing tells them apart. */
+	char path[PATH_MAX];
+	dev_t dev; /* the file QEMU maps, when path is set */
+	ino_t ino;
+};
+
+/**
+ * qmp_backends - list QEMU's RAM backends and the files behind them
+ * @out: receives a malloc'd array (free() it), NULL when there is none
+ *
+ * Uses qom-list/qom-get, and for memory in the guest the HMP commands
+ * "info mtree -f" (where the backend sits in guest memory) and "gpa2hva"
+ * (where QEMU maps it), then QEMU's /proc/PID/maps and /proc/PID/fd to name
+ * the very file QEMU maps: memfds all carry the same name, and a mem-path
+ * may have been replaced since QEMU opened it (-ESTALE).  Needs to run as
+ * QEMU's user (or root) to read those /proc files.
+ */
+int qmp_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
+		 char *err, size_t errlen);
+
+/**
+ * qmp_guest_ram_shared - check that rdmig can carry all of the guest's RAM
+ * @b, @n: from qmp_backends
+ *
+ * 0 when every backend in guest memory is shared and has a path, and they
+ * add up to query-memory-size-summary's base plus plugged memory; else
+ * -ENOTSUP with what to change ("start QEMU with -object
+ * memory-backend-file,...,share=on -machine memory-backend=ID").
+ */
+int qmp_guest_ram_shared(struct qmp *q, const struct qmp_backend *b, size_t n,
+			 char *err, size_t errlen);
+
+#endif

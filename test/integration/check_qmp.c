@@ -1,0 +1,618 @@
+/* The QMP client (src/cli/qmp.c) against real QEMUs: stock
+ * qemu-system-x86_64 under TCG (no KVM needed), 64 MiB guests that sit in
+ * SeaBIOS, RAM files under /dev/shm.  Needs no RDMA.  Every QEMU is started
+ * with PR_SET_PDEATHSIG, so a failing test (which exits at once) takes its
+ * QEMUs with it. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "suites.h"
+#include "testutil.h"
+
+/* The module is part of the commands, not of librdmig: build it in here. */
+#include "../../src/cli/qmp.c"
+
+#define MARK 0x5a5aa5a5u
+/* Guest-physical address of a test word: above what SeaBIOS touches in a
+ * guest that finds nothing to boot. */
+#define MARK_GPA 0x300000u
+
+struct vm {
+	struct tu_proc p;
+	struct qmp *q;
+	char name[32], sock[256], log[256];
+};
+
+static void qemu_bin(char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096], *d, *save = NULL;
+
+	snprintf(dirs, sizeof(dirs), "%s", path && *path ? path : "/usr/bin:/bin");
+	for (d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(buf, len, "%s/qemu-system-x86_64", d);
+		if (!access(buf, X_OK))
+			return;
+	}
+	ck_abort_msg("qemu-system-x86_64 not found in PATH");
+}
+
+static void make_dir(char *dir, size_t len)
+{
+	snprintf(dir, len, "/dev/shm/rdmig-qmp.XXXXXX");
+	ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void spawn_qemu(struct tu_proc *p, const char *log, char *const argv[])
+{
+	pid_t parent = getpid(), pid;
+	int fd;
+
+	memset(p, 0, sizeof(*p));
+	snprintf(p->out_path, sizeof(p->out_path), "%s", log);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(126);
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close(fd);
+		fd = open("/dev/null", O_RDONLY);
+		dup2(fd, 0);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	p->pid = pid;
+}
+
+static int vm_exited(struct vm *v)
+{
+	if (!v->p.reaped && waitpid(v->p.pid, &v->p.status, WNOHANG) == v->p.pid)
+		v->p.reaped = 1;
+	return v->p.reaped;
+}
+
+/* Starts QEMU with @args (NULL-terminated) after the common ones, and
+ * connects to its QMP socket as soon as QEMU listens. */
+static void vm_start(struct vm *v, const char *dir, const char *name, const char *const *args)
+{
+	char bin[512], qmpopt[300], err[512] = "";
+	const char *argv[48] = { bin, "-accel", "tcg", "-nographic", "-nodefaults", "-qmp", qmpopt };
+	size_t n = 7;
+	uint64_t end = tu_now_ms() + 10000;
+	int r;
+
+	memset(v, 0, sizeof(*v));
+	qemu_bin(bin, sizeof(bin));
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	snprintf(v->sock, sizeof(v->sock), "%s/%s.sock", dir, name);
+	snprintf(v->log, sizeof(v->log), "%s/%s.log", dir, name);
+	snprintf(qmpopt, sizeof(qmpopt), "unix:%s,server=on,wait=off", v->sock);
+	while (*args && n < 47)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	spawn_qemu(&v->p, v->log, (char *const *)argv);
+	do {
+		r = qmp_open(&v->q, v->sock, 5000, err, sizeof(err));
+		if (r == -ENOENT || r == -ECONNREFUSED)
+			usleep(20000);
+	} while ((r == -ENOENT || r == -ECONNREFUSED) && !vm_exited(v) && tu_now_ms() < end);
+	if (r)
+		tu_dump(name, v->log);
+	ck_assert_msg(r == 0, "%s: qmp_open: %d %s", name, r, err);
+}
+
+static void vm_stop(struct vm *v)
+{
+	qmp_close(v->q);
+	v->q = NULL;
+	tu_kill(&v->p, SIGCONT);
+	tu_kill(&v->p, SIGKILL);
+	tu_wait(&v->p, 5000);
+}
+
+static void expect_status(struct vm *v, const char *want)
+{
+	char st[32] = "", err[512] = "";
+	int r = qmp_status(v->q, st, sizeof(st), err, sizeof(err));
+
+	ck_assert_msg(r == 0, "%s: qmp_status: %s", v->name, err);
+	ck_assert_msg(!strcmp(st, want), "%s: status %s, expected %s", v->name, st, want);
+}
+
+/* The 32-bit word at guest-physical @gpa, read by QEMU itself (HMP xp). */
+static uint32_t guest_word(struct vm *v, uint64_t gpa)
+{
+	char cmd[64], err[512] = "";
+	struct json_object *ret;
+	const char *text, *x;
+	uint32_t w;
+	int r;
+
+	snprintf(cmd, sizeof(cmd), "xp /1wx 0x%" PRIx64, gpa);
+	r = qmp_call(v->q, "human-monitor-command",
+		     args1("command-line", json_object_new_string(cmd)), &ret, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: %s", cmd, err);
+	text = json_object_get_string(ret);
+	x = strstr(text, ": 0x");
+	ck_assert_msg(x != NULL, "%s: %s", cmd, text);
+	w = (uint32_t)strtoul(x + 2, NULL, 16);
+	json_object_put(ret);
+	return w;
+}
+
+/* Whether @pid has a shared mapping of the file (@dev, @ino). */
+static int maps_file(pid_t pid, dev_t dev, ino_t ino)
+{
+	char path[64], line[512], perms[8];
+	unsigned long long s, e, off, inode;
+	unsigned int maj, min;
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &s, &e, perms, &off, &maj, &min,
+			       &inode) == 7 && perms[3] == 's' && makedev(maj, min) == dev &&
+			inode == (unsigned long long)ino;
+	fclose(f);
+	return found;
+}
+
+static const struct qmp_backend *by_id(const struct qmp_backend *b, size_t n, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(b[i].id, id))
+			return &b[i];
+	ck_abort_msg("backend %s not found among %zu", id, n);
+	return NULL;
+}
+
+/* Writes @val at @off of the file at @path through a shared mapping, as a
+ * command does, and checks QEMU sees it at @gpa. */
+static void poke_through(struct vm *v, const struct qmp_backend *b, uint64_t off, uint64_t gpa,
+			 uint32_t val)
+{
+	int fd = open(b->path, O_RDWR);
+	struct stat st;
+	char *m;
+
+	ck_assert_msg(fd >= 0, "open %s: %s", b->path, strerror(errno));
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_msg(st.st_dev == b->dev && st.st_ino == b->ino, "%s opens another file", b->path);
+	m = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_msg(m != MAP_FAILED, "mmap %s: %s", b->path, strerror(errno));
+	memcpy(m + off, &val, sizeof(val));
+	munmap(m, b->size);
+	close(fd);
+	ck_assert_uint_eq(guest_word(v, gpa), val);
+}
+
+START_TEST(open_status_events_errors)
+{
+	char dir[64], obj[256], chr[300], pretty_sock[128], err[512] = "";
+	/* A second monitor that spreads each message over many lines. */
+	const char *args[] = { "-machine", "pc,memory-backend=mem", "-m", "64M", "-object", obj,
+			       "-chardev", chr, "-mon", "chardev=pretty,mode=control,pretty=on", NULL };
+	struct qmp_migration mig;
+	struct qmp *other;
+	struct vm v;
+	bool on = true;
+	int fd;
+
+	make_dir(dir, sizeof(dir));
+	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s/vm.ram,share=on", dir);
+	snprintf(pretty_sock, sizeof(pretty_sock), "%s/pretty.sock", dir);
+	snprintf(chr, sizeof(chr), "socket,id=pretty,path=%s,server=on,wait=off", pretty_sock);
+	vm_start(&v, dir, "vm", args);
+	ck_assert_int_eq(qmp_pid(v.q), v.p.pid);
+	expect_status(&v, "running");
+
+	ck_assert_msg(qmp_open(&other, pretty_sock, 2000, err, sizeof(err)) == 0, "pretty: %s", err);
+	ck_assert_msg(qmp_call(other, "query-status", NULL, NULL, err, sizeof(err)) == 0, "%s", err);
+	qmp_close(other);
+	/* One client per QMP socket: a second one is never greeted. */
+	ck_assert_int_eq(qmp_open(&other, v.sock, 300, err, sizeof(err)), -ETIMEDOUT);
+	ck_assert_msg(strstr(err, "another client") != NULL, "%s", err);
+
+	ck_assert_msg(qmp_stop(v.q, err, sizeof(err)) == 0, "stop: %s", err);
+	expect_status(&v, "paused");
+	ck_assert_msg(qmp_event_wait(v.q, "STOP", 2000, NULL, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(qmp_event_take(v.q, "STOP", NULL), 0);
+	ck_assert_msg(qmp_cont(v.q, err, sizeof(err)) == 0, "cont: %s", err);
+	ck_assert_msg(qmp_event_wait(v.q, "RESUME", 2000, NULL, err, sizeof(err)) == 0, "%s", err);
+	expect_status(&v, "running");
+
+	ck_assert_int_eq(qmp_migrate_query(v.q, &mig, err, sizeof(err)), 0);
+	ck_assert_str_eq(mig.status, "none");
+
+	/* QEMU's own words come back, as one line. */
+	ck_assert_int_eq(qmp_call(v.q, "no-such-command", NULL, NULL, err, sizeof(err)), -EREMOTEIO);
+	ck_assert_str_eq(err, "The command no-such-command has not been found");
+	ck_assert_int_eq(qmp_migrate(v.q, "fd:nosuch", err, sizeof(err)), -EREMOTEIO);
+	ck_assert_msg(strstr(err, "nosuch") != NULL, "migrate fd:nosuch: %s", err);
+	/* QEMU 7.2 counts a refused migrate as a failed migration. */
+	ck_assert_int_eq(qmp_migrate_query(v.q, &mig, err, sizeof(err)), 0);
+	fprintf(stderr, "qmp: after a refused migrate: %s \"%s\"\n", mig.status, mig.error);
+	ck_assert_str_eq(mig.status, "failed");
+	ck_assert_int_eq(qmp_closefd(v.q, "nosuch", err, sizeof(err)), -EREMOTEIO);
+	ck_assert_msg(strstr(err, "nosuch") != NULL, "closefd nosuch: %s", err);
+	ck_assert_int_eq(qmp_migrate_cap_get(v.q, "no-such-cap", &on, err, sizeof(err)), -ENOENT);
+	ck_assert_int_eq(qmp_migrate_cap_get(v.q, "x-ignore-shared", &on, err, sizeof(err)), 0);
+	ck_assert(!on);
+
+	/* getfd then closefd: the name is known, then gone. */
+	fd = open("/dev/null", O_RDONLY);
+	ck_assert_msg(qmp_getfd(v.q, fd, "spare", err, sizeof(err)) == 0, "getfd: %s", err);
+	close(fd);
+	ck_assert_msg(qmp_closefd(v.q, "spare", err, sizeof(err)) == 0, "closefd: %s", err);
+	ck_assert_int_eq(qmp_closefd(v.q, "spare", err, sizeof(err)), -EREMOTEIO);
+
+	vm_stop(&v);
+	tu_rmdir(dir);
+}
+END_TEST
+
+START_TEST(stopped_or_dead_qemu_fails_by_deadline)
+{
+	char dir[64], st[32], err[512] = "";
+	const char *args[] = { "-m", "64M", NULL };
+	struct vm v;
+	uint64_t t0, took;
+	int r;
+
+	make_dir(dir, sizeof(dir));
+	vm_start(&v, dir, "vm", args);
+	ck_assert_int_eq(kill(v.p.pid, SIGSTOP), 0);
+	qmp_set_timeout(v.q, 500);
+	t0 = tu_now_ms();
+	r = qmp_status(v.q, st, sizeof(st), err, sizeof(err));
+	took = tu_now_ms() - t0;
+	ck_assert_msg(r == -ETIMEDOUT, "query-status on a stopped QEMU: %d %s", r, err);
+	ck_assert_msg(took >= 450 && took < 2000, "took %" PRIu64 " ms", took);
+	ck_assert_msg(strstr(err, "500 ms") != NULL, "%s", err);
+
+	/* The late answer to the call that timed out is dropped, not taken
+	 * for the next one's. */
+	ck_assert_int_eq(kill(v.p.pid, SIGCONT), 0);
+	qmp_set_timeout(v.q, 5000);
+	ck_assert_msg(qmp_stop(v.q, err, sizeof(err)) == 0, "stop: %s", err);
+	expect_status(&v, "paused");
+
+	tu_kill(&v.p, SIGKILL);
+	tu_wait(&v.p, 5000);
+	t0 = tu_now_ms();
+	r = qmp_status(v.q, st, sizeof(st), err, sizeof(err));
+	ck_assert_msg(r == -ECONNRESET, "query-status on a dead QEMU: %d %s", r, err);
+	ck_assert(tu_now_ms() - t0 < 1000);
+	vm_stop(&v);
+	tu_rmdir(dir);
+}
+END_TEST
+
+START_TEST(backends_found_and_mapped)
+{
+	char dir[64], mem[256], priv[256], err[512] = "", fdp[64];
+	const char *args[] = {
+		"-machine", "pc,memory-backend=mem", "-m", "64M,slots=2,maxmem=1G",
+		"-object", mem,
+		"-object", "memory-backend-memfd,id=extra,size=8M,share=on",
+		"-device", "pc-dimm,id=dimm0,memdev=extra",
+		/* In no guest memory: the one left of 8 MiB once extra is named. */
+		"-object", "memory-backend-memfd,id=spare,size=8M,share=on",
+		/* In no guest memory and alike: nothing tells them apart. */
+		"-object", "memory-backend-memfd,id=twin1,size=2M,share=on",
+		"-object", "memory-backend-memfd,id=twin2,size=2M,share=on",
+		"-object", "memory-backend-ram,id=anon,size=4M",
+		"-object", priv, NULL };
+	const struct qmp_backend *b;
+	struct qmp_backend *list;
+	struct vm v;
+	struct stat st;
+	size_t n;
+	int r;
+
+	make_dir(dir, sizeof(dir));
+	snprintf(mem, sizeof(mem), "memory-backend-file,id=mem,size=64M,mem-path=%s/vm.ram,share=on", dir);
+	snprintf(priv, sizeof(priv), "memory-backend-file,id=priv,size=4M,mem-path=%s/priv.ram,share=off", dir);
+	vm_start(&v, dir, "vm", args);
+	r = qmp_backends(v.q, &list, &n, err, sizeof(err));
+	ck_assert_msg(r == 0, "qmp_backends: %d %s", r, err);
+	ck_assert_uint_eq(n, 7);
+	snprintf(fdp, sizeof(fdp), "/proc/%d/fd/", (int)v.p.pid);
+
+	b = by_id(list, n, "mem");
+	ck_assert(b->kind == QMP_BACKEND_FILE && b->size == 64 << 20 && b->shared && b->in_guest);
+	snprintf(mem, sizeof(mem), "%s/vm.ram", dir);
+	ck_assert_str_eq(b->path, mem);
+	ck_assert_int_eq(stat(mem, &st), 0);
+	ck_assert(st.st_dev == b->dev && st.st_ino == b->ino && maps_file(v.p.pid, b->dev, b->ino));
+	poke_through(&v, b, MARK_GPA, MARK_GPA, MARK);
+
+	b = by_id(list, n, "extra");
+	ck_assert(b->kind == QMP_BACKEND_MEMFD && b->size == 8 << 20 && b->shared && b->in_guest);
+	ck_assert_msg(!strncmp(b->path, fdp, strlen(fdp)), "extra: path %s", b->path);
+	ck_assert(maps_file(v.p.pid, b->dev, b->ino));
+	/* The DIMM is the first at the start of device memory, 4 GiB. */
+	poke_through(&v, b, 0x1000, 0x100001000ull, MARK + 1);
+
+	b = by_id(list, n, "spare");
+	ck_assert(b->kind == QMP_BACKEND_MEMFD && b->size == 8 << 20 && b->shared && !b->in_guest);
+	ck_assert_msg(!strncmp(b->path, fdp, strlen(fdp)), "spare: path %s", b->path);
+	ck_assert(maps_file(v.p.pid, b->dev, b->ino));
+	ck_assert(b->ino != by_id(list, n, "extra")->ino);
+
+	ck_assert_str_eq(by_id(list, n, "twin1")->path, "");
+	ck_assert_str_eq(by_id(list, n, "twin2")->path, "");
+	b = by_id(list, n, "anon");
+	ck_assert(b->kind == QMP_BACKEND_RAM && !b->shared && !b->in_guest && !*b->path);
+	b = by_id(list, n, "priv");
+	ck_assert(b->kind == QMP_BACKEND_FILE && !b->shared && !*b->path && b->size == 4 << 20);
+
+	r = qmp_guest_ram_shared(v.q, list, n, err, sizeof(err));
+	ck_assert_msg(r == 0, "qmp_guest_ram_shared: %s", err);
+	free(list);
+	vm_stop(&v);
+	tu_rmdir(dir);
+}
+END_TEST
+
+static void expect_not_shared(struct vm *v, const char *id)
+{
+	struct qmp_backend *list;
+	char err[512] = "";
+	size_t n;
+	int r = qmp_backends(v->q, &list, &n, err, sizeof(err));
+
+	ck_assert_msg(r == 0, "%s: qmp_backends: %s", v->name, err);
+	ck_assert(by_id(list, n, id)->in_guest && !by_id(list, n, id)->shared);
+	r = qmp_guest_ram_shared(v->q, list, n, err, sizeof(err));
+	ck_assert_msg(r == -ENOTSUP, "%s: qmp_guest_ram_shared: %d %s", v->name, r, err);
+	ck_assert_msg(strstr(err, id) && strstr(err, "share=on"), "%s", err);
+	fprintf(stderr, "qmp: %s: %s\n", v->name, err);
+	free(list);
+}
+
+START_TEST(unshared_guest_ram_refused)
+{
+	char dir[64], obj[256];
+	/* Plain -m: QEMU makes a memory-backend-ram named pc.ram. */
+	const char *plain[] = { "-m", "64M", NULL };
+	const char *priv[] = { "-machine", "pc,memory-backend=mem", "-m", "64M", "-object", obj, NULL };
+	struct vm a, b;
+
+	make_dir(dir, sizeof(dir));
+	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s/vm.ram,share=off", dir);
+	vm_start(&a, dir, "plain", plain);
+	vm_start(&b, dir, "private", priv);
+	expect_not_shared(&a, "pc.ram");
+	expect_not_shared(&b, "mem");
+	vm_stop(&a);
+	vm_stop(&b);
+	tu_rmdir(dir);
+}
+END_TEST
+
+/* Moves what @in yields to @out until EOF, as the commands will: the bytes
+ * relayed, or -errno. */
+static long relay(int in, int out, int timeout_ms)
+{
+	uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
+	struct pollfd pfd = { .fd = in, .events = POLLIN };
+	char buf[65536];
+	long total = 0;
+	ssize_t n, w, off;
+
+	for (;;) {
+		if (poll(&pfd, 1, (int)(end - tu_now_ms())) <= 0 || tu_now_ms() >= end)
+			return -ETIMEDOUT;
+		n = read(in, buf, sizeof(buf));
+		if (n <= 0)
+			return n < 0 ? -errno : total;
+		for (off = 0; off < n; off += w) {
+			w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0)
+				return -errno;
+		}
+		total += n;
+	}
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY);
+	static char buf[1 << 20];
+	ssize_t n;
+
+	ck_assert(in >= 0 && out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		ck_assert_int_eq(write(out, buf, (size_t)n), n);
+	ck_assert_int_eq(n, 0);
+	close(in);
+	close(out);
+}
+
+/* Discovery on a running and on an "inmigrate" QEMU alike. */
+static void expect_ram_file(struct vm *v, const char *file)
+{
+	struct qmp_backend *list;
+	char err[512] = "";
+	const char *path;
+	size_t n;
+
+	ck_assert_msg(qmp_backends(v->q, &list, &n, err, sizeof(err)) == 0, "%s: %s", v->name, err);
+	ck_assert_uint_eq(n, 1);
+	path = strrchr(list[0].path, '/');
+	ck_assert_msg(path && !strcmp(path + 1, file), "%s: path %s", v->name, list[0].path);
+	ck_assert_msg(qmp_guest_ram_shared(v->q, list, n, err, sizeof(err)) == 0, "%s", err);
+	free(list);
+}
+
+struct pair {
+	char dir[64], sobj[256], dobj[256];
+	struct vm src, dst;
+	int a[2], b[2]; /* source -> us, us -> destination */
+};
+
+/* Two QEMUs, the source running, the destination waiting with -incoming
+ * defer and @dst_size of RAM; both set for x-ignore-shared. */
+static void pair_start(struct pair *p, const char *dst_size)
+{
+	const char *sargs[] = { "-machine", "pc,memory-backend=mem", "-m", "64M", "-object", p->sobj, NULL };
+	const char *dargs[] = { "-machine", "pc,memory-backend=mem", "-m", dst_size, "-object", p->dobj,
+				"-incoming", "defer", NULL };
+	struct vm *both[2] = { &p->src, &p->dst };
+	char err[512] = "";
+	bool on = true;
+	int i;
+
+	make_dir(p->dir, sizeof(p->dir));
+	snprintf(p->sobj, sizeof(p->sobj),
+		 "memory-backend-file,id=mem,size=64M,mem-path=%s/src.ram,share=on", p->dir);
+	snprintf(p->dobj, sizeof(p->dobj),
+		 "memory-backend-file,id=mem,size=%s,mem-path=%s/dst.ram,share=on", dst_size, p->dir);
+	vm_start(&p->src, p->dir, "src", sargs);
+	vm_start(&p->dst, p->dir, "dst", dargs);
+	expect_status(&p->src, "running");
+	expect_status(&p->dst, "inmigrate");
+	for (i = 0; i < 2; i++) {
+		expect_ram_file(both[i], i ? "dst.ram" : "src.ram");
+		ck_assert_int_eq(qmp_migrate_cap_get(both[i]->q, "x-ignore-shared", &on, err, sizeof(err)), 0);
+		ck_assert(!on);
+		ck_assert_msg(qmp_migrate_cap_set(both[i]->q, "x-ignore-shared", true, err, sizeof(err)) == 0,
+			      "%s: %s", both[i]->name, err);
+		ck_assert_int_eq(qmp_migrate_cap_get(both[i]->q, "x-ignore-shared", &on, err, sizeof(err)), 0);
+		ck_assert(on);
+	}
+	ck_assert(pipe2(p->a, O_CLOEXEC) == 0 && pipe2(p->b, O_CLOEXEC) == 0);
+}
+
+/* Hands the pipes' ends to the QEMUs (our copies closed, so that EOF comes
+ * through) and starts both sides. */
+static void pair_migrate(struct pair *p)
+{
+	struct qmp_migration m;
+	char err[512] = "";
+
+	ck_assert_msg(qmp_getfd(p->src.q, p->a[1], "mig", err, sizeof(err)) == 0, "src getfd: %s", err);
+	ck_assert_msg(qmp_getfd(p->dst.q, p->b[0], "mig", err, sizeof(err)) == 0, "dst getfd: %s", err);
+	close(p->a[1]);
+	close(p->b[0]);
+	ck_assert_msg(qmp_migrate_incoming(p->dst.q, "fd:mig", err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(qmp_migrate_query(p->dst.q, &m, err, sizeof(err)), 0);
+	ck_assert_msg(!strcmp(m.status, "none") || !strcmp(m.status, "setup"), "dst %s", m.status);
+	ck_assert_msg(qmp_migrate(p->src.q, "fd:mig", err, sizeof(err)) == 0, "%s", err);
+}
+
+static void pair_stop(struct pair *p)
+{
+	vm_stop(&p->src);
+	vm_stop(&p->dst);
+	tu_rmdir(p->dir);
+}
+
+START_TEST(fd_migration_end_to_end)
+{
+	char from[128], to[128], err[512] = "";
+	struct qmp_migration m;
+	struct pair p;
+	uint32_t mark = MARK;
+	long moved;
+	int fd, r;
+
+	pair_start(&p, "64M");
+	ck_assert_msg(qmp_stop(p.src.q, err, sizeof(err)) == 0, "%s", err);
+	snprintf(from, sizeof(from), "%s/src.ram", p.dir);
+	snprintf(to, sizeof(to), "%s/dst.ram", p.dir);
+	fd = open(from, O_WRONLY);
+	ck_assert_int_eq(pwrite(fd, &mark, sizeof(mark), MARK_GPA), sizeof(mark));
+	close(fd);
+	copy_file(from, to); /* what rdmig carries */
+
+	pair_migrate(&p);
+	moved = relay(p.a[0], p.b[1], 20000);
+	close(p.a[0]);
+	close(p.b[1]);
+	/* Device state and ROMs only: the 64 MiB of RAM stayed out. */
+	ck_assert_msg(moved > 0 && moved < (4 << 20), "relayed %ld bytes", moved);
+	r = qmp_migrate_wait(p.src.q, 10000, &m, err, sizeof(err));
+	ck_assert_msg(r == 0, "source: %s (%s)", err, m.status);
+	r = qmp_migrate_wait(p.dst.q, 10000, &m, err, sizeof(err));
+	ck_assert_msg(r == 0, "destination: %s (%s)", err, m.status);
+	ck_assert_str_eq(m.status, "completed");
+	expect_status(&p.src, "postmigrate");
+	/* The source was paused, so the destination stays paused. */
+	expect_status(&p.dst, "paused");
+	ck_assert_msg(qmp_cont(p.dst.q, err, sizeof(err)) == 0, "%s", err);
+	expect_status(&p.dst, "running");
+	ck_assert_uint_eq(guest_word(&p.dst, MARK_GPA), MARK);
+	ck_assert_int_eq(qmp_migrate_query(p.dst.q, &m, err, sizeof(err)), 0);
+	ck_assert_str_eq(m.status, "completed");
+	pair_stop(&p);
+}
+END_TEST
+
+/* A destination whose RAM does not match fails to load, and QEMU 7.2 then
+ * exits: its QMP socket closes; the source reports the broken stream. */
+START_TEST(failed_incoming_load)
+{
+	char err[512] = "";
+	struct qmp_migration m;
+	struct pair p;
+	int r;
+
+	signal(SIGPIPE, SIG_IGN);
+	pair_start(&p, "32M");
+	ck_assert_msg(qmp_stop(p.src.q, err, sizeof(err)) == 0, "%s", err);
+	pair_migrate(&p);
+	relay(p.a[0], p.b[1], 20000);
+	close(p.a[0]);
+	close(p.b[1]);
+	r = qmp_migrate_wait(p.dst.q, 10000, &m, err, sizeof(err));
+	ck_assert_msg(r == -ECONNRESET, "destination: %d %s (%s)", r, err, m.status);
+	ck_assert_int_eq(tu_wait(&p.dst.p, 5000), 0);
+	ck_assert_int_eq(tu_exit_code(&p.dst.p), 1);
+	r = qmp_migrate_wait(p.src.q, 10000, &m, err, sizeof(err));
+	fprintf(stderr, "qmp: source after a failed load: %d %s, \"%s\"\n", r, m.status, err);
+	ck_assert_msg(r == 0 || (r == -EIO && *err), "source: %d %s", r, err);
+	pair_stop(&p);
+}
+END_TEST
+
+Suite *qmp_suite(void)
+{
+	Suite *s = suite_create("qmp");
+	TCase *tc = tcase_create("qemu");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, open_status_events_errors);
+	tcase_add_test(tc, stopped_or_dead_qemu_fails_by_deadline);
+	tcase_add_test(tc, backends_found_and_mapped);
+	tcase_add_test(tc, unshared_guest_ram_refused);
+	tcase_add_test(tc, fd_migration_end_to_end);
+	tcase_add_test(tc, failed_incoming_load);
+	suite_add_tcase(s, tc);
+	return s;
+}
