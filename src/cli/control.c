@@ -94,7 +94,7 @@ static int reply(struct ctl_client *c, struct json_object *o)
 	return rc;
 }
 
-static struct json_object *dispatch(struct ctl_server *s, const char *line)
+struct json_object *ctl_dispatch(const char *line, ctl_handler_fn fn, void *ctx)
 {
 	struct json_object *req, *cmd, *rep;
 
@@ -108,32 +108,46 @@ static struct json_object *dispatch(struct ctl_server *s, const char *line)
 		json_object_put(req);
 		return ctl_error("missing \"command\"");
 	}
-	rep = s->fn(s->ctx, json_object_get_string(cmd), req);
+	rep = fn(ctx, json_object_get_string(cmd), req);
 	json_object_put(req);
 	return rep ? rep : ctl_error("unknown command");
+}
+
+int ctl_lines(char *buf, size_t *len, size_t cap, int (*fn)(void *ctx, const char *line),
+	      void *ctx)
+{
+	char *nl;
+
+	while ((nl = memchr(buf, '\n', *len))) {
+		size_t used = (size_t)(nl - buf) + 1;
+
+		*nl = '\0';
+		if (nl > buf && nl[-1] == '\r')
+			nl[-1] = '\0';
+		/* A NUL inside the line ends what JSON sees: harmless. */
+		if (buf[0] && fn(ctx, buf))
+			return -1;
+		memmove(buf, buf + used, *len - used);
+		*len -= used;
+	}
+	return *len == cap ? -1 : 0;
+}
+
+static int client_line(void *ctx, const char *line)
+{
+	struct ctl_client *c = ctx;
+
+	return reply(c, ctl_dispatch(line, c->srv->fn, c->srv->ctx));
 }
 
 /* Handles every complete line in the buffer; 0, or -1 to drop the client. */
 static int handle_lines(struct ctl_client *c)
 {
-	char *nl;
-
-	while ((nl = memchr(c->buf, '\n', c->len))) {
-		size_t used = (size_t)(nl - c->buf) + 1;
-
-		*nl = '\0';
-		if (nl > c->buf && nl[-1] == '\r')
-			nl[-1] = '\0';
-		if (c->buf[0] && reply(c, dispatch(c->srv, c->buf)))
-			return -1;
-		memmove(c->buf, c->buf + used, c->len - used);
-		c->len -= used;
-	}
-	if (c->len == sizeof(c->buf)) {
+	if (!ctl_lines(c->buf, &c->len, sizeof(c->buf), client_line, c))
+		return 0;
+	if (c->len == sizeof(c->buf))
 		reply(c, ctl_error("request line too long"));
-		return -1;
-	}
-	return 0;
+	return -1;
 }
 
 static void client_cb(struct ev_loop *loop, ev_io *w, int revents)

@@ -24,6 +24,16 @@ int ctl_open(struct ctl_server **out, struct ev_loop *loop, const char *path,
  * Call on the loop's thread (or after the loop stopped).  NULL is fine. */
 void ctl_close(struct ctl_server *s);
 
+/* The parts of a client's handling that read untrusted bytes, apart from
+ * any socket so they can be fuzzed.  ctl_lines() hands every complete,
+ * non-empty line of @buf (*@len bytes; CR before LF dropped) to @fn and
+ * keeps the unfinished rest at the front; -1 when @fn fails or a line fills
+ * all @cap bytes.  ctl_dispatch() is the reply to one line: a JSON object
+ * with a string "command", passed to @fn; never NULL. */
+int ctl_lines(char *buf, size_t *len, size_t cap, int (*fn)(void *ctx, const char *line),
+	      void *ctx);
+struct json_object *ctl_dispatch(const char *line, ctl_handler_fn fn, void *ctx);
+
 /* {"error": msg} */
 struct json_object *ctl_error(const char *msg);
 /* {"return": obj} (obj may be NULL: an empty object) */

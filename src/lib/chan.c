@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include <sodium.h>
+
 #include "privdata.h"
 
 /* Data channels post no receives; one keeps the QP valid on every device. */
@@ -76,31 +78,43 @@ static void refuse(struct fab_conn *c, uint16_t reason)
 	fab_conn_destroy(c);
 }
 
-/* Which channel @c may become, or 0 with the reason in @note. */
-static unsigned admit(struct chan_set *cs, struct fab_conn *c, char *note, size_t len)
+unsigned chan_admit(const void *priv, size_t priv_len, uint64_t token, unsigned granted,
+		    bool same_peer, uint64_t open, char *note, size_t len)
 {
 	struct pd_request req;
 	struct rd_err e;
 
-	if (pd_decode_request(c->peer_priv, c->peer_priv_len, &req, &e)) {
+	if (pd_decode_request(priv, priv_len, &req, &e)) {
 		snprintf(note, len, "refused a data channel: %s", e.msg);
 		return 0;
 	}
 	/* The token alone is not enough: it also has to come from the host
 	 * that authenticated on the control connection. */
-	if (!cs->granted || req.session_id != cs->token || !fab_same_peer(c, cs->ctrl)) {
+	if (granted < 2 || !token || !same_peer ||
+	    sodium_memcmp(&req.session_id, &token, sizeof(token))) {
 		snprintf(note, len, "refused a data channel that does not belong to this "
 			 "migration");
 		return 0;
 	}
-	if (req.channels != cs->granted || !req.channel || cs->conn[req.channel]) {
+	if (req.channels != granted || !req.channel || (open >> req.channel) & 1) {
 		snprintf(note, len, "refused data channel %u of %u: %u were granted%s",
-			 req.channel, req.channels, cs->granted,
-			 req.channel && cs->conn[req.channel] ?
+			 req.channel, req.channels, granted,
+			 req.channel && ((open >> req.channel) & 1) ?
 			 " and this one is already open" : "");
 		return 0;
 	}
 	return req.channel;
+}
+
+static unsigned admit(struct chan_set *cs, struct fab_conn *c, char *note, size_t len)
+{
+	uint64_t open = 0;
+	unsigned i;
+
+	for (i = 1; i < PD_CHANNELS_MAX; i++)
+		open |= (uint64_t)(cs->conn[i] != NULL) << i;
+	return chan_admit(c->peer_priv, c->peer_priv_len, cs->token, cs->granted,
+			  fab_same_peer(c, cs->ctrl), open, note, len);
 }
 
 static int on_request(struct chan_set *cs, struct fab_conn *c, char *note, size_t len)

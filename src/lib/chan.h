@@ -13,6 +13,8 @@
 #ifndef RDMIG_CHAN_H
 #define RDMIG_CHAN_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fabric.h"
@@ -39,6 +41,14 @@ int chan_set_process(struct chan_set *cs, char *note, size_t note_len,
 void chan_set_disconnect(struct chan_set *cs);
 /* Before the control connection: the channels share its PD and CQ. */
 void chan_set_destroy(struct chan_set *cs);
+
+/* The admission rule, apart from any connection so it can be fuzzed: which
+ * channel a request with private data @priv may become (1..@granted-1), or
+ * 0 with the reason in @note.  It must carry @token (never 0) as its
+ * session id, come from the control connection's peer (@same_peer), name
+ * @granted channels, and ask for one not yet open (bit i of @open). */
+unsigned chan_admit(const void *priv, size_t priv_len, uint64_t token, unsigned granted,
+		    bool same_peer, uint64_t open, char *note, size_t len);
 
 /* ---- source ---- */
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds the libFuzzer targets into build/fuzz with ASan and UBSan:
-#   test/fuzz/build.sh            build build/fuzz/fuzz_privdata and fuzz_codec
+#   test/fuzz/build.sh            build every build/fuzz/fuzz_* target
 #   test/fuzz/build.sh --seeds    also rewrite the seed corpora in test/fuzz/corpus
 # Run one (the corpus directory grows as the fuzzer finds new inputs; give a
 # scratch copy if the checked-in seeds must stay as they are):
@@ -41,6 +41,21 @@ $CC $common $warn $san -o "$out/fuzz_dest" test/fuzz/fuzz_dest.c \
 	src/lib/codec.c src/lib/privdata.c src/lib/util.c src/lib/blocks.c \
 	src/lib/creg.c src/lib/zero.c src/lib/bitmap.c src/lib/config.c src/lib/auth.c \
 	"$out/rdmig.pb-c.o" $pb_libs $(pkg-config --libs libsodium libxxhash) -lpthread
+
+# Data-channel admission: the rule alone (chan_admit), fabric stubbed out.
+echo "  LD      $out/fuzz_chan"
+$CC $common $warn $san -o "$out/fuzz_chan" test/fuzz/fuzz_chan.c src/lib/chan.c \
+	src/lib/privdata.c src/lib/util.c test/fuzz/stub_fabric.c $(pkg-config --libs libsodium)
+
+# What the commands read from a control-socket client, and block names
+# turned into file names.
+cli_cflags="-Isrc/cli $(pkg-config --cflags json-c)"
+echo "  LD      $out/fuzz_control"
+$CC $common $cli_cflags $warn $san -o "$out/fuzz_control" test/fuzz/fuzz_control.c \
+	src/cli/control.c $(pkg-config --libs json-c) -lev
+echo "  LD      $out/fuzz_names"
+$CC $common $cli_cflags $warn $san -o "$out/fuzz_names" test/fuzz/fuzz_names.c \
+	src/cli/cli.c src/lib/util.c $(pkg-config --libs json-c libsodium)
 
 if [ "${1:-}" = --seeds ]; then
 	$CC $common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \

@@ -23,11 +23,14 @@ static void put(const char *dir, const char *name, const void *buf, size_t len)
 
 static void privdata(const char *dir)
 {
-	struct pd_request r = { 1, 1, PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES, 64, 65536,
+	struct pd_request r = { PD_VERSION_MIN, PD_VERSION_MAX,
+				PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES | PD_CAP_AUTH, 64, 65536,
 				0x1122334455667788ull, 0, 1 };
-	struct pd_accept a = { 1, PD_CAP_PIN_ALL, 32, 8192 };
+	struct pd_accept a = { .version = PD_VERSION_MAX,
+			       .caps = PD_CAP_PIN_ALL | PD_CAP_AUTH, .ctrl_depth = 32,
+			       .ctrl_msg_max = 8192, .nonce = { 0xc0, 0xff, 0xee } };
 	struct pd_reject j = { PD_REJ_VERSION, 2, 3 };
-	uint8_t buf[56] = { 0 };
+	uint8_t buf[PD_ACCEPT_LEN > 56 ? PD_ACCEPT_LEN : 56] = { 0 };
 
 	put(dir, "request", buf, pd_encode_request(&r, buf, sizeof(buf)));
 	put(dir, "request-padded", buf, sizeof(buf)); /* as rdma_cm delivers it */
