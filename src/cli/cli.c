@@ -273,7 +273,8 @@ static int reserve_fail(int fd, const struct cli_ram *r, uint64_t len, int e, ch
 
 int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err, size_t errlen)
 {
-	int oflags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (len ? O_CREAT : 0);
+	int oflags = O_RDWR | O_CLOEXEC | (len ? O_CREAT : 0) |
+		     (flags & CLI_RAM_FOLLOW ? 0 : O_NOFOLLOW);
 	struct stat st;
 	void *p;
 	int fd;

@@ -67,7 +67,7 @@ int cli_block_file_name(const char *name, char *out, size_t len);
 
 /* A RAM block backed by a file mapped MAP_SHARED. */
 struct cli_ram {
-	char name[72];
+	char name[256];
 	char path[4096];
 	void *host;
 	uint64_t len;
@@ -85,8 +85,10 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen);
  * and what is free, not later as a failed registration.  @len 0: the file
  * must exist and its length is used; otherwise it is created (O_NOFOLLOW)
  * or resized to @len.  CLI_RAM_NEW: the file must not exist yet (O_EXCL): a
- * fresh image, all zero, and never someone's file followed by a link. */
-enum { CLI_RAM_NEW = 1 };
+ * fresh image, all zero, and never someone's file followed by a link.
+ * CLI_RAM_FOLLOW: @path may be a link to follow (a QEMU memfd reached as
+ * /proc/PID/fd/N); otherwise a link is refused. */
+enum { CLI_RAM_NEW = 1, CLI_RAM_FOLLOW = 2 };
 int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err,
 		   size_t errlen);
 void cli_ram_unmap(struct cli_ram *r);

@@ -7,6 +7,11 @@
  * library's admit callback): until then it owns nothing on this host, no
  * file is created, truncated or marked, and a failure turns that one
  * connection away while migrate-recv keeps waiting for the real source.
+ *
+ * With --qmp the destination is a QEMU started with -incoming defer: its
+ * shared RAM backends are the blocks, written straight into the files they
+ * map, and the device state is fed to QEMU's own incoming migration; the
+ * source hears "completed" only once that QEMU loaded it and runs.
  * Handshakes and migrations are counted against limits, so a peer that
  * connects and never authenticates costs a bounded slot for a bounded
  * time. */
@@ -28,7 +33,9 @@
 
 #include "cli.h"
 #include "control.h"
+#include "qmp.h"
 #include "rdmig.h"
+#include "vmstate.h"
 
 static const char usage_text[] =
 	"usage: migrate-recv --listen HOST:PORT (--ram NAME=PATH... | --ram-dir DIR) [options]\n"
@@ -39,6 +46,10 @@ static const char usage_text[] =
 	"  -r, --ram NAME=PATH      put block NAME into the file PATH (repeatable)\n"
 	"  -d, --ram-dir DIR        put every block into a new file in DIR\n"
 	"  -s, --state-out FILE|-   write the device state to FILE (or standard output)\n"
+	"  -q, --qmp SOCK           receive into the QEMU (started with -incoming defer)\n"
+	"                           whose QMP socket this is: its shared RAM backends and\n"
+	"                           its device state; it runs once the migration completed\n"
+	"      --no-start           with --qmp: leave the migrated guest paused\n"
 	"  -j, --json               JSON events on stdout, one per line\n"
 	"      --control SOCK       control socket (status, cancel)\n"
 	"      --daemon             serve migrations one after another and at once,\n"
@@ -59,7 +70,7 @@ static const char usage_text[] =
 
 enum {
 	OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY, OPT_CHANNELS, OPT_MAX_MIGRATIONS,
-	OPT_MAX_HANDSHAKES, OPT_MAX_IMAGE, OPT_PINNED_CAP,
+	OPT_MAX_HANDSHAKES, OPT_MAX_IMAGE, OPT_PINNED_CAP, OPT_NO_START,
 };
 
 static const struct option long_opts[] = {
@@ -67,6 +78,8 @@ static const struct option long_opts[] = {
 	{ "ram", required_argument, NULL, 'r' },
 	{ "ram-dir", required_argument, NULL, 'd' },
 	{ "state-out", required_argument, NULL, 's' },
+	{ "qmp", required_argument, NULL, 'q' },
+	{ "no-start", no_argument, NULL, OPT_NO_START },
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "daemon", no_argument, NULL, OPT_DAEMON },
@@ -93,8 +106,8 @@ struct recv_opts {
 	int have_addr;
 	struct cli_ram *rams;   /* --ram: mapped up front when the file exists */
 	unsigned nrams;
-	const char *ram_dir, *state_out, *control;
-	int json, daemon, verbose;
+	const char *ram_dir, *state_out, *control, *qmp;
+	int json, daemon, verbose, no_start;
 	uint64_t timeout_s, channels, max_migrations, max_handshakes;
 	uint64_t max_image, pinned_cap;
 	int have_max_migrations;
@@ -125,6 +138,8 @@ struct mig {
 	int state_fd;
 	char state_path[2100], state_part[2200];
 	bool usage_err;         /* the failure is this side's configuration */
+	struct vmstate *vms;    /* --qmp: QEMU loading the device state */
+	bool guest_started;     /* --qmp: cont went through, before the ACK */
 };
 
 struct app {
@@ -134,6 +149,7 @@ struct app {
 	ev_io listen_w;
 	ev_signal sigs[3];
 	struct ctl_server *ctl;
+	struct qmp *q;          /* --qmp: the destination QEMU */
 	struct mig *migs;       /* accepted connections, newest first */
 	unsigned handshakes;    /* of which not admitted yet */
 	unsigned admitted;
@@ -198,6 +214,8 @@ static int one_opt(struct recv_opts *o, int c, const char *arg)
 	case 'r': return add_ram(o, arg);
 	case 'd': o->ram_dir = arg; return 0;
 	case 's': o->state_out = arg; return 0;
+	case 'q': o->qmp = arg; return 0;
+	case OPT_NO_START: o->no_start = 1; return 0;
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
 	case OPT_DAEMON: o->daemon = 1; return 0;
@@ -223,8 +241,13 @@ static int check_args(struct recv_opts *o)
 {
 	if (!o->have_addr)
 		return cli_usage("--listen HOST:PORT is required");
-	if (!o->nrams && !o->ram_dir)
-		return cli_usage("--ram NAME=PATH or --ram-dir DIR is required");
+	if (o->qmp && (o->daemon || o->ram_dir || o->state_out))
+		return cli_usage("--qmp receives into QEMU's own memory and device state: drop %s",
+				 o->daemon ? "--daemon" : o->ram_dir ? "--ram-dir" : "--state-out");
+	if (o->no_start && !o->qmp)
+		return cli_usage("--no-start is only used with --qmp");
+	if (!o->nrams && !o->ram_dir && !o->qmp)
+		return cli_usage("--ram NAME=PATH, --ram-dir DIR or --qmp SOCK is required");
 	if (o->ram_dir && strlen(o->ram_dir) > 1900)
 		return cli_usage("--ram-dir %.40s...: path too long", o->ram_dir);
 	if (o->state_out && strlen(o->state_out) > 2000)
@@ -251,7 +274,7 @@ static int parse_args(struct recv_opts *o, int argc, char **argv)
 	o->max_migrations = 16;
 	o->max_handshakes = 8;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":l:r:d:s:jt:vVh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":l:r:d:s:q:jt:vVh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(usage_text, stdout);
 			fputs("\n", stdout);
@@ -314,6 +337,49 @@ static void reserve_state_name(struct app *a)
 		a->state_real[0] = '\0';
 }
 
+/* --qmp: QEMU must be waiting for its incoming migration.  Without --ram
+ * its guest RAM backends are the blocks, named by their ids as QEMU names
+ * the RAMBlocks, reached through the very files QEMU maps. */
+static int open_qemu(struct app *a)
+{
+	struct recv_opts *o = &a->o;
+	struct qmp_backend *b = NULL;
+	char err[1024], st[32];
+	size_t n = 0, i;
+	int rc;
+
+	if (!o->qmp)
+		return 0;
+	rc = qmp_open(&a->q, o->qmp, (int)(o->timeout_s * 1000), err, sizeof(err));
+	if (!rc)
+		rc = qmp_status(a->q, st, sizeof(st), err, sizeof(err));
+	if (!rc && strcmp(st, "inmigrate"))
+		return cli_usage("--qmp %s: QEMU is %s, not waiting for an incoming migration: "
+				 "start it with -incoming defer", o->qmp, st);
+	if (!rc && !o->nrams)
+		rc = qmp_backends(a->q, &b, &n, err, sizeof(err));
+	if (!rc && !o->nrams)
+		rc = qmp_guest_ram_shared(a->q, b, n, err, sizeof(err));
+	for (i = 0; !rc && i < n; i++) {
+		struct cli_ram *r;
+
+		if (!b[i].in_guest)
+			continue;
+		r = realloc(o->rams, (o->nrams + 1) * sizeof(*r));
+		if (!r) {
+			free(b);
+			return cli_usage("out of memory");
+		}
+		o->rams = r;
+		r = &r[o->nrams++];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->name, sizeof(r->name), "%s", b[i].id);
+		snprintf(r->path, sizeof(r->path), "%s", b[i].path);
+	}
+	free(b);
+	return rc ? cli_usage("--qmp %s: %s", o->qmp, err) : 0;
+}
+
 /* Existing --ram files are mapped (and their space reserved) now: their
  * length is what the source must announce.  Missing ones are created when
  * an admitted source names them. */
@@ -328,6 +394,12 @@ static int prepare_files(struct app *a)
 	for (i = 0; i < o->nrams; i++) {
 		struct cli_ram *r = &o->rams[i];
 
+		/* QEMU's files exist already (a memfd only as /proc/PID/fd/N). */
+		if (o->qmp) {
+			if (cli_ram_map_rw(r, 0, CLI_RAM_FOLLOW, err, sizeof(err)))
+				return cli_usage("--qmp block %s: %s", r->name, err);
+			continue;
+		}
 		rc = check_dir_of("--ram", r->path);
 		if (rc)
 			return rc;
@@ -433,12 +505,30 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	return 0;
 }
 
+/* --qmp: the first bytes of device state start QEMU's incoming migration. */
+static int state_to_qemu(struct mig *m, const void *data, size_t len)
+{
+	char err[1024];
+	int rc = 0;
+
+	if (!m->vms)
+		rc = vms_load_start(&m->vms, m->app->q, err, sizeof(err));
+	if (!rc)
+		rc = vms_write(m->vms, data, len, (int)(m->app->o.timeout_s * 1000), err,
+			       sizeof(err));
+	if (rc)
+		cli_log(&m->app->bar, RDMIG_LOG_WARN, err);
+	return rc;
+}
+
 static int state_cb(void *ctx, const void *data, size_t len)
 {
 	struct mig *m = ctx;
 	const char *p = data;
 	ssize_t n;
 
+	if (m->app->q)
+		return state_to_qemu(m, data, len);
 	if (m->state_fd < 0)
 		return -EBADF;
 	while (len) {
@@ -537,7 +627,27 @@ static int finish_files(struct mig *m, char *err, size_t errlen)
  * resumes its workload instead of believing it moved. */
 static int commit_cb(void *ctx, char *errbuf, size_t errlen)
 {
-	return sync_files(ctx, errbuf, errlen);
+	struct mig *m = ctx;
+	char why[1024];
+	int rc = sync_files(m, errbuf, errlen);
+
+	if (rc || !m->app->q)
+		return rc;
+	/* --qmp: the source hears "completed" only once its guest runs here
+	 * (or, with --no-start, is loaded and paused). */
+	if (!m->vms) {
+		snprintf(errbuf, errlen, "the source sent no device state for QEMU (is it "
+			 "migrate-send --qmp?)");
+		return -EPROTO;
+	}
+	rc = vms_load_finish(m->vms, (int)(m->app->o.timeout_s * 1000), why, sizeof(why));
+	if (!rc && !m->app->o.no_start) {
+		rc = qmp_cont(m->app->q, why, sizeof(why));
+		m->guest_started = rc == 0;
+	}
+	if (rc)
+		snprintf(errbuf, errlen, "%s", why);
+	return rc;
 }
 
 /* ---- one connection's lifetime -------------------------------------------------- */
@@ -588,7 +698,7 @@ static struct mig *mig_new(struct app *a)
 	cfg.map_block = map_cb;
 	cfg.map_ctx = m;
 	/* Without a sink the library refuses state, naming the reason. */
-	if (a->o.state_out || a->o.daemon) {
+	if (a->o.state_out || a->o.daemon || a->o.qmp) {
 		cfg.state = state_cb;
 		cfg.state_ctx = m;
 	}
@@ -621,6 +731,7 @@ static void mig_free(struct mig *m)
 		ev_io_stop(a->loop, &m->io[i]);
 	ev_timer_stop(a->loop, &m->timer);
 	rdmig_dest_destroy(m->d);
+	vms_close(m->vms);
 	if (m->state_fd > 2)
 		close(m->state_fd);
 	/* A half-written state never takes the final name. */
@@ -704,15 +815,18 @@ static void report_done(struct mig *m)
 
 		cli_json_str(o, "status", "completed");
 		cli_json_stats(o, &st);
+		if (m->app->q)
+			cli_json_str(o, "guest", m->guest_started ? "running" : "paused");
 		cli_emit(o);
 		return;
 	}
 	cli_err("migration%s%s completed in %.2f s: %s in %" PRIu64 " iteration%s (%s written), "
-		"state %" PRIu64 " bytes", m->id ? " into " : "",
+		"state %" PRIu64 " bytes%s", m->id ? " into " : "",
 		m->id ? m->dir : "", (double)(cli_now_ms() - m->t0) / 1000.0,
 		cli_fmt_bytes(st.total, a, sizeof(a)), st.iterations,
 		st.iterations == 1 ? "" : "s", cli_fmt_bytes(st.normal_bytes, b, sizeof(b)),
-		st.state_bytes);
+		st.state_bytes, !m->app->q ? "" : m->guest_started ? "; the guest runs here" :
+		"; the guest is loaded and paused (--no-start)");
 }
 
 static int failure_code(struct mig *m, int rc, const char *msg)
@@ -777,6 +891,18 @@ static void mig_failed(struct mig *m, int rc)
 	code = failure_code(m, rc, msg);
 	snprintf(err, sizeof(err), "%s%s", msg, code == CLI_EX_USAGE &&
 		 strstr(msg, "no state sink") ? " (give --state-out FILE)" : "");
+	/* The source was not told it completed, so it resumes its guest:
+	 * this copy must not run on beside it. */
+	if (m->guest_started) {
+		char why[512];
+
+		if (qmp_stop(m->app->q, why, sizeof(why)))
+			snprintf(err + strlen(err), sizeof(err) - strlen(err), "; the guest here "
+				 "could not be paused again: %s", why);
+		else
+			snprintf(err + strlen(err), sizeof(err) - strlen(err), "; the source was "
+				 "not told, so the guest here was paused again");
+	}
 	mig_end(m, code, err);
 }
 
@@ -850,7 +976,9 @@ static int claim_files(struct mig *m, char *err, size_t errlen)
 	} else if (a->o.ram_dir) {
 		snprintf(m->dir, sizeof(m->dir), "%s", a->o.ram_dir);
 	}
-	for (i = 0; i < m->nfiles; i++) {
+	/* QEMU's memory gets no file next to it: QEMU itself runs only once
+	 * the migration completed. */
+	for (i = 0; !a->q && i < m->nfiles; i++) {
 		rc = cli_ram_mark_incomplete(&m->files[i], err, errlen);
 		if (rc)
 			return rc;
@@ -873,6 +1001,17 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 		snprintf(errbuf, errlen, "busy: %u migrations are in progress (--max-migrations)",
 			 a->admitted);
 		return -EBUSY;
+	}
+	if (a->q) {
+		char st[32] = "";
+
+		if (qmp_status(a->q, st, sizeof(st), errbuf, errlen) || strcmp(st, "inmigrate")) {
+			if (st[0])
+				snprintf(errbuf, errlen, "the destination QEMU is %s, not waiting "
+					 "for an incoming migration", st);
+			m->usage_err = true;
+			return -EBUSY;
+		}
 	}
 	rc = claim_files(m, errbuf, errlen);
 	if (rc) {
@@ -1163,7 +1302,9 @@ static int setup(struct app *a)
 	int rc;
 
 	cli_bar_init(&a->bar, a->o.json);
-	rc = prepare_files(a);
+	rc = open_qemu(a);
+	if (!rc)
+		rc = prepare_files(a);
 	if (rc)
 		return rc;
 	a->loop = ev_default_loop(EVFLAG_AUTO);
@@ -1194,6 +1335,7 @@ static void teardown(struct app *a)
 			ev_signal_stop(a->loop, &a->sigs[i]);
 	}
 	rdmig_listener_destroy(a->l);
+	qmp_close(a->q);
 	for (i = 0; i < a->o.nrams; i++)
 		cli_ram_unmap(&a->o.rams[i]);
 	free(a->o.rams);

@@ -1,9 +1,12 @@
 /* migrate-send: pushes RAM files (and a state file) to a migrate-recv over
  * RDMA, cold or live.  Live: pre-copy while a process keeps writing its
  * mappings of the files, tracked with soft-dirty bits, then SIGSTOP it for
- * the last round.  See migrate-send(1). */
-#include <dirent.h>
+ * the last round.  With --qmp the workload is a QEMU guest: its shared RAM
+ * backends are the blocks, the guest is paused with QMP stop for the last
+ * round, and QEMU's own migration streams the device state into rdmig's
+ * state stream.  See migrate-send(1). */
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -20,13 +23,15 @@
 
 #include "cli.h"
 #include "control.h"
-#include "dirty.h"
+#include "qmp.h"
 #include "rdmig.h"
+#include "vmstate.h"
+#include "workload.h"
 
 #define PAGE 4096u
 
 static const char usage_text[] =
-	"usage: migrate-send --connect HOST:PORT --ram NAME=PATH... [options]\n"
+	"usage: migrate-send --connect HOST:PORT (--ram NAME=PATH... | --qmp SOCK) [options]\n"
 	"\n"
 	"Sends RAM files (and device state) to migrate-recv over RDMA.\n"
 	"\n"
@@ -39,6 +44,8 @@ static const char usage_text[] =
 	"      --channels N          stripe the writes over N connections, 1..64 (default 1)\n"
 	"      --live                pre-copy while --pid keeps running, then stop it\n"
 	"  -p, --pid PID             the process writing the RAM files (with --live)\n"
+	"  -q, --qmp SOCK            migrate the QEMU guest whose QMP socket this is, live:\n"
+	"                            its shared RAM backends and its device state\n"
 	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
 	"      --max-iterations N    at most N rounds while it runs (default 30)\n"
 	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
@@ -68,6 +75,7 @@ static const struct option long_opts[] = {
 	{ "channels", required_argument, NULL, OPT_CHANNELS },
 	{ "live", no_argument, NULL, OPT_LIVE },
 	{ "pid", required_argument, NULL, 'p' },
+	{ "qmp", required_argument, NULL, 'q' },
 	{ "max-downtime", required_argument, NULL, OPT_MAX_DOWNTIME },
 	{ "max-iterations", required_argument, NULL, OPT_MAX_ITER },
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
@@ -87,7 +95,7 @@ struct send_opts {
 	int have_addr;
 	struct cli_ram *rams;
 	unsigned nrams;
-	const char *state_in;
+	const char *state_in, *qmp;
 	int pin_all, live, json, verbose;
 	uint64_t chunk_size, pinned_cap, timeout_s;
 	int have_chunk, have_cap;
@@ -112,7 +120,9 @@ static const char *const status_names[] = {
 struct sender {
 	struct send_opts o;
 	struct rdmig_source *s;
-	struct dirty_map **dm;
+	struct qmp *q;          /* --qmp */
+	struct workload *wl;    /* --live or --qmp */
+	struct vmstate *vms;    /* --qmp: QEMU saving its device state */
 	void *state;
 	size_t state_len;
 	struct cli_bar bar;
@@ -124,8 +134,9 @@ struct sender {
 	atomic_bool cancelled;
 	atomic_uint_fast64_t downtime_ms;
 
-	bool stopped;           /* PID is stopped by us */
-	uint64_t stop_ms;       /* when the last SIGSTOP was sent */
+	uint64_t stop_ms;       /* when the workload was last stopped */
+	bool resumed;           /* after a failure: the workload runs again */
+	char resume_err[512];   /* ... or why it could not */
 
 	/* --max-bandwidth: bytes allowed = ref_bytes + rate * (now - ref_ms) */
 	uint64_t thr_ref_ms, thr_ref_bytes, thr_rate;
@@ -203,6 +214,7 @@ static int one_opt(struct send_opts *o, int c, const char *arg)
 		return 0;
 	case 'r': return add_ram(o, arg);
 	case 's': o->state_in = arg; return 0;
+	case 'q': o->qmp = arg; return 0;
 	case OPT_PIN_ALL: o->pin_all = 1; return 0;
 	case OPT_CHUNK:
 		o->have_chunk = 1;
@@ -246,7 +258,7 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 	o->max_downtime_ms = 300;
 	o->max_iterations = 30;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:r:s:p:jt:vVh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":c:r:s:p:q:jt:vVh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(usage_text, stdout);
 			fputs("\n", stdout);
@@ -270,9 +282,14 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 		return cli_usage("unexpected argument '%s' (see migrate-send --help)", argv[optind]);
 	if (!o->have_addr)
 		return cli_usage("--connect HOST:PORT is required");
-	if (!o->nrams)
-		return cli_usage("at least one --ram NAME=PATH is required");
-	if (o->live && !o->pid)
+	if (!o->nrams && !o->qmp)
+		return cli_usage("at least one --ram NAME=PATH (or --qmp SOCK) is required");
+	if (o->qmp && (o->pid || o->state_in))
+		return cli_usage("--qmp takes the pid and the device state from QEMU: drop %s",
+				 o->pid ? "--pid" : "--state-in");
+	if (o->qmp)
+		o->live = 1;
+	if (o->live && !o->pid && !o->qmp)
 		return cli_usage("--live needs --pid PID (the process writing the RAM files)");
 	if (o->pid && !o->live)
 		return cli_usage("--pid is only used with --live");
@@ -347,9 +364,63 @@ static int map_rams(struct sender *x)
 	return 0;
 }
 
-static int open_dirty(struct sender *x)
+/* --qmp without --ram: the guest's RAM backends are the blocks, named by
+ * their ids as QEMU names the RAMBlocks.  RAM that is not shared would
+ * not be skipped by x-ignore-shared: refused before anything is sent. */
+static int discover_blocks(struct sender *x)
 {
-	char err[512];
+	struct qmp_backend *b = NULL;
+	char err[1024];
+	size_t n = 0, i;
+	int rc;
+
+	rc = qmp_backends(x->q, &b, &n, err, sizeof(err));
+	if (!rc)
+		rc = qmp_guest_ram_shared(x->q, b, n, err, sizeof(err));
+	for (i = 0; !rc && i < n; i++) {
+		struct cli_ram *r;
+
+		if (!b[i].in_guest)
+			continue;
+		r = realloc(x->o.rams, (x->o.nrams + 1) * sizeof(*r));
+		if (!r) {
+			rc = -ENOMEM;
+			snprintf(err, sizeof(err), "out of memory");
+			break;
+		}
+		x->o.rams = r;
+		r = &r[x->o.nrams++];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->name, sizeof(r->name), "%s", b[i].id);
+		snprintf(r->path, sizeof(r->path), "%s", b[i].path);
+	}
+	free(b);
+	if (!rc && !x->o.nrams)
+		return cli_usage("--qmp %s: QEMU has no guest RAM in a shared memory backend",
+				 x->o.qmp);
+	return rc ? cli_usage("--qmp %s: %s", x->o.qmp, err) : 0;
+}
+
+static int open_qemu(struct sender *x)
+{
+	char err[1024];
+
+	if (!x->o.qmp)
+		return 0;
+	if (qmp_open(&x->q, x->o.qmp, (int)(x->o.timeout_s * 1000), err, sizeof(err)))
+		return cli_usage("--qmp %s: %s", x->o.qmp, err);
+	x->o.pid = qmp_pid(x->q);
+	if (!x->o.pid)
+		return cli_usage("--qmp %s: QEMU runs in another pid namespace: its writes "
+				 "cannot be tracked from here", x->o.qmp);
+	return x->o.nrams ? 0 : discover_blocks(x);
+}
+
+static int open_workload(struct sender *x)
+{
+	const char **paths;
+	uint64_t *lens;
+	char err[1024];
 	unsigned i;
 	int rc;
 
@@ -357,17 +428,22 @@ static int open_dirty(struct sender *x)
 		return 0;
 	if (kill(x->o.pid, 0) && errno == ESRCH)
 		return cli_usage("--pid %d: no such process", (int)x->o.pid);
-	x->dm = calloc(x->o.nrams, sizeof(*x->dm));
-	if (!x->dm)
-		return cli_usage("out of memory");
-	for (i = 0; i < x->o.nrams; i++) {
-		rc = dirty_open(&x->dm[i], x->o.pid, x->o.rams[i].path, x->o.rams[i].len, err,
-				sizeof(err));
-		if (rc)
-			return cli_usage("cannot track the writes of process %d to %s: %s",
-					 (int)x->o.pid, x->o.rams[i].path, err);
+	paths = calloc(x->o.nrams, sizeof(*paths));
+	lens = calloc(x->o.nrams, sizeof(*lens));
+	rc = paths && lens ? 0 : -ENOMEM;
+	for (i = 0; !rc && i < x->o.nrams; i++) {
+		paths[i] = x->o.rams[i].path;
+		lens[i] = x->o.rams[i].len;
 	}
-	return 0;
+	if (!rc)
+		rc = wl_open(&x->wl, x->o.pid, x->q, paths, lens, x->o.nrams,
+			     (int)(x->o.timeout_s * 1000), err, sizeof(err));
+	free(paths);
+	free(lens);
+	if (rc == -ENOMEM)
+		return cli_usage("out of memory");
+	return rc ? cli_usage("cannot track the writes of %s %d: %s", x->q ? "QEMU" :
+			      "process", (int)x->o.pid, err) : 0;
 }
 
 static void on_progress(void *ctx, const struct rdmig_stats *st);
@@ -479,7 +555,7 @@ struct failure {
 	enum cli_phase phase;
 	bool local;             /* not the library's: the workload or its tracking */
 	int rc;
-	char msg[768];
+	char msg[1100];
 };
 
 static int lib_fail(struct sender *x, struct failure *f, int rc, enum cli_phase phase)
@@ -505,109 +581,51 @@ static int check_cancel(struct sender *x, struct failure *f)
 	return atomic_load(&x->cancelled) ? local_fail(f, -ECANCELED, "cancelled") : 0;
 }
 
-/* 0 once every thread of @pid is stopped, -ESRCH when it is gone, 1 if not yet. */
-static int all_stopped(pid_t pid)
+static int poll_source(void *ctx)
 {
-	char path[64], buf[512], *p;
-	struct dirent *de;
-	DIR *d;
-	int rc = 0;
+	struct sender *x = ctx;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return -ESRCH;
-	while (!rc && (de = readdir(d))) {
-		FILE *f;
-		size_t n;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/stat", (int)pid, de->d_name);
-		f = fopen(path, "re");
-		if (!f)
-			continue; /* the thread exited */
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		buf[n] = '\0';
-		p = strrchr(buf, ')');
-		if (!p || !p[1] || !p[2])
-			continue;
-		if (p[2] == 'Z' || p[2] == 'X')
-			rc = -ESRCH;
-		else if (p[2] != 'T' && p[2] != 't')
-			rc = 1;
-	}
-	closedir(d);
-	return rc;
+	return rdmig_source_poll(x->s);
 }
 
-static int stop_workload(struct sender *x, struct failure *f)
+static int freeze_workload(struct sender *x, struct failure *f)
 {
-	uint64_t deadline = cli_now_ms() + x->o.timeout_s * 1000;
-	char err[256];
+	char err[1024] = "";
 	int rc;
 
 	x->stop_ms = cli_now_ms();
-	if (kill(x->o.pid, SIGSTOP)) {
-		rc = -errno;
-		snprintf(err, sizeof(err), "cannot stop process %d: %s", (int)x->o.pid,
-			 strerror(errno));
-		return local_fail(f, rc, err);
-	}
-	x->stopped = true;
-	while ((rc = all_stopped(x->o.pid)) == 1) {
-		if (cli_now_ms() > deadline) {
-			snprintf(err, sizeof(err), "process %d did not stop within %" PRIu64 " s",
-				 (int)x->o.pid, x->o.timeout_s);
-			return local_fail(f, -ETIMEDOUT, err);
-		}
-		rc = rdmig_source_poll(x->s);
-		if (rc)
-			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
-		usleep(500);
-	}
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "process %d exited", (int)x->o.pid);
-		return local_fail(f, rc, err);
-	}
-	return 0;
+	rc = wl_freeze(x->wl, poll_source, x, err, sizeof(err));
+	if (rc && !err[0])
+		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
+	return rc ? local_fail(f, rc, err) : 0;
 }
 
-static void continue_workload(struct sender *x)
+static int mark_range(void *ctx, unsigned block, uint64_t off, uint64_t len)
 {
-	if (x->stopped)
-		kill(x->o.pid, SIGCONT);
-	x->stopped = false;
-}
+	struct sender *x = ctx;
 
-struct collect_ctx {
-	struct rdmig_source *s;
-	unsigned block;
-	uint64_t bytes;
-};
-
-static int mark_range(void *ctx, uint64_t off, uint64_t len)
-{
-	struct collect_ctx *c = ctx;
-
-	c->bytes += len;
-	return rdmig_source_mark_dirty(c->s, c->block, off, len);
+	return rdmig_source_mark_dirty(x->s, block, off, len);
 }
 
 /* With the workload stopped: marks what it wrote since the last clear. */
-static int collect_dirty(struct sender *x, uint64_t *bytes, char *err, size_t errlen)
+static int collect_dirty(struct sender *x, uint64_t *bytes, struct failure *f)
 {
-	struct collect_ctx c = { .s = x->s };
+	char err[1024];
 	int rc;
 
-	for (c.block = 0; c.block < x->o.nrams; c.block++) {
-		rc = dirty_collect(x->dm[c.block], mark_range, &c, err, errlen);
-		if (rc)
-			return rc;
-	}
-	*bytes = c.bytes;
-	return 0;
+	*bytes = 0;
+	rc = wl_collect_dirty(x->wl, mark_range, x, bytes, err, sizeof(err));
+	return rc ? local_fail(f, rc, err) : 0;
+}
+
+/* After a failure: the workload runs again, or the report says why not. */
+static void resume_workload(struct sender *x)
+{
+	vms_close(x->vms);
+	x->vms = NULL;
+	if (!x->wl)
+		return;
+	x->resumed = !wl_resume(x->wl, x->resume_err, sizeof(x->resume_err));
 }
 
 /* ---- events ---------------------------------------------------------------- */
@@ -702,24 +720,22 @@ static int precopy(struct sender *x, struct failure *f)
 	int rc;
 
 	for (;;) {
-		rc = dirty_clear(x->o.pid, err, sizeof(err));
+		rc = wl_clear_dirty(x->wl, err, sizeof(err));
 		if (rc)
 			return local_fail(f, rc, err);
 		t_clear = cli_now_ms();
-		continue_workload(x);
+		wl_thaw(x->wl);
 		rc = iterate(x);
 		if (rc)
 			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
 		iterations++;
 		rc = check_cancel(x, f);
+		if (!rc)
+			rc = freeze_workload(x, f);
+		if (!rc)
+			rc = collect_dirty(x, &dirty, f);
 		if (rc)
 			return rc;
-		rc = stop_workload(x, f);
-		if (rc)
-			return rc;
-		rc = collect_dirty(x, &dirty, err, sizeof(err));
-		if (rc)
-			return local_fail(f, rc, err);
 		/* The scan took a while: keep the destination from timing out. */
 		rc = rdmig_source_poll(x->s);
 		if (rc)
@@ -728,6 +744,69 @@ static int precopy(struct sender *x, struct failure *f)
 		if (converged(x, dirty) || iterations >= x->o.max_iterations)
 			return 0;
 	}
+}
+
+/* The downtime starts here.  A frozen process stays frozen; a guest is
+ * paused with QMP stop (its monitor must keep answering), and what it wrote
+ * between the freeze and the stop is collected on top (the bits were not
+ * cleared since). */
+static int final_stop(struct sender *x, struct failure *f)
+{
+	char err[1024];
+	uint64_t more;
+	int rc;
+
+	if (!x->q)
+		return 0;
+	x->stop_ms = cli_now_ms();
+	rc = wl_stop(x->wl, err, sizeof(err));
+	if (rc)
+		return local_fail(f, rc, err);
+	return collect_dirty(x, &more, f);
+}
+
+/* QEMU writes its device state into a pipe as its own migration runs; each
+ * piece goes on rdmig's state stream as it comes. */
+static int stream_device_state(struct sender *x, struct failure *f)
+{
+	static char buf[256 << 10];
+	struct pollfd pfd;
+	char err[1024];
+	ssize_t n;
+	int rc;
+
+	rc = vms_save_start(&x->vms, x->q, err, sizeof(err));
+	if (rc)
+		return local_fail(f, rc, err);
+	pfd = (struct pollfd){ .fd = vms_fd(x->vms), .events = POLLIN };
+	for (;;) {
+		n = vms_read(x->vms, buf, sizeof(buf), err, sizeof(err));
+		if (n > 0)
+			rc = rdmig_source_send_state(x->s, buf, (size_t)n);
+		else if (n == -EAGAIN)
+			rc = poll(&pfd, 1, 50) < 0 && errno != EINTR ? -errno : rdmig_source_poll(x->s);
+		else
+			break;
+		if (rc)
+			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
+		rc = check_cancel(x, f);
+		if (rc)
+			return rc;
+	}
+	if (n < 0)
+		return local_fail(f, (int)n, err);
+	rc = vms_save_finish(x->vms, (int)(x->o.timeout_s * 1000), err, sizeof(err));
+	return rc ? local_fail(f, rc, err) : 0;
+}
+
+static int send_state(struct sender *x, struct failure *f)
+{
+	int rc;
+
+	if (x->q)
+		return stream_device_state(x, f);
+	rc = x->state_len ? rdmig_source_send_state(x->s, x->state, x->state_len) : 0;
+	return rc ? lib_fail(x, f, rc, CLI_PHASE_TRANSFER) : 0;
 }
 
 static int migrate(struct sender *x, struct failure *f)
@@ -746,10 +825,11 @@ static int migrate(struct sender *x, struct failure *f)
 	if (x->o.live) {
 		/* The first clear happens with the workload stopped too, so its
 		 * first round starts from a known point. */
-		rc = stop_workload(x, f);
-		if (rc)
-			return rc;
-		rc = precopy(x, f);
+		rc = freeze_workload(x, f);
+		if (!rc)
+			rc = precopy(x, f);
+		if (!rc)
+			rc = final_stop(x, f);
 		if (rc)
 			return rc;
 		set_status(x, ST_DEVICE);
@@ -759,10 +839,10 @@ static int migrate(struct sender *x, struct failure *f)
 		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
 	if (!x->o.live)
 		emit_iteration(x, 0, 0);
-	if (x->state_len)
-		rc = rdmig_source_send_state(x->s, x->state, x->state_len);
-	if (!rc)
-		rc = rdmig_source_complete(x->s);
+	rc = send_state(x, f);
+	if (rc)
+		return rc;
+	rc = rdmig_source_complete(x->s);
 	if (rc)
 		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
 	if (x->o.live)
@@ -800,34 +880,58 @@ static void report_success(struct sender *x)
 		cli_fmt_bytes((uint64_t)rate, c, sizeof(c)), st.zero_pages,
 		cli_fmt_bytes(st.zero_pages * PAGE, a, sizeof(a)), st.state_bytes);
 	fprintf(stderr, "  setup %" PRIu64 " ms", st.setup_time_ms);
-	if (x->o.live)
+	if (x->q)
+		fprintf(stderr, ", downtime %" PRIu64 " ms; the guest stays paused here: it now "
+			"runs on the destination", atomic_load(&x->downtime_ms));
+	else if (x->o.live)
 		fprintf(stderr, ", downtime %" PRIu64 " ms; process %d stays stopped: it now "
 			"lives on the destination", atomic_load(&x->downtime_ms), (int)x->o.pid);
 	fputc('\n', stderr);
 }
 
+/* What became of the workload after a failure, for the one line. */
+static const char *workload_fate(struct sender *x, char *buf, size_t len)
+{
+	if (!x->o.live)
+		return "";
+	if (!x->resumed)
+		snprintf(buf, len, "; %s", x->resume_err);
+	else
+		snprintf(buf, len, "; %s", x->q ? "the guest runs on the source again" :
+			 "the process keeps running here");
+	return buf;
+}
+
 static int report_failure(struct sender *x, const struct failure *f)
 {
 	int code = cli_exit_code(f->rc, f->phase, f->msg);
-	char line[2048];
+	char line[2048], fate[600];
+	struct json_object *o;
 
 	if (f->local && code == CLI_EX_TRANSFER)
 		code = CLI_EX_INTERNAL;
 	if (f->rc == -ECANCELED || atomic_load(&x->cancelled))
 		code = CLI_EX_CANCELLED;
+	workload_fate(x, fate, sizeof(fate));
 	if (code == CLI_EX_CANCELLED)
 		snprintf(line, sizeof(line), "Migration to %s:%s cancelled%s", x->o.host,
-			 x->o.port, x->o.live ? "; the process keeps running here" : "");
+			 x->o.port, fate);
 	else if (f->phase == CLI_PHASE_CONNECT && code != CLI_EX_TRANSFER)
 		snprintf(line, sizeof(line), "Unable to connect to %s:%s: %s", x->o.host,
 			 x->o.port, f->msg);
 	else
 		snprintf(line, sizeof(line), "Migration to %s:%s failed: %s%s", x->o.host,
-			 x->o.port, f->msg, x->o.live ? "; the process keeps running here" : "");
+			 x->o.port, f->msg, fate);
 	cli_bar_clear(&x->bar);
 	cli_err("%s", line);
-	if (x->o.json)
-		cli_emit_failed(line, code, NULL);
+	if (!x->o.json)
+		return code;
+	o = cli_event("failed");
+	/* Whether the workload runs here again, for a script to act on. */
+	if (x->o.live)
+		json_object_object_add(o, x->q ? "guest-running" : "workload-running",
+				       json_object_new_boolean(x->resumed));
+	cli_emit_failed(line, code, o);
 	return code;
 }
 
@@ -1008,9 +1112,9 @@ static void cleanup(struct sender *x)
 	unsigned i;
 
 	stop_control(x);
-	for (i = 0; x->dm && i < x->o.nrams; i++)
-		dirty_close(x->dm[i]);
-	free(x->dm);
+	vms_close(x->vms);
+	wl_close(x->wl);
+	qmp_close(x->q);
 	pthread_mutex_lock(&x->sig_lock);
 	rdmig_source_destroy(x->s);
 	x->s = NULL;
@@ -1030,11 +1134,13 @@ static int prepare(struct sender *x)
 	atomic_store(&x->max_bandwidth, x->o.max_bandwidth);
 	atomic_store(&x->max_downtime, x->o.max_downtime_ms);
 	set_status(x, ST_SETUP);
-	rc = map_rams(x);
+	rc = open_qemu(x);
+	if (!rc)
+		rc = map_rams(x);
 	if (!rc)
 		rc = load_state(x);
 	if (!rc)
-		rc = open_dirty(x);
+		rc = open_workload(x);
 	if (!rc)
 		rc = create_source(x);
 	if (!rc)
@@ -1068,7 +1174,7 @@ int main(int argc, char **argv)
 	rc = migrate(&x, &f);
 	if (rc) {
 		/* Nothing is lost: the workload goes on here. */
-		continue_workload(&x);
+		resume_workload(&x);
 		set_status(&x, atomic_load(&x.cancelled) ? ST_CANCELLED : ST_FAILED);
 		rc = report_failure(&x, &f);
 	} else {
