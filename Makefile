@@ -138,10 +138,13 @@ UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_BIN := $(B)/test/unit-tests
 INTEG_COMMON := $(wildcard test/common/*.c)
 INTEG_SRC := $(wildcard test/integration/check_*.c)
+# Helpers only the integration suite links (QEMU guests over QMP).
+INTEG_SUPPORT := $(wildcard test/integration/support/*.c)
 INTEG_BIN := $(B)/test/integration-tests
 PEER_SRC  := $(filter-out $(INTEG_SRC),$(wildcard test/integration/*.c))
 PEER_BIN  := $(patsubst test/integration/%.c,$(B)/test/%,$(PEER_SRC))
-TEST_CFLAGS = $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itest/common -I$(dir $<)
+TEST_CFLAGS = $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itest/common -Itest/integration/support \
+	-Isrc/cli $(shell pkg-config --cflags json-c) -I$(dir $<)
 TEST_LIBS := $(LIB_A) $(PKG_LIBS) $(CHECK_LIBS) -lpthread $(shell pkg-config --libs json-c)
 
 $(B)/obj/test/%.o: test/%.c | $(GEN_H)
@@ -154,7 +157,8 @@ $(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
-$(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC)) $(COMMON_OBJ) $(LIB_A)
+$(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC) $(INTEG_SUPPORT)) \
+		$(COMMON_OBJ) $(B)/obj/cli/qmp.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 

@@ -23,120 +23,12 @@
 #include "testutil.h"
 
 /* The module is part of the commands, not of librdmig: build it in here. */
-#include "../../src/cli/qmp.c"
+#include "qemu_vm.h"
 
 #define MARK 0x5a5aa5a5u
 /* Guest-physical address of a test word: above what SeaBIOS touches in a
  * guest that finds nothing to boot. */
 #define MARK_GPA 0x300000u
-
-struct vm {
-	struct tu_proc p;
-	struct qmp *q;
-	char name[32], sock[256], log[256];
-};
-
-static void qemu_bin(char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-	char dirs[4096], *d, *save = NULL;
-
-	snprintf(dirs, sizeof(dirs), "%s", path && *path ? path : "/usr/bin:/bin");
-	for (d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		snprintf(buf, len, "%s/qemu-system-x86_64", d);
-		if (!access(buf, X_OK))
-			return;
-	}
-	ck_abort_msg("qemu-system-x86_64 not found in PATH");
-}
-
-static void make_dir(char *dir, size_t len)
-{
-	snprintf(dir, len, "/dev/shm/rdmig-qmp.XXXXXX");
-	ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void spawn_qemu(struct tu_proc *p, const char *log, char *const argv[])
-{
-	pid_t parent = getpid(), pid;
-	int fd;
-
-	memset(p, 0, sizeof(*p));
-	snprintf(p->out_path, sizeof(p->out_path), "%s", log);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(126);
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0)
-			_exit(126);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
-		fd = open("/dev/null", O_RDONLY);
-		dup2(fd, 0);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	p->pid = pid;
-}
-
-static int vm_exited(struct vm *v)
-{
-	if (!v->p.reaped && waitpid(v->p.pid, &v->p.status, WNOHANG) == v->p.pid)
-		v->p.reaped = 1;
-	return v->p.reaped;
-}
-
-/* Starts QEMU with @args (NULL-terminated) after the common ones, and
- * connects to its QMP socket as soon as QEMU listens. */
-static void vm_start(struct vm *v, const char *dir, const char *name, const char *const *args)
-{
-	char bin[512], qmpopt[300], err[512] = "";
-	const char *argv[48] = { bin, "-accel", "tcg", "-nographic", "-nodefaults", "-qmp", qmpopt };
-	size_t n = 7;
-	uint64_t end = tu_now_ms() + 10000;
-	int r;
-
-	memset(v, 0, sizeof(*v));
-	qemu_bin(bin, sizeof(bin));
-	snprintf(v->name, sizeof(v->name), "%s", name);
-	snprintf(v->sock, sizeof(v->sock), "%s/%s.sock", dir, name);
-	snprintf(v->log, sizeof(v->log), "%s/%s.log", dir, name);
-	snprintf(qmpopt, sizeof(qmpopt), "unix:%s,server=on,wait=off", v->sock);
-	while (*args && n < 47)
-		argv[n++] = *args++;
-	argv[n] = NULL;
-	spawn_qemu(&v->p, v->log, (char *const *)argv);
-	do {
-		r = qmp_open(&v->q, v->sock, 5000, err, sizeof(err));
-		if (r == -ENOENT || r == -ECONNREFUSED)
-			usleep(20000);
-	} while ((r == -ENOENT || r == -ECONNREFUSED) && !vm_exited(v) && tu_now_ms() < end);
-	if (r)
-		tu_dump(name, v->log);
-	ck_assert_msg(r == 0, "%s: qmp_open: %d %s", name, r, err);
-}
-
-static void vm_stop(struct vm *v)
-{
-	qmp_close(v->q);
-	v->q = NULL;
-	tu_kill(&v->p, SIGCONT);
-	tu_kill(&v->p, SIGKILL);
-	tu_wait(&v->p, 5000);
-}
-
-static void expect_status(struct vm *v, const char *want)
-{
-	char st[32] = "", err[512] = "";
-	int r = qmp_status(v->q, st, sizeof(st), err, sizeof(err));
-
-	ck_assert_msg(r == 0, "%s: qmp_status: %s", v->name, err);
-	ck_assert_msg(!strcmp(st, want), "%s: status %s, expected %s", v->name, st, want);
-}
 
 /* The 32-bit word at guest-physical @gpa, read by QEMU itself (HMP xp). */
 static uint32_t guest_word(struct vm *v, uint64_t gpa)
@@ -149,7 +41,7 @@ static uint32_t guest_word(struct vm *v, uint64_t gpa)
 
 	snprintf(cmd, sizeof(cmd), "xp /1wx 0x%" PRIx64, gpa);
 	r = qmp_call(v->q, "human-monitor-command",
-		     args1("command-line", json_object_new_string(cmd)), &ret, err, sizeof(err));
+		     vm_args1("command-line", json_object_new_string(cmd)), &ret, err, sizeof(err));
 	ck_assert_msg(r == 0, "%s: %s", cmd, err);
 	text = json_object_get_string(ret);
 	x = strstr(text, ": 0x");
@@ -222,13 +114,13 @@ START_TEST(open_status_events_errors)
 	bool on = true;
 	int fd;
 
-	make_dir(dir, sizeof(dir));
+	vm_dir(dir, sizeof(dir), "qmp");
 	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s/vm.ram,share=on", dir);
 	snprintf(pretty_sock, sizeof(pretty_sock), "%s/pretty.sock", dir);
 	snprintf(chr, sizeof(chr), "socket,id=pretty,path=%s,server=on,wait=off", pretty_sock);
 	vm_start(&v, dir, "vm", args);
 	ck_assert_int_eq(qmp_pid(v.q), v.p.pid);
-	expect_status(&v, "running");
+	vm_expect_status(&v, "running");
 
 	ck_assert_msg(qmp_open(&other, pretty_sock, 2000, err, sizeof(err)) == 0, "pretty: %s", err);
 	ck_assert_msg(qmp_call(other, "query-status", NULL, NULL, err, sizeof(err)) == 0, "%s", err);
@@ -238,12 +130,12 @@ START_TEST(open_status_events_errors)
 	ck_assert_msg(strstr(err, "another client") != NULL, "%s", err);
 
 	ck_assert_msg(qmp_stop(v.q, err, sizeof(err)) == 0, "stop: %s", err);
-	expect_status(&v, "paused");
+	vm_expect_status(&v, "paused");
 	ck_assert_msg(qmp_event_wait(v.q, "STOP", 2000, NULL, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_eq(qmp_event_take(v.q, "STOP", NULL), 0);
 	ck_assert_msg(qmp_cont(v.q, err, sizeof(err)) == 0, "cont: %s", err);
 	ck_assert_msg(qmp_event_wait(v.q, "RESUME", 2000, NULL, err, sizeof(err)) == 0, "%s", err);
-	expect_status(&v, "running");
+	vm_expect_status(&v, "running");
 
 	ck_assert_int_eq(qmp_migrate_query(v.q, &mig, err, sizeof(err)), 0);
 	ck_assert_str_eq(mig.status, "none");
@@ -283,7 +175,7 @@ START_TEST(stopped_or_dead_qemu_fails_by_deadline)
 	uint64_t t0, took;
 	int r;
 
-	make_dir(dir, sizeof(dir));
+	vm_dir(dir, sizeof(dir), "qmp");
 	vm_start(&v, dir, "vm", args);
 	ck_assert_int_eq(kill(v.p.pid, SIGSTOP), 0);
 	qmp_set_timeout(v.q, 500);
@@ -299,7 +191,7 @@ START_TEST(stopped_or_dead_qemu_fails_by_deadline)
 	ck_assert_int_eq(kill(v.p.pid, SIGCONT), 0);
 	qmp_set_timeout(v.q, 5000);
 	ck_assert_msg(qmp_stop(v.q, err, sizeof(err)) == 0, "stop: %s", err);
-	expect_status(&v, "paused");
+	vm_expect_status(&v, "paused");
 
 	tu_kill(&v.p, SIGKILL);
 	tu_wait(&v.p, 5000);
@@ -334,7 +226,7 @@ START_TEST(backends_found_and_mapped)
 	size_t n;
 	int r;
 
-	make_dir(dir, sizeof(dir));
+	vm_dir(dir, sizeof(dir), "qmp");
 	snprintf(mem, sizeof(mem), "memory-backend-file,id=mem,size=64M,mem-path=%s/vm.ram,share=on", dir);
 	snprintf(priv, sizeof(priv), "memory-backend-file,id=priv,size=4M,mem-path=%s/priv.ram,share=off", dir);
 	vm_start(&v, dir, "vm", args);
@@ -403,7 +295,7 @@ START_TEST(unshared_guest_ram_refused)
 	const char *priv[] = { "-machine", "pc,memory-backend=mem", "-m", "64M", "-object", obj, NULL };
 	struct vm a, b;
 
-	make_dir(dir, sizeof(dir));
+	vm_dir(dir, sizeof(dir), "qmp");
 	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s/vm.ram,share=off", dir);
 	vm_start(&a, dir, "plain", plain);
 	vm_start(&b, dir, "private", priv);
@@ -488,15 +380,15 @@ static void pair_start(struct pair *p, const char *dst_size)
 	bool on = true;
 	int i;
 
-	make_dir(p->dir, sizeof(p->dir));
+	vm_dir(p->dir, sizeof(p->dir), "qmp");
 	snprintf(p->sobj, sizeof(p->sobj),
 		 "memory-backend-file,id=mem,size=64M,mem-path=%s/src.ram,share=on", p->dir);
 	snprintf(p->dobj, sizeof(p->dobj),
 		 "memory-backend-file,id=mem,size=%s,mem-path=%s/dst.ram,share=on", dst_size, p->dir);
 	vm_start(&p->src, p->dir, "src", sargs);
 	vm_start(&p->dst, p->dir, "dst", dargs);
-	expect_status(&p->src, "running");
-	expect_status(&p->dst, "inmigrate");
+	vm_expect_status(&p->src, "running");
+	vm_expect_status(&p->dst, "inmigrate");
 	for (i = 0; i < 2; i++) {
 		expect_ram_file(both[i], i ? "dst.ram" : "src.ram");
 		ck_assert_int_eq(qmp_migrate_cap_get(both[i]->q, "x-ignore-shared", &on, err, sizeof(err)), 0);
@@ -562,11 +454,11 @@ START_TEST(fd_migration_end_to_end)
 	r = qmp_migrate_wait(p.dst.q, 10000, &m, err, sizeof(err));
 	ck_assert_msg(r == 0, "destination: %s (%s)", err, m.status);
 	ck_assert_str_eq(m.status, "completed");
-	expect_status(&p.src, "postmigrate");
+	vm_expect_status(&p.src, "postmigrate");
 	/* The source was paused, so the destination stays paused. */
-	expect_status(&p.dst, "paused");
+	vm_expect_status(&p.dst, "paused");
 	ck_assert_msg(qmp_cont(p.dst.q, err, sizeof(err)) == 0, "%s", err);
-	expect_status(&p.dst, "running");
+	vm_expect_status(&p.dst, "running");
 	ck_assert_uint_eq(guest_word(&p.dst, MARK_GPA), MARK);
 	ck_assert_int_eq(qmp_migrate_query(p.dst.q, &m, err, sizeof(err)), 0);
 	ck_assert_str_eq(m.status, "completed");

@@ -1,0 +1,331 @@
+/* A stock QEMU guest migrated by migrate-send/migrate-recv --qmp over
+ * Soft-RoCE: the distribution's qemu-system-x86_64 under TCG (nested inside
+ * the bed's own TCG guest), running the boot-sector test guest of
+ * test/guest, which increments one byte per page of [1 MiB, 101 MiB) pass
+ * after pass and prints a marker per pass.
+ *
+ * What decides: the destination guest runs on (new markers after the
+ * migration) and its RAM is consistent after it has done whole passes of
+ * its own, so a page the migration lost or left stale shows up as a page
+ * one behind its neighbours; a failure leaves the source guest running
+ * (query-status, and its markers go on); RAM QEMU would not skip is refused
+ * before anything moves.  Each test prints one "qemu:" line with its
+ * figures. */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "qemu_vm.h"
+#include "runs.h"
+#include "suites.h"
+#include "testutil.h"
+
+/* Iterations of the guest's pause per page: under nested TCG about one
+ * pass (100 MiB dirtied) per second or two, so pre-copy has to converge. */
+#define GUEST_DELAY 3000
+#define RAM "128M"
+
+struct qfx {
+	char dir[128], work[256], addr[64];
+	char src_ram[256], dst_ram[256], src_serial[256], dst_serial[256];
+	char src_img[256], dst_img[256];
+	char sendbin[512], recvbin[512];
+	struct vm src, dst;
+	struct tu_run send, recv;
+};
+
+static void qfx_init(struct qfx *f)
+{
+	memset(f, 0, sizeof(*f));
+	vm_dir(f->dir, sizeof(f->dir), "qemu");
+	tu_tmpdir(f->work, sizeof(f->work));
+	snprintf(f->src_ram, sizeof(f->src_ram), "%s/src.ram", f->dir);
+	snprintf(f->dst_ram, sizeof(f->dst_ram), "%s/dst.ram", f->dir);
+	snprintf(f->src_serial, sizeof(f->src_serial), "%s/src.serial", f->dir);
+	snprintf(f->dst_serial, sizeof(f->dst_serial), "%s/dst.serial", f->dir);
+	/* Each QEMU its own copy: both lock the image they boot from. */
+	snprintf(f->src_img, sizeof(f->src_img), "%s/src.img", f->dir);
+	snprintf(f->dst_img, sizeof(f->dst_img), "%s/dst.img", f->dir);
+	guest_image(f->src_img, GUEST_DELAY);
+	guest_image(f->dst_img, GUEST_DELAY);
+	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
+	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
+}
+
+/* A QEMU whose RAM is the shared file @ram (NULL: plain anonymous -m RAM),
+ * booting @img; @extra adds arguments (NULL-terminated, may be NULL). */
+static void qfx_qemu(struct qfx *f, struct vm *v, const char *name, const char *machine,
+		     const char *ram, const char *serial, const char *img,
+		     const char *const *extra)
+{
+	char mach[128], obj[300], ser[300], drive[300];
+	const char *args[24];
+	int n = 0;
+
+	snprintf(ser, sizeof(ser), "file:%s", serial);
+	snprintf(drive, sizeof(drive), "file=%s,format=raw,if=ide", img);
+	if (ram) {
+		snprintf(mach, sizeof(mach), "%s,memory-backend=mem", machine);
+		snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=" RAM ",mem-path=%s,"
+			 "share=on", ram);
+		args[n++] = "-machine";
+		args[n++] = mach;
+		args[n++] = "-object";
+		args[n++] = obj;
+	} else {
+		args[n++] = "-machine";
+		args[n++] = machine;
+		args[n++] = "-m";
+		args[n++] = RAM;
+	}
+	args[n++] = "-serial";
+	args[n++] = ser;
+	args[n++] = "-drive";
+	args[n++] = drive;
+	while (extra && *extra && n < 23)
+		args[n++] = *extra++;
+	args[n] = NULL;
+	vm_start(v, f->dir, name, args);
+}
+
+/* The usual pair: a source guest running its passes, a destination QEMU
+ * waiting with -incoming defer on a machine of type @dst_machine. */
+static void qfx_pair(struct qfx *f, const char *dst_machine)
+{
+	qfx_qemu(f, &f->src, "src", "pc", f->src_ram, f->src_serial, f->src_img, NULL);
+	qfx_qemu(f, &f->dst, "dst", dst_machine, f->dst_ram, f->dst_serial, f->dst_img,
+		 (const char *[]){ "-incoming", "defer", NULL });
+	guest_wait_markers(f->src_serial, 0, 2, 120000, "source guest");
+}
+
+/* migrate-recv --qmp on the destination QEMU's command monitor. */
+static void qfx_recv(struct qfx *f, const char *const *extra)
+{
+	char listen[64], *argv[24];
+	struct json_object *ev;
+	int n = 0;
+
+	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
+	argv[n++] = f->recvbin;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--json";
+	argv[n++] = "--timeout";
+	argv[n++] = "10";
+	while (extra && *extra && n < 23)
+		argv[n++] = (char *)*extra++;
+	argv[n] = NULL;
+	tu_run_spawn(&f->recv, f->work, "recv", argv);
+	ev = tu_wait_event(&f->recv, "listening", 30000);
+	if (!ev)
+		tu_run_dump(&f->recv, "recv");
+	ck_assert_msg(ev != NULL, "migrate-recv did not start listening");
+	snprintf(f->addr, sizeof(f->addr), "%s:%" PRIu64, tu_addr(), tu_jnum(ev, "port"));
+	json_object_put(ev);
+}
+
+static void qfx_send(struct qfx *f, const char *const *extra)
+{
+	char *argv[24];
+	int n = 0;
+
+	argv[n++] = f->sendbin;
+	argv[n++] = "--connect";
+	argv[n++] = f->addr;
+	argv[n++] = "--json";
+	argv[n++] = "--timeout";
+	argv[n++] = "10";
+	while (extra && *extra && n < 23)
+		argv[n++] = (char *)*extra++;
+	argv[n] = NULL;
+	tu_run_spawn(&f->send, f->work, "send", argv);
+}
+
+static void qfx_free(struct qfx *f)
+{
+	if (f->send.p.pid > 0 && !f->send.p.reaped)
+		tu_kill(&f->send.p, SIGKILL);
+	if (f->recv.p.pid > 0 && !f->recv.p.reaped)
+		tu_kill(&f->recv.p, SIGKILL);
+	tu_wait(&f->send.p, 5000);
+	tu_wait(&f->recv.p, 5000);
+	vm_stop(&f->src);
+	vm_stop(&f->dst);
+	tu_rmdir(f->dir);
+	tu_rmdir(f->work);
+}
+
+static void dump_all(struct qfx *f)
+{
+	tu_run_dump(&f->send, "send");
+	tu_run_dump(&f->recv, "recv");
+	tu_dump("source QEMU", f->src.log);
+	tu_dump("destination QEMU", f->dst.log);
+}
+
+/* The source guest runs again and makes progress. */
+static void assert_source_runs(struct qfx *f)
+{
+	int before = guest_markers(f->src_serial, 0);
+
+	vm_expect_status(&f->src, "running");
+	guest_wait_markers(f->src_serial, 0, before + 1, 60000, "source guest after the failure");
+}
+
+/* ---- tests ----------------------------------------------------------------------- */
+
+/* Live migration with --qmp on both sides: the guest runs on at the
+ * destination, its RAM consistent after passes of its own there. */
+START_TEST(live_migration_runs_on)
+{
+	struct json_object *done;
+	char line[512], err[512];
+	struct qfx f;
+	int sc, rc, m0;
+
+	qfx_init(&f);
+	qfx_pair(&f, "pc");
+	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
+	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, "--max-downtime", "300", NULL });
+	sc = tu_run_finish(&f.send, 180000);
+	rc = tu_run_finish(&f.recv, 30000);
+	if (sc || rc)
+		dump_all(&f);
+	ck_assert_int_eq(sc, 0);
+	ck_assert_int_eq(rc, 0);
+	done = tu_event_in(f.send.out, "completed");
+	ck_assert_ptr_nonnull(done);
+	ck_assert_uint_gt(tu_jnum(done, "downtime"), 0);
+	ck_assert_uint_ge(tu_jnum(done, "dirty-sync-count"), 2);
+	ck_assert_uint_gt(tu_jnum(done, "state-bytes"), 0);
+	/* The guest left the source and runs here. */
+	vm_expect_status(&f.src, "postmigrate");
+	vm_expect_status(&f.dst, "running");
+	m0 = guest_markers(f.dst_serial, 1);
+	guest_wait_markers(f.dst_serial, 1, m0 + 2, 120000, "destination guest");
+	ck_assert_msg(qmp_stop(f.dst.q, err, sizeof(err)) == 0, "stop: %s", err);
+	rc = guest_check(f.dst_ram, line, sizeof(line));
+	ck_assert_msg(rc == 0, "destination RAM: %s", line);
+	printf("qemu: live migration of a running guest (128 MiB, TCG): %" PRIu64 " rounds, "
+	       "total %" PRIu64 " ms, downtime %" PRIu64 " ms, %" PRIu64 " bytes sent, state %"
+	       PRIu64 " bytes; destination %s\n", tu_jnum(done, "dirty-sync-count"),
+	       tu_jnum(done, "total-time"), tu_jnum(done, "downtime"),
+	       tu_jnum(done, "transferred"), tu_jnum(done, "state-bytes"), line);
+	json_object_put(done);
+	qfx_free(&f);
+}
+END_TEST
+
+/* migrate-recv dies mid-stream: migrate-send fails with 5 and the guest
+ * runs on at the source. */
+START_TEST(recv_killed_guest_resumes)
+{
+	struct json_object *ev;
+	uint64_t t0;
+	struct qfx f;
+	int sc;
+
+	qfx_init(&f);
+	qfx_pair(&f, "pc");
+	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
+	/* Slow enough that the first round is still going. */
+	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, "--max-bandwidth", "8M", NULL });
+	ev = tu_wait_event(&f.send, "setup", 60000);
+	ck_assert_msg(ev != NULL, "no setup event");
+	json_object_put(ev);
+	usleep(1000 * 1000);
+	t0 = tu_now_ms();
+	tu_kill(&f.recv.p, SIGKILL);
+	sc = tu_run_finish(&f.send, 60000);
+	if (sc != 5)
+		dump_all(&f);
+	ck_assert_int_eq(sc, 5);
+	ev = tu_event_in(f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_msg(json_object_get_boolean(json_object_object_get(ev, "guest-running")),
+		      "the failed event does not say the guest runs");
+	json_object_put(ev);
+	assert_source_runs(&f);
+	printf("qemu: migrate-recv killed mid-stream: migrate-send exit 5 after %" PRIu64
+	       " ms, the source guest running and making progress\n", tu_now_ms() - t0);
+	qfx_free(&f);
+}
+END_TEST
+
+/* The destination QEMU (another machine type) cannot load the device
+ * state: both sides fail and the guest runs on at the source. */
+START_TEST(dest_rejects_state_guest_resumes)
+{
+	char *err;
+	struct qfx f;
+	int sc, rc;
+
+	qfx_init(&f);
+	qfx_pair(&f, "q35");
+	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
+	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, NULL });
+	sc = tu_run_finish(&f.send, 180000);
+	rc = tu_run_finish(&f.recv, 30000);
+	if (sc != 5 || rc == 0)
+		dump_all(&f);
+	ck_assert_int_eq(sc, 5);
+	ck_assert_int_ne(rc, 0);
+	ck_assert(!tu_has_event(f.recv.out, "completed"));
+	assert_source_runs(&f);
+	err = tu_slurp(f.send.err, NULL);
+	printf("qemu: destination QEMU of another machine type: %s", err);
+	free(err);
+	qfx_free(&f);
+}
+END_TEST
+
+/* Guest RAM QEMU would migrate itself (not in a shared backend) is refused
+ * before anything is sent, naming the fix. */
+START_TEST(unshared_ram_refused)
+{
+	char dst[300], *err;
+	struct qfx f;
+	int sc;
+
+	qfx_init(&f);
+	qfx_qemu(&f, &f.src, "src", "pc", NULL, f.src_serial, f.src_img, NULL);
+	guest_wait_markers(f.src_serial, 0, 1, 120000, "source guest");
+	snprintf(dst, sizeof(dst), "%s/ramdir", f.work);
+	ck_assert_int_eq(mkdir(dst, 0700), 0);
+	qfx_recv(&f, (const char *[]){ "--ram-dir", dst, NULL });
+	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, NULL });
+	sc = tu_run_finish(&f.send, 60000);
+	err = tu_slurp(f.send.err, NULL);
+	ck_assert_msg(sc == 2 && strstr(err, "share=on") && strstr(err, "memory-backend"),
+		      "exit %d: %s", sc, err);
+	/* Nothing reached the destination, and the guest never paused. */
+	ck_assert(!tu_has_event(f.recv.out, "setup") && !tu_has_event(f.recv.out, "refused"));
+	vm_expect_status(&f.src, "running");
+	printf("qemu: guest RAM not shared: %s", err);
+	free(err);
+	tu_kill(&f.recv.p, SIGTERM);
+	qfx_free(&f);
+}
+END_TEST
+
+Suite *qemu_suite(void)
+{
+	Suite *s = suite_create("qemu");
+	TCase *tc = tcase_create("softroce");
+
+	tcase_set_timeout(tc, 400);
+	tcase_add_test(tc, unshared_ram_refused);
+	tcase_add_test(tc, live_migration_runs_on);
+	tcase_add_test(tc, recv_killed_guest_resumes);
+	tcase_add_test(tc, dest_rejects_state_guest_resumes);
+	suite_add_tcase(s, tc);
+	return s;
+}
