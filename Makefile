@@ -252,11 +252,17 @@ check-two-guests: tests
 bootstrap-if-needed:
 	@tools/bootstrap
 
-# The main job, end to end on a fresh machine: live-migrate a 256 MiB RAM
-# file that memload keeps dirtying, over Soft-RoCE, and compare the result.
+# The main job, end to end on a fresh machine: live-migrate a running QEMU
+# guest with migrate-send/migrate-recv --qmp over Soft-RoCE; it runs on at
+# the destination with its memory whole.
 demo: bootstrap-if-needed
-	$(MAKE) all
+	$(MAKE) all tests
 	tools/demo
+
+# The same with a process (memload dirtying a 256 MiB RAM file).
+demo-memload: bootstrap-if-needed
+	$(MAKE) all
+	tools/demo-memload
 
 # ---- test guest (issue 11) -----------------------------------------------------
 # A boot-sector QEMU guest that counts its passes over [1 MiB, 101 MiB) in
@@ -301,7 +307,7 @@ all: lib $(BINS)
 clean:
 	rm -rf build build-san
 
-.PHONY: all lib tests check check-unit check-valgrind lint fuzz demo bootstrap-if-needed install clean
+.PHONY: all lib tests check check-unit check-valgrind lint fuzz demo demo-memload bootstrap-if-needed install clean
 .DEFAULT_GOAL := all
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
