@@ -271,24 +271,12 @@ static int reserve_fail(int fd, const struct cli_ram *r, uint64_t len, int e, ch
 	return -e;
 }
 
-int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err, size_t errlen)
+/* Checks, sizes, reserves and maps the open @fd (closed here). */
+static int map_fd(int fd, struct cli_ram *r, uint64_t len, char *err, size_t errlen)
 {
-	int oflags = O_RDWR | O_CLOEXEC | (len ? O_CREAT : 0) |
-		     (flags & CLI_RAM_FOLLOW ? 0 : O_NOFOLLOW);
 	struct stat st;
 	void *p;
-	int fd;
 
-	if (flags & CLI_RAM_NEW)
-		oflags |= O_EXCL;
-	fd = open(r->path, oflags, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		snprintf(err, errlen, "%s already exists: remove it, or name it with --ram to "
-			 "receive into it", r->path);
-		return -EEXIST;
-	}
-	if (fd < 0)
-		return map_fail(-1, err, errlen, "cannot open %s: %s", r->path);
 	if (fstat(fd, &st))
 		return map_fail(fd, err, errlen, "cannot stat %s: %s", r->path);
 	if (!S_ISREG(st.st_mode)) {
@@ -318,6 +306,35 @@ int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err, s
 	r->host = p;
 	r->len = len;
 	return 0;
+}
+
+int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err, size_t errlen)
+{
+	int oflags = O_RDWR | O_CLOEXEC | (len ? O_CREAT : 0) |
+		     (flags & CLI_RAM_FOLLOW ? 0 : O_NOFOLLOW);
+	int fd;
+
+	if (flags & CLI_RAM_NEW)
+		oflags |= O_EXCL;
+	fd = open(r->path, oflags, 0600);
+	/* A file we just made must not outlive a failure here: without its
+	 * marker it would look like a complete image, and a retry would find
+	 * it in the way. */
+	if (fd >= 0 && (flags & CLI_RAM_NEW)) {
+		int rc = map_fd(fd, r, len, err, errlen);
+
+		if (rc)
+			unlink(r->path);
+		return rc;
+	}
+	if (fd < 0 && errno == EEXIST) {
+		snprintf(err, errlen, "%s already exists: remove it, or name it with --ram to "
+			 "receive into it", r->path);
+		return -EEXIST;
+	}
+	if (fd < 0)
+		return map_fail(-1, err, errlen, "cannot open %s: %s", r->path);
+	return map_fd(fd, r, len, err, errlen);
 }
 
 void cli_ram_unmap(struct cli_ram *r)

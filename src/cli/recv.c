@@ -20,6 +20,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <poll.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -495,8 +496,14 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	/* --ram-dir holds images we make: each a new file, which also spares
 	 * sending zero pages; existing files only through an explicit --ram. */
 	rc = cli_ram_map_rw(f, length, m->dir[0] ? CLI_RAM_NEW : 0, errbuf, errlen);
-	if (!rc)
-		rc = cli_ram_mark_incomplete(f, errbuf, errlen);
+	if (rc)
+		return rc;
+	rc = cli_ram_mark_incomplete(f, errbuf, errlen);
+	if (rc && m->dir[0]) {
+		/* Unmarked, our new file would look like a complete image. */
+		cli_ram_unmap(f);
+		unlink(f->path);
+	}
 	if (rc)
 		return rc;
 	*host = f->host;
@@ -506,37 +513,37 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 }
 
 /* --qmp: the first bytes of device state start QEMU's incoming migration. */
-static int state_to_qemu(struct mig *m, const void *data, size_t len)
+static int state_to_qemu(struct mig *m, const void *data, size_t len, char *err,
+			 size_t errlen)
 {
-	char err[1024];
 	int rc = 0;
 
 	if (!m->vms)
-		rc = vms_load_start(&m->vms, m->app->q, err, sizeof(err));
+		rc = vms_load_start(&m->vms, m->app->q, err, errlen);
 	if (!rc)
-		rc = vms_write(m->vms, data, len, (int)(m->app->o.timeout_s * 1000), err,
-			       sizeof(err));
-	if (rc)
-		cli_log(&m->app->bar, RDMIG_LOG_WARN, err);
+		rc = vms_write(m->vms, data, len, (int)(m->app->o.timeout_s * 1000), err, errlen);
 	return rc;
 }
 
-static int state_cb(void *ctx, const void *data, size_t len)
+static int state_cb(void *ctx, const void *data, size_t len, char *err, size_t errlen)
 {
 	struct mig *m = ctx;
 	const char *p = data;
 	ssize_t n;
 
 	if (m->app->q)
-		return state_to_qemu(m, data, len);
+		return state_to_qemu(m, data, len, err, errlen);
 	if (m->state_fd < 0)
 		return -EBADF;
 	while (len) {
 		n = write(m->state_fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
+		if (n < 0) {
+			snprintf(err, errlen, "writing %s: %s", m->state_part[0] ? m->state_part :
+				 "the state", strerror(errno));
 			return -errno;
+		}
 		p += n;
 		len -= (size_t)n;
 	}
@@ -806,7 +813,7 @@ static void mig_end(struct mig *m, int code, const char *msg)
 
 static void report_done(struct mig *m)
 {
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	char a[32], b[32];
 
 	rdmig_dest_stats(m->d, &st);
@@ -845,7 +852,7 @@ static int failure_code(struct mig *m, int rc, const char *msg)
 static int check_set(struct mig *m, char *err, size_t errlen)
 {
 	const struct recv_opts *o = &m->app->o;
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	unsigned i, j;
 
 	if (m->set_checked || o->ram_dir || !m->admitted)
@@ -1109,13 +1116,26 @@ static void mig_watch(struct mig *m)
 	}
 }
 
+/* Whether a connection request waits on the listener (without taking it). */
+static bool request_pending(const struct app *a)
+{
+	struct pollfd pfd = { .fd = rdmig_listener_fd(a->l), .events = POLLIN };
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
 /* 1 when a pending request was handled, 0 when there was none. */
 static int take_request(struct app *a)
 {
 	char buf[256];
-	const char *busy = busy_reason(a, buf, sizeof(buf));
+	const char *busy;
 	struct mig *m;
 	int rc;
+
+	/* Making room drops a handshake: only for a request in hand. */
+	if (!request_pending(a))
+		return 0;
+	busy = busy_reason(a, buf, sizeof(buf));
 
 	if (busy) {
 		if (rdmig_listener_refuse(a->l))
@@ -1139,6 +1159,13 @@ static int take_request(struct app *a)
 		char err[8192];
 
 		snprintf(err, sizeof(err), "%s", rdmig_dest_error(m->d));
+		/* The device went away under the listener: migrations in
+		 * progress fail on their own connections; no new ones can come. */
+		if (rc == -ENODEV && a->migs) {
+			ev_io_stop(a->loop, &a->listen_w);
+			mig_free(m);
+			return 0;
+		}
 		/* What the peer asked for is its problem; failing to accept at
 		 * all (memory, pinning) is ours and would fail every source. */
 		if (rc == -EPROTO || rc == -EPROTONOSUPPORT || rc == -EACCES || a->o.daemon)
@@ -1205,7 +1232,7 @@ static int cancel_migrations(struct app *a, unsigned id)
 static struct json_object *mig_status(struct mig *m)
 {
 	struct json_object *o = mig_json(m, NULL);
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 
 	rdmig_dest_stats(m->d, &st);
 	cli_json_str(o, "status", "active");

@@ -138,9 +138,6 @@ struct sender {
 	bool resumed;           /* after a failure: the workload runs again */
 	char resume_err[512];   /* ... or why it could not */
 
-	/* --max-bandwidth: bytes allowed = ref_bytes + rate * (now - ref_ms) */
-	uint64_t thr_ref_ms, thr_ref_bytes, thr_rate;
-
 	/* progress bar of the current iteration */
 	uint64_t iter_base, iter_planned, iter_t0, bar_ms;
 
@@ -448,20 +445,6 @@ static int open_workload(struct sender *x)
 
 static void on_progress(void *ctx, const struct rdmig_stats *st);
 
-/* With a bandwidth limit, keep what is in flight to about 1/20 s of it so
- * the pauses in the progress callback actually shape the traffic. */
-static void limit_bursts(struct rdmig_config *cfg, uint64_t rate)
-{
-	uint64_t burst = rate / 20, merge = 4096;
-
-	if (!rate)
-		return;
-	while (merge * 2 <= burst && merge * 2 <= cfg->chunk_size)
-		merge *= 2;
-	cfg->merge_max = (uint32_t)merge;
-	cfg->max_writes = (uint32_t)(burst / merge ? (burst / merge > 256 ? 256 : burst / merge) : 1);
-}
-
 static int create_source(struct sender *x)
 {
 	struct rdmig_config cfg;
@@ -484,10 +467,8 @@ static int create_source(struct sender *x)
 	cfg.log_level = x->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	cfg.progress = on_progress;
 	cfg.progress_ctx = x;
-	/* Often, so that a bandwidth limit (also one set later) can pause
-	 * the sending finely; the bar redraws less often. */
-	cfg.progress_ms = 10;
-	limit_bursts(&cfg, x->o.max_bandwidth);
+	cfg.progress_ms = 100;
+	cfg.max_bandwidth = x->o.max_bandwidth;
 	rc = rdmig_source_create(&x->s, &cfg);
 	if (rc)
 		return cli_usage("%s", x->s ? rdmig_source_error(x->s) : strerror(-rc));
@@ -501,32 +482,7 @@ static int create_source(struct sender *x)
 	return 0;
 }
 
-/* ---- throttling and progress (library callback, main thread) -------------- */
-
-static void throttle(struct sender *x, uint64_t sent)
-{
-	uint64_t rate = atomic_load(&x->max_bandwidth), now = cli_now_ms(), allowed, ahead, ms;
-
-	if (rate != x->thr_rate || !x->thr_ref_ms) {
-		x->thr_rate = rate;
-		x->thr_ref_ms = now;
-		x->thr_ref_bytes = sent;
-	}
-	if (!rate)
-		return;
-	allowed = x->thr_ref_bytes + rate * (now - x->thr_ref_ms) / 1000;
-	if (sent + rate / 10 < allowed) {
-		/* Idle time (a dirty scan, say) must not buy a long burst later. */
-		x->thr_ref_ms = now;
-		x->thr_ref_bytes = sent;
-		return;
-	}
-	if (sent <= allowed)
-		return;
-	ahead = sent - allowed;
-	ms = ahead * 1000 / rate;
-	usleep((useconds_t)(ms > 100 ? 100 : ms) * 1000);
-}
+/* ---- progress (library callback, main thread) ------------------------------ */
 
 static void draw_bar(struct sender *x, const struct rdmig_stats *st)
 {
@@ -546,7 +502,6 @@ static void on_progress(void *ctx, const struct rdmig_stats *st)
 	struct sender *x = ctx;
 
 	draw_bar(x, st);
-	throttle(x, st->transferred);
 }
 
 /* ---- the workload: stop, continue, dirty pages ----------------------------- */
@@ -637,7 +592,7 @@ static void set_status(struct sender *x, enum send_status st)
 
 static void emit_setup(struct sender *x)
 {
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	struct json_object *o;
 
 	if (!x->o.json)
@@ -653,7 +608,7 @@ static void emit_setup(struct sender *x)
  * long they were written. */
 static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
 {
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	struct json_object *o;
 	uint64_t pages = x->last_bytes / PAGE;
 
@@ -675,7 +630,7 @@ static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
 
 static int iterate(struct sender *x)
 {
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	uint64_t t0 = cli_now_ms();
 	int rc;
 
@@ -855,7 +810,7 @@ static int migrate(struct sender *x, struct failure *f)
 
 static void report_success(struct sender *x)
 {
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	char a[32], b[32], c[32];
 	double secs, rate;
 
@@ -892,8 +847,9 @@ static void report_success(struct sender *x)
 /* What became of the workload after a failure, for the one line. */
 static const char *workload_fate(struct sender *x, char *buf, size_t len)
 {
+	buf[0] = '\0';
 	if (!x->o.live)
-		return "";
+		return buf;
 	if (!x->resumed)
 		snprintf(buf, len, "; %s", x->resume_err);
 	else
@@ -940,7 +896,7 @@ static int report_failure(struct sender *x, const struct failure *f)
 static struct json_object *status_reply(struct sender *x)
 {
 	struct json_object *o = json_object_new_object();
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	int status = atomic_load(&x->status);
 
 	rdmig_source_stats(x->s, &st);
@@ -995,8 +951,12 @@ static struct json_object *set_reply(struct sender *x, struct json_object *req)
 		return ctl_error("set needs max-downtime or max-bandwidth");
 	if (have_dt)
 		atomic_store(&x->max_downtime, dt);
-	if (have_bw)
+	if (have_bw) {
 		atomic_store(&x->max_bandwidth, bw);
+		/* The library paces the WRITEs itself, from any thread's word. */
+		if (x->s)
+			rdmig_source_set_max_bandwidth(x->s, bw);
+	}
 	return ctl_return(NULL);
 }
 

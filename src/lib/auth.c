@@ -115,3 +115,26 @@ void auth_digest(const void *data, size_t len, uint8_t out[DIGEST_LEN])
 	XXH128_canonicalFromHash(&c, h);
 	memcpy(out, c.digest, DIGEST_LEN);
 }
+
+struct auth_digest_state *auth_digest_begin(void)
+{
+	XXH3_state_t *st = XXH3_createState();
+
+	if (st)
+		XXH3_128bits_reset(st);
+	return (struct auth_digest_state *)st;
+}
+
+void auth_digest_more(struct auth_digest_state *st, const void *data, size_t len)
+{
+	XXH3_128bits_update((XXH3_state_t *)st, data, len);
+}
+
+void auth_digest_end(struct auth_digest_state *st, uint8_t out[DIGEST_LEN])
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest((XXH3_state_t *)st));
+	memcpy(out, c.digest, DIGEST_LEN);
+	XXH3_freeState((XXH3_state_t *)st);
+}

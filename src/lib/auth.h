@@ -64,5 +64,11 @@ void auth_key_free(void *key, size_t len);
 
 /* XXH3-128 of a block, big-endian, for --verify. */
 void auth_digest(const void *data, size_t len, uint8_t out[DIGEST_LEN]);
+/* The same in pieces, for callers that must return between them. */
+struct auth_digest_state;
+struct auth_digest_state *auth_digest_begin(void);
+void auth_digest_more(struct auth_digest_state *st, const void *data, size_t len);
+/* Writes the digest and frees @st. */
+void auth_digest_end(struct auth_digest_state *st, uint8_t out[DIGEST_LEN]);
 
 #endif

@@ -101,3 +101,17 @@ uint64_t bm_count(const uint64_t *bm, uint64_t nbits)
 		n += (uint64_t)__builtin_popcountll(bm[full] & bm_mask(0, rest));
 	return n;
 }
+
+uint64_t bm_count_range(const uint64_t *bm, uint64_t start, uint64_t n)
+{
+	uint64_t end = start + n, i = start, c = 0;
+
+	/* Bit by bit to the first word boundary, then whole words. */
+	for (; i < end && i % BM_WORD_BITS; i++)
+		c += bm_test(bm, i);
+	for (; i + BM_WORD_BITS <= end; i += BM_WORD_BITS)
+		c += (uint64_t)__builtin_popcountll(bm[i / BM_WORD_BITS]);
+	for (; i < end; i++)
+		c += bm_test(bm, i);
+	return c;
+}

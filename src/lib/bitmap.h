@@ -47,5 +47,7 @@ uint64_t bm_next_clear(const uint64_t *bm, uint64_t nbits, uint64_t from);
 
 /* Number of set bits below @nbits. */
 uint64_t bm_count(const uint64_t *bm, uint64_t nbits);
+/* Number of set bits in [start, start + n). */
+uint64_t bm_count_range(const uint64_t *bm, uint64_t start, uint64_t n);
 
 #endif

@@ -84,10 +84,10 @@ int blk_name_valid(const char *name, struct rd_err *err)
 
 		/* The name may come from the peer: show the byte, not the raw
 		 * string, which could hold terminal escapes. */
-		if (ch < 0x21 || ch > 0x7e || ch == '/' || ch == '=')
+		if (ch < 0x20 || ch > 0x7e)
 			return rd_err_set(err, -EINVAL,
 					  "block name has byte 0x%02x at position %zu: only printable "
-					  "ASCII without spaces, '/' or '=' is allowed", ch, i);
+					  "ASCII is allowed", ch, i);
 	}
 	return 0;
 }

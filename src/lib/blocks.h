@@ -8,7 +8,7 @@
 
 #include "util.h"
 
-#define BLK_NAME_MAX 64 /* bytes, without the NUL */
+#define BLK_NAME_MAX 255 /* bytes, without the NUL */
 #define BLK_MAX 1024    /* blocks per migration */
 
 struct blk_desc {
@@ -38,9 +38,10 @@ int blk_check_range(const char *name, uint64_t blk_len, uint64_t off, uint64_t l
 int blk_check_chunk(const char *name, uint64_t blk_len, unsigned chunk_shift,
 		    uint64_t chunk, struct rd_err *err);
 
-/* Block-name rules shared with the wire protocol: 1..64 bytes of printable
- * ASCII (0x21..0x7e) other than '/' and '=' (names become file names and
- * NAME=PATH arguments).  0 or -EINVAL. */
+/* Block-name rules shared with the wire protocol: 1..255 bytes of
+ * printable ASCII (0x20..0x7e), as QEMU's RAMBlock idstrs are ("pc.ram",
+ * "/rom@etc/acpi/tables").  Commands map them to safe file names
+ * themselves.  0 or -EINVAL. */
 int blk_name_valid(const char *name, struct rd_err *err);
 
 /* Matches the blocks the source announced against the local ones by name:

@@ -200,9 +200,9 @@ void chan_set_destroy(struct chan_set *cs)
 	free(cs);
 }
 
-int chan_connect(struct fab_conn **out, struct fab_conn *ctrl, const char *host,
-		 uint32_t port, uint64_t token, unsigned idx, unsigned n,
-		 uint32_t sq_depth, int64_t deadline, struct rd_err *err)
+int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, const char *host,
+		       uint32_t port, uint64_t token, unsigned idx, unsigned n,
+		       uint32_t sq_depth, int64_t deadline, struct rd_err *err)
 {
 	struct fab_caps caps = { .sq_depth = sq_depth, .rq_depth = CHAN_RQ_DEPTH,
 				 .pd = ctrl->pd, .cq = ctrl->cq };
@@ -211,21 +211,31 @@ int chan_connect(struct fab_conn **out, struct fab_conn *ctrl, const char *host,
 				  .ctrl_msg_max = PD_MSG_MAX_MIN, .session_id = token,
 				  .channel = (uint16_t)idx, .channels = (uint16_t)n };
 	uint8_t priv[PD_REQUEST_LEN];
-	struct pd_accept acc;
-	struct pd_reject rej;
 	char sport[8];
 	int rc;
 
 	snprintf(sport, sizeof(sport), "%u", port);
-	rc = fab_connect(out, host, sport, &caps, priv,
-			 pd_encode_request(&req, priv, sizeof(priv)), NULL, NULL, deadline, err);
-	if (rc == -ECONNREFUSED && *out && (*out)->peer_priv_len &&
-	    !pd_decode_reject((*out)->peer_priv, (*out)->peer_priv_len, &rej, err))
+	rc = fab_connect_start(out, host, sport, &caps, priv,
+			       pd_encode_request(&req, priv, sizeof(priv)), NULL, NULL, deadline,
+			       err);
+	return rc ? rd_err_prefix(err, rc, "data channel %u", idx) : 0;
+}
+
+int chan_connect_finish(struct fab_conn *c, unsigned idx, int step_rc, struct rd_err *err)
+{
+	struct pd_accept acc;
+	struct pd_reject rej;
+	int rc;
+
+	if (step_rc == -ECONNREFUSED && c->peer_priv_len &&
+	    !pd_decode_reject(c->peer_priv, c->peer_priv_len, &rej, err))
 		return rd_err_set(err, -ECONNREFUSED, "the destination refused data channel "
 				  "%u: %s", idx, pd_reason_str(rej.reason));
-	if (rc)
-		return rd_err_prefix(err, rc, "data channel %u", idx);
-	rc = pd_decode_accept((*out)->peer_priv, (*out)->peer_priv_len, &acc, err);
+	if (step_rc < 0) {
+		memcpy(err->msg, c->err.msg, sizeof(err->msg));
+		return rd_err_prefix(err, step_rc, "data channel %u", idx);
+	}
+	rc = pd_decode_accept(c->peer_priv, c->peer_priv_len, &acc, err);
 	if (!rc && !(acc.caps & PD_CAP_MULTI_CHANNEL))
 		rc = rd_err_set(err, -EPROTO, "the destination did not accept channel %u "
 				"as a data channel", idx);

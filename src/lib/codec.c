@@ -42,6 +42,10 @@ static const struct count_limit register_req_limits[] = {
 static const struct count_limit register_resp_limits[] = {
 	{ 2, "rkeys", CTRL_REGISTER_MAX }, { 0, NULL, 0 },
 };
+static const struct count_limit pin_keys_limits[] = {
+	{ 1, "keys", CTRL_PIN_KEYS_MAX }, { 2, "keys", CTRL_PIN_KEYS_MAX },
+	{ 3, "keys", CTRL_PIN_KEYS_MAX }, { 0, NULL, 0 },
+};
 static const struct count_limit zero_ranges_limits[] = {
 	{ 1, "ranges", CTRL_ZERO_RANGES_MAX }, { 2, "ranges", CTRL_ZERO_RANGES_MAX },
 	{ 3, "ranges", CTRL_ZERO_RANGES_MAX }, { 0, NULL, 0 },
@@ -64,6 +68,7 @@ static int check_complete_ack(const ProtobufCMessage *, uint32_t, struct rd_err 
 static int check_error(const ProtobufCMessage *, uint32_t, struct rd_err *);
 static int check_auth_challenge(const ProtobufCMessage *, uint32_t, struct rd_err *);
 static int check_auth_response(const ProtobufCMessage *, uint32_t, struct rd_err *);
+static int check_pin_keys(const ProtobufCMessage *, uint32_t, struct rd_err *);
 
 static const struct ctrl_desc types[CT_TYPE_MAX] = {
 	[CT_BLOCK_MAP_REQ] = { "BLOCK_MAP_REQ", &rdmig__block_map_req__descriptor,
@@ -90,6 +95,8 @@ static const struct ctrl_desc types[CT_TYPE_MAX] = {
 				check_auth_challenge, NULL },
 	[CT_AUTH_RESPONSE] = { "AUTH_RESPONSE", &rdmig__auth_response__descriptor,
 			       check_auth_response, NULL },
+	[CT_PIN_KEYS] = { "PIN_KEYS", &rdmig__pin_keys__descriptor, check_pin_keys,
+			  pin_keys_limits },
 };
 
 static const struct ctrl_desc *type_desc(unsigned type)
@@ -469,10 +476,6 @@ static int check_name(size_t i, const char *name, struct rd_err *err)
 			return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: block %zu name "
 					  "\"%s\" contains byte 0x%02x, not printable "
 					  "ASCII", i, quote(name, q, sizeof(q)), c);
-		if (c == '/' || c == '=')
-			return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: block %zu name "
-					  "\"%s\" contains '%c'", i,
-					  quote(name, q, sizeof(q)), c);
 	}
 	return 0;
 }
@@ -540,6 +543,11 @@ static int check_block_map_req(const ProtobufCMessage *msg, uint32_t msg_max,
 		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: chunk_shift %" PRIu32
 				  " outside %d..%d", m->chunk_shift,
 				  CTRL_CHUNK_SHIFT_MIN, CTRL_CHUNK_SHIFT_MAX);
+	if (m->piece_shift && (m->piece_shift < m->chunk_shift ||
+			       m->piece_shift > CTRL_CHUNK_SHIFT_MAX))
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: piece_shift %" PRIu32
+				  " outside %" PRIu32 "..%d", m->piece_shift, m->chunk_shift,
+				  CTRL_CHUNK_SHIFT_MAX);
 	for (i = 0; i < m->n_blocks; i++) {
 		rc = check_block_desc(i, m->blocks[i], err);
 		if (rc)
@@ -618,6 +626,23 @@ static int check_register_resp(const ProtobufCMessage *msg, uint32_t msg_max,
 		return rd_err_set(err, -EPROTO, "REGISTER_RESP: %zu rkeys exceeds the "
 				  "limit of %d", m->n_rkeys, CTRL_REGISTER_MAX);
 	return 0;
+}
+
+static int check_pin_keys(const ProtobufCMessage *msg, uint32_t msg_max,
+			  struct rd_err *err)
+{
+	const Rdmig__PinKeys *m = (const Rdmig__PinKeys *)msg;
+	int rc;
+
+	(void)msg_max;
+	rc = check_pair("PIN_KEYS", "block/piece", m->n_block, m->n_piece, CTRL_PIN_KEYS_MAX,
+			err);
+	if (!rc && m->n_rkey != m->n_block)
+		rc = rd_err_set(err, -EPROTO, "PIN_KEYS: %zu rkeys for %zu pieces", m->n_rkey,
+				m->n_block);
+	if (!rc && !m->n_block)
+		rc = rd_err_set(err, -EPROTO, "PIN_KEYS: no keys");
+	return rc;
 }
 
 static int check_zero_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
@@ -783,6 +808,12 @@ size_t ctrl_register_max(uint32_t msg_max)
 	/* req_id, then four packed arrays; each ref is a block and an index. */
 	return fit(msg_max, 1 + VARINT64_MAX + 4 * PACKED_OVERHEAD,
 		   VARINT32_MAX + VARINT64_MAX, CTRL_REGISTER_MAX);
+}
+
+size_t ctrl_pin_keys_max(uint32_t msg_max)
+{
+	return fit(msg_max, 3 * PACKED_OVERHEAD, 2 * VARINT32_MAX + VARINT64_MAX,
+		   CTRL_PIN_KEYS_MAX);
 }
 
 size_t ctrl_zero_ranges_max(uint32_t msg_max)

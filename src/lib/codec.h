@@ -35,18 +35,20 @@ enum ctrl_type {
 	CT_KEEPALIVE,     /* header only */
 	CT_AUTH_CHALLENGE,
 	CT_AUTH_RESPONSE,
+	CT_PIN_KEYS,
 	CT_TYPE_MAX       /* one past the last */
 };
 
 /* Stateless per-message limits (rdmig(7)). */
 #define CTRL_BLOCKS_MAX 1024
-#define CTRL_NAME_MAX 64
+#define CTRL_NAME_MAX 255
 #define CTRL_BLOCK_LEN_MAX (1ull << 50)
 #define CTRL_PAGE_MIN 4096u
 #define CTRL_PAGE_MAX (1u << 30)
 #define CTRL_CHUNK_SHIFT_MIN 12
 #define CTRL_CHUNK_SHIFT_MAX 30
 #define CTRL_REGISTER_MAX 4096
+#define CTRL_PIN_KEYS_MAX 4096
 #define CTRL_ZERO_RANGES_MAX 65536
 #define CTRL_DIGESTS_MAX 1024
 #define CTRL_DIGEST_MIN 8
@@ -107,6 +109,7 @@ size_t ctrl_state_max(uint32_t msg_max);
  * (4096 / 65536).  A REGISTER_RESP for that many chunks is smaller than the
  * request and fits the same size. */
 size_t ctrl_register_max(uint32_t msg_max);
+size_t ctrl_pin_keys_max(uint32_t msg_max);
 size_t ctrl_zero_ranges_max(uint32_t msg_max);
 
 #endif

@@ -24,6 +24,7 @@ struct stats_box {
 	pthread_mutex_t lock;
 	struct rdmig_stats st;
 	int64_t start_ms, data_start_ms;
+	uint64_t ctrl_bytes;    /* control bytes sent, part of "transferred" */
 };
 
 void stats_init(struct stats_box *b);

@@ -30,7 +30,7 @@ int creg_init(struct creg *c, uint64_t nslots, uint64_t cap_bytes)
 	return 0;
 }
 
-void creg_fini(struct creg *c, void (*release)(void *mr))
+void creg_fini(struct creg *c, void (*release)(void *ctx, void *mr), void *ctx)
 {
 	uint64_t p, ndir = (c->nslots + CREG_PAGE - 1) >> CREG_PAGE_SHIFT;
 	unsigned i;
@@ -40,7 +40,7 @@ void creg_fini(struct creg *c, void (*release)(void *mr))
 			continue;
 		for (i = 0; release && i < CREG_PAGE; i++)
 			if (c->dir[p]->s[i].state != CREG_NONE && c->dir[p]->s[i].mr)
-				release(c->dir[p]->s[i].mr);
+				release(ctx, c->dir[p]->s[i].mr);
 		free(c->dir[p]);
 	}
 	free(c->dir);
@@ -140,7 +140,7 @@ int creg_add(struct creg *c, uint64_t slot, uint64_t bytes, uint8_t state)
 	s->bytes = bytes;
 	s->inflight = 0;
 	s->mr = NULL;
-	s->rkey = 0;
+	s->rkey = s->lkey = 0;
 	c->pinned_bytes = pinned;
 	if (pinned > c->peak_bytes)
 		c->peak_bytes = pinned;
@@ -149,12 +149,14 @@ int creg_add(struct creg *c, uint64_t slot, uint64_t bytes, uint8_t state)
 	return 0;
 }
 
-void creg_set_mr(struct creg *c, uint64_t slot, void *mr)
+void creg_set_mr(struct creg *c, uint64_t slot, void *mr, uint32_t lkey)
 {
 	struct creg_slot *s = creg_slot(c, slot);
 
-	if (s)
+	if (s) {
 		s->mr = mr;
+		s->lkey = lkey;
+	}
 }
 
 void creg_set_ready(struct creg *c, uint64_t slot, uint32_t rkey, void *mr)

@@ -29,6 +29,7 @@ enum creg_state {
 struct creg_slot {
 	uint8_t state;     /* enum creg_state */
 	uint32_t rkey;
+	uint32_t lkey;     /* the caller's MR's, when it needs one */
 	void *mr;          /* the caller's MR (struct ibv_mr *) */
 	uint32_t inflight; /* operations using the registration: never a victim */
 	uint64_t bytes;    /* pinned by this slot */
@@ -49,9 +50,9 @@ struct creg {
 
 /* 0, or -ENOMEM. */
 int creg_init(struct creg *c, uint64_t nslots, uint64_t cap_bytes);
-/* Calls @release (when not NULL) with every MR still recorded, then frees
- * everything; safe on a zeroed or already finished struct creg. */
-void creg_fini(struct creg *c, void (*release)(void *mr));
+/* Calls @release (when not NULL) with @ctx and every MR still recorded,
+ * then frees everything; safe on a zeroed or already finished struct creg. */
+void creg_fini(struct creg *c, void (*release)(void *ctx, void *mr), void *ctx);
 
 /* The slot's record, or NULL when it is not in use (CREG_NONE) or out of
  * range.  Valid until the slot is removed. */
@@ -66,7 +67,7 @@ uint8_t creg_state(const struct creg *c, uint64_t slot);
 int creg_add(struct creg *c, uint64_t slot, uint64_t bytes, uint8_t state);
 /* Records the caller's MR of a slot in use (it is handed to creg_fini's
  * release if the slot is still in use then). */
-void creg_set_mr(struct creg *c, uint64_t slot, void *mr);
+void creg_set_mr(struct creg *c, uint64_t slot, void *mr, uint32_t lkey);
 /* A PENDING (or READY) slot becomes READY with its keys, most recently used.
  * Ignored for a slot not in use. */
 void creg_set_ready(struct creg *c, uint64_t slot, uint32_t rkey, void *mr);

@@ -3,10 +3,11 @@
  * rdmig_dest_process() handles every pending CM event and completion and
  * returns; rdmig_dest_run() is that in a poll() loop.  The destination never
  * writes its memory itself except to clear zero ranges: the source's RDMA
- * WRITEs do that, into memory this side registered on request.  Everything
- * the source says is checked against the block table before use, and the
- * migration only counts as complete when COMPLETE arrives with counters
- * matching what was received. */
+ * WRITEs do that, into memory this side registered.  This file holds the
+ * connection, authentication and the API; dst_map.c the block map and what
+ * fills the blocks.  The migration only counts as complete when COMPLETE
+ * arrives with counters matching what was received, and is reported so once
+ * the confirmation reached the source. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -16,33 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "blocks.h"
-#include "chan.h"
 #include "codec.h"
-#include "config.h"
-#include "creg.h"
-#include "ctrl.h"
-#include "fabric.h"
+#include "dest.h"
 #include "privdata.h"
 #include "rdmig.h"
-#include "rdmig.pb-c.h"
-#include "zero.h"
-
-enum dst_state {
-	DST_NEW,        /* blocks may be added; no connection yet */
-	/* Accepted with AUTH: our challenge left inside the ACCEPT, so it
-	 * existed before any frame could arrive; waiting for the source's
-	 * challenge and answer.  Nothing is registered or revealed.  Frames
-	 * are taken before the ESTABLISHED event: our QP is ready once
-	 * rdma_accept returns, and a source need not send its RTU. */
-	DST_AUTH,
-	DST_WAIT_MAP,   /* authenticated (or no key): waiting for the block map */
-	DST_RUNNING,    /* iterations, state, until COMPLETE */
-	DST_FLUSHING,   /* COMPLETE_ACK posted, waiting for its completion */
-	DST_DONE,       /* the image is complete */
-	DST_FAILED,     /* terminal; err holds the reason */
-};
 
 #define DEST_CHANNELS_DEFAULT 8
 /* The handshake (authentication and block map) gets this long at most from
@@ -50,52 +28,8 @@ enum dst_state {
  * itself must not hold a connection by sending keepalives. */
 #define HANDSHAKE_MS_MAX 10000
 
-struct dst_block {
-	struct blk_desc d;
-	uint8_t *host;
-	bool zeroed;
-	bool announced;
-	uint64_t nchunks;
-	uint64_t first_slot;
-	struct ibv_mr *mr;  /* pin-all */
-};
-
 struct rdmig_listener {
 	struct fab_listener *fl;
-};
-
-struct rdmig_dest {
-	struct rdmig_config cfg;
-	struct rd_err err;
-	enum dst_state state;
-	int result;
-
-	struct dst_block *blocks;   /* configured or mapped on demand */
-	unsigned nblocks;
-	unsigned *map;              /* announced index -> blocks index */
-	unsigned nmap;
-	unsigned chunk_shift;       /* the source's */
-
-	struct fab_conn *conn;
-	struct ctrl ch;
-	bool ctrl_ready;
-	uint32_t caps;
-	struct chan_set *chans;     /* MULTI_CHANNEL: the source's data channels */
-	unsigned req_channels;      /* channels the source asked for */
-
-	struct creg creg;
-	bool creg_ready;
-	uint64_t nslots;
-
-	uint32_t iteration;
-	uint64_t state_bytes;
-	struct stats_box stats;
-
-	uint8_t *key;               /* our copy of cfg.auth_key */
-	uint8_t nonce[AUTH_NONCE_LEN]; /* our challenge, sent in the ACCEPT */
-	struct auth_bind bind;      /* what the answers are bound to */
-	bool have_peer_nonce;
-	int64_t handshake_deadline; /* block map received by then, or fail */
 };
 
 /* ---- listener ---------------------------------------------------------- */
@@ -108,7 +42,6 @@ static void reject(struct fab_conn *c, uint16_t reason)
 
 	fab_reject(c, buf, pd_encode_reject(&rej, buf, sizeof(buf)));
 }
-
 
 int rdmig_listener_create(struct rdmig_listener **out, const char *host,
 			  const char *port, char *errbuf, size_t errlen)
@@ -172,20 +105,12 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 	*out = NULL;
 	if (!d)
 		return -ENOMEM;
-	stats_init(&d->stats);
-	rc = cfg_load(&d->cfg, cfg, &d->err);
-	if (!d->cfg.channels)
-		d->cfg.channels = DEST_CHANNELS_DEFAULT;
+	rc = sess_init(&d->ss, cfg, "source");
+	if (!d->ss.cfg.channels)
+		d->ss.cfg.channels = DEST_CHANNELS_DEFAULT;
 	if (rc) {
 		d->state = DST_FAILED;
 		d->result = rc;
-	} else if (d->cfg.auth_key) {
-		d->key = auth_key_dup(d->cfg.auth_key, d->cfg.auth_key_len);
-		if (!d->key) {
-			rdmig_dest_destroy(d);
-			return -ENOMEM;
-		}
-		d->cfg.auth_key = d->key;
 	}
 	*out = d;
 	return rc;
@@ -194,17 +119,17 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 const char *rdmig_dest_error(const struct rdmig_dest *d)
 {
 	/* Creation reports its failure through the handle, except for ENOMEM. */
-	return d ? d->err.msg : "out of memory";
+	return d ? d->ss.err.msg : "out of memory";
 }
 
-static int add_block(struct rdmig_dest *d, const char *name, void *host,
-		     uint64_t length, int zeroed)
+int dst_add_block(struct rdmig_dest *d, const char *name, void *host, uint64_t length,
+		  int zeroed)
 {
 	struct dst_block *nb;
 
 	nb = realloc(d->blocks, (d->nblocks + 1) * sizeof(*nb));
 	if (!nb)
-		return rd_err_set(&d->err, -ENOMEM, "out of memory");
+		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
 	d->blocks = nb;
 	nb = &d->blocks[d->nblocks];
 	memset(nb, 0, sizeof(*nb));
@@ -222,52 +147,80 @@ int rdmig_dest_add_block(struct rdmig_dest *d, const char *name, void *host,
 	int rc;
 
 	if (d->state != DST_NEW)
-		return rd_err_set(&d->err, -EINVAL, "blocks must be added before accepting");
-	rc = blk_name_valid(name, &d->err);
+		return rd_err_set(&d->ss.err, -EINVAL, "blocks must be added before accepting");
+	rc = blk_name_valid(name, &d->ss.err);
 	if (rc)
 		return rc;
 	if (!host || !length)
-		return rd_err_set(&d->err, -EINVAL, "block \"%s\": bad address or length", name);
+		return rd_err_set(&d->ss.err, -EINVAL, "block \"%s\": bad address or length",
+				  name);
 	if (d->nblocks >= BLK_MAX)
-		return rd_err_set(&d->err, -E2BIG, "too many blocks (limit %d)", BLK_MAX);
+		return rd_err_set(&d->ss.err, -E2BIG, "too many blocks (limit %d)", BLK_MAX);
 	for (i = 0; i < d->nblocks; i++)
 		if (!strcmp(d->blocks[i].d.name, name))
-			return rd_err_set(&d->err, -EEXIST, "block \"%s\" added twice", name);
-	return add_block(d, name, host, length, zeroed);
+			return rd_err_set(&d->ss.err, -EEXIST, "block \"%s\" added twice", name);
+	return dst_add_block(d, name, host, length, zeroed);
 }
 
 static int fail(struct rdmig_dest *d, int rc)
 {
 	if (d->state == DST_FAILED)
 		return d->result;
-	if (rc >= 0)
-		rc = -EPROTO;
 	d->state = DST_FAILED;
-	d->result = rc;
-	cfg_log(&d->cfg, RDMIG_LOG_ERROR, "migration failed: %s", d->err.msg);
-	if (d->ctrl_ready)
-		ctrl_send_error(&d->ch, rc, d->err.msg, 200);
+	d->result = sess_fail(&d->ss, rc);
 	chan_set_disconnect(d->chans);
-	fab_disconnect(d->conn);
-	return rc;
+	pthread_mutex_lock(&d->ss.stats.lock);
+	d->ss.stats.st.status = d->result == -ECANCELED ? RDMIG_STATUS_CANCELLED :
+				RDMIG_STATUS_FAILED;
+	pthread_mutex_unlock(&d->ss.stats.lock);
+	return d->result;
 }
 
-static int conn_err(struct rdmig_dest *d, int rc)
+int dst_send(struct rdmig_dest *d, unsigned type, const ProtobufCMessage *m,
+	     const char *what)
 {
-	if (d->conn && d->conn->err.msg[0])
-		memcpy(d->err.msg, d->conn->err.msg, sizeof(d->err.msg));
-	return rc;
+	int rc = ctrl_send(&d->ss.ch, type, m);
+
+	/* The source only asks within its credits: no room is its fault. */
+	return rc == -EAGAIN ? rd_err_set(&d->ss.err, -EPROTO, "no credit to %s", what) : rc;
+}
+
+/* ---- accepting ------------------------------------------------------------ */
+
+/* HOST:PORT of the peer that sent @c's request, kept for the logs even when
+ * the request is turned away. */
+static void name_peer(struct rdmig_dest *d, const struct fab_conn *c)
+{
+	const struct sockaddr *sa = fab_peer_addr(c);
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(d->peer, sizeof(d->peer), sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+		 host, port);
 }
 
 static int pre_accept(struct fab_conn *c, void *arg)
 {
 	struct rdmig_dest *d = arg;
-	int rc = ctrl_init(&d->ch, c, d->cfg.ctrl_depth, d->cfg.ctrl_msg_max, &d->err);
+	int rc = ctrl_init(&d->ss.ch, c, d->ss.cfg.ctrl_depth, d->ss.cfg.ctrl_msg_max,
+			   &d->ss.err);
 
-	d->ctrl_ready = rc == 0;
+	d->ss.ctrl_ready = rc == 0;
 	return rc;
 }
-
 
 /* Listens for the extra channels now so the fd set is fixed from accept on;
  * without them the migration still works over one channel. */
@@ -277,8 +230,8 @@ static bool open_channels(struct rdmig_dest *d, struct fab_conn *c, unsigned wan
 
 	if (want < 2)
 		return false;
-	if (chan_set_open(&d->chans, c, d->cfg.channels, &e)) {
-		cfg_log(&d->cfg, RDMIG_LOG_WARN, "using one channel: %s", e.msg);
+	if (chan_set_open(&d->chans, c, d->ss.cfg.channels, &e)) {
+		cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "using one channel: %s", e.msg);
 		return false;
 	}
 	d->req_channels = want;
@@ -296,7 +249,7 @@ static int bind_connection(struct rdmig_dest *d, struct fab_conn *c,
 	d->bind.dst_qpn = fab_local_qpn(c);
 	if (auth_addr(fab_peer_addr(c), d->bind.src_addr) ||
 	    auth_addr(fab_local_addr(c), d->bind.dst_addr))
-		return rd_err_set(&d->err, -EAFNOSUPPORT, "the connection is neither IPv4 "
+		return rd_err_set(&d->ss.err, -EAFNOSUPPORT, "the connection is neither IPv4 "
 				  "nor IPv6");
 	return 0;
 }
@@ -304,53 +257,57 @@ static int bind_connection(struct rdmig_dest *d, struct fab_conn *c,
 /* The state right after the accept: the first frame may arrive now. */
 static void begin_session(struct rdmig_dest *d, uint32_t caps)
 {
-	int hs = d->cfg.timeout_ms < HANDSHAKE_MS_MAX ? d->cfg.timeout_ms : HANDSHAKE_MS_MAX;
+	int hs = d->ss.cfg.timeout_ms < HANDSHAKE_MS_MAX ? d->ss.cfg.timeout_ms : HANDSHAKE_MS_MAX;
 
-	d->caps = caps;
-	d->stats.start_ms = rd_now_ms();
-	d->handshake_deadline = d->stats.start_ms + hs;
+	d->ss.caps = caps;
+	d->ss.stats.start_ms = rd_now_ms();
+	d->ss.stats.st.status = RDMIG_STATUS_SETUP;
+	d->handshake_deadline = d->ss.stats.start_ms + hs;
 	d->state = (caps & PD_CAP_AUTH) ? DST_AUTH : DST_WAIT_MAP;
+}
+
+/* A request we will not serve: rejected with its reason, nothing kept. */
+static int turn_away(struct fab_conn *c, uint16_t reason, int rc)
+{
+	reject(c, reason);
+	fab_conn_destroy(c);
+	return rc;
 }
 
 int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_ms)
 {
-	struct fab_caps caps = { .sq_depth = d->cfg.ctrl_depth + 4,
-				 .rq_depth = d->cfg.ctrl_depth };
+	struct fab_caps caps = { .sq_depth = d->ss.cfg.ctrl_depth + 4,
+				 .rq_depth = d->ss.cfg.ctrl_depth };
 	struct pd_request req;
 	struct pd_accept acc;
 	struct pd_reject rej;
 	struct fab_conn *c = NULL;
 	uint8_t priv[PD_ACCEPT_LEN];
 	uint32_t local = PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES | PD_CAP_VERIFY |
-			 (d->cfg.auth_key ? PD_CAP_AUTH : 0) |
-			 (d->cfg.channels > 1 ? PD_CAP_MULTI_CHANNEL : 0);
+			 (d->ss.cfg.auth_key ? PD_CAP_AUTH : 0) |
+			 (d->ss.cfg.channels > 1 ? PD_CAP_MULTI_CHANNEL : 0);
 	int rc;
 
 	if (d->state != DST_NEW)
 		return d->state == DST_FAILED ? d->result :
-		       rd_err_set(&d->err, -EISCONN, "already accepted a connection");
-	rc = fab_get_request(l->fl, timeout_ms ? rd_deadline(timeout_ms) : 0, &c, &d->err);
+		       rd_err_set(&d->ss.err, -EISCONN, "already accepted a connection");
+	rc = fab_get_request(l->fl, timeout_ms ? rd_deadline(timeout_ms) : 0, &c, &d->ss.err);
 	if (rc)
 		return rc;
-	rc = pd_decode_request(c->peer_priv, c->peer_priv_len, &req, &d->err);
-	if (rc) {
-		reject(c, PD_REJ_BAD_REQUEST);
-		fab_conn_destroy(c);
-		return rd_err_prefix(&d->err, -EPROTO, "rejected a connection request");
-	}
-	rc = pd_negotiate(&req, PD_VERSION_MIN, PD_VERSION_MAX, local, d->cfg.ctrl_depth,
-			  d->cfg.ctrl_msg_max, &acc, &rej, &d->err);
-	if (rc) {
-		reject(c, rej.reason);
-		fab_conn_destroy(c);
-		return rd_err_prefix(&d->err, rc, "rejected a connection request");
-	}
-	if (d->cfg.auth_key && !(acc.caps & PD_CAP_AUTH)) {
-		reject(c, PD_REJ_UNAUTHORIZED);
-		fab_conn_destroy(c);
-		return rd_err_set(&d->err, -EACCES, "rejected a connection request: the "
-				  "source offered no authentication (it has no key)");
-	}
+	name_peer(d, c);
+	rc = pd_decode_request(c->peer_priv, c->peer_priv_len, &req, &d->ss.err);
+	if (rc)
+		return turn_away(c, PD_REJ_BAD_REQUEST, rd_err_prefix(&d->ss.err, -EPROTO,
+					"rejected a connection request"));
+	rc = pd_negotiate(&req, PD_VERSION_MIN, PD_VERSION_MAX, local, d->ss.cfg.ctrl_depth,
+			  d->ss.cfg.ctrl_msg_max, &acc, &rej, &d->ss.err);
+	if (rc)
+		return turn_away(c, rej.reason, rd_err_prefix(&d->ss.err, rc,
+					"rejected a connection request"));
+	if (d->ss.cfg.auth_key && !(acc.caps & PD_CAP_AUTH))
+		return turn_away(c, PD_REJ_UNAUTHORIZED, rd_err_set(&d->ss.err, -EACCES,
+					"rejected a connection request: the source offered no "
+					"authentication (it has no key)"));
 	if ((acc.caps & PD_CAP_MULTI_CHANNEL) && !open_channels(d, c, req.channels))
 		acc.caps &= ~PD_CAP_MULTI_CHANNEL;
 	/* The challenge exists before the connection does. */
@@ -358,462 +315,25 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 		auth_nonce(d->nonce);
 		memcpy(acc.nonce, d->nonce, AUTH_NONCE_LEN);
 	}
-	d->conn = c;
+	d->ss.conn = c;
 	rc = fab_accept(c, &caps, priv, pd_encode_accept(&acc, priv, sizeof(priv)),
 			pre_accept, d);
 	if (rc) {
 		/* Not accepted yet: tell the source why instead of going silent. */
 		if (c->state != FAB_ACCEPTING)
 			reject(c, PD_REJ_NO_RESOURCES);
-		return fail(d, conn_err(d, rc));
+		return fail(d, sess_conn_err(&d->ss, rc));
 	}
-	ctrl_start(&d->ch, req.ctrl_depth, req.ctrl_msg_max);
+	ctrl_start(&d->ss.ch, req.ctrl_depth, req.ctrl_msg_max);
 	rc = bind_connection(d, c, priv);
 	if (rc)
 		return fail(d, rc);
 	begin_session(d, acc.caps);
-	cfg_log(&d->cfg, RDMIG_LOG_INFO, "accepted a migration (protocol %u)", acc.version);
+	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "accepted a migration (protocol %u)", acc.version);
 	return 0;
 }
 
-/* ---- block map ----------------------------------------------------------- */
-
-static int find_block(struct rdmig_dest *d, const Rdmig__BlockDesc *bd)
-{
-	char emsg[RD_ERRLEN] = "";
-	void *host = NULL;
-	int zeroed = 0, rc;
-	unsigned i;
-
-	for (i = 0; i < d->nblocks; i++)
-		if (!strcmp(d->blocks[i].d.name, bd->name))
-			break;
-	if (i < d->nblocks) {
-		if (d->blocks[i].announced)
-			return rd_err_set(&d->err, -EEXIST, "block \"%s\" announced twice", bd->name);
-		if (d->blocks[i].d.length != bd->length)
-			return rd_err_set(&d->err, -EINVAL, "block \"%s\": the source's length "
-					  "%" PRIu64 " differs from the destination's %" PRIu64,
-					  bd->name, bd->length, d->blocks[i].d.length);
-		return (int)i;
-	}
-	if (!d->cfg.map_block)
-		return rd_err_set(&d->err, -ENOENT, "block \"%s\" is not configured on the "
-				  "destination", bd->name);
-	rc = d->cfg.map_block(d->cfg.map_ctx, bd->name, bd->length, bd->page_size, &host,
-			      &zeroed, emsg, sizeof(emsg));
-	if (rc || !host)
-		return rd_err_set(&d->err, rc < 0 ? rc : -EINVAL, "block \"%s\": %s", bd->name,
-				  emsg[0] ? emsg : "could not be mapped");
-	return add_block(d, bd->name, host, bd->length, zeroed);
-}
-
-static int map_blocks(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
-{
-	unsigned i;
-	int idx;
-
-	d->chunk_shift = r->chunk_shift;
-	d->map = calloc(r->n_blocks, sizeof(*d->map));
-	if (!d->map)
-		return rd_err_set(&d->err, -ENOMEM, "out of memory");
-	for (i = 0; i < r->n_blocks; i++) {
-		idx = find_block(d, r->blocks[i]);
-		if (idx < 0)
-			return idx;
-		d->blocks[idx].announced = true;
-		d->blocks[idx].d.page_size = r->blocks[i]->page_size;
-		d->blocks[idx].nchunks = blk_nchunks(d->blocks[idx].d.length, d->chunk_shift);
-		d->blocks[idx].first_slot = d->nslots;
-		d->nslots += d->blocks[idx].nchunks;
-		d->map[d->nmap++] = (unsigned)idx;
-	}
-	for (i = 0; i < d->nblocks; i++)
-		if (!d->blocks[i].announced)
-			return rd_err_set(&d->err, -ENOENT, "block \"%s\" was not sent by the "
-					  "source", d->blocks[i].d.name);
-	return 0;
-}
-
-static int register_all(struct rdmig_dest *d, Rdmig__BlockDest *out)
-{
-	unsigned i;
-	int rc;
-
-	for (i = 0; i < d->nmap; i++) {
-		struct dst_block *b = &d->blocks[d->map[i]];
-
-		rc = fab_reg_mr(d->conn, b->host, b->d.length,
-				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &b->mr);
-		if (rc)
-			return rd_err_prefix(&d->err, conn_err(d, rc), "block \"%s\"",
-					     b->d.name);
-		out[i].rkey = b->mr->rkey;
-		d->stats.st.pinned_bytes += b->d.length;
-	}
-	d->stats.st.pinned_peak = d->stats.st.pinned_bytes;
-	return 0;
-}
-
-static uint64_t host_memory(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
-
-	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : UINT64_MAX;
-}
-
-/* Before anything is mapped or pinned for it: the image must fit this
- * side's limits, and the application must take it. */
-static int admit_image(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
-{
-	uint64_t total = 0, max = d->cfg.max_image ? d->cfg.max_image : host_memory();
-	char msg[RD_ERRLEN] = "";
-	size_t i;
-	int rc;
-
-	for (i = 0; i < r->n_blocks; i++)
-		total += r->blocks[i]->length; /* at most 1024 x 2^50: no overflow */
-	if (total > max)
-		return rd_err_set(&d->err, -EFBIG, "the image of %" PRIu64 " bytes is larger "
-				  "than this destination takes (%" PRIu64 " bytes, %s)", total,
-				  max, d->cfg.max_image ? "its image limit" : "its physical memory");
-	if ((d->caps & PD_CAP_PIN_ALL) && d->cfg.pinned_cap && total > d->cfg.pinned_cap)
-		return rd_err_set(&d->err, -ENOSPC, "pin-all would pin %" PRIu64 " bytes, "
-				  "more than this destination's pinned-bytes cap of %" PRIu64
-				  ": use dynamic registration, or raise the destination's cap",
-				  total, d->cfg.pinned_cap);
-	if (!d->cfg.admit)
-		return 0;
-	rc = d->cfg.admit(d->cfg.admit_ctx, total, msg, sizeof(msg));
-	if (rc)
-		return rd_err_set(&d->err, rc < 0 ? rc : -EPERM, "%s",
-				  msg[0] ? msg : "the destination turned the migration away");
-	return 0;
-}
-
-static int on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
-{
-	Rdmig__BlockMapResp resp = RDMIG__BLOCK_MAP_RESP__INIT;
-	Rdmig__BlockDest *bd = NULL, **ptrs = NULL;
-	unsigned i;
-	int rc;
-
-	rc = admit_image(d, r);
-	if (!rc)
-		rc = map_blocks(d, r);
-	if (rc)
-		goto out;
-	bd = calloc(d->nmap, sizeof(*bd));
-	ptrs = calloc(d->nmap, sizeof(*ptrs));
-	if (!bd || !ptrs) {
-		rc = rd_err_set(&d->err, -ENOMEM, "out of memory");
-		goto out;
-	}
-	for (i = 0; i < d->nmap; i++) {
-		struct dst_block *b = &d->blocks[d->map[i]];
-
-		rdmig__block_dest__init(&bd[i]);
-		bd[i].base_addr = (uintptr_t)b->host;
-		bd[i].zeroed = b->zeroed;
-		ptrs[i] = &bd[i];
-		d->stats.st.total += b->d.length;
-	}
-	if (d->caps & PD_CAP_PIN_ALL) {
-		rc = register_all(d, bd);
-	} else {
-		rc = creg_init(&d->creg, d->nslots, d->cfg.pinned_cap) ?
-		     rd_err_set(&d->err, -ENOMEM, "out of memory") : 0;
-		d->creg_ready = rc == 0;
-		resp.pinned_cap = d->cfg.pinned_cap;
-	}
-	if (rc)
-		goto out;
-	resp.n_blocks = d->nmap;
-	resp.blocks = ptrs;
-	if (d->chans) {
-		resp.channels = chan_set_grant(d->chans, d->req_channels, &resp.channel_port,
-					       &resp.channel_token);
-		cfg_log(&d->cfg, RDMIG_LOG_INFO, "%u data channels (the source asked for %u)",
-			resp.channels, d->req_channels);
-	}
-	rc = ctrl_send(&d->ch, CT_BLOCK_MAP_RESP, &resp.base);
-	if (rc == -EAGAIN)
-		rc = rd_err_set(&d->err, -EPROTO, "no credit to answer the block map");
-	d->state = DST_RUNNING;
-	pthread_mutex_lock(&d->stats.lock);
-	d->stats.st.setup_time_ms = (uint64_t)(rd_now_ms() - d->stats.start_ms);
-	pthread_mutex_unlock(&d->stats.lock);
-out:
-	free(bd);
-	free(ptrs);
-	return rc;
-}
-
-/* ---- dynamic registration -------------------------------------------- */
-
-/* Resolves a peer (block, chunk) pair to our block and slot, validating both. */
-static int chunk_slot(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
-		      struct dst_block **bo, uint64_t *slot)
-{
-	struct dst_block *b;
-
-	if (blk >= d->nmap)
-		return rd_err_set(&d->err, -EPROTO, "block index %u out of range (%u blocks)",
-				  blk, d->nmap);
-	b = &d->blocks[d->map[blk]];
-	if (chunk >= b->nchunks)
-		return rd_err_set(&d->err, -EPROTO, "block \"%s\": chunk %" PRIu64
-				  " out of range (%" PRIu64 " chunks)", b->d.name, chunk,
-				  b->nchunks);
-	*bo = b;
-	*slot = b->first_slot + chunk;
-	return 0;
-}
-
-static int release_chunks(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
-{
-	struct dst_block *b;
-	uint64_t slot;
-	size_t i;
-	int rc;
-
-	for (i = 0; i < r->n_release_block; i++) {
-		rc = chunk_slot(d, r->release_block[i], r->release_index[i], &b, &slot);
-		if (rc)
-			return rc;
-		if (creg_state(&d->creg, slot) != CREG_READY)
-			return rd_err_set(&d->err, -EPROTO, "block \"%s\": release of chunk %"
-					  PRIu64 " that is not registered", b->d.name,
-					  r->release_index[i]);
-		ibv_dereg_mr(creg_slot(&d->creg, slot)->mr);
-		creg_remove(&d->creg, slot);
-	}
-	return 0;
-}
-
-static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
-			  uint32_t *rkey)
-{
-	struct dst_block *b;
-	struct ibv_mr *mr;
-	uint64_t slot, off, len;
-	int rc;
-
-	rc = chunk_slot(d, blk, chunk, &b, &slot);
-	if (rc)
-		return rc;
-	if (creg_state(&d->creg, slot) == CREG_READY) {
-		*rkey = creg_slot(&d->creg, slot)->rkey;
-		return 0;
-	}
-	blk_chunk_span(b->d.length, d->chunk_shift, chunk, &off, &len);
-	if (d->creg.cap_bytes && d->creg.pinned_bytes + len > d->creg.cap_bytes)
-		return rd_err_set(&d->err, -ENOSPC, "registering chunk %" PRIu64 " of \"%s\" "
-				  "would exceed the pinned-bytes cap of %" PRIu64 " bytes",
-				  chunk, b->d.name, d->creg.cap_bytes);
-	rc = fab_reg_mr(d->conn, b->host + off, len,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr);
-	if (rc)
-		return rd_err_prefix(&d->err, conn_err(d, rc), "block \"%s\", chunk %"
-				     PRIu64, b->d.name, chunk);
-	if (creg_add(&d->creg, slot, len, CREG_READY)) {
-		ibv_dereg_mr(mr);
-		return rd_err_set(&d->err, -ENOMEM, "out of memory");
-	}
-	creg_set_ready(&d->creg, slot, mr->rkey, mr);
-	*rkey = mr->rkey;
-	d->stats.st.chunks_registered++;
-	return 0;
-}
-
-static int on_register(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
-{
-	Rdmig__RegisterResp resp = RDMIG__REGISTER_RESP__INIT;
-	uint32_t *rkeys;
-	size_t i;
-	int rc;
-
-	if (d->caps & PD_CAP_PIN_ALL)
-		return rd_err_set(&d->err, -EPROTO, "REGISTER_REQ in pin-all mode");
-	rc = release_chunks(d, r);
-	if (rc)
-		return rc;
-	rkeys = calloc(r->n_chunk_block ? r->n_chunk_block : 1, sizeof(*rkeys));
-	if (!rkeys)
-		return rd_err_set(&d->err, -ENOMEM, "out of memory");
-	for (i = 0; i < r->n_chunk_block && !rc; i++)
-		rc = register_chunk(d, r->chunk_block[i], r->chunk_index[i], &rkeys[i]);
-	if (!rc) {
-		resp.req_id = r->req_id;
-		resp.n_rkeys = r->n_chunk_block;
-		resp.rkeys = rkeys;
-		rc = ctrl_send(&d->ch, CT_REGISTER_RESP, &resp.base);
-		if (rc == -EAGAIN)
-			rc = rd_err_set(&d->err, -EPROTO, "the source sent more requests "
-					"than its credits allow");
-	}
-	free(rkeys);
-	pthread_mutex_lock(&d->stats.lock);
-	d->stats.st.register_requests++;
-	d->stats.st.pinned_bytes = d->creg.pinned_bytes;
-	d->stats.st.pinned_peak = d->creg.peak_bytes;
-	pthread_mutex_unlock(&d->stats.lock);
-	return rc;
-}
-
-/* ---- data-path messages ------------------------------------------------ */
-
-static int on_zero_ranges(struct rdmig_dest *d, const Rdmig__ZeroRanges *z)
-{
-	uint64_t pages = 0;
-	size_t i;
-	int rc;
-
-	for (i = 0; i < z->n_block; i++) {
-		struct dst_block *b;
-
-		if (z->block[i] >= d->nmap)
-			return rd_err_set(&d->err, -EPROTO, "zero range for block index %u out "
-					  "of range", z->block[i]);
-		b = &d->blocks[d->map[z->block[i]]];
-		rc = blk_check_range(b->d.name, b->d.length, z->offset[i], z->length[i], &d->err);
-		if (rc)
-			return rc;
-		/* Reading a never-touched page is free; writing it would
-		 * allocate it. */
-		if (!zero_is_zero(b->host + z->offset[i], z->length[i]))
-			memset(b->host + z->offset[i], 0, z->length[i]);
-		pages += (z->length[i] + b->d.page_size - 1) / b->d.page_size;
-	}
-	pthread_mutex_lock(&d->stats.lock);
-	d->stats.st.zero_pages += pages;
-	pthread_mutex_unlock(&d->stats.lock);
-	return 0;
-}
-
-static int on_iter_end(struct rdmig_dest *d, const Rdmig__IterEnd *e)
-{
-	Rdmig__IterAck ack = RDMIG__ITER_ACK__INIT;
-	int rc;
-
-	if (e->iteration != d->iteration + 1)
-		return rd_err_set(&d->err, -EPROTO, "ITER_END for iteration %u, expected %u",
-				  e->iteration, d->iteration + 1);
-	d->iteration++;
-	ack.iteration = d->iteration;
-	rc = ctrl_send(&d->ch, CT_ITER_ACK, &ack.base);
-	if (rc == -EAGAIN)
-		rc = rd_err_set(&d->err, -EPROTO, "no credit to acknowledge the iteration");
-	pthread_mutex_lock(&d->stats.lock);
-	d->stats.st.iterations = d->iteration;
-	d->stats.st.normal_bytes += e->bytes;
-	d->stats.st.transferred += e->bytes;
-	pthread_mutex_unlock(&d->stats.lock);
-	return rc;
-}
-
-static int on_state(struct rdmig_dest *d, const Rdmig__State *st)
-{
-	int rc;
-
-	if (!d->cfg.state)
-		return rd_err_set(&d->err, -EPROTO, "the source sent device state but the "
-				  "destination has no state sink");
-	rc = d->cfg.state(d->cfg.state_ctx, st->data.data, st->data.len);
-	if (rc)
-		return rd_err_set(&d->err, rc < 0 ? rc : -EIO, "writing device state failed: %s",
-				  strerror(rc < 0 ? -rc : EIO));
-	d->state_bytes += st->data.len;
-	pthread_mutex_lock(&d->stats.lock);
-	d->stats.st.state_bytes = d->state_bytes;
-	pthread_mutex_unlock(&d->stats.lock);
-	return 0;
-}
-
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", p[i]);
-}
-
-/* With VERIFY, the image counts as complete only if every block hashes to
- * the digest the source computed over its final memory. */
-static int verify_digests(struct rdmig_dest *d, const Rdmig__Complete *c)
-{
-	uint8_t mine[DIGEST_LEN];
-	char a[2 * DIGEST_LEN + 1], b[2 * DIGEST_LEN + 1];
-	unsigned i;
-
-	if (!(d->caps & PD_CAP_VERIFY) || c->n_digests == 0)
-		return (d->caps & PD_CAP_VERIFY) && d->nmap ?
-		       rd_err_set(&d->err, -EPROTO, "COMPLETE carries no digests") : 0;
-	if (c->n_digests != d->nmap)
-		return rd_err_set(&d->err, -EPROTO, "COMPLETE carries %zu digests for %u blocks",
-				  c->n_digests, d->nmap);
-	for (i = 0; i < d->nmap; i++) {
-		const struct dst_block *blk = &d->blocks[d->map[i]];
-
-		if (c->digests[i].len != DIGEST_LEN)
-			return rd_err_set(&d->err, -EPROTO, "digest of %zu bytes", c->digests[i].len);
-		auth_digest(blk->host, blk->d.length, mine);
-		if (memcmp(mine, c->digests[i].data, DIGEST_LEN)) {
-			hex(c->digests[i].data, DIGEST_LEN, a);
-			hex(mine, DIGEST_LEN, b);
-			return rd_err_set(&d->err, -EILSEQ, "verification failed: block \"%s\" "
-					  "differs (source %s, destination %s)", blk->d.name, a, b);
-		}
-	}
-	cfg_log(&d->cfg, RDMIG_LOG_INFO, "verified %u blocks", d->nmap);
-	return 0;
-}
-
-static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
-{
-	Rdmig__CompleteAck ack = RDMIG__COMPLETE_ACK__INIT;
-	int rc;
-
-	if (c->state_bytes != d->state_bytes)
-		return rd_err_set(&d->err, -EIO, "the source sent %" PRIu64 " state bytes, "
-				  "%" PRIu64 " arrived", c->state_bytes, d->state_bytes);
-	if (c->iteration != d->iteration)
-		return rd_err_set(&d->err, -EPROTO, "COMPLETE after iteration %u, %u were "
-				  "acknowledged", c->iteration, d->iteration);
-	rc = verify_digests(d, c);
-	if (rc)
-		return rc;
-	if (d->cfg.commit) {
-		char msg[RD_ERRLEN] = "";
-
-		rc = d->cfg.commit(d->cfg.commit_ctx, msg, sizeof(msg));
-		if (rc)
-			return rd_err_set(&d->err, rc < 0 ? rc : -EIO, "the destination could "
-					  "not save the image: %s", msg[0] ? msg : strerror(EIO));
-	}
-	ack.ok = 1;
-	rc = ctrl_send(&d->ch, CT_COMPLETE_ACK, &ack.base);
-	if (rc == -EAGAIN)
-		rc = rd_err_set(&d->err, -EPROTO, "no credit to acknowledge completion");
-	if (!rc)
-		d->state = DST_FLUSHING;
-	return rc;
-}
-
-static int peer_error(struct rdmig_dest *d, const Rdmig__Error *e)
-{
-	char clean[512];
-	size_t i;
-
-	snprintf(clean, sizeof(clean), "%s", e->message ? e->message : "");
-	for (i = 0; clean[i]; i++)
-		if ((unsigned char)clean[i] < 0x20 || clean[i] == 0x7f)
-			clean[i] = '?';
-	return rd_err_set(&d->err, e->code == -ECANCELED ? -ECANCELED : -ECONNABORTED,
-			  "source reported: %s", clean);
-}
-
-/* ---- authentication ------------------------------------------------ */
+/* ---- authentication -------------------------------------------------- */
 
 /* The source sends its challenge, then its answer to ours (which went out
  * in the ACCEPT); we answer only once its answer checks out, so a source
@@ -822,38 +342,39 @@ static int on_auth(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMess
 {
 	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
 	const Rdmig__AuthResponse *r = (const Rdmig__AuthResponse *)m;
+	const struct rdmig_config *c = &d->ss.cfg;
 	uint8_t mac[AUTH_MAC_LEN];
 	int rc;
 
 	if (h->type == CT_AUTH_CHALLENGE && !d->have_peer_nonce) {
-		const Rdmig__AuthChallenge *c = (const Rdmig__AuthChallenge *)m;
+		const Rdmig__AuthChallenge *ch = (const Rdmig__AuthChallenge *)m;
 
-		if (c->nonce.len != AUTH_NONCE_LEN)
-			return rd_err_set(&d->err, -EPROTO, "the source's challenge has %zu bytes",
-					  c->nonce.len);
-		if (!auth_nonce_acceptable(c->nonce.data, d->nonce))
-			return rd_err_set(&d->err, -EACCES, "authentication failed: the source's "
-					  "challenge is all zero or repeats ours");
-		memcpy(d->bind.src_nonce, c->nonce.data, AUTH_NONCE_LEN);
+		if (ch->nonce.len != AUTH_NONCE_LEN)
+			return rd_err_set(&d->ss.err, -EPROTO, "the source's challenge has %zu "
+					  "bytes", ch->nonce.len);
+		if (!auth_nonce_acceptable(ch->nonce.data, d->nonce))
+			return rd_err_set(&d->ss.err, -EACCES, "authentication failed: the "
+					  "source's challenge is all zero or repeats ours");
+		memcpy(d->bind.src_nonce, ch->nonce.data, AUTH_NONCE_LEN);
 		d->have_peer_nonce = true;
 		return 0;
 	}
 	if (h->type != CT_AUTH_RESPONSE || !d->have_peer_nonce)
-		return rd_err_set(&d->err, -EACCES, "authentication required: the source sent "
-				  "%s instead", ctrl_type_name(h->type));
-	if (auth_check(d->cfg.auth_key, d->cfg.auth_key_len, AUTH_SOURCE, &d->bind,
-		       r->mac.data, r->mac.len))
-		return rd_err_set(&d->err, -EACCES, "authentication failed: the source does "
+		return rd_err_set(&d->ss.err, -EACCES, "authentication required: the source "
+				  "sent %s instead", ctrl_type_name(h->type));
+	if (auth_check(c->auth_key, c->auth_key_len, AUTH_SOURCE, &d->bind, r->mac.data,
+		       r->mac.len))
+		return rd_err_set(&d->ss.err, -EACCES, "authentication failed: the source does "
 				  "not hold this destination's key, or its answer was made for "
 				  "another connection");
-	auth_mac(d->cfg.auth_key, d->cfg.auth_key_len, AUTH_DEST, &d->bind, mac);
+	auth_mac(c->auth_key, c->auth_key_len, AUTH_DEST, &d->bind, mac);
 	resp.mac.data = mac;
 	resp.mac.len = AUTH_MAC_LEN;
-	rc = ctrl_send(&d->ch, CT_AUTH_RESPONSE, &resp.base);
+	rc = dst_send(d, CT_AUTH_RESPONSE, &resp.base, "answer");
 	if (rc)
-		return rc == -EAGAIN ? rd_err_set(&d->err, -EPROTO, "no credit to answer") : rc;
+		return rc;
 	d->state = DST_WAIT_MAP;
-	cfg_log(&d->cfg, RDMIG_LOG_INFO, "authenticated the source");
+	cfg_log(c, RDMIG_LOG_INFO, "authenticated the source");
 	return 0;
 }
 
@@ -862,31 +383,19 @@ static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCM
 	if (h->type == CT_CREDIT || h->type == CT_KEEPALIVE)
 		return 0;
 	if (h->type == CT_ERROR)
-		return peer_error(d, (const Rdmig__Error *)m);
-	if (d->state == DST_AUTH)
+		return sess_peer_error(&d->ss, (const Rdmig__Error *)m);
+	switch (d->state) {
+	case DST_AUTH:
 		return on_auth(d, h, m);
-	if (d->state == DST_WAIT_MAP) {
+	case DST_WAIT_MAP:
 		if (h->type != CT_BLOCK_MAP_REQ)
-			return rd_err_set(&d->err, -EPROTO, "expected BLOCK_MAP_REQ, got %s",
+			return rd_err_set(&d->ss.err, -EPROTO, "expected BLOCK_MAP_REQ, got %s",
 					  ctrl_type_name(h->type));
-		return on_block_map(d, (const Rdmig__BlockMapReq *)m);
-	}
-	if (d->state != DST_RUNNING)
-		return rd_err_set(&d->err, -EPROTO, "unexpected %s after completion",
-				  ctrl_type_name(h->type));
-	switch (h->type) {
-	case CT_REGISTER_REQ:
-		return on_register(d, (const Rdmig__RegisterReq *)m);
-	case CT_ZERO_RANGES:
-		return on_zero_ranges(d, (const Rdmig__ZeroRanges *)m);
-	case CT_ITER_END:
-		return on_iter_end(d, (const Rdmig__IterEnd *)m);
-	case CT_STATE:
-		return on_state(d, (const Rdmig__State *)m);
-	case CT_COMPLETE:
-		return on_complete(d, (const Rdmig__Complete *)m);
+		return dst_on_block_map(d, (const Rdmig__BlockMapReq *)m);
+	case DST_RUNNING:
+		return dst_running_msg(d, h, m);
 	default:
-		return rd_err_set(&d->err, -EPROTO, "unexpected %s from the source",
+		return rd_err_set(&d->ss.err, -EPROTO, "unexpected %s after completion",
 				  ctrl_type_name(h->type));
 	}
 }
@@ -900,13 +409,13 @@ static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 	int rc;
 
 	if (!ctrl_owns(wc))
-		return rd_err_set(&d->err, -EPROTO, "completion for an unknown request");
+		return rd_err_set(&d->ss.err, -EPROTO, "completion for an unknown request");
 	/* Once COMPLETE_ACK is posted the source may disconnect, flushing our
 	 * idle receives; only the ACK's own completion still matters. */
 	if (d->state == DST_FLUSHING && wc->status == IBV_WC_WR_FLUSH_ERR &&
 	    fab_tag_of(wc)->kind == CTRL_TAG_RECV)
 		return 0;
-	rc = ctrl_complete(&d->ch, wc, &h, &m);
+	rc = ctrl_complete(&d->ss.ch, wc, &h, &m);
 	if (rc <= 0)
 		return rc;
 	rc = handle_msg(d, &h, m);
@@ -917,36 +426,30 @@ static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 static int step_channels(struct rdmig_dest *d)
 {
 	char note[RD_ERRLEN] = "";
-	int rc = chan_set_process(d->chans, note, sizeof(note), &d->err);
+	int rc = chan_set_process(d->chans, note, sizeof(note), &d->ss.err);
 
 	if (note[0])
-		cfg_log(&d->cfg, RDMIG_LOG_WARN, "%s", note);
+		cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "%s", note);
 	/* Once COMPLETE_ACK is out, the source closing its channels is normal. */
 	return d->state == DST_FLUSHING ? 0 : rc;
 }
 
-static int step(struct rdmig_dest *d)
+static int drain_cq(struct rdmig_dest *d)
 {
 	struct ibv_wc wc[16];
 	int n, i, rc;
-	int cm_rc = 0;
 
-	/* The CM fd is level-triggered: a few events per step is enough. */
-	for (i = 0; i < 4 && !cm_rc; i++)
-		cm_rc = fab_cm_process(d->conn);
-	/* Even after a disconnect, drain the CQ first: the source's last
-	 * message (an ERROR saying why) may be waiting there. */
 	for (;;) {
-		n = fab_poll(d->conn, wc, (int)RD_ARRAY_SIZE(wc));
+		n = fab_poll(d->ss.conn, wc, (int)RD_ARRAY_SIZE(wc));
 		if (n < 0)
-			return conn_err(d, n);
+			return sess_conn_err(&d->ss, n);
 		if (n == 0) {
-			rc = fab_cq_rearm(d->conn);
+			rc = fab_cq_rearm(d->ss.conn);
 			if (rc)
-				return conn_err(d, rc);
-			n = fab_poll(d->conn, wc, (int)RD_ARRAY_SIZE(wc));
+				return sess_conn_err(&d->ss, rc);
+			n = fab_poll(d->ss.conn, wc, (int)RD_ARRAY_SIZE(wc));
 			if (n <= 0)
-				break;
+				return n < 0 ? sess_conn_err(&d->ss, n) : 0;
 		}
 		for (i = 0; i < n; i++) {
 			rc = handle_wc(d, &wc[i]);
@@ -954,19 +457,71 @@ static int step(struct rdmig_dest *d)
 				return rc;
 		}
 	}
+}
+
+static int step(struct rdmig_dest *d)
+{
+	uint64_t buf;
+	int rc, i, cm_rc = 0;
+
+	if (read(d->ss.wake_fd, &buf, sizeof(buf)) < 0) {
+		/* Nothing to read: not cancelled. */
+	}
+	rc = sess_check_cancel(&d->ss);
+	if (rc)
+		return rc;
+	/* The CM fd is level-triggered: a few events per step is enough. */
+	for (i = 0; i < 4 && !cm_rc; i++)
+		cm_rc = fab_cm_process(d->ss.conn);
+	/* Even after a disconnect, drain the CQ first: the source's last
+	 * message (an ERROR saying why) may be waiting there. */
+	rc = drain_cq(d);
+	if (rc)
+		return rc;
 	if (cm_rc)
-		return d->state == DST_FLUSHING ? 0 : conn_err(d, cm_rc);
+		return d->state == DST_FLUSHING ? 0 : sess_conn_err(&d->ss, cm_rc);
 	if (d->chans) {
 		rc = step_channels(d);
 		if (rc)
 			return rc;
 	}
-	return ctrl_return_credits(&d->ch, false);
+	rc = dst_pin_step(d);
+	if (rc < 0)
+		return rc;
+	return ctrl_return_credits(&d->ss.ch, false);
+}
+
+static int finish(struct rdmig_dest *d)
+{
+	d->state = DST_DONE;
+	chan_set_disconnect(d->chans);
+	fab_disconnect(d->ss.conn);
+	pthread_mutex_lock(&d->ss.stats.lock);
+	stats_refresh(&d->ss.stats);
+	d->ss.stats.st.status = RDMIG_STATUS_COMPLETED;
+	pthread_mutex_unlock(&d->ss.stats.lock);
+	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "migration complete: %u iterations, %" PRIu64
+		" state bytes", d->iteration, d->state_bytes);
+	return 1;
+}
+
+static int check_deadlines(struct rdmig_dest *d)
+{
+	int64_t now = rd_now_ms();
+
+	if (d->state < DST_RUNNING && now > d->handshake_deadline)
+		return rd_err_set(&d->ss.err, -ETIMEDOUT, "the source did not %s within "
+				  "%" PRId64 " ms of connecting", d->state == DST_AUTH ?
+				  "authenticate" : "send its block map",
+				  d->handshake_deadline - d->ss.stats.start_ms);
+	if (now - d->ss.ch.last_recv_ms > d->ss.cfg.timeout_ms)
+		return rd_err_set(&d->ss.err, -ETIMEDOUT, "the source was silent for %d ms",
+				  d->ss.cfg.timeout_ms);
+	return d->state >= DST_WAIT_MAP ? sess_keepalive(&d->ss) : 0;
 }
 
 int rdmig_dest_process(struct rdmig_dest *d)
 {
-	int64_t now;
 	int rc;
 
 	if (d->state == DST_FAILED)
@@ -974,65 +529,50 @@ int rdmig_dest_process(struct rdmig_dest *d)
 	if (d->state == DST_DONE)
 		return 1;
 	if (d->state == DST_NEW)
-		return rd_err_set(&d->err, -ENOTCONN, "no connection accepted");
+		return rd_err_set(&d->ss.err, -ENOTCONN, "no connection accepted");
 	rc = step(d);
 	if (rc < 0) {
 		if (rc == -ECONNRESET && d->state != DST_FLUSHING)
-			rd_err_set(&d->err, rc, "the source disconnected before completing the "
+			rd_err_set(&d->ss.err, rc, "the source disconnected before completing the "
 				   "migration: the image is incomplete");
 		return fail(d, rc);
 	}
-	if (d->state == DST_FLUSHING && !ctrl_sends_busy(&d->ch)) {
-		d->state = DST_DONE;
-		chan_set_disconnect(d->chans);
-		fab_disconnect(d->conn);
-		pthread_mutex_lock(&d->stats.lock);
-		stats_refresh(&d->stats);
-		pthread_mutex_unlock(&d->stats.lock);
-		cfg_log(&d->cfg, RDMIG_LOG_INFO, "migration complete: %u iterations, %" PRIu64
-			" state bytes", d->iteration, d->state_bytes);
-		return 1;
-	}
-	now = rd_now_ms();
-	if (d->state < DST_RUNNING && now > d->handshake_deadline)
-		return fail(d, rd_err_set(&d->err, -ETIMEDOUT, "the source did not %s within "
-					  "%" PRId64 " ms of connecting", d->state == DST_AUTH ?
-					  "authenticate" : "send its block map",
-					  d->handshake_deadline - d->stats.start_ms));
-	if (now - d->ch.last_recv_ms > d->cfg.timeout_ms)
-		return fail(d, rd_err_set(&d->err, -ETIMEDOUT, "the source was silent for "
-					  "%d ms", d->cfg.timeout_ms));
-	if (d->state >= DST_WAIT_MAP && now - d->ch.last_send_ms >= d->cfg.keepalive_ms) {
-		rc = ctrl_keepalive(&d->ch);
-		if (rc)
-			return fail(d, rc);
-	}
-	return 0;
+	/* The ACK's send completed: the source holds the confirmation. */
+	if (d->state == DST_FLUSHING && !ctrl_sends_busy(&d->ss.ch))
+		return finish(d);
+	rc = check_deadlines(d);
+	return rc ? fail(d, rc) : 0;
 }
 
 int rdmig_dest_fds(const struct rdmig_dest *d, int *fds, int max)
 {
-	if (!d->conn || max < (d->chans ? 3 : 2))
+	int n = 0;
+
+	if (!d->ss.conn || max < (d->chans ? 4 : 3))
 		return 0;
-	fds[0] = fab_cm_fd(d->conn);
-	fds[1] = fab_cq_fd(d->conn);
-	if (!d->chans)
-		return 2;
-	fds[2] = chan_set_fd(d->chans);
-	return 3;
+	fds[n++] = fab_cm_fd(d->ss.conn);
+	fds[n++] = fab_cq_fd(d->ss.conn);
+	fds[n++] = d->ss.wake_fd;
+	if (d->chans)
+		fds[n++] = chan_set_fd(d->chans);
+	return n;
 }
 
 int rdmig_dest_timeout(const struct rdmig_dest *d)
 {
 	int64_t now = rd_now_ms();
-	int64_t t1 = d->ch.last_recv_ms + d->cfg.timeout_ms - now;
-	int64_t t2 = d->ch.last_send_ms + d->cfg.keepalive_ms - now;
+	int64_t t1 = d->ss.ch.last_recv_ms + d->ss.cfg.timeout_ms - now;
+	int64_t t2 = d->ss.ch.last_send_ms + d->ss.cfg.keepalive_ms - now;
 	int64_t t = t1 < t2 ? t1 : t2;
 
-	if (d->state < DST_RUNNING && d->handshake_deadline - now < t)
-		t = d->handshake_deadline - now;
 	if (d->state == DST_DONE || d->state == DST_FAILED)
 		return -1;
+	/* Pin-all pieces still to register: each step does one. */
+	if (d->state == DST_RUNNING && (d->ss.caps & PD_CAP_PIN_ALL) &&
+	    (d->pin_block < d->nmap || d->pk_n))
+		return 0;
+	if (d->state < DST_RUNNING && d->handshake_deadline - now < t)
+		t = d->handshake_deadline - now;
 	if (d->state == DST_FLUSHING)
 		return 10;
 	return t < 0 ? 0 : (int)(t > 1000 ? 1000 : t);
@@ -1056,45 +596,21 @@ int rdmig_dest_run(struct rdmig_dest *d)
 
 void rdmig_dest_stats(struct rdmig_dest *d, struct rdmig_stats *st)
 {
-	pthread_mutex_lock(&d->stats.lock);
-	if (d->state != DST_DONE)
-		stats_refresh(&d->stats);
-	d->stats.st.ctrl_sent = d->ch.sent;
-	d->stats.st.ctrl_received = d->ch.received;
-	*st = d->stats.st;
-	pthread_mutex_unlock(&d->stats.lock);
+	struct rdmig_stats all;
+
+	pthread_mutex_lock(&d->ss.stats.lock);
+	if (d->ss.stats.st.status != RDMIG_STATUS_COMPLETED)
+		stats_refresh(&d->ss.stats);
+	all = d->ss.stats.st;
+	pthread_mutex_unlock(&d->ss.stats.lock);
+	all.ctrl_sent = d->ss.ch.sent;
+	all.ctrl_received = d->ss.ch.received;
+	sess_stats_out(&all, st);
 }
 
 void rdmig_dest_cancel(struct rdmig_dest *d, const char *reason)
 {
-	if (d->state == DST_DONE || d->state == DST_FAILED)
-		return;
-	rd_err_set(&d->err, -ECANCELED, "cancelled by the destination: %s",
-		   reason && *reason ? reason : "no reason given");
-	fail(d, -ECANCELED);
-}
-
-int rdmig_dest_peer(const struct rdmig_dest *d, char *buf, size_t len)
-{
-	const struct sockaddr *sa = d->conn ? fab_peer_addr(d->conn) : NULL;
-	char host[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-
-	if (!sa || !len)
-		return -ENOTCONN;
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		port = ntohs(in->sin_port);
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		port = ntohs(in6->sin6_port);
-	}
-	snprintf(buf, len, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
-	return 0;
+	sess_cancel(&d->ss, reason ? reason : "no reason given");
 }
 
 int rdmig_dest_nblocks(const struct rdmig_dest *d)
@@ -1113,30 +629,24 @@ int rdmig_dest_block(const struct rdmig_dest *d, unsigned idx, const char **name
 	return 0;
 }
 
-static void dereg_mr(void *mr)
+int rdmig_dest_peer(const struct rdmig_dest *d, char *buf, size_t len)
 {
-	ibv_dereg_mr(mr);
+	if (!d->peer[0] || !len)
+		return -ENOTCONN;
+	snprintf(buf, len, "%s", d->peer);
+	return 0;
 }
 
 void rdmig_dest_destroy(struct rdmig_dest *d)
 {
-	unsigned i;
-
 	if (!d)
 		return;
 	/* The channels' QPs use the control connection's PD and CQ. */
 	chan_set_destroy(d->chans);
-	fab_disconnect(d->conn);
-	for (i = 0; i < d->nblocks; i++)
-		if (d->blocks[i].mr)
-			ibv_dereg_mr(d->blocks[i].mr);
-	if (d->creg_ready)
-		creg_fini(&d->creg, dereg_mr);
-	ctrl_fini(&d->ch);
-	fab_conn_destroy(d->conn);
-	stats_fini(&d->stats);
+	fab_disconnect(d->ss.conn);
+	dst_map_destroy(d);
+	sess_fini(&d->ss);
 	free(d->blocks);
 	free(d->map);
-	auth_key_free(d->key, d->cfg.auth_key_len);
 	free(d);
 }

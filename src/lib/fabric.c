@@ -486,47 +486,23 @@ static const char *reject_reason(int status)
 	}
 }
 
-/* Waits for one event of type @want on @c's channel; other events mean the
- * attempt failed.  The event is acked here. */
-static int wait_event(struct fab_conn *c, enum rdma_cm_event_type want,
-		      int64_t deadline, const char *what)
+/* An event other than the one a connection attempt waits for, or a
+ * rejection: the attempt failed, and @c->err says why.  Does not ack. */
+static int attempt_failed(struct fab_conn *c, const struct rdma_cm_event *ev,
+			  const char *what)
 {
-	struct rdma_cm_event *ev;
-	int rc, status;
-	enum rdma_cm_event_type got;
+	enum rdma_cm_event_type got = ev->event;
+	int status = ev->status;
 
-	rc = get_event(c->ech, deadline, &ev);
-	if (rc == -ETIMEDOUT)
-		return rd_err_set(&c->err, rc, "timed out %s", what);
-	if (rc)
-		return rd_err_set(&c->err, rc, "rdma_get_cm_event failed %s: %s", what,
-				  strerror(-rc));
-	got = ev->event;
-	status = ev->status;
-	if (got == want) {
-		if (got == RDMA_CM_EVENT_ESTABLISHED) {
-			save_priv(c, ev->param.conn.private_data,
-				  ev->param.conn.private_data_len);
-			c->peer_qpn = ev->param.conn.qp_num;
-		}
-		rdma_ack_cm_event(ev);
-		return 0;
-	}
-	if (got == RDMA_CM_EVENT_REJECTED) {
+	c->state = FAB_FAILED;
+	switch (got) {
+	case RDMA_CM_EVENT_REJECTED:
 		/* IB CM reason 28 is a consumer reject carrying our private
 		 * data; anything else comes from the CM itself. */
 		if (status == IB_CM_REJ_CONSUMER_DEFINED)
-			save_priv(c, ev->param.conn.private_data,
-				  ev->param.conn.private_data_len);
-		rd_err_set(&c->err, -ECONNREFUSED, "connection refused %s: %s", what,
-			   reject_reason(status));
-		rdma_ack_cm_event(ev);
-		c->state = FAB_FAILED;
-		return -ECONNREFUSED;
-	}
-	rdma_ack_cm_event(ev);
-	c->state = FAB_FAILED;
-	switch (got) {
+			save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+		return rd_err_set(&c->err, -ECONNREFUSED, "connection refused %s: %s", what,
+				  reject_reason(status));
 	case RDMA_CM_EVENT_ADDR_ERROR:
 		return rd_err_set(&c->err, -EHOSTUNREACH,
 				  "address resolution failed %s: %s (no RDMA device "
@@ -549,88 +525,202 @@ static int wait_event(struct fab_conn *c, enum rdma_cm_event_type want,
 	}
 }
 
+/* Waits for one event of type @want on @c's channel (the passive side's
+ * ESTABLISHED); the event is acked here. */
+static int wait_event(struct fab_conn *c, enum rdma_cm_event_type want,
+		      int64_t deadline, const char *what)
+{
+	struct rdma_cm_event *ev;
+	int rc;
+
+	rc = get_event(c->ech, deadline, &ev);
+	if (rc == -ETIMEDOUT)
+		return rd_err_set(&c->err, rc, "timed out %s", what);
+	if (rc)
+		return rd_err_set(&c->err, rc, "rdma_get_cm_event failed %s: %s", what,
+				  strerror(-rc));
+	rc = ev->event == want ? 0 : attempt_failed(c, ev, what);
+	rdma_ack_cm_event(ev);
+	return rc;
+}
+
+/* What an active connection attempt carries between its steps. */
+struct fab_attempt {
+	struct fab_caps caps;
+	uint8_t priv[FAB_PRIV_CONNECT_MAX];
+	size_t priv_len;
+	int (*pre_connect)(struct fab_conn *c, void *arg);
+	void *arg;
+	int64_t deadline;
+	char what[160];
+};
+
+/* rdma_cm's resolution timeouts, within our deadline. */
+static int resolve_tmo(const struct fab_attempt *a)
+{
+	int tmo = rd_remaining_ms(a->deadline);
+
+	if (tmo < 0 || tmo > RESOLVE_TIMEOUT_MS)
+		tmo = RESOLVE_TIMEOUT_MS;
+	return tmo ? tmo : 1;
+}
+
+static int on_route_resolved(struct fab_conn *c, struct fab_attempt *a)
+{
+	struct rdma_conn_param p;
+	int rc = create_resources(c, &a->caps);
+
+	if (!rc && a->pre_connect)
+		rc = a->pre_connect(c, a->arg);
+	if (rc)
+		return rc;
+	conn_param(&p, a->priv, a->priv_len);
+	if (rdma_connect(c->id, &p))
+		return rd_err_set(&c->err, -errno, "rdma_connect %s failed: %s", a->what,
+				  strerror(errno));
+	return 0;
+}
+
+/* One CM event of an attempt; acks it.  1 once established. */
+static int attempt_event(struct fab_conn *c, struct rdma_cm_event *ev)
+{
+	struct fab_attempt *a = c->attempt;
+	int rc = 0;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (rdma_resolve_route(c->id, resolve_tmo(a)))
+			rc = rd_err_set(&c->err, -errno, "rdma_resolve_route %s failed: %s",
+					a->what, strerror(errno));
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		rc = on_route_resolved(c, a);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+		c->peer_qpn = ev->param.conn.qp_num;
+		c->state = FAB_CONNECTED;
+		rc = 1;
+		break;
+	default:
+		rc = attempt_failed(c, ev, a->what);
+		break;
+	}
+	rdma_ack_cm_event(ev);
+	if (rc) {
+		free(c->attempt);
+		c->attempt = NULL;
+	}
+	return rc;
+}
+
+static int numeric_first(const char *host, const char *port, struct sockaddr_storage *ss,
+			 struct rd_err *err)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+
+	/* An address needs no lookup, so it cannot block; a name can. */
+	if (!getaddrinfo(host, port, &hints, &res)) {
+		memcpy(ss, res->ai_addr, res->ai_addrlen);
+		freeaddrinfo(res);
+		return 0;
+	}
+	return resolve(host, port, false, ss, err);
+}
+
+int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
+		      const struct fab_caps *caps, const void *priv, size_t len,
+		      int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,
+		      int64_t deadline, struct rd_err *err)
+{
+	struct sockaddr_storage ss;
+	struct fab_attempt *a;
+	struct fab_conn *c;
+	int rc;
+
+	*out = NULL;
+	if (len > FAB_PRIV_CONNECT_MAX)
+		return rd_err_set(err, -EINVAL, "connect private data too long (%zu)", len);
+	rc = numeric_first(host, port, &ss, err);
+	if (rc)
+		return rc;
+	c = calloc(1, sizeof(*c));
+	a = calloc(1, sizeof(*a));
+	if (!c || !a) {
+		free(c);
+		free(a);
+		return rd_err_set(err, -ENOMEM, "out of memory");
+	}
+	*out = c;
+	c->attempt = a;
+	a->caps = *caps;
+	memcpy(a->priv, priv, len);
+	a->priv_len = len;
+	a->pre_connect = pre_connect;
+	a->arg = arg;
+	a->deadline = deadline;
+	snprintf(a->what, sizeof(a->what), "connecting to %s:%s", host, port);
+	c->state = FAB_IDLE;
+	rc = new_channel(&c->ech, &c->err);
+	if (!rc && rdma_create_id(c->ech, &c->id, c, RDMA_PS_TCP))
+		rc = rd_err_set(&c->err, -errno, "rdma_create_id failed: %s", strerror(errno));
+	if (!rc && rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&ss, resolve_tmo(a)))
+		rc = rd_err_set(&c->err, -errno, "rdma_resolve_addr %s failed: %s", a->what,
+				strerror(errno));
+	if (rc && err)
+		memcpy(err->msg, c->err.msg, sizeof(err->msg));
+	return rc;
+}
+
+int fab_connect_step(struct fab_conn *c)
+{
+	struct rdma_cm_event *ev;
+	int rc;
+
+	if (!c->attempt)
+		return c->state == FAB_CONNECTED ? 1 : rd_err_set(&c->err, -EINVAL,
+								  "no connection attempt");
+	while ((rc = get_event(c->ech, 0, &ev)) == 0) {
+		rc = attempt_event(c, ev);
+		if (rc)
+			return rc;
+	}
+	if (rc != -EAGAIN)
+		return rd_err_set(&c->err, rc, "rdma_get_cm_event failed: %s", strerror(-rc));
+	if (rd_expired(c->attempt->deadline))
+		return rd_err_set(&c->err, -ETIMEDOUT, "timed out %s", c->attempt->what);
+	return 0;
+}
+
 int fab_connect(struct fab_conn **out, const char *host, const char *port,
 		const struct fab_caps *caps, const void *priv, size_t len,
 		int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,
 		int64_t deadline, struct rd_err *err)
 {
-	struct sockaddr_storage ss;
-	struct rdma_conn_param p;
 	struct fab_conn *c;
-	char what[128];
-	int rc, tmo;
+	struct pollfd pfd;
+	int rc;
 
-	if (len > FAB_PRIV_CONNECT_MAX)
-		return rd_err_set(err, -EINVAL, "connect private data too long (%zu)", len);
-	rc = resolve(host, port, false, &ss, err);
-	if (rc)
-		return rc;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return rd_err_set(err, -ENOMEM, "out of memory");
-	snprintf(what, sizeof(what), "connecting to %s:%s", host, port);
-	rc = new_channel(&c->ech, err);
-	if (rc)
-		goto out_free;
-	if (rdma_create_id(c->ech, &c->id, c, RDMA_PS_TCP)) {
-		rc = rd_err_set(err, -errno, "rdma_create_id failed: %s", strerror(errno));
-		goto out_destroy;
+	rc = fab_connect_start(&c, host, port, caps, priv, len, pre_connect, arg, deadline,
+			       err);
+	if (!rc) {
+		pfd = (struct pollfd){ .fd = fab_cm_fd(c), .events = POLLIN };
+		while ((rc = fab_connect_step(c)) == 0)
+			poll(&pfd, 1, rd_remaining_ms(deadline));
+		rc = rc == 1 ? 0 : rc;
+		if (rc && err)
+			memcpy(err->msg, c->err.msg, sizeof(err->msg));
 	}
-
-	tmo = rd_remaining_ms(deadline);
-	if (tmo < 0 || tmo > RESOLVE_TIMEOUT_MS)
-		tmo = RESOLVE_TIMEOUT_MS;
-	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&ss, tmo ? tmo : 1)) {
-		rc = rd_err_set(&c->err, -errno, "rdma_resolve_addr %s failed: %s", what,
-				strerror(errno));
-		goto out_copy_err;
+	/* Until the QP exists nothing of the caller's is on our PD: clean up
+	 * here.  From then on the caller owns the connection, failed or not. */
+	if (rc && c && !c->qp_created) {
+		fab_conn_destroy(c);
+		c = NULL;
 	}
-	rc = wait_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, what);
-	if (rc)
-		goto out_copy_err;
-	if (rdma_resolve_route(c->id, tmo ? tmo : 1)) {
-		rc = rd_err_set(&c->err, -errno, "rdma_resolve_route %s failed: %s", what,
-				strerror(errno));
-		goto out_copy_err;
-	}
-	rc = wait_event(c, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, what);
-	if (rc)
-		goto out_copy_err;
-	rc = create_resources(c, caps);
-	if (rc)
-		goto out_copy_err;
-	/* From here on the caller may own MRs on our PD: it must release them
-	 * before the PD goes, so every failure hands the connection back. */
-	*out = c;
-	if (pre_connect) {
-		rc = pre_connect(c, arg);
-		if (rc)
-			goto out_caller_destroys;
-	}
-	conn_param(&p, priv, len);
-	if (rdma_connect(c->id, &p)) {
-		rc = rd_err_set(&c->err, -errno, "rdma_connect %s failed: %s", what,
-				strerror(errno));
-		goto out_caller_destroys;
-	}
-	rc = wait_event(c, RDMA_CM_EVENT_ESTABLISHED, deadline, what);
-	if (rc)
-		goto out_caller_destroys;
-	c->state = FAB_CONNECTED;
-	return 0;
-
-out_caller_destroys:
-	if (err)
-		memcpy(err->msg, c->err.msg, sizeof(err->msg));
-	return rc;
-out_copy_err:
-	if (err)
-		memcpy(err->msg, c->err.msg, sizeof(err->msg));
-out_destroy:
-	fab_conn_destroy(c);
-	return rc;
-out_free:
-	free(c);
+	if (c)
+		*out = c;
 	return rc;
 }
 
@@ -885,6 +975,7 @@ void fab_conn_destroy(struct fab_conn *c)
 {
 	if (!c)
 		return;
+	free(c->attempt);
 	if (c->qp_created)
 		rdma_destroy_qp(c->id);
 	if (c->cq && c->cq_owned) {

@@ -26,6 +26,8 @@
 #define FAB_PRIV_REJECT_MAX 148
 #define FAB_PRIV_MAX 196
 
+struct fab_attempt;
+
 struct fab_tag {
 	uint32_t kind; /* owner-defined: which kind of object holds this tag */
 };
@@ -75,6 +77,7 @@ struct fab_conn {
 	uint8_t peer_priv[FAB_PRIV_MAX]; /* private data the peer sent us */
 	size_t peer_priv_len;
 	uint32_t peer_qpn;               /* from the peer's REQ or REP */
+	struct fab_attempt *attempt;     /* active side, while connecting */
 	struct rd_err err;
 };
 
@@ -138,6 +141,20 @@ int fab_connect(struct fab_conn **out, const char *host, const char *port,
 		const struct fab_caps *caps, const void *priv, size_t len,
 		int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,
 		int64_t deadline, struct rd_err *err);
+
+/* The same in steps, for event loops: fab_connect_start() resolves a
+ * numeric address at once (a host name is looked up with getaddrinfo, which
+ * may block) and starts address resolution; fab_connect_step() handles the
+ * CM events pending on fab_cm_fd(), without blocking: route resolution,
+ * creating PD/CQ/QP, @pre_connect, rdma_connect.  It returns 1 once
+ * established, 0 while in progress, a negative errno on failure (with
+ * @deadline expired: -ETIMEDOUT).  *out is set by start, even when it fails:
+ * the caller destroys it (after deregistering its MRs). */
+int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
+		      const struct fab_caps *caps, const void *priv, size_t len,
+		      int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,
+		      int64_t deadline, struct rd_err *err);
+int fab_connect_step(struct fab_conn *c);
 
 int fab_wait_established(struct fab_conn *c, int64_t deadline);
 

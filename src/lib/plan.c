@@ -48,6 +48,9 @@ static uint64_t plan_run_end(const struct plan_ctx *c, enum plan_kind kind, uint
 	uint64_t lim = kind == PLAN_WRITE ? plan_write_limit(c, first) : c->npages;
 	uint64_t next;
 
+	if (kind != PLAN_WRITE && c->p->max_zero_pages && lim - first > c->p->max_zero_pages)
+		lim = first + c->p->max_zero_pages;
+
 	/* Without zero detection every dirty page is a WRITE: the bitmap alone
 	 * decides, a word at a time.  With it, each page is read anyway, and
 	 * the search must not run ahead to the end of a long dirty run on

@@ -19,6 +19,9 @@ struct plan_params {
 	uint32_t page_size;   /* the block's page size, a power of two */
 	bool detect_zero;     /* ZERO_PAGES negotiated: look for zero pages */
 	bool dest_zeroed;     /* the destination's block started all zero */
+	uint64_t max_zero_pages; /* ZERO and SKIP runs end after this many pages,
+				  * so one call reads a bounded amount (0: no
+				  * bound) */
 };
 
 struct plan_op {

@@ -40,6 +40,7 @@ echo "  LD      $out/fuzz_dest"
 $CC $common $warn $san -o "$out/fuzz_dest" test/fuzz/fuzz_dest.c \
 	src/lib/codec.c src/lib/privdata.c src/lib/util.c src/lib/blocks.c \
 	src/lib/creg.c src/lib/zero.c src/lib/bitmap.c src/lib/config.c src/lib/auth.c \
+	src/lib/session.c \
 	"$out/rdmig.pb-c.o" $pb_libs $(pkg-config --libs libsodium libxxhash) -lpthread
 
 # Data-channel admission: the rule alone (chan_admit), fabric stubbed out.

@@ -1,7 +1,8 @@
 /* Fuzzes the destination's message handler with arbitrary sequences of
  * control frames against a small in-memory block table.
  *
- * dest.c is included whole so its static handlers are reachable; the
+ * dest.c and dst_map.c are included whole so their static handlers are
+ * reachable; the
  * transport underneath (fabric, ctrl, verbs MR calls) is replaced by the
  * minimal stand-ins below, because what is under test is how the state
  * machine treats what the peer says, not RDMA (that runs over rxe in the
@@ -15,6 +16,7 @@
  * frames, each a 2-byte little-endian length and that many bytes of a
  * control frame (header + protobuf), decoded by the real codec. */
 #include "../../src/lib/dest.c"
+#include "../../src/lib/dst_map.c"
 
 #include <assert.h>
 
@@ -83,6 +85,7 @@ void ctrl_fini(struct ctrl *ch) { (void)ch; }
 int ctrl_return_credits(struct ctrl *ch, bool force) { (void)ch; (void)force; return 0; }
 int ctrl_keepalive(struct ctrl *ch) { (void)ch; return 0; }
 bool ctrl_owns(const struct ibv_wc *wc) { (void)wc; return true; }
+bool ctrl_can_send(const struct ctrl *ch) { (void)ch; return true; }
 uint32_t ctrl_sends_busy(const struct ctrl *ch) { (void)ch; return 0; }
 
 int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr,
@@ -185,9 +188,11 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	return 0;
 }
 
-static int state_cb(void *ctx, const void *data, size_t len)
+static int state_cb(void *ctx, const void *data, size_t len, char *err, size_t errlen)
 {
 	(void)ctx;
+	(void)err;
+	(void)errlen;
 	/* Read every byte the handler claims to deliver. */
 	if (len)
 		((volatile const uint8_t *)data)[len - 1];
@@ -226,8 +231,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rdmig_dest_add_block(d, "ram1", ram1, sizeof(ram1), 0);
 		rdmig_dest_add_block(d, "ram2", ram2, sizeof(ram2), 1);
 	}
-	d->conn = calloc(1, sizeof(*d->conn));
-	d->ctrl_ready = true;
+	d->ss.conn = calloc(1, sizeof(*d->ss.conn));
+	d->ss.ctrl_ready = true;
+	d->ss.ch.peer_msg_max = CTRL_MSG_MAX;
 	/* Exactly where rdmig_dest_accept() leaves a connection: the first
 	 * frame of a peer can arrive right after it, before any other event
 	 * (the state an all-zero challenge once left open). */
@@ -235,8 +241,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		auth_nonce(d->nonce);
 	begin_session(d, (sel & 1 ? PD_CAP_PIN_ALL : 0) | (sel & 2 ? PD_CAP_ZERO_PAGES : 0) |
 			 (sel & 4 ? PD_CAP_VERIFY : 0) | (sel & 8 ? PD_CAP_AUTH : 0));
-	if ((sel & 32) && open_channels(d, d->conn, 4))
-		d->caps |= PD_CAP_MULTI_CHANNEL;
+	if ((sel & 32) && open_channels(d, d->ss.conn, 4))
+		d->ss.caps |= PD_CAP_MULTI_CHANNEL;
 
 	while (size >= 2 && d->state != DST_FAILED) {
 		size_t len = (size_t)data[0] | (size_t)data[1] << 8;
@@ -248,13 +254,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size -= 2;
 		if (len > size)
 			len = size;
-		rc = ctrl_decode(data, len, CTRL_MSG_MAX, &h, &m, &d->err);
+		rc = ctrl_decode(data, len, CTRL_MSG_MAX, &h, &m, &d->ss.err);
 		data += len;
 		size -= len;
 		if (rc)
 			continue; /* the codec is fuzzed on its own */
 		rc = handle_msg(d, &h, m);
 		ctrl_msg_free(m);
+		/* pin-all registers its pieces between messages */
+		while (rc >= 0 && (rc = dst_pin_step(d)) > 0)
+			;
 		if (rc < 0)
 			fail(d, rc);
 	}

@@ -28,5 +28,11 @@ int fab_connect(struct fab_conn **out, const char *host, const char *port,
 		struct rd_err *err)
 { (void)out; (void)host; (void)port; (void)caps; (void)priv; (void)len; (void)pre;
   (void)arg; (void)deadline; (void)err; NOT_HERE; }
+int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
+		      const struct fab_caps *caps, const void *priv, size_t len,
+		      int (*pre)(struct fab_conn *c, void *arg), void *arg, int64_t deadline,
+		      struct rd_err *err)
+{ (void)out; (void)host; (void)port; (void)caps; (void)priv; (void)len; (void)pre;
+  (void)arg; (void)deadline; (void)err; NOT_HERE; }
 void fab_disconnect(struct fab_conn *c) { (void)c; NOT_HERE; }
 void fab_conn_destroy(struct fab_conn *c) { (void)c; NOT_HERE; }

@@ -162,7 +162,7 @@ static int run_src(struct opts *o)
 {
 	struct rdmig_source *s;
 	struct rdmig_config cfg;
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	int i, rc;
 
 	config(&cfg, o);
@@ -224,12 +224,14 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	return 0;
 }
 
-static int state_cb(void *ctx, const void *data, size_t len)
+static int state_cb(void *ctx, const void *data, size_t len, char *err, size_t errlen)
 {
 	struct dest_ctx *dc = ctx;
 
-	if (!dc->state || fwrite(data, 1, len, dc->state) != len)
+	if (!dc->state || fwrite(data, 1, len, dc->state) != len) {
+		snprintf(err, errlen, "cannot write the state file");
 		return -EIO;
+	}
 	/* Simulates memory going bad behind the transfer's back. */
 	if (dc->o->corrupt && dc->o->nblocks) {
 		((volatile uint8_t *)dc->o->blocks[0].host)[12345] ^= 0x5a;
@@ -244,7 +246,7 @@ static int run_dest(struct opts *o)
 	struct rdmig_listener *l = NULL;
 	struct rdmig_dest *d = NULL;
 	struct rdmig_config cfg;
-	struct rdmig_stats st;
+	struct rdmig_stats st = { .size = sizeof(st) };
 	char err[256] = "";
 	int i, rc;
 

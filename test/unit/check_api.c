@@ -68,7 +68,8 @@ START_TEST(source_block_checks)
 	ck_assert_int_eq(rdmig_source_add_block(s, "ram1", mem, 100, 0), 1);
 	ck_assert_int_eq(rdmig_source_add_block(s, "ram0", mem, 4096, 4096), -EEXIST);
 	ck_assert_str_eq(rdmig_source_error(s), "block \"ram0\" added twice");
-	ck_assert_int_lt(rdmig_source_add_block(s, "a/b", mem, 4096, 4096), 0);
+	ck_assert_int_eq(rdmig_source_add_block(s, "0000:00:02.0/vga.vram", mem, 4096, 4096), 2);
+	ck_assert_int_lt(rdmig_source_add_block(s, "tab\t", mem, 4096, 4096), 0);
 	ck_assert_int_lt(rdmig_source_add_block(s, "", mem, 4096, 4096), 0);
 	ck_assert_int_eq(rdmig_source_add_block(s, "odd", mem, 4096, 3000), -EINVAL);
 	ck_assert_int_eq(rdmig_source_add_block(s, "nul", NULL, 4096, 4096), -EINVAL);
@@ -77,7 +78,7 @@ START_TEST(source_block_checks)
 	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, 8192, 4097), -ERANGE);
 	ck_assert_ptr_nonnull(strstr(rdmig_source_error(s), "outside its 12288 bytes"));
 	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, UINT64_MAX, 2), -ERANGE);
-	ck_assert_int_eq(rdmig_source_mark_dirty(s, 2, 0, 1), -EINVAL);
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 3, 0, 1), -EINVAL);
 	/* Nothing to migrate over a connection that does not exist. */
 	ck_assert_int_eq(rdmig_source_iterate(s), -ENOTCONN);
 	ck_assert_int_eq(rdmig_source_complete(s), -ENOTCONN);
@@ -122,8 +123,9 @@ START_TEST(dest_block_checks)
 	ck_assert_int_eq(rdmig_dest_create(&d, NULL), 0);
 	ck_assert_int_eq(rdmig_dest_add_block(d, "ram0", mem, sizeof(mem), 1), 0);
 	ck_assert_int_eq(rdmig_dest_add_block(d, "ram0", mem, sizeof(mem), 1), -EEXIST);
-	ck_assert_int_lt(rdmig_dest_add_block(d, "x=y", mem, sizeof(mem), 1), 0);
-	ck_assert_int_eq(rdmig_dest_nblocks(d), 1);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "/rom@etc/acpi/tables", mem, sizeof(mem), 1), 1);
+	ck_assert_int_lt(rdmig_dest_add_block(d, "esc\x1b", mem, sizeof(mem), 1), 0);
+	ck_assert_int_eq(rdmig_dest_nblocks(d), 2);
 	ck_assert_int_eq(rdmig_dest_process(d), -ENOTCONN);
 	rdmig_dest_destroy(d);
 }

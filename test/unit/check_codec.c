@@ -107,7 +107,7 @@ START_TEST(hdr_unknown_type)
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), -EPROTO);
 	ck_assert_ptr_null(out);
-	ck_assert_str_eq(e.msg, "unknown control message type 16");
+	ck_assert_str_eq(e.msg, "unknown control message type 17");
 	h.type = 0xffff;
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_hdr_get(buf, 8, MSG_MAX, &h, &e), -EPROTO);
@@ -722,7 +722,7 @@ static struct bm *bm_new(size_t n)
 START_TEST(block_map_req_limits)
 {
 	struct bm *x = bm_new(3);
-	char name[80];
+	char name[300];
 
 	good(CT_BLOCK_MAP_REQ, &x->m.base);
 	x->m.chunk_shift = 11;
@@ -732,10 +732,11 @@ START_TEST(block_map_req_limits)
 	x->m.chunk_shift = 12;
 	good(CT_BLOCK_MAP_REQ, &x->m.base);
 
-	x->b[2].name = "a/b";
-	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name \"a/b\" contains '/'");
-	x->b[2].name = "a=b";
-	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name \"a=b\" contains '='");
+	/* QEMU's RAMBlock idstrs are names too. */
+	x->b[2].name = "/rom@etc/acpi/tables";
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
+	x->b[2].name = "0000:00:02.0/vga.vram";
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
 	x->b[2].name = "a\x01";
 	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name \"a\\x01\" contains "
 	    "byte 0x01, not printable ASCII");
@@ -744,14 +745,14 @@ START_TEST(block_map_req_limits)
 	    "contains byte 0xc3, not printable ASCII");
 	x->b[2].name = "";
 	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 has an empty name");
-	memset(name, 'n', 64);
-	name[64] = '\0';
+	memset(name, 'n', 255);
+	name[255] = '\0';
 	x->b[2].name = name;
 	good(CT_BLOCK_MAP_REQ, &x->m.base);
-	name[64] = 'n';
-	name[65] = '\0';
+	name[255] = 'n';
+	name[256] = '\0';
 	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: block 2 name "
-	    "\"nnnnnnnnnnnnnnnnnnnnnnnn...\" is 65 bytes, the limit is 64");
+	    "\"nnnnnnnnnnnnnnnnnnnnnnnn...\" is 256 bytes, the limit is 255");
 	x->b[2].name = x->names[2];
 
 	x->b[1].length = 0;
@@ -780,6 +781,15 @@ START_TEST(block_map_req_limits)
 
 	x->b[2].name = "ram0";
 	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: blocks 0 and 2 are both named \"ram0\"");
+	x->b[2].name = x->names[2];
+
+	/* pin-all pieces: at least a chunk, at most 1 GiB. */
+	x->m.piece_shift = 24;
+	good(CT_BLOCK_MAP_REQ, &x->m.base);
+	x->m.piece_shift = 11;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: piece_shift 11 outside 12..30");
+	x->m.piece_shift = 31;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: piece_shift 31 outside 12..30");
 	free(x);
 }
 END_TEST

@@ -47,14 +47,14 @@ START_TEST(init_and_fini)
 	ck_assert_int_eq(creg_state(&c, 15), CREG_NONE);
 	ck_assert_ptr_null(creg_slot(&c, 15));
 	ck_assert_uint_eq(c.pages, 0);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 	ck_assert_ptr_null(c.dir);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 	ck_assert_int_eq(creg_init(&c, 0, 0), 0);
 	ck_assert_int_eq(creg_add(&c, 0, MiB, CREG_READY), -EINVAL);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 	ck_assert_int_eq(creg_init(&c, UINT64_MAX, 0), -ENOMEM);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 }
 END_TEST
 
@@ -80,7 +80,7 @@ START_TEST(add_rejects_bad_input)
 	ck_assert_int_eq(creg_state(&c, 3), CREG_NONE);
 	ck_assert_uint_eq(c.pinned_bytes, MiB);
 	ck_assert_uint_eq(c.lru_head, CREG_NIL);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 }
 END_TEST
 
@@ -117,7 +117,7 @@ START_TEST(lru_order_and_touch)
 	assert_lru(&c, NULL, 0);
 	ck_assert_uint_eq(c.pinned_bytes, 0);
 	ck_assert_uint_eq(c.peak_bytes, 4 * MiB);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 }
 END_TEST
 
@@ -150,7 +150,7 @@ START_TEST(victims_in_lru_order)
 	creg_remove(&c, out[1]);
 	ck_assert_int_eq(creg_victims(&c, 3 * MiB, out, 2, &e), 1);
 	ck_assert_uint_eq(out[0], 3);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 }
 END_TEST
 
@@ -186,7 +186,7 @@ START_TEST(inflight_slots_are_never_victims)
 			 "3145728 bytes are pinned, only 1048576 of them by idle chunks");
 	ck_assert_int_eq(creg_victims(&c, 3 * MiB + 1, out, 8, &e), -ENOSPC);
 	ck_assert_str_eq(e.msg, "cannot pin 3145729 bytes: the cap is 3145728 bytes");
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 }
 END_TEST
 
@@ -225,7 +225,7 @@ START_TEST(accounting_and_peak)
 	ck_assert_int_eq(creg_state(&c, 1), CREG_NONE);
 	assert_lru(&c, (uint64_t[]){ 199 % 62 + 2 - 2, 199 % 62 + 2 - 1, 199 % 62 + 2 }, 3);
 	ck_assert_uint_eq(c.peak_bytes, 10 * MiB);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 }
 END_TEST
 
@@ -246,14 +246,15 @@ START_TEST(cap_zero_is_unlimited)
 	ck_assert_uint_eq(c.pinned_bytes, UINT64_C(500) << 40);
 	ck_assert_uint_eq(c.lru_head, 1);
 	ck_assert_uint_eq(c.lru_tail, 999);
-	creg_fini(&c, NULL);
+	creg_fini(&c, NULL, NULL);
 }
 END_TEST
 
 static unsigned released;
 
-static void count_release(void *mr)
+static void count_release(void *ctx, void *mr)
 {
+	ck_assert_ptr_null(ctx);
 	ck_assert_ptr_nonnull(mr);
 	released++;
 }
@@ -272,7 +273,7 @@ START_TEST(pages_follow_registrations)
 	ck_assert_int_eq(creg_add(&c, huge - 2, 4096, CREG_READY), 0);
 	ck_assert_int_eq(creg_add(&c, 0, 4096, CREG_READY), 0);
 	ck_assert_uint_eq(c.pages, 2);
-	creg_set_mr(&c, huge - 1, &mr);
+	creg_set_mr(&c, huge - 1, &mr, 5);
 	creg_set_ready(&c, 0, 7, &mr);
 	ck_assert_int_eq(creg_state(&c, 5), CREG_NONE);
 	ck_assert_int_eq(creg_add(&c, huge, 4096, CREG_READY), -EINVAL);
@@ -281,7 +282,7 @@ START_TEST(pages_follow_registrations)
 	creg_remove(&c, huge - 2);
 	ck_assert_uint_eq(c.pages, 1);
 	released = 0;
-	creg_fini(&c, count_release);
+	creg_fini(&c, count_release, NULL);
 	ck_assert_uint_eq(released, 1);
 }
 END_TEST

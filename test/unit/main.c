@@ -18,6 +18,8 @@ int main(void)
 	srunner_add_suite(sr, creg_suite());
 	srunner_add_suite(sr, privdata_suite());
 	srunner_add_suite(sr, codec_suite());
+	srunner_add_suite(sr, wpipe_suite());
+	srunner_add_suite(sr, dreg_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -11,4 +11,6 @@ Suite *plan_suite(void);
 Suite *creg_suite(void);
 Suite *privdata_suite(void);
 Suite *codec_suite(void);
+Suite *wpipe_suite(void);
+Suite *dreg_suite(void);
 #endif

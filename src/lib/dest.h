@@ -1,0 +1,94 @@
+/* The destination's insides, shared by dest.c (the state machine, the
+ * connection, authentication and the API) and dst_map.c (the block map and
+ * what fills the blocks: registrations, zero ranges, iterations, state,
+ * completion).  Nothing here is public. */
+#ifndef RDMIG_DEST_H
+#define RDMIG_DEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "blocks.h"
+#include "chan.h"
+#include "creg.h"
+#include "session.h"
+
+enum dst_state {
+	DST_NEW,        /* blocks may be added; no connection yet */
+	/* Accepted with AUTH: our challenge left inside the ACCEPT, so it
+	 * existed before any frame could arrive; waiting for the source's
+	 * challenge and answer.  Nothing is registered or revealed.  Frames
+	 * are taken before the ESTABLISHED event: our QP is ready once
+	 * rdma_accept returns, and a source need not send its RTU. */
+	DST_AUTH,
+	DST_WAIT_MAP,   /* authenticated (or no key): waiting for the block map */
+	DST_RUNNING,    /* iterations, state, until COMPLETE; pin-all pieces
+			 * register one per step meanwhile */
+	DST_FLUSHING,   /* COMPLETE_ACK posted, waiting for its completion */
+	DST_DONE,       /* the image is complete and the source knows it */
+	DST_FAILED,     /* terminal; ss.err holds the reason */
+};
+
+struct dst_block {
+	struct blk_desc d;
+	uint8_t *host;
+	bool zeroed;
+	bool announced;
+	uint64_t nchunks;
+	uint64_t first_slot;    /* dynamic: first chunk's slot */
+	uint64_t npieces;       /* pin-all */
+	struct ibv_mr **pieces; /* pin-all, registered in order */
+};
+
+struct rdmig_dest {
+	struct session ss;
+	enum dst_state state;
+	int result;
+
+	struct dst_block *blocks;   /* configured or mapped on demand */
+	unsigned nblocks;
+	unsigned *map;              /* announced index -> blocks index */
+	unsigned nmap;
+	unsigned chunk_shift, piece_shift; /* the source's */
+
+	struct chan_set *chans;     /* MULTI_CHANNEL: the source's data channels */
+	unsigned req_channels;      /* channels the source asked for */
+
+	struct creg creg;           /* dynamic registration */
+	bool creg_ready;
+	uint64_t nslots;
+	uint32_t *rkeys;            /* one REGISTER_RESP's keys */
+	size_t rkeys_max;
+
+	/* pin-all: the next piece to register, and keys not yet sent */
+	unsigned pin_block;
+	uint64_t pin_piece;
+	uint32_t *pk_block, *pk_rkey;
+	uint64_t *pk_piece;
+	size_t pk_n, pk_max;
+
+	uint32_t iteration;
+	uint64_t state_bytes;
+
+	uint8_t nonce[AUTH_NONCE_LEN]; /* our challenge, sent in the ACCEPT */
+	struct auth_bind bind;      /* what the answers are bound to */
+	bool have_peer_nonce;
+	int64_t handshake_deadline; /* block map received by then, or fail */
+	char peer[80];              /* the source's HOST:PORT, for logs */
+};
+
+/* dst_map.c */
+int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r);
+int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
+/* pin-all: registers the next piece and sends keys; 1 while pieces remain. */
+int dst_pin_step(struct rdmig_dest *d);
+void dst_map_destroy(struct rdmig_dest *d);
+
+/* dest.c */
+int dst_send(struct rdmig_dest *d, unsigned type, const ProtobufCMessage *m,
+	     const char *what);
+int dst_add_block(struct rdmig_dest *d, const char *name, void *host, uint64_t length,
+		  int zeroed);
+
+#endif

@@ -1,0 +1,143 @@
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "auth.h"
+
+int sess_init(struct session *ss, const struct rdmig_config *cfg, const char *peer)
+{
+	int rc;
+
+	memset(ss, 0, sizeof(*ss));
+	ss->peer = peer;
+	ss->wake_fd = -1;
+	stats_init(&ss->stats);
+	pthread_mutex_init(&ss->reason_lock, NULL);
+	rc = cfg_load(&ss->cfg, cfg, &ss->err);
+	if (rc)
+		return rc;
+	if (ss->cfg.auth_key) {
+		ss->key = auth_key_dup(ss->cfg.auth_key, ss->cfg.auth_key_len);
+		if (!ss->key)
+			return rd_err_set(&ss->err, -ENOMEM, "out of memory for the key");
+		ss->cfg.auth_key = ss->key;
+	}
+	ss->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ss->wake_fd < 0)
+		return rd_err_set(&ss->err, -errno, "eventfd: %s", strerror(errno));
+	return 0;
+}
+
+void sess_fini(struct session *ss)
+{
+	fab_disconnect(ss->conn);
+	ctrl_fini(&ss->ch);
+	fab_conn_destroy(ss->conn);
+	ss->conn = NULL;
+	if (ss->wake_fd >= 0)
+		close(ss->wake_fd);
+	auth_key_free(ss->key, ss->cfg.auth_key_len);
+	ss->key = NULL;
+	stats_fini(&ss->stats);
+	pthread_mutex_destroy(&ss->reason_lock);
+}
+
+int sess_fail(struct session *ss, int rc)
+{
+	if (rc >= 0)
+		rc = -EPROTO;
+	if (ss->failed)
+		return rc;
+	ss->failed = true;
+	cfg_log(&ss->cfg, RDMIG_LOG_ERROR, "migration failed: %s", ss->err.msg);
+	if (ss->ctrl_ready)
+		ctrl_send_error(&ss->ch, rc, ss->err.msg, 200);
+	fab_disconnect(ss->conn);
+	return rc;
+}
+
+int sess_peer_error(struct session *ss, const Rdmig__Error *e)
+{
+	bool dest = !strcmp(ss->peer, "source");
+	int code = e->code < 0 && e->code > -4096 ? e->code : -EPROTO;
+
+	/* The codec already made the text printable.  A source hears the
+	 * destination's reason as its own (a refusal, a timeout), except a
+	 * cancel, which was not its own; a destination hears that the source
+	 * gave up, or cancelled. */
+	if (dest)
+		code = code == -ECANCELED ? -ECANCELED : -ECONNABORTED;
+	else if (code == -ECANCELED)
+		code = -ECONNABORTED;
+	return rd_err_set(&ss->err, code, "%s reported: %s", ss->peer,
+			  e->message ? e->message : "");
+}
+
+int sess_conn_err(struct session *ss, int rc)
+{
+	if (ss->conn && ss->conn->err.msg[0] && rc != -ECANCELED)
+		memcpy(ss->err.msg, ss->conn->err.msg, sizeof(ss->err.msg));
+	return rc;
+}
+
+void sess_cancel(struct session *ss, const char *reason)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&ss->reason_lock);
+	snprintf(ss->cancel_reason, sizeof(ss->cancel_reason), "%s",
+		 reason && *reason ? reason : "");
+	pthread_mutex_unlock(&ss->reason_lock);
+	atomic_store(&ss->cancelled, true);
+	if (ss->wake_fd >= 0 && write(ss->wake_fd, &one, sizeof(one)) < 0) {
+		/* The counter is only full if we were woken already. */
+	}
+}
+
+int sess_check_cancel(struct session *ss)
+{
+	char why[256];
+
+	if (!atomic_load(&ss->cancelled))
+		return 0;
+	pthread_mutex_lock(&ss->reason_lock);
+	snprintf(why, sizeof(why), "%s", ss->cancel_reason);
+	pthread_mutex_unlock(&ss->reason_lock);
+	if (why[0])
+		return rd_err_set(&ss->err, -ECANCELED, "cancelled by the %s: %s",
+				  strcmp(ss->peer, "source") ? "source" : "destination", why);
+	return rd_err_set(&ss->err, -ECANCELED, "migration cancelled");
+}
+
+int sess_keepalive(struct session *ss)
+{
+	if (!ss->ctrl_ready || rd_now_ms() - ss->ch.last_send_ms < ss->cfg.keepalive_ms)
+		return 0;
+	return ctrl_keepalive(&ss->ch);
+}
+
+void sess_progress(struct session *ss, int64_t *last_ms, bool force,
+		   void (*fill)(void *role, struct rdmig_stats *st), void *role)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+	int64_t now = rd_now_ms();
+
+	if (!ss->cfg.progress || (!force && now - *last_ms < ss->cfg.progress_ms))
+		return;
+	*last_ms = now;
+	fill(role, &st);
+	ss->cfg.progress(ss->cfg.progress_ctx, &st);
+}
+
+void sess_stats_out(const struct rdmig_stats *in, struct rdmig_stats *out)
+{
+	size_t n = out->size && out->size < sizeof(*in) ? out->size : sizeof(*in);
+
+	/* An older caller's struct is a prefix of ours. */
+	memcpy(out, in, n);
+	out->size = (uint32_t)n;
+}

@@ -1,0 +1,483 @@
+/* src_link: how a source gets to READY, in non-blocking steps.  rdma_cm
+ * resolves and connects (SRC_CONNECTING); with AUTH, our challenge and the
+ * answer to the destination's (from its ACCEPT) go out and its answer must
+ * check out (SRC_AUTH); the block map goes and comes back (SRC_MAP); data
+ * channels open in parallel (SRC_CHANNELS).  With pin-all, our pieces are
+ * registered one per step from the block map on, while the destination
+ * registers its own and sends their keys. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitmap.h"
+#include "chan.h"
+#include "codec.h"
+#include "privdata.h"
+#include "source.h"
+
+/* ---- connecting ------------------------------------------------------------ */
+
+static int pre_connect(struct fab_conn *c, void *arg)
+{
+	struct rdmig_source *s = arg;
+	int rc = ctrl_init(&s->ss.ch, c, s->ss.cfg.ctrl_depth, s->ss.cfg.ctrl_msg_max,
+			   &s->ss.err);
+
+	s->ss.ctrl_ready = rc == 0;
+	/* The CQ exists now: the one fd the caller watches must see it. */
+	return rc ? rc : src_watch(s, fab_cq_fd(c));
+}
+
+static uint32_t requested_caps(const struct rdmig_source *s)
+{
+	const struct rdmig_config *c = &s->ss.cfg;
+
+	return (c->pin_all ? PD_CAP_PIN_ALL : 0) | (c->zero_pages ? PD_CAP_ZERO_PAGES : 0) |
+	       (c->auth_key ? PD_CAP_AUTH : 0) | (c->verify ? PD_CAP_VERIFY : 0) |
+	       (c->channels > 1 ? PD_CAP_MULTI_CHANNEL : 0);
+}
+
+int src_link_start(struct rdmig_source *s, const char *host, const char *port)
+{
+	const struct rdmig_config *c = &s->ss.cfg;
+	/* The data channels share this CQ: room for their send queues too. */
+	struct fab_caps caps = { .sq_depth = c->max_writes + c->ctrl_depth + 4,
+				 .rq_depth = c->ctrl_depth,
+				 .cq_depth = c->max_writes + 2 * c->ctrl_depth + 4 +
+					     (c->channels - 1) * (c->max_writes + 4) };
+	struct pd_request req = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
+				  .caps = requested_caps(s), .ctrl_depth = c->ctrl_depth,
+				  .ctrl_msg_max = c->ctrl_msg_max,
+				  .channels = (uint16_t)c->channels };
+	int rc;
+
+	snprintf(s->host, sizeof(s->host), "%s", host);
+	snprintf(s->port, sizeof(s->port), "%s", port);
+	s->ss.stats.start_ms = rd_now_ms();
+	s->ss.stats.st.status = RDMIG_STATUS_SETUP;
+	s->state = SRC_CONNECTING;
+	cfg_log(c, RDMIG_LOG_INFO, "connecting to %s:%s", host, port);
+	pd_encode_request(&req, s->bind.req, sizeof(s->bind.req));
+	rc = fab_connect_start(&s->ss.conn, host, port, &caps, s->bind.req,
+			       sizeof(s->bind.req), pre_connect, s,
+			       rd_deadline(c->timeout_ms), &s->ss.err);
+	if (!rc)
+		rc = src_watch(s, fab_cm_fd(s->ss.conn));
+	return rc;
+}
+
+static int decode_reject(struct rdmig_source *s)
+{
+	struct fab_conn *c = s->ss.conn;
+	struct pd_reject rej;
+	struct rd_err tmp;
+
+	if (c->peer_priv_len && pd_kind(c->peer_priv, c->peer_priv_len) == PD_REJECT &&
+	    pd_decode_reject(c->peer_priv, c->peer_priv_len, &rej, &tmp) == 0)
+		return pd_reject_error(&rej, PD_VERSION_MIN, PD_VERSION_MAX, &s->ss.err);
+	/* A consumer reject without our payload comes from the kernel cleaning
+	 * up after a destination process that went away: not a refusal. */
+	if (strstr(s->ss.err.msg, "rejected by the peer"))
+		return rd_err_set(&s->ss.err, -ECONNREFUSED, "the destination dropped the "
+				  "connection request without a reason (did it exit?)");
+	return -ECONNREFUSED; /* the CM's own reason is already in err */
+}
+
+/* The destination's ACCEPT: what was granted must have been asked for. */
+static int check_accept(struct rdmig_source *s, const struct pd_accept *acc)
+{
+	uint32_t asked = requested_caps(s);
+
+	if (acc->version < PD_VERSION_MIN || acc->version > PD_VERSION_MAX)
+		return rd_err_set(&s->ss.err, -EPROTONOSUPPORT, "the destination chose "
+				  "protocol version %u, this side speaks %u..%u", acc->version,
+				  PD_VERSION_MIN, PD_VERSION_MAX);
+	if (acc->caps & ~asked)
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination granted capabilities "
+				  "that were not requested (0x%x)", acc->caps & ~asked);
+	if (s->ss.cfg.pin_all && !(acc->caps & PD_CAP_PIN_ALL))
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination does not allow pin-all");
+	/* Our memory goes only to a destination that proves it holds the key. */
+	if (s->ss.cfg.auth_key && !(acc->caps & PD_CAP_AUTH))
+		return rd_err_set(&s->ss.err, -EACCES, "the destination does not authenticate: "
+				  "give it the same key (--auth-key)");
+	if (s->ss.cfg.verify && !(acc->caps & PD_CAP_VERIFY))
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination cannot verify the image");
+	return 0;
+}
+
+/* What authentication is bound to, from this side's view of the
+ * connection: the destination computes the same from its own. */
+static int bind_connection(struct rdmig_source *s)
+{
+	struct fab_conn *c = s->ss.conn;
+
+	memcpy(s->bind.acc, c->peer_priv, PD_ACCEPT_LEN); /* decoded: that long */
+	s->bind.src_qpn = fab_local_qpn(c);
+	s->bind.dst_qpn = c->peer_qpn;
+	if (auth_addr(fab_local_addr(c), s->bind.src_addr) ||
+	    auth_addr(fab_peer_addr(c), s->bind.dst_addr))
+		return rd_err_set(&s->ss.err, -EAFNOSUPPORT, "the connection is neither IPv4 "
+				  "nor IPv6");
+	return 0;
+}
+
+static int send_now(struct rdmig_source *s, unsigned type, const ProtobufCMessage *m)
+{
+	int rc = ctrl_send(&s->ss.ch, type, m);
+
+	/* Right after connecting every credit is ours: none left is a bug. */
+	return rc == -EAGAIN ? rd_err_set(&s->ss.err, -EPROTO, "no credit to send %s",
+					  ctrl_type_name(type)) : rc;
+}
+
+/* Answers the challenge from the ACCEPT and challenges back.  Our answer
+ * is bound to this connection: whoever collects it, posing as a
+ * destination, cannot use it on another. */
+static int send_auth(struct rdmig_source *s)
+{
+	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
+	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
+	uint8_t mac[AUTH_MAC_LEN];
+	int rc = bind_connection(s);
+
+	if (rc)
+		return rc;
+	auth_nonce(s->bind.src_nonce);
+	if (!auth_nonce_acceptable(s->challenge, s->bind.src_nonce))
+		return rd_err_set(&s->ss.err, -EACCES, "the destination's challenge is all "
+				  "zero or repeats ours: not answering it (is it an impostor "
+				  "collecting answers?)");
+	auth_mac(s->ss.cfg.auth_key, s->ss.cfg.auth_key_len, AUTH_SOURCE, &s->bind, mac);
+	ch.nonce.data = s->bind.src_nonce;
+	ch.nonce.len = AUTH_NONCE_LEN;
+	resp.mac.data = mac;
+	resp.mac.len = AUTH_MAC_LEN;
+	rc = send_now(s, CT_AUTH_CHALLENGE, &ch.base);
+	return rc ? rc : send_now(s, CT_AUTH_RESPONSE, &resp.base);
+}
+
+static int send_block_map(struct rdmig_source *s);
+
+static int on_connected(struct rdmig_source *s)
+{
+	struct fab_conn *c = s->ss.conn;
+	struct pd_accept acc;
+	int rc = pd_decode_accept(c->peer_priv, c->peer_priv_len, &acc, &s->ss.err);
+
+	if (rc)
+		return rd_err_prefix(&s->ss.err, rc, "the destination's answer");
+	rc = check_accept(s, &acc);
+	if (rc)
+		return rc;
+	s->ss.caps = acc.caps;
+	ctrl_start(&s->ss.ch, acc.ctrl_depth, acc.ctrl_msg_max);
+	s->peer_msg_max = s->ss.ch.peer_msg_max;
+	memcpy(s->challenge, acc.nonce, AUTH_NONCE_LEN);
+	if (acc.caps & PD_CAP_AUTH) {
+		s->state = SRC_AUTH;
+		return send_auth(s);
+	}
+	return send_block_map(s);
+}
+
+/* ---- the block map ---------------------------------------------------------- */
+
+/* Slots: dynamic registration's chunks, or pin-all's pieces. */
+static int setup_slots(struct rdmig_source *s)
+{
+	unsigned i;
+
+	s->slot_shift = s->ss.cfg.pin_all ?
+			(s->chunk_shift > SRC_PIECE_SHIFT ? s->chunk_shift : SRC_PIECE_SHIFT) :
+			s->chunk_shift;
+	s->dblocks = calloc(s->nblocks, sizeof(*s->dblocks));
+	if (!s->dblocks)
+		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	for (i = 0; i < s->nblocks; i++) {
+		struct src_block *b = &s->blocks[i];
+
+		b->nslots = blk_nchunks(b->d.length, s->slot_shift);
+		b->first_slot = s->nslots;
+		s->nslots += b->nslots;
+		s->dblocks[i] = (struct dreg_block){ .first_slot = b->first_slot,
+						      .length = b->d.length };
+	}
+	if (!s->ss.cfg.pin_all)
+		return 0;
+	s->pieces = calloc(s->nslots, sizeof(*s->pieces));
+	return s->pieces ? 0 : rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+}
+
+static int send_block_map(struct rdmig_source *s)
+{
+	Rdmig__BlockMapReq req = RDMIG__BLOCK_MAP_REQ__INIT;
+	Rdmig__BlockDesc *descs, **ptrs;
+	unsigned i;
+	int rc = setup_slots(s);
+
+	descs = calloc(s->nblocks, sizeof(*descs));
+	ptrs = calloc(s->nblocks, sizeof(*ptrs));
+	if (!rc && (!descs || !ptrs))
+		rc = rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	for (i = 0; !rc && i < s->nblocks; i++) {
+		rdmig__block_desc__init(&descs[i]);
+		descs[i].name = s->blocks[i].d.name;
+		descs[i].length = s->blocks[i].d.length;
+		descs[i].page_size = s->blocks[i].d.page_size;
+		ptrs[i] = &descs[i];
+	}
+	if (!rc) {
+		req.n_blocks = s->nblocks;
+		req.blocks = ptrs;
+		req.chunk_shift = s->chunk_shift;
+		req.piece_shift = s->ss.cfg.pin_all ? s->slot_shift : 0;
+		rc = send_now(s, CT_BLOCK_MAP_REQ, &req.base);
+	}
+	free(descs);
+	free(ptrs);
+	s->state = SRC_MAP;
+	return rc;
+}
+
+static int apply_block_map(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
+{
+	unsigned i;
+
+	if (r->n_blocks != s->nblocks)
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination mapped %zu blocks, "
+				  "%u were sent", r->n_blocks, s->nblocks);
+	for (i = 0; i < s->nblocks; i++) {
+		s->blocks[i].remote_base = r->blocks[i]->base_addr;
+		s->blocks[i].dest_zeroed = r->blocks[i]->zeroed;
+		/* The remote range must not wrap around the address space. */
+		if (r->blocks[i]->base_addr + s->blocks[i].d.length < r->blocks[i]->base_addr)
+			return rd_err_set(&s->ss.err, -EPROTO, "block \"%s\": bad remote base",
+					  s->blocks[i].d.name);
+	}
+	s->dest_cap = r->pinned_cap;
+	return 0;
+}
+
+/* ---- data channels ------------------------------------------------------------ */
+
+static int open_channels(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
+{
+	unsigned n = r->channels > 1 ? r->channels : 1, k;
+	int rc;
+
+	if (n > s->ss.cfg.channels || (n > 1 && !(s->ss.caps & PD_CAP_MULTI_CHANNEL)))
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination granted %u channels, "
+				  "%u were requested", n, s->ss.cfg.channels);
+	s->chans = calloc(n, sizeof(*s->chans));
+	if (!s->chans)
+		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	s->nchans = n;
+	s->chans[0] = (struct src_chan){ .conn = s->ss.conn, .up = true };
+	s->chans_up = 1;
+	s->chan_port = r->channel_port;
+	s->chan_token = r->channel_token;
+	for (k = 1; k < n; k++) {
+		rc = chan_connect_start(&s->chans[k].conn, s->ss.conn, s->host, s->chan_port,
+					s->chan_token, k, n, s->ss.cfg.max_writes + 4,
+					rd_deadline(s->ss.cfg.timeout_ms), &s->ss.err);
+		if (!rc)
+			rc = src_watch(s, fab_cm_fd(s->chans[k].conn));
+		if (rc)
+			return rc;
+	}
+	if (n != s->ss.cfg.channels)
+		cfg_log(&s->ss.cfg, RDMIG_LOG_WARN, "the destination accepts %u of the %u "
+			"channels asked for", n, s->ss.cfg.channels);
+	else if (n > 1)
+		cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "striping writes over %u channels", n);
+	return 0;
+}
+
+static int channels_step(struct rdmig_source *s)
+{
+	unsigned k;
+	int rc;
+
+	for (k = 1; k < s->nchans; k++) {
+		if (s->chans[k].up)
+			continue;
+		rc = fab_connect_step(s->chans[k].conn);
+		if (!rc)
+			continue;
+		rc = chan_connect_finish(s->chans[k].conn, k, rc, &s->ss.err);
+		if (rc)
+			return rc;
+		s->chans[k].up = true;
+		s->chans_up++;
+	}
+	return 0;
+}
+
+static int become_ready(struct rdmig_source *s)
+{
+	int rc = src_iter_setup(s);
+
+	if (rc)
+		return rc;
+	s->state = SRC_READY;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.setup_time_ms = (uint64_t)(rd_now_ms() - s->ss.stats.start_ms);
+	s->ss.stats.st.status = RDMIG_STATUS_ACTIVE;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "connected: %u blocks, %s registration",
+		s->nblocks, s->ss.cfg.pin_all ? "pin-all" : "dynamic");
+	return 0;
+}
+
+int src_link_step(struct rdmig_source *s)
+{
+	int rc;
+
+	switch (s->state) {
+	case SRC_CONNECTING:
+		rc = fab_connect_step(s->ss.conn);
+		if (rc < 0)
+			rc = sess_conn_err(&s->ss, rc);
+		if (rc == -ECONNREFUSED)
+			return decode_reject(s);
+		if (rc < 0)
+			return rc;
+		return rc ? on_connected(s) : 0;
+	case SRC_CHANNELS:
+		rc = channels_step(s);
+		if (!rc && s->chans_up == s->nchans)
+			rc = become_ready(s);
+		return rc;
+	default:
+		return 0;
+	}
+}
+
+static int on_auth_response(struct rdmig_source *s, const Rdmig__AuthResponse *r)
+{
+	int rc;
+
+	if (s->state != SRC_AUTH)
+		return rd_err_set(&s->ss.err, -EPROTO, "unexpected AUTH_RESPONSE");
+	rc = auth_check(s->ss.cfg.auth_key, s->ss.cfg.auth_key_len, AUTH_DEST, &s->bind,
+			r->mac.data, r->mac.len);
+	if (rc)
+		return rd_err_set(&s->ss.err, -EACCES, "authentication failed: the destination "
+				  "does not hold the same key");
+	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "authenticated the destination");
+	return send_block_map(s);
+}
+
+int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m)
+{
+	int rc;
+
+	if (h->type == CT_AUTH_RESPONSE)
+		return on_auth_response(s, (const Rdmig__AuthResponse *)m);
+	if (s->state != SRC_MAP)
+		return rd_err_set(&s->ss.err, -EPROTO, "unexpected BLOCK_MAP_RESP");
+	rc = apply_block_map(s, (const Rdmig__BlockMapResp *)m);
+	if (!rc)
+		rc = open_channels(s, (const Rdmig__BlockMapResp *)m);
+	if (rc)
+		return rc;
+	s->state = SRC_CHANNELS;
+	return s->chans_up == s->nchans ? become_ready(s) : 0;
+}
+
+/* ---- pin-all pieces ------------------------------------------------------------ */
+
+int src_reg_local(struct rdmig_source *s, const struct src_block *b, uint64_t off,
+		  uint64_t len, struct ibv_mr **mr)
+{
+	int rc;
+
+	/* A WRITE source needs only local read access; private memory is
+	 * pinned for writing so copy-on-write is broken now (see
+	 * private_memory in source.c).  A read-only private mapping can
+	 * only be pinned for reading. */
+	rc = fab_reg_mr(s->ss.conn, b->host + off, len, b->cow ? IBV_ACCESS_LOCAL_WRITE : 0, mr);
+	if (rc == -EFAULT && b->cow)
+		rc = fab_reg_mr(s->ss.conn, b->host + off, len, 0, mr);
+	if (rc)
+		return rd_err_prefix(&s->ss.err, sess_conn_err(&s->ss, rc), "block \"%s\"",
+				     b->d.name);
+	return 0;
+}
+
+static unsigned block_of_slot(const struct rdmig_source *s, uint64_t slot)
+{
+	unsigned i = 0;
+
+	while (i + 1 < s->nblocks && s->blocks[i + 1].first_slot <= slot)
+		i++;
+	return i;
+}
+
+/* One piece per call, in order: the first WRITEs wait for the first
+ * piece only, and no step blocks for more than one registration. */
+int src_pin_step(struct rdmig_source *s, int64_t until_ms)
+{
+	uint64_t slot = s->pieces_local, off, len;
+	struct src_block *b;
+	int rc;
+
+	(void)until_ms;
+	if (!s->pieces || slot >= s->nslots)
+		return 0;
+	b = &s->blocks[block_of_slot(s, slot)];
+	blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);
+	rc = src_reg_local(s, b, off, len, &s->pieces[slot].mr);
+	if (rc)
+		return rc;
+	s->pieces_local++;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.pinned_bytes += len;
+	s->ss.stats.st.pinned_peak = s->ss.stats.st.pinned_bytes;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	return 0;
+}
+
+int src_on_pin_keys(struct rdmig_source *s, const Rdmig__PinKeys *k)
+{
+	size_t i;
+
+	if (!s->pieces)
+		return rd_err_set(&s->ss.err, -EPROTO, "PIN_KEYS without pin-all");
+	for (i = 0; i < k->n_block; i++) {
+		const struct src_block *b;
+
+		if (k->block[i] >= s->nblocks)
+			return rd_err_set(&s->ss.err, -EPROTO, "PIN_KEYS for block index %u of %u",
+					  k->block[i], s->nblocks);
+		b = &s->blocks[k->block[i]];
+		if (k->piece[i] >= b->nslots)
+			return rd_err_set(&s->ss.err, -EPROTO, "PIN_KEYS: block \"%s\" has no "
+					  "piece %" PRIu64, b->d.name, k->piece[i]);
+		s->pieces[b->first_slot + k->piece[i]].rkey = k->rkey[i];
+		s->pieces[b->first_slot + k->piece[i]].remote = true;
+	}
+	return 0;
+}
+
+void src_link_destroy(struct rdmig_source *s)
+{
+	unsigned k;
+	uint64_t i;
+
+	for (k = 0; s->chans && k < s->nchans; k++)
+		fab_disconnect(s->chans[k].conn);
+	/* The data channels' QPs use the control connection's PD and CQ. */
+	for (k = 1; s->chans && k < s->nchans; k++)
+		fab_conn_destroy(s->chans[k].conn);
+	for (i = 0; s->pieces && i < s->nslots; i++)
+		if (s->pieces[i].mr)
+			ibv_dereg_mr(s->pieces[i].mr);
+	free(s->pieces);
+	free(s->chans);
+	s->pieces = NULL;
+	s->chans = NULL;
+}
