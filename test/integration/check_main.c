@@ -14,7 +14,9 @@ int main(void)
 	srunner_add_suite(sr, dirty_suite());
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, faults_suite());
+	srunner_add_suite(sr, qemu_suite());
 	srunner_add_suite(sr, qmp_suite());
+	srunner_add_suite(sr, security_suite());
 	int failed;
 
 	srunner_run_all(sr, CK_NORMAL);

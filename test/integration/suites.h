@@ -6,5 +6,7 @@ Suite *migrate_suite(void);
 Suite *dirty_suite(void);
 Suite *cli_suite(void);
 Suite *faults_suite(void);
+Suite *qemu_suite(void);
 Suite *qmp_suite(void);
+Suite *security_suite(void);
 #endif

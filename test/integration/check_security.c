@@ -1,0 +1,1102 @@
+/* Test as the attacker: build/test/evil_peer plays a hostile peer against the
+ * real migrate-send and migrate-recv over Soft-RoCE, and each test checks
+ * what it gained: nothing.  A replayed or relayed answer opens no
+ * destination; handshakes that never authenticate are dropped in bounded
+ * time and cost bounded resources; a peer's ring or image size does not
+ * decide what the destination pins; an image counts as complete only once
+ * the source holds the confirmation; --ram-dir overwrites nothing; the
+ * control socket serves only its owner; a filesystem too small is refused
+ * before any page moves.
+ *
+ * Every test prints one "security:" line with the figures of the README
+ * table (attack, outcome, the limit that applied, time to drop).  They run
+ * against whatever build RDMIG_BUILD names, so an older build can be shown
+ * to fail them; options an older migrate-recv does not know are left out
+ * (and said so), so what fails there is the attack, not the command line. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "suites.h"
+#include "runs.h"
+#include "testutil.h"
+
+#define KIB 1024ull
+#define MIB (1ull << 20)
+/* Handshake deadline of the destinations here (--timeout 5), and what a
+ * slow emulated bed may add before the drop is seen. */
+#define HANDSHAKE_MS 5000
+#define GRACE_MS 2500
+#define NOBODY 65534
+
+struct sx {
+	char dir[256], dst[300], recvbin[512], sendbin[512], evilbin[512];
+	char addr[64], port[16], help[8192];
+	struct tu_run recv, send, evil;
+};
+
+/* evil_peer is part of this test, not of the build under test: it sits
+ * next to this binary whatever RDMIG_BUILD says. */
+static void evil_path(char *buf, size_t len)
+{
+	char self[400];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	ck_assert_int_gt(n, 0);
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0';
+	snprintf(buf, len, "%s/evil_peer", self);
+}
+
+static void sx_init(struct sx *f)
+{
+	/* A failing test ends its process: its security: line must be out. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	memset(f, 0, sizeof(*f));
+	tu_tmpdir(f->dir, sizeof(f->dir));
+	snprintf(f->dst, sizeof(f->dst), "%s/dst", f->dir);
+	ck_assert_int_eq(mkdir(f->dst, 0755), 0);
+	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
+	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
+	evil_path(f->evilbin, sizeof(f->evilbin));
+}
+
+static void stop(struct tu_run *r)
+{
+	if (r->p.pid > 0 && !r->p.reaped) {
+		kill(-r->p.pid, SIGKILL);
+		tu_wait(&r->p, 5000);
+	}
+}
+
+static void sx_free(struct sx *f)
+{
+	stop(&f->evil);
+	stop(&f->send);
+	stop(&f->recv);
+	tu_rmdir(f->dir);
+}
+
+/* Reaps it when it has exited, so tu_run_finish still sees its status. */
+static bool running(struct tu_run *r)
+{
+	if (r->p.pid <= 0 || r->p.reaped)
+		return false;
+	if (waitpid(r->p.pid, &r->p.status, WNOHANG) == r->p.pid) {
+		r->p.reaped = 1;
+		return false;
+	}
+	return true;
+}
+
+/* Whether this build's migrate-recv has @opt (older ones lack the limits). */
+static bool recv_knows(struct sx *f, const char *opt)
+{
+	if (!f->help[0]) {
+		struct tu_run r;
+		char *text;
+
+		memset(&r, 0, sizeof(r));
+		tu_run_spawn(&r, f->dir, "help", (char *[]){ f->recvbin, "--help", NULL });
+		ck_assert_int_eq(tu_run_finish(&r, 20000), 0);
+		text = tu_slurp(r.out, NULL);
+		snprintf(f->help, sizeof(f->help), "%s", text ? text : "");
+		free(text);
+	}
+	return strstr(f->help, opt) != NULL;
+}
+
+/* Appends "@opt @val" to @argv when this build knows @opt. */
+static void opt_if_known(struct sx *f, const char **argv, int *n, const char *opt,
+			 const char *val)
+{
+	if (!recv_knows(f, opt)) {
+		printf("security: note: %s has no %s; running without it\n", f->recvbin, opt);
+		return;
+	}
+	argv[(*n)++] = opt;
+	if (val)
+		argv[(*n)++] = val;
+}
+
+/* migrate-recv --json --listen ADDR:0 @args; waits until it listens. */
+static void sx_recv(struct sx *f, const char *const *args)
+{
+	char listen[64], *argv[40];
+	struct json_object *ev;
+	int n = 0;
+
+	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
+	argv[n++] = f->recvbin;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--json";
+	while (*args && n < 38)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	tu_run_spawn(&f->recv, f->dir, "recv", argv);
+	ev = tu_wait_event(&f->recv, "listening", 20000);
+	if (!ev) {
+		tu_run_dump(&f->recv, "recv");
+		ck_abort_msg("migrate-recv did not start listening");
+	}
+	snprintf(f->port, sizeof(f->port), "%" PRIu64, tu_jnum(ev, "port"));
+	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), f->port);
+	json_object_put(ev);
+}
+
+/* migrate-send --connect @addr @args. */
+static void sx_send(struct sx *f, const char *addr, const char *const *args)
+{
+	char *argv[40];
+	int n = 0;
+
+	argv[n++] = f->sendbin;
+	argv[n++] = "--connect";
+	argv[n++] = (char *)addr;
+	while (*args && n < 38)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	tu_run_spawn(&f->send, f->dir, "send", argv);
+}
+
+/* evil_peer MODE ADDR @args, output in DIR/@tag.{out,err}. */
+static void sx_evil(struct sx *f, const char *tag, const char *mode, const char *const *args)
+{
+	char *argv[40];
+	int n = 0;
+
+	argv[n++] = f->evilbin;
+	argv[n++] = (char *)mode;
+	argv[n++] = f->addr;
+	while (*args && n < 38)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	tu_run_spawn(&f->evil, f->dir, tag, argv);
+}
+
+/* Waits for evil_peer and returns its exit status, its result line in @line. */
+static int evil_result(struct sx *f, int timeout_ms, char *line, size_t len)
+{
+	int code = tu_run_finish(&f->evil, timeout_ms);
+	char *text = tu_slurp(f->evil.out, NULL), *nl;
+
+	snprintf(line, len, "%s", text ? text : "");
+	free(text);
+	nl = strchr(line, '\n');
+	if (nl)
+		*nl = '\0';
+	if (code != 0 && code != 1)
+		tu_run_dump(&f->evil, "evil_peer");
+	return code;
+}
+
+/* The value of KEY=VALUE (or KEY="VALUE") in a result line, "" when absent. */
+static const char *kv(const char *line, const char *key, char *buf, size_t len)
+{
+	char pat[64];
+	const char *p, *end;
+
+	snprintf(pat, sizeof(pat), " %s=", key);
+	buf[0] = '\0';
+	p = strstr(line, pat);
+	if (!p)
+		return buf;
+	p += strlen(pat);
+	if (*p == '"') {
+		end = strchr(++p, '"');
+	} else {
+		end = strchr(p, ' ');
+	}
+	if (!end)
+		end = p + strlen(p);
+	snprintf(buf, len, "%.*s", (int)(end - p), p);
+	return buf;
+}
+
+static long kv_num(const char *line, const char *key)
+{
+	char buf[64];
+
+	kv(line, key, buf, sizeof(buf));
+	return buf[0] ? strtol(buf, NULL, 10) : -1;
+}
+
+static void write_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	ck_assert_int_eq(close(fd), 0);
+}
+
+static void write_random(const char *path, size_t len, uint64_t seed)
+{
+	void *buf = malloc(len);
+
+	ck_assert_ptr_nonnull(buf);
+	tu_fill_random(buf, len, seed);
+	write_file(path, buf, len, 0644);
+	free(buf);
+}
+
+static void write_key(const char *path)
+{
+	write_file(path, "a shared secret of 32 bytes here", 32, 0600);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	size_t la, lb;
+	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
+	bool same = da && db && la == lb && !memcmp(da, db, la);
+
+	free(da);
+	free(db);
+	return same;
+}
+
+/* Lines of printable text: what a peer said reaches the operator as it was
+ * sent, with nothing after it. */
+static bool printable(const char *s)
+{
+	for (; s && *s; s++)
+		if (*s != '\n' && (*s < 0x20 || *s > 0x7e))
+			return false;
+	return s != NULL;
+}
+
+/* @text on one line (newlines become " | "), for a security: line. */
+static const char *flat(const char *text, char *buf, size_t len)
+{
+	size_t i, o = 0;
+
+	for (i = 0; text && text[i] && o + 4 < len; i++) {
+		if (text[i] != '\n') {
+			buf[o++] = text[i];
+		} else if (text[i + 1]) {
+			memcpy(buf + o, " | ", 3);
+			o += 3;
+		}
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* Names in @dir, comma-separated (empty when there are none). */
+static int list_dir(const char *dir, char *buf, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t o = 0;
+	int n = 0;
+
+	buf[0] = '\0';
+	ck_assert_msg(d != NULL, "%s: %s", dir, strerror(errno));
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (o < len)
+			o += (size_t)snprintf(buf + o, len - o, "%s%s", n ? "," : "", de->d_name);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* ---- what a process holds ---------------------------------------------------------- */
+
+struct usage {
+	int fds;
+	long rss_kb;
+	uint64_t mr_bytes;
+};
+
+/* Bytes registered by @pid: the sum of mrlen in `rdma -j resource show mr`. */
+static uint64_t mr_bytes(const char *dir, pid_t pid)
+{
+	struct tu_run r;
+	struct json_object *all, *v;
+	uint64_t sum = 0;
+	size_t i;
+	char *text;
+
+	memset(&r, 0, sizeof(r));
+	tu_run_spawn(&r, dir, "rdma", (char *[]){ "/usr/bin/rdma", "-j", "resource", "show",
+						  "mr", NULL });
+	ck_assert_int_eq(tu_run_finish(&r, 30000), 0);
+	text = tu_slurp(r.out, NULL);
+	all = json_tokener_parse(text && *text ? text : "[]");
+	free(text);
+	ck_assert_msg(all && json_object_is_type(all, json_type_array),
+		      "rdma -j resource show mr did not print a JSON array");
+	for (i = 0; i < json_object_array_length(all); i++) {
+		struct json_object *mr = json_object_array_get_idx(all, i);
+
+		if (json_object_object_get_ex(mr, "pid", &v) && json_object_get_int64(v) == pid &&
+		    json_object_object_get_ex(mr, "mrlen", &v))
+			sum += (uint64_t)json_object_get_int64(v);
+	}
+	json_object_put(all);
+	return sum;
+}
+
+static void measure(const char *dir, pid_t pid, struct usage *u)
+{
+	char path[64], line[256];
+	struct dirent *de;
+	DIR *d;
+	FILE *fp;
+
+	u->mr_bytes = mr_bytes(dir, pid);
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	u->fds = 0;
+	while ((de = readdir(d)))
+		u->fds += de->d_name[0] != '.';
+	closedir(d);
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fp = fopen(path, "r");
+	ck_assert_ptr_nonnull(fp);
+	u->rss_kb = -1;
+	while (fgets(line, sizeof(line), fp))
+		if (!strncmp(line, "VmRSS:", 6))
+			u->rss_kb = strtol(line + 6, NULL, 10);
+	fclose(fp);
+}
+
+static void peak(struct usage *p, const struct usage *u)
+{
+	p->fds = u->fds > p->fds ? u->fds : p->fds;
+	p->rss_kb = u->rss_kb > p->rss_kb ? u->rss_kb : p->rss_kb;
+	p->mr_bytes = u->mr_bytes > p->mr_bytes ? u->mr_bytes : p->mr_bytes;
+}
+
+/* ---- replay ------------------------------------------------------------------------- */
+
+/* Runs harvest --variant @variant with a real keyed migrate-send pointed at
+ * it; returns evil_peer's status, the result line in @line and the source's
+ * exit status in *sc. */
+static int harvest(struct sx *f, const char *variant, const char *src, const char *key,
+		   int *sc, char *line, size_t len)
+{
+	char port[32], eaddr[80], rs[400];
+	int code;
+
+	sx_evil(f, variant, "harvest", (const char *const[]){ "--variant", variant, "--listen",
+							     tu_addr(), "--timeout", "5000",
+							     NULL });
+	if (tu_wait_line(f->evil.err, "evil_peer: listening on port ", port, sizeof(port),
+			 20000)) {
+		tu_run_dump(&f->evil, "evil_peer");
+		ck_abort_msg("evil_peer did not listen");
+	}
+	snprintf(eaddr, sizeof(eaddr), "%s:%s", tu_addr(), port);
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	sx_send(f, eaddr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+						 "5", NULL });
+	code = evil_result(f, 60000, line, len);
+	*sc = tu_run_finish(&f->send, 30000);
+	return code;
+}
+
+/* A source's answer, collected by posing as its destination, opens nothing:
+ * (a) an all-zero challenge is not answered at all; (b) a relay that hands
+ * the source the real destination's challenge (and its exact ACCEPT) gets
+ * an answer bound to the wrong connection, replayed on a connection whose
+ * RTU it never sent.  The destination turns it away, creates nothing, and
+ * still takes the real source afterwards. */
+START_TEST(replay_refused)
+{
+	struct sx f;
+	char key[320], src[320], rs[400], dst[400], line[2048], v[1200], said[1200];
+	char list[512], turned[2048], one[4096];
+	char *err;
+	int code, sc, rc;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	snprintf(src, sizeof(src), "%s/ram", f.dir);
+	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
+	write_key(key);
+	write_random(src, MIB, 11);
+	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--auth-key", key, "--timeout",
+					   "5", NULL });
+
+	/* (a) an all-zero challenge, as the old destination had before its
+	 * ESTABLISHED */
+	code = harvest(&f, "zero", src, key, &sc, line, sizeof(line));
+	err = tu_slurp(f.send.err, NULL);
+	printf("security: replay (a) zero challenge: attacker exit %d: %s | migrate-send exit %d: "
+	       "%s\n", code, line, sc, flat(err, one, sizeof(one)));
+	ck_assert_msg(code == 1, "the attack was not refused: %s", line);
+	ck_assert_msg(!strcmp(kv(line, "answer", v, sizeof(v)), "none"),
+		      "the source answered a zero challenge: %s", line);
+	ck_assert_msg(sc == 4 && err && strstr(err, "challenge"),
+		      "migrate-send exit %d: %s", sc, err ? err : "");
+	free(err);
+
+	/* (b) relay of the real challenge */
+	code = harvest(&f, "relay", src, key, &sc, line, sizeof(line));
+	kv(line, "dest-said", said, sizeof(said));
+	printf("security: replay (b) relayed challenge, no RTU: attacker exit %d: %s | "
+	       "migrate-send exit %d\n", code, line, sc);
+	ck_assert_msg(code == 1, "the attack was not refused: %s", line);
+	ck_assert_msg(!strcmp(kv(line, "answer", v, sizeof(v)), "obtained"),
+		      "the relay got no answer to replay, so nothing was tested: %s", line);
+	ck_assert_msg(!strcmp(kv(line, "block-map-resp", v, sizeof(v)), "no"), "%s", line);
+	ck_assert_msg(strstr(said, "authentication failed"), "destination said: %s", said);
+	if (tu_wait_line(f.recv.err, "migrate-recv: turned away a connection from ", turned,
+			 sizeof(turned), 10000))
+		turned[0] = '\0';
+	ck_assert_msg(strstr(turned, "authentication failed"),
+		      "migrate-recv did not say it turned the relay away: %s", turned);
+	ck_assert_msg(running(&f.recv), "migrate-recv stopped waiting");
+	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
+
+	/* The real source still gets through. */
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+						   "5", NULL });
+	sc = tu_run_finish(&f.send, 60000);
+	rc = tu_run_finish(&f.recv, 60000);
+	if (sc || rc) {
+		tu_run_dump(&f.send, "send");
+		tu_run_dump(&f.recv, "recv");
+	}
+	ck_assert_int_eq(sc, 0);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_msg(same_file(src, dst), "the legitimate migration's image differs");
+	printf("security: replay: migrate-recv turned the relay away (%s); the real source "
+	       "migrated 1 MiB byte-identical afterwards\n", turned);
+	sx_free(&f);
+}
+END_TEST
+
+/* ---- handshakes that never end ----------------------------------------------------------- */
+
+/* Six connections that request AUTH and only ever send KEEPALIVEs, against
+ * a daemon allowing four handshakes with a 5 s handshake deadline: each is
+ * dropped within the deadline, the extra ones are refused busy (or evict a
+ * stale one), a real source started 1.5 s in still migrates, and the daemon
+ * ends with what it started with. */
+START_TEST(held_connections_dropped)
+{
+	struct sx f;
+	char key[320], src[320], rs[400], line[2048], drops[512], tokens[512], reason[1200];
+	char list[512], path[512];
+	const char *argv[24];
+	struct usage base, top, now, after;
+	struct json_object *done;
+	uint64_t t_made, t_legit;
+	int n = 0, code, sc, open_n, busy, held, early = 0, late = 0;
+	long max_drop = 0;
+	char *p, *tok, *save = NULL;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	snprintf(src, sizeof(src), "%s/ram", f.dir);
+	write_key(key);
+	write_random(src, MIB, 12);
+	argv[n++] = "--daemon";
+	argv[n++] = "--ram-dir";
+	argv[n++] = f.dst;
+	argv[n++] = "--auth-key";
+	argv[n++] = key;
+	argv[n++] = "--timeout";
+	argv[n++] = "5";
+	opt_if_known(&f, argv, &n, "--max-handshakes", "4");
+	argv[n] = NULL;
+	sx_recv(&f, argv);
+	measure(f.dir, f.recv.p.pid, &base);
+	top = base;
+
+	sx_evil(&f, "hold", "hold", (const char *const[]){ "6", "12", "--timeout", "5000", NULL });
+	if (tu_wait_line(f.evil.err, "evil_peer: hold: all connections made", NULL, 0, 30000)) {
+		tu_run_dump(&f.evil, "evil_peer");
+		ck_abort_msg("evil_peer did not make its connections");
+	}
+	t_made = tu_now_ms();
+	while (tu_now_ms() < t_made + 1500) {
+		measure(f.dir, f.recv.p.pid, &now);
+		peak(&top, &now);
+	}
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	t_legit = tu_now_ms();
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+						   "5", NULL });
+	while (running(&f.evil) || running(&f.send)) {
+		measure(f.dir, f.recv.p.pid, &now);
+		peak(&top, &now);
+		if (tu_now_ms() > t_made + 40000)
+			break;
+	}
+	sc = tu_run_finish(&f.send, 30000);
+	t_legit = tu_now_ms() - t_legit;
+	code = evil_result(&f, 30000, line, sizeof(line));
+	usleep(500000); /* the daemon's last teardown */
+	measure(f.dir, f.recv.p.pid, &after);
+
+	list_dir(f.dst, list, sizeof(list));
+	open_n = (int)kv_num(line, "open");
+	busy = (int)kv_num(line, "busy");
+	held = (int)kv_num(line, "held");
+	kv(line, "drop-ms", drops, sizeof(drops));
+	kv(line, "first-reason", reason, sizeof(reason));
+	snprintf(tokens, sizeof(tokens), "%s", drops);
+	for (p = tokens, tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		long d = strcmp(tok, "held") ? strtol(tok, NULL, 10) : 1000000;
+
+		max_drop = d > max_drop ? d : max_drop;
+		/* Dropped well before the deadline: evicted for a newcomer. */
+		if (d < HANDSHAKE_MS - 1000)
+			early++;
+		else
+			late++;
+	}
+	printf("security: held handshakes: 6 connections with keepalives every 200 ms, "
+	       "--max-handshakes 4 --timeout 5: %d open, %d refused busy, %d still held; dropped "
+	       "after %s ms (deadline %d ms): \"%s\"; real source started 1.5 s in: exit %d in "
+	       "%" PRIu64 " ms; daemon fds %d/%d/%d, VmRSS %ld/%ld/%ld kB, registered %" PRIu64
+	       "/%" PRIu64 "/%" PRIu64 " bytes (start/peak/end); --ram-dir holds: %s\n", open_n,
+	       busy, held, drops[0] ? drops : "-", HANDSHAKE_MS, reason, sc, t_legit, base.fds,
+	       top.fds, after.fds, base.rss_kb, top.rss_kb, after.rss_kb, base.mr_bytes,
+	       top.mr_bytes, after.mr_bytes, list[0] ? list : "nothing");
+	ck_assert_msg(code == 1 && held == 0, "connections were still held after 12 s: %s", line);
+	ck_assert_msg(max_drop <= HANDSHAKE_MS + GRACE_MS,
+		      "a handshake lived %ld ms, deadline %d ms: %s", max_drop, HANDSHAKE_MS, line);
+	ck_assert_msg(open_n + busy == 6 && early + late == open_n, "%s", line);
+	/* At most four handshakes at once: every one beyond that was refused
+	 * busy or pushed a stale one out. */
+	ck_assert_msg(open_n - early <= 4, "%d handshakes lived to the deadline: %s",
+		      open_n - early, line);
+	/* Each newcomer that needed room (the real source, and any of ours
+	 * that arrived once the others were stale) pushes out one. */
+	ck_assert_msg(early <= (open_n > 4 ? open_n - 4 : 0) + 1, "%d handshakes were dropped "
+		      "to make room for %d newcomers: %s", early, (open_n > 4 ? open_n - 4 : 0) + 1,
+		      line);
+	ck_assert_msg(sc == 0, "the real source failed (exit %d) while the handshakes were held",
+		      sc);
+	done = tu_event_in(f.recv.out, "completed");
+	ck_assert_msg(done != NULL, "the daemon reported no completed migration");
+	{
+		struct json_object *d;
+
+		ck_assert(json_object_object_get_ex(done, "dir", &d));
+		snprintf(path, sizeof(path), "%s/ram", json_object_get_string(d));
+	}
+	json_object_put(done);
+	ck_assert_msg(same_file(src, path), "%s differs from the source", path);
+	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 1,
+		      "--ram-dir holds %s; only the real source's directory belongs there", list);
+	ck_assert_msg(!tu_has_event(f.recv.out, "failed"),
+		      "a handshake was reported as a failed migration");
+	ck_assert_msg(after.fds <= base.fds + 2, "fds %d at start, %d at the end", base.fds,
+		      after.fds);
+	ck_assert_msg(top.fds <= base.fds + 24, "fds %d at start, peak %d", base.fds, top.fds);
+	ck_assert_msg(after.rss_kb <= base.rss_kb + 16 * 1024, "VmRSS %ld kB at start, %ld at "
+		      "the end", base.rss_kb, after.rss_kb);
+	ck_assert_msg(after.mr_bytes <= base.mr_bytes, "registered %" PRIu64 " bytes at the "
+		      "end, %" PRIu64 " at start", after.mr_bytes, base.mr_bytes);
+	/* Five connections at most (four handshakes and the real source),
+	 * 4 MiB of control rings each, and the real source's 1 MiB image. */
+	ck_assert_msg(top.mr_bytes <= 24 * MIB, "registered up to %" PRIu64 " bytes",
+		      top.mr_bytes);
+	ck_assert(running(&f.recv));
+	sx_free(&f);
+}
+END_TEST
+
+/* ---- rings ------------------------------------------------------------------------------ */
+
+/* A peer announcing 64 receive buffers of 16 MiB makes the destination
+ * size its send ring from that: it must pin what its own limits say, not
+ * what the peer asked for. */
+START_TEST(huge_rings_bounded)
+{
+	struct sx f;
+	struct usage base, now, top;
+	char line[2048], list[512];
+	uint64_t t_end = 0;
+	int code;
+
+	sx_init(&f);
+	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--timeout", "10", NULL });
+	measure(f.dir, f.recv.p.pid, &base);
+	top = base;
+	sx_evil(&f, "rings", "rings", (const char *const[]){ "--depth", "64", "--msg-max",
+							     "16777216", "--hold-ms", "6000",
+							     "--timeout", "5000", NULL });
+	/* Sampled until a while after the attacker left: registering what it
+	 * asked for may outlast its stay. */
+	while (running(&f.recv) && (running(&f.evil) || !t_end || tu_now_ms() < t_end)) {
+		if (!t_end && !running(&f.evil))
+			t_end = tu_now_ms() + 2000;
+		measure(f.dir, f.recv.p.pid, &now);
+		peak(&top, &now);
+	}
+	code = evil_result(&f, 30000, line, sizeof(line));
+	printf("security: huge rings: asked 64 x 16 MiB: attacker exit %d: %s | destination "
+	       "registered %" PRIu64 " bytes at peak (%" PRIu64 " before), VmRSS peak %ld kB; "
+	       "bound 8 MiB\n", code, line, top.mr_bytes, base.mr_bytes, top.rss_kb);
+	ck_assert_msg(top.mr_bytes < 8 * MIB, "the destination registered %" PRIu64 " bytes "
+		      "for a peer that only asked", top.mr_bytes);
+	ck_assert_msg(kv_num(line, "frames-from-dest") > 0,
+		      "the destination sent nothing, so its send ring was never made: %s", line);
+	ck_assert_msg(running(&f.recv), "migrate-recv did not survive the request");
+	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
+	sx_free(&f);
+}
+END_TEST
+
+/* ---- limits ------------------------------------------------------------------------------- */
+
+/* A source that holds the key but asks for a 1 TiB image, or pin-all of
+ * more than the destination's cap, is refused at the block map with the
+ * limit named, before anything is mapped; a real migrate-send shows the
+ * destination's reason. */
+START_TEST(limits_refused_at_block_map)
+{
+	struct sx f;
+	char key[320], src[320], rs[400], line[2048], said[1200], list[512], turned[2048];
+	char one[4096];
+	const char *argv[24];
+	char *err, *p;
+	int n = 0, code, sc;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	snprintf(src, sizeof(src), "%s/ram", f.dir);
+	write_key(key);
+	argv[n++] = "--ram-dir";
+	argv[n++] = f.dst;
+	argv[n++] = "--auth-key";
+	argv[n++] = key;
+	argv[n++] = "--timeout";
+	argv[n++] = "5";
+	opt_if_known(&f, argv, &n, "--max-image", "64M");
+	opt_if_known(&f, argv, &n, "--pinned-cap", "16M");
+	argv[n] = NULL;
+	sx_recv(&f, argv);
+
+	sx_evil(&f, "bigmap1", "bigmap", (const char *const[]){ "--key", key, "--size",
+								"1099511627776", "--timeout",
+								"5000", NULL });
+	code = evil_result(&f, 60000, line, sizeof(line));
+	kv(line, "dest-said", said, sizeof(said));
+	printf("security: 1 TiB block from an authenticated source, --max-image 64M: attacker "
+	       "exit %d: %s\n", code, line);
+	ck_assert_msg(code == 1, "the destination took a 1 TiB image: %s", line);
+	ck_assert_msg(strstr(said, "1099511627776") && strstr(said, "67108864") &&
+		      strstr(said, "image limit"), "destination said: %s", said);
+	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
+
+	sx_evil(&f, "bigmap2", "bigmap", (const char *const[]){ "--key", key, "--size",
+								"33554432", "--pin-all",
+								"--timeout", "5000", NULL });
+	code = evil_result(&f, 60000, line, sizeof(line));
+	kv(line, "dest-said", said, sizeof(said));
+	printf("security: pin-all of 32 MiB, --pinned-cap 16M: attacker exit %d: %s\n", code,
+	       line);
+	ck_assert_msg(code == 1, "the destination pinned 32 MiB past its cap: %s", line);
+	ck_assert_msg(strstr(said, "pinned-bytes cap") && strstr(said, "16777216"),
+		      "destination said: %s", said);
+	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
+
+	/* The real command says the same. */
+	write_random(src, 32 * MIB, 13);
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--pin-all",
+						   "--timeout", "5", NULL });
+	sc = tu_run_finish(&f.send, 60000);
+	err = tu_slurp(f.send.err, NULL);
+	printf("security: migrate-send --pin-all of 32 MiB, --pinned-cap 16M: exit %d: %s\n", sc,
+	       flat(err, one, sizeof(one)));
+	ck_assert_msg(sc != 0 && err && strstr(err, "pinned-bytes cap"), "migrate-send exit %d: "
+		      "%s", sc, err ? err : "");
+	/* The destination's reason, exactly, at the end of the line. */
+	p = strstr(err, said);
+	ck_assert_msg(p && p[strlen(said)] == '\n' && printable(err),
+		      "migrate-send garbled the destination's reason: %s", err);
+	free(err);
+	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
+	ck_assert_msg(running(&f.recv), "migrate-recv stopped waiting");
+	ck_assert(tu_wait_line(f.recv.err, "migrate-recv: turned away a connection from ", turned,
+			       sizeof(turned), 5000) == 0);
+	sx_free(&f);
+}
+END_TEST
+
+/* ---- completion nobody confirmed --------------------------------------------------------- */
+
+/* A source that sends COMPLETE and destroys its QP before the COMPLETE_ACK
+ * can land: the destination must not call the image complete, since the
+ * source may have resumed (markers stay, the state keeps its .part name or
+ * goes). */
+START_TEST(unconfirmed_completion)
+{
+	struct sx f;
+	char state[320], marker[400], line[2048], one[4096], *err;
+	uint64_t t0;
+	int code, rc;
+
+	sx_init(&f);
+	snprintf(state, sizeof(state), "%s/state", f.dir);
+	snprintf(marker, sizeof(marker), "%s/ram.incomplete", f.dst);
+	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--state-out", state, "--timeout",
+					   "5", NULL });
+	t0 = tu_now_ms();
+	sx_evil(&f, "vanish", "vanish", (const char *const[]){ "--size", "65536", "--timeout",
+							       "5000", NULL });
+	rc = tu_run_finish(&f.recv, 60000);
+	t0 = tu_now_ms() - t0;
+	code = evil_result(&f, 60000, line, sizeof(line));
+	err = tu_slurp(f.recv.err, NULL);
+	printf("security: vanish after COMPLETE: attacker exit %d: %s | migrate-recv exit %d after "
+	       "%" PRIu64 " ms, completed event %s, marker %s, state %s: %s\n", code, line, rc, t0,
+	       tu_has_event(f.recv.out, "completed") ? "yes" : "no",
+	       exists(marker) ? "kept" : "removed", exists(state) ? "renamed into place" : "absent",
+	       flat(err, one, sizeof(one)));
+	free(err);
+	ck_assert_msg(code == 0, "the mini-migration did not get to COMPLETE: %s", line);
+	ck_assert_msg(rc != 0 && rc != -1, "migrate-recv exit %d", rc);
+	ck_assert_msg(!tu_has_event(f.recv.out, "completed"),
+		      "migrate-recv reported a completion the source never received");
+	ck_assert_msg(exists(marker), "%s was removed before the source had the confirmation",
+		      marker);
+	ck_assert_msg(!exists(state), "%s was put in place before the source had the "
+		      "confirmation", state);
+	sx_free(&f);
+}
+END_TEST
+
+/* ---- --ram-dir and --state-out -------------------------------------------------------------- */
+
+/* One migration of block @name from @src into migrate-recv @args; returns
+ * migrate-send's exit status with its stderr in @err. */
+static int refused_run(struct sx *f, const char *name, const char *src, const char *const *args,
+		       char *err, size_t len)
+{
+	char rs[400], *text;
+	int sc;
+
+	sx_recv(f, args);
+	snprintf(rs, sizeof(rs), "%s=%s", name, src);
+	sx_send(f, f->addr, (const char *const[]){ "--ram", rs, "--timeout", "5", NULL });
+	sc = tu_run_finish(&f->send, 60000);
+	text = tu_slurp(f->send.err, NULL);
+	snprintf(err, len, "%s", text ? text : "");
+	free(text);
+	if (tu_run_finish(&f->recv, 15000) < 0)
+		stop(&f->recv);
+	return sc;
+}
+
+/* --ram-dir holds images migrate-recv makes: a file that is already there,
+ * or a symlink to someone else's, is refused naming it and stays as it was;
+ * a block named like the --state-out file is refused too. */
+START_TEST(ram_dir_does_not_overwrite)
+{
+	static const char precious[] = "the operator's own image, not to be overwritten\n";
+	static const char victim_data[] = "a file the symlink points at\n";
+	struct sx f;
+	char src[320], d2[320], d3[320], file[400], link[400], victim[320], state[400];
+	char err[4096], one[4096], *text;
+	struct stat st;
+	int sc;
+
+	sx_init(&f);
+	snprintf(src, sizeof(src), "%s/src", f.dir);
+	snprintf(file, sizeof(file), "%s/ram", f.dst);
+	snprintf(d2, sizeof(d2), "%s/dst2", f.dir);
+	snprintf(d3, sizeof(d3), "%s/dst3", f.dir);
+	snprintf(link, sizeof(link), "%s/ram", d2);
+	snprintf(victim, sizeof(victim), "%s/victim", f.dir);
+	snprintf(state, sizeof(state), "%s/blk", d3);
+	ck_assert_int_eq(mkdir(d2, 0755), 0);
+	ck_assert_int_eq(mkdir(d3, 0755), 0);
+	write_random(src, 64 * KIB, 14);
+
+	/* An existing regular file. */
+	write_file(file, precious, sizeof(precious) - 1, 0644);
+	sc = refused_run(&f, "ram", src, (const char *const[]){ "--ram-dir", f.dst, "--timeout",
+							       "5", NULL }, err, sizeof(err));
+	text = tu_slurp(file, NULL);
+	printf("security: --ram-dir with ram already there: migrate-send exit %d, content %s: "
+	       "%s\n", sc, text && !strcmp(text, precious) ? "unchanged" : "CHANGED",
+	       flat(err, one, sizeof(one)));
+	ck_assert_msg(sc != 0 && strstr(err, file), "migrate-send exit %d: %s", sc, err);
+	ck_assert_msg(printable(err), "migrate-send garbled the destination's reason: %s", err);
+	ck_assert_msg(text && !strcmp(text, precious), "%s was overwritten", file);
+	free(text);
+
+	/* A symlink to a victim. */
+	write_file(victim, victim_data, sizeof(victim_data) - 1, 0644);
+	ck_assert_int_eq(symlink(victim, link), 0);
+	sc = refused_run(&f, "ram", src, (const char *const[]){ "--ram-dir", d2, "--timeout", "5",
+							       NULL }, err, sizeof(err));
+	text = tu_slurp(victim, NULL);
+	printf("security: --ram-dir with ram a symlink to another file: migrate-send exit %d, "
+	       "victim %s: %s\n", sc, text && !strcmp(text, victim_data) ? "unchanged" :
+	       "CHANGED", flat(err, one, sizeof(one)));
+	ck_assert_msg(sc != 0 && strstr(err, link), "migrate-send exit %d: %s", sc, err);
+	ck_assert_msg(printable(err), "migrate-send garbled the destination's reason: %s", err);
+	ck_assert_msg(text && !strcmp(text, victim_data), "%s was overwritten", victim);
+	ck_assert(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+	free(text);
+
+	/* A block named like the state file. */
+	sc = refused_run(&f, "blk", src, (const char *const[]){ "--ram-dir", d3, "--state-out",
+							       state, "--timeout", "5", NULL },
+			 err, sizeof(err));
+	printf("security: block \"blk\" with --state-out DIR/blk: migrate-send exit %d, %s "
+	       "%s: %s\n", sc, state, exists(state) ? "EXISTS" : "absent",
+	       flat(err, one, sizeof(one)));
+	ck_assert_msg(sc != 0 && strstr(err, "blk") && strstr(err, "state"),
+		      "migrate-send exit %d: %s", sc, err);
+	ck_assert_msg(printable(err), "migrate-send garbled the destination's reason: %s", err);
+	ck_assert_msg(!exists(state), "%s was created", state);
+	sx_free(&f);
+}
+END_TEST
+
+/* ---- control socket ---------------------------------------------------------------------- */
+
+/* Connects to @sock as uid/gid @uid (dropped before the connect, as a
+ * stranger would be), sends @line and returns what happened. */
+static void as_stranger(const char *sock, uid_t uid, const char *line, char *out, size_t len)
+{
+	size_t got;
+	int fds[2];
+	pid_t pid;
+	ssize_t n;
+
+	ck_assert(strlen(sock) < sizeof(((struct sockaddr_un *)0)->sun_path));
+	ck_assert_int_eq(pipe(fds), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		char buf[1024] = "";
+		size_t rgot = 0;
+		int fd;
+
+		close(fds[0]);
+		if (setgroups(0, NULL) || setgid(uid) || setuid(uid)) {
+			dprintf(fds[1], "cannot become uid %u: %s", (unsigned)uid, strerror(errno));
+			_exit(1);
+		}
+		memcpy(sa.sun_path, sock, strlen(sock) + 1); /* checked by the caller */
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+			dprintf(fds[1], "connect: %s", strerror(errno));
+			_exit(0);
+		}
+		/* The destination may answer and hang up before our line is
+		 * out: what it said is still there to read. */
+		if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0)
+			dprintf(fds[1], "(send: %s) ", strerror(errno));
+		while (rgot < sizeof(buf) - 1 && !memchr(buf, '\n', rgot)) {
+			n = read(fd, buf + rgot, sizeof(buf) - 1 - rgot);
+			if (n <= 0)
+				break;
+			rgot += (size_t)n;
+		}
+		buf[rgot] = '\0';
+		dprintf(fds[1], "reply: %s", rgot ? buf : "(none)");
+		_exit(0);
+	}
+	close(fds[1]);
+	got = 0;
+	while (got < len - 1 && (n = read(fds[0], out + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* One line on @sock as ourselves (root). */
+static void as_owner(const char *sock, const char *line, char *out, size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t got = 0;
+	ssize_t n;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert(strlen(sock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)), "connect %s: %s", sock,
+		      strerror(errno));
+	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	out[0] = '\0';
+	while (got < len - 1 && !memchr(out, '\n', got)) {
+		n = read(fd, out + got, len - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		out[got] = '\0';
+	}
+	close(fd);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* migrate-recv --control under umask 000: the socket is 0600 anyway, a
+ * stranger cannot connect, and even through a socket made world-writable
+ * afterwards its cancel is refused by credentials; the owner's status works. */
+START_TEST(control_socket_owner_only)
+{
+	static const char cancel[] = "{\"command\":\"cancel\"}\n";
+	struct sx f;
+	char sock[320], direct[1200], loose[1200], mine[4096];
+	struct stat st;
+	mode_t old;
+	int mode;
+
+	sx_init(&f);
+	snprintf(sock, sizeof(sock), "%s/recv.ctl", f.dir);
+	ck_assert_int_eq(chmod(f.dir, 0755), 0); /* a stranger may traverse it */
+	old = umask(0);
+	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--control", sock, NULL });
+	umask(old);
+	ck_assert_msg(stat(sock, &st) == 0, "%s: %s", sock, strerror(errno));
+	mode = (int)(st.st_mode & 0777);
+	as_stranger(sock, NOBODY, cancel, direct, sizeof(direct));
+	usleep(300000);
+	ck_assert_msg(running(&f.recv), "a stranger's cancel stopped migrate-recv (mode %o; %s)",
+		      mode, direct);
+	/* Made world-writable behind its back: the credentials still decide. */
+	ck_assert_int_eq(chmod(sock, 0666), 0);
+	as_stranger(sock, NOBODY, cancel, loose, sizeof(loose));
+	usleep(300000);
+	printf("security: control socket under umask 000: mode %03o; uid %d connecting: %s; "
+	       "after chmod 0666: %s\n", mode, NOBODY, direct, loose);
+	ck_assert_msg(mode == 0600, "the control socket is mode %03o", mode);
+	ck_assert_msg(strstr(direct, "ermission denied"), "a stranger got: %s", direct);
+	ck_assert_msg(strstr(loose, "permission denied"), "a stranger got: %s", loose);
+	ck_assert_msg(running(&f.recv), "a stranger's cancel stopped migrate-recv");
+	as_owner(sock, "{\"command\":\"status\"}\n", mine, sizeof(mine));
+	printf("security: control socket: the owner's status: %s\n", mine);
+	ck_assert_msg(strstr(mine, "\"return\"") && strstr(mine, "listening"), "status: %s",
+		      mine);
+	sx_free(&f);
+}
+END_TEST
+
+/* ---- a filesystem too small ------------------------------------------------------------------ */
+
+/* A 16 MiB block into an 8 MiB tmpfs: refused at the block map, naming the
+ * block, the path, what is needed and what is free, before any page
+ * moves. */
+START_TEST(no_space_refused_up_front)
+{
+	struct sx f;
+	char mnt[320], src[320], rs[400], file[400], marker[420], list[512], one[4096];
+	char *rerr, *serr;
+	struct json_object *failed;
+	int sc, rc, iter, mounted;
+	bool left_file, left_marker;
+	uint64_t landed;
+	struct stat st;
+	long normal = -1;
+
+	sx_init(&f);
+	snprintf(mnt, sizeof(mnt), "%s/small", f.dir);
+	snprintf(src, sizeof(src), "%s/ram", f.dir);
+	snprintf(file, sizeof(file), "%s/ram", mnt);
+	ck_assert_int_eq(mkdir(mnt, 0755), 0);
+	mounted = mount("tmpfs", mnt, "tmpfs", 0, "size=8m,mode=0755") == 0;
+	ck_assert_msg(mounted, "mount -t tmpfs -o size=8m %s: %s (needs root: run it in "
+		      "tools/softroce)", mnt, strerror(errno));
+	write_random(src, 16 * MIB, 15);
+	sx_recv(&f, (const char *const[]){ "--ram-dir", mnt, "--timeout", "5", NULL });
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--json", "--timeout", "5",
+						   NULL });
+	sc = tu_run_finish(&f.send, 60000);
+	rc = tu_run_finish(&f.recv, 30000);
+	iter = tu_has_event(f.send.out, "iteration");
+	failed = tu_event_in(f.send.out, "failed");
+	if (failed) {
+		struct json_object *v;
+
+		if (json_object_object_get_ex(failed, "normal-bytes", &v))
+			normal = (long)json_object_get_int64(v);
+		json_object_put(failed);
+	}
+	rerr = tu_slurp(f.recv.err, NULL);
+	serr = tu_slurp(f.send.err, NULL);
+	list_dir(mnt, list, sizeof(list));
+	snprintf(marker, sizeof(marker), "%s.incomplete", file);
+	left_file = exists(file);
+	left_marker = exists(marker);
+	/* Pages that moved are pages the tmpfs holds. */
+	landed = stat(file, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+	ck_assert_int_eq(umount2(mnt, MNT_DETACH), 0);
+	printf("security: 16 MiB block into an 8 MiB tmpfs: migrate-send exit %d (iteration "
+	       "events: %s, normal-bytes %ld), migrate-recv exit %d, data landed %" PRIu64
+	       " bytes, left in the tmpfs: %s; migrate-recv said: %s\n", sc,
+	       iter ? "yes" : "none", normal, rc, landed, list[0] ? list : "nothing",
+	       flat(rerr, one, sizeof(one)));
+	ck_assert_msg(sc != 0 && rc != 0, "send exit %d, recv exit %d", sc, rc);
+	ck_assert_msg(!iter && normal <= 0 && landed == 0, "pages moved before the failure "
+		      "(normal-bytes %ld, %" PRIu64 " bytes in %s)", normal, landed, file);
+	ck_assert_msg(rerr && strstr(rerr, "\"ram\"") && strstr(rerr, file) &&
+		      strstr(rerr, "16.0 MiB") && strstr(rerr, "free"), "migrate-recv said: %s",
+		      rerr ? rerr : "");
+	ck_assert_msg(serr && strstr(serr, file) && strstr(serr, "free"), "migrate-send said: %s",
+		      serr ? serr : "");
+	/* Whatever stays must not pass for an image: a block file without its
+	 * marker looks complete, and refuses the retry as "already exists". */
+	ck_assert_msg(!left_file || left_marker, "%s was left without %s.incomplete: it looks "
+		      "like a complete image, and a retry after freeing space is refused as "
+		      "\"already exists\"", file, file);
+	free(rerr);
+	free(serr);
+	sx_free(&f);
+}
+END_TEST
+
+Suite *security_suite(void)
+{
+	Suite *s = suite_create("security");
+	TCase *tc = tcase_create("attacker");
+
+	tcase_set_timeout(tc, 150);
+	tcase_add_test(tc, replay_refused);
+	tcase_add_test(tc, held_connections_dropped);
+	tcase_add_test(tc, huge_rings_bounded);
+	tcase_add_test(tc, limits_refused_at_block_map);
+	tcase_add_test(tc, unconfirmed_completion);
+	tcase_add_test(tc, ram_dir_does_not_overwrite);
+	tcase_add_test(tc, control_socket_owner_only);
+	tcase_add_test(tc, no_space_refused_up_front);
+	suite_add_tcase(s, tc);
+	return s;
+}

