@@ -23,6 +23,7 @@ void rdmig_config_init(struct rdmig_config *cfg)
 	cfg->ctrl_msg_max = 64u << 10;
 	cfg->max_writes = 256;
 	cfg->log_level = RDMIG_LOG_INFO;
+	cfg->step_us = 10000;
 }
 
 static int range_err(struct rd_err *err, const char *field, uint64_t v,
@@ -57,6 +58,8 @@ int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
 		out->keepalive_ms = out->timeout_ms / 4;
 	if (out->progress_ms <= 0)
 		out->progress_ms = 250;
+	if (out->step_us == 0)
+		out->step_us = 10000;
 	if (out->ctrl_depth < 4 || out->ctrl_depth > 1024)
 		return range_err(err, "ctrl_depth", out->ctrl_depth, 4, 1024);
 	if (out->ctrl_msg_max < 4096 || out->ctrl_msg_max > (16u << 20))

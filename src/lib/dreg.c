@@ -158,42 +158,69 @@ int dreg_build(struct dreg *d, const struct wpipe *wp, Rdmig__RegisterReq *req)
 	return 1;
 }
 
-int dreg_sent(struct dreg *d, const Rdmig__RegisterReq *req)
+void dreg_sent(struct dreg *d, const Rdmig__RegisterReq *req)
 {
 	struct dreg_req *q = &d->q[(d->qhead + d->qlen) % DREG_OUTSTANDING];
-	size_t i;
-	int rc;
 
 	d->next_id = req->req_id;
-	for (i = 0; i < d->n; i++) {
-		unsigned blk;
-		uint64_t off, len;
-		uint32_t lkey = 0;
-		void *mr = NULL;
-
-		span(d, d->slots[i], &blk, &off, &len);
-		rc = d->ops.reg(d->ctx, blk, off, len, &mr, &lkey);
-		if (rc)
-			return rc;
-		creg_set_mr(&d->creg, d->slots[i], mr, lkey);
-	}
 	q->id = req->req_id;
 	q->n = d->n;
+	q->nlocal = 0;
 	memcpy(q->slots, d->slots, d->n * sizeof(*d->slots));
 	d->qlen++;
 	if (d->batch < d->max_batch)
 		d->batch *= 2;
 	d->requests++;
 	d->chunks += d->n;
-	return 0;
+}
+
+/* A request leaves the queue once answered and registered on our side. */
+static void retire(struct dreg *d)
+{
+	while (d->qanswered && d->q[d->qhead].nlocal == d->q[d->qhead].n) {
+		d->qhead = (d->qhead + 1) % DREG_OUTSTANDING;
+		d->qlen--;
+		d->qanswered--;
+	}
+}
+
+int dreg_reg_local(struct dreg *d, int64_t until)
+{
+	unsigned k;
+	int did = 0;
+
+	for (k = 0; k < d->qlen; k++) {
+		struct dreg_req *q = &d->q[(d->qhead + k) % DREG_OUTSTANDING];
+
+		while (q->nlocal < q->n) {
+			uint64_t slot = q->slots[q->nlocal], off, len;
+			unsigned blk;
+			uint32_t lkey = 0;
+			void *mr = NULL;
+			int rc;
+
+			if (did && rd_now_us() > until)
+				goto out;
+			span(d, slot, &blk, &off, &len);
+			rc = d->ops.reg(d->ctx, blk, off, len, &mr, &lkey);
+			if (rc)
+				return rc;
+			creg_set_mr(&d->creg, slot, mr, lkey);
+			q->nlocal++;
+			did = 1;
+		}
+	}
+out:
+	retire(d);
+	return did;
 }
 
 int dreg_on_resp(struct dreg *d, const Rdmig__RegisterResp *r, struct rd_err *err)
 {
-	struct dreg_req *q = &d->q[d->qhead];
+	struct dreg_req *q = &d->q[(d->qhead + d->qanswered) % DREG_OUTSTANDING];
 	size_t i;
 
-	if (!d->qlen || r->req_id != q->id)
+	if (d->qanswered == d->qlen || r->req_id != q->id)
 		return rd_err_set(err, -EPROTO, "REGISTER_RESP for request %" PRIu64
 				  " that is not the oldest outstanding", r->req_id);
 	if (r->n_rkeys != q->n)
@@ -204,8 +231,8 @@ int dreg_on_resp(struct dreg *d, const Rdmig__RegisterResp *r, struct rd_err *er
 
 		creg_set_ready(&d->creg, q->slots[i], r->rkeys[i], cs ? cs->mr : NULL);
 	}
-	d->qhead = (d->qhead + 1) % DREG_OUTSTANDING;
-	d->qlen--;
+	d->qanswered++;
+	retire(d);
 	return 0;
 }
 
@@ -218,7 +245,7 @@ bool dreg_ready(const struct dreg *d, uint64_t pos, const struct wp_op *op,
 	if (pos >= d->frontier)
 		return false;
 	cs = creg_slot(&d->creg, op->slot);
-	if (!cs || cs->state != CREG_READY)
+	if (!cs || cs->state != CREG_READY || !cs->mr)
 		return false;
 	*lkey = cs->lkey;
 	*rkey = cs->rkey;

@@ -6,7 +6,8 @@
  * REGISTER_REQ holds, with up to DREG_OUTSTANDING requests in flight.
  * Under a pinned-bytes cap it releases idle chunks, least recently used
  * first, on both sides (the releases ride in the next request).  Our own
- * registration of each chunk happens while the destination does its part.
+ * registration of each chunk happens while the destination does its part,
+ * one chunk at a time so the caller can stop when its step is over.
  * Each op holds its chunk (creg_get) from its request to its completion, so
  * a chunk with WRITEs in flight is never released.  The caller's callbacks
  * do the verbs calls; the scratch of a request is allocated once. */
@@ -40,6 +41,7 @@ struct dreg_req {
 	uint64_t id;
 	uint64_t *slots;
 	size_t n;
+	size_t nlocal;   /* slots[0..nlocal) hold our MR */
 };
 
 struct dreg {
@@ -47,7 +49,8 @@ struct dreg {
 	const struct dreg_block *blocks;
 	unsigned nblocks, chunk_shift;
 	struct dreg_req q[DREG_OUTSTANDING];
-	unsigned qhead, qlen;
+	unsigned qhead, qlen;    /* requests sent, not yet done on both sides */
+	unsigned qanswered;      /* the first qanswered of them have their keys */
 	uint64_t next_id;
 	size_t batch, max_batch;
 	uint64_t frontier;       /* window position up to which chunks are asked */
@@ -76,12 +79,17 @@ void dreg_restart(struct dreg *d);
  * waiting, DREG_OUTSTANDING in flight, or no room under the cap until
  * WRITEs complete). */
 int dreg_build(struct dreg *d, const struct wpipe *wp, Rdmig__RegisterReq *req);
-/* After @req was sent: registers our side of its chunks (a failure is the
- * callback's, with its message) and queues it. */
-int dreg_sent(struct dreg *d, const Rdmig__RegisterReq *req);
+/* After @req was sent: queues it (our side registers in dreg_reg_local). */
+void dreg_sent(struct dreg *d, const Rdmig__RegisterReq *req);
+/* Registers our side of the chunks sent for, oldest first, one at a time
+ * until @until (rd_now_us()) has passed, at least one when any is waiting.
+ * 1 when it registered something, 0 when nothing waits, or the callback's
+ * error (with its message). */
+int dreg_reg_local(struct dreg *d, int64_t until);
 /* The destination's answer to the oldest request. */
 int dreg_on_resp(struct dreg *d, const Rdmig__RegisterResp *r, struct rd_err *err);
-/* An op may go once its position is below the frontier and its chunk ready. */
+/* An op may go once its position is below the frontier and its chunk is
+ * registered on both sides. */
 bool dreg_ready(const struct dreg *d, uint64_t pos, const struct wp_op *op,
 		uint32_t *lkey, uint32_t *rkey);
 /* An op completed: its chunk may be released. */

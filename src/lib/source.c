@@ -402,7 +402,7 @@ static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 	case SRC_ITERATING:
 		return src_iter_step(s, max_bytes, until);
 	case SRC_COMPLETING:
-		return src_complete_step(s);
+		return src_complete_step(s, until);
 	default:
 		return 0;
 	}
@@ -410,7 +410,7 @@ static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 
 static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 {
-	int64_t until = rd_now_ms() + (max_us + 999) / 1000;
+	int64_t until = rd_now_us() + max_us;
 	uint64_t buf;
 	int rc, cm;
 
@@ -473,10 +473,10 @@ int rdmig_source_timeout(const struct rdmig_source *s)
 		wait = src_pacing_wait(s);
 		if (wait > 0)
 			return wait;
-		/* More to plan or post: come back at once. */
-		if (!s->sweep.done || s->wp.posted < s->wp.tail)
-			return 0;
 	}
+	/* The last step ran out of budget with work left. */
+	if (s->more && (s->state == SRC_ITERATING || s->state == SRC_COMPLETING))
+		return 0;
 	if (s->ss.ctrl_ready && s->ss.ch.last_send_ms + s->ss.cfg.keepalive_ms - now < t)
 		t = s->ss.ch.last_send_ms + s->ss.cfg.keepalive_ms - now;
 	return t < 0 ? 0 : (int)t;

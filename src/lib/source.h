@@ -114,6 +114,7 @@ struct rdmig_source {
 	struct src_sweep sweep;
 	uint32_t iteration;     /* iterations acknowledged */
 	uint64_t iter_bytes;    /* this iteration's WRITEs */
+	bool more;              /* the last step stopped with work left */
 	int64_t iter_start_ms;
 	uint64_t last_iter_bytes, last_iter_ms;
 	uint64_t dirty_bytes;   /* marked, not yet swept */
@@ -145,7 +146,7 @@ struct rdmig_source {
 /* src_link.c */
 int src_link_start(struct rdmig_source *s, const char *host, const char *port);
 int src_link_step(struct rdmig_source *s);
-int src_pin_step(struct rdmig_source *s, int64_t until_ms);
+int src_pin_step(struct rdmig_source *s, int64_t until_us);
 int src_on_pin_keys(struct rdmig_source *s, const Rdmig__PinKeys *k);
 int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
 void src_link_destroy(struct rdmig_source *s);
@@ -155,11 +156,13 @@ int src_reg_local(struct rdmig_source *s, const struct src_block *b, uint64_t of
 /* src_iter.c */
 int src_iter_setup(struct rdmig_source *s);
 int src_iter_begin(struct rdmig_source *s);
-int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until_ms);
+/* The steps work until rd_now_us() passes @until_us, then finish the
+ * operation in hand: see rdmig_source_step() in rdmig(3) for the bound. */
+int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until_us);
 int src_iter_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
 int src_write_done(struct rdmig_source *s, const struct ibv_wc *wc);
 int src_complete_begin(struct rdmig_source *s);
-int src_complete_step(struct rdmig_source *s);
+int src_complete_step(struct rdmig_source *s, int64_t until_us);
 void src_iter_destroy(struct rdmig_source *s);
 /* Bytes the bandwidth limit lets go now (UINT64_MAX: no limit), and ms
  * until some may go again (0: now). */

@@ -21,7 +21,7 @@
 /* Zero runs are cut here so one plan call reads at most this much. */
 #define SWEEP_ZERO_RUN (16u << 20)
 /* Bytes hashed per step for VERIFY. */
-#define DIGEST_STEP (64u << 20)
+#define DIGEST_STEP (1u << 20)
 
 /* ---- registration: where an op goes ------------------------------------------- */
 
@@ -297,7 +297,8 @@ static int sweep_fill(struct rdmig_source *s, int64_t until, bool *moved)
 			w->done = true;
 			break;
 		}
-		if (rd_now_ms() > until)
+		/* Time is up once something was planned: every step moves. */
+		if (*moved && rd_now_us() > until)
 			return 0;
 		b = &s->blocks[w->block];
 		p = plan_of(s, b);
@@ -349,23 +350,28 @@ int src_iter_begin(struct rdmig_source *s)
 	return 0;
 }
 
-static int request_registrations(struct rdmig_source *s, bool *moved)
+static int request_registrations(struct rdmig_source *s, int64_t until, bool *moved)
 {
 	Rdmig__RegisterReq req;
 	int rc;
 
-	while (s->dreg_ready && ctrl_can_send(&s->ss.ch) && dreg_build(&s->dreg, &s->wp, &req)) {
+	if (!s->dreg_ready)
+		return 0;
+	while (ctrl_can_send(&s->ss.ch) && dreg_build(&s->dreg, &s->wp, &req)) {
 		rc = ctrl_send(&s->ss.ch, CT_REGISTER_REQ, &req.base);
 		if (rc == -EAGAIN)
-			return 0;
-		/* Our side registers while the destination does its part. */
-		if (!rc)
-			rc = dreg_sent(&s->dreg, &req);
+			break;
 		if (rc)
 			return rc;
+		dreg_sent(&s->dreg, &req);
 		*moved = true;
 	}
-	return 0;
+	/* Our side registers while the destination does its part, chunk by
+	 * chunk until the step's time is up. */
+	rc = dreg_reg_local(&s->dreg, until);
+	if (rc > 0)
+		*moved = true;
+	return rc < 0 ? rc : 0;
 }
 
 static void count_writes(struct rdmig_source *s, uint64_t from, uint64_t to, uint64_t bytes)
@@ -389,7 +395,7 @@ static void count_writes(struct rdmig_source *s, uint64_t from, uint64_t to, uin
 	pthread_mutex_unlock(&s->ss.stats.lock);
 }
 
-static int post_writes(struct rdmig_source *s, uint64_t *budget, bool *moved)
+static int post_writes(struct rdmig_source *s, uint64_t *budget, int64_t until, bool *moved)
 {
 	uint64_t pace = src_pacing_budget(s), allow = *budget < pace ? *budget : pace;
 	uint64_t from = s->wp.posted, nops;
@@ -397,7 +403,7 @@ static int post_writes(struct rdmig_source *s, uint64_t *budget, bool *moved)
 
 	if (!allow)
 		return 0;
-	got = wp_post(&s->wp, allow == UINT64_MAX ? 0 : allow, &nops);
+	got = wp_post(&s->wp, allow == UINT64_MAX ? 0 : allow, until, &nops);
 	if (got < 0)
 		return (int)got;
 	if (!nops)
@@ -435,16 +441,21 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 		moved = false;
 		rc = sweep_fill(s, until, &moved);
 		if (!rc)
-			rc = request_registrations(s, &moved);
+			rc = request_registrations(s, until, &moved);
 		if (!rc)
-			rc = post_writes(s, &budget, &moved);
+			rc = post_writes(s, &budget, until, &moved);
 		if (rc)
 			return rc;
 		/* ITER_END only once every WRITE of the iteration completed:
 		 * on other channels a SEND is not ordered after them. */
-		if (s->sweep.done && !s->sweep.have_pending && !s->zr_n && wp_idle(&s->wp))
+		if (s->sweep.done && !s->sweep.have_pending && !s->zr_n && wp_idle(&s->wp)) {
+			s->more = false;
 			return end_iteration(s);
-	} while (moved && budget && rd_now_ms() <= until);
+		}
+	} while (moved && budget && rd_now_us() <= until);
+	/* Stopped by the budget or the clock, not for want of anything to
+	 * do: the caller should come back at once. */
+	s->more = moved;
 	return 0;
 }
 
@@ -514,7 +525,7 @@ ssize_t rdmig_source_write_state(struct rdmig_source *s, const void *data, size_
 }
 
 /* VERIFY: one digest per block of the final image, DIGEST_STEP bytes per
- * step; 1 once all are done. */
+ * call; 1 once all are done. */
 static int digest_step(struct rdmig_source *s)
 {
 	const struct src_block *b;
@@ -576,13 +587,17 @@ int src_complete_begin(struct rdmig_source *s)
 	return 0;
 }
 
-int src_complete_step(struct rdmig_source *s)
+int src_complete_step(struct rdmig_source *s, int64_t until)
 {
 	int rc;
 
 	if (s->complete_sent)
 		return 0;
-	rc = digest_step(s);
+	do
+		rc = digest_step(s);
+	while (!rc && rd_now_us() <= until);
+	/* Out of time with digests left: come back at once. */
+	s->more = rc == 0;
 	return rc == 1 ? send_complete(s) : rc;
 }
 

@@ -419,13 +419,13 @@ static unsigned block_of_slot(const struct rdmig_source *s, uint64_t slot)
 
 /* One piece per call, in order: the first WRITEs wait for the first
  * piece only, and no step blocks for more than one registration. */
-int src_pin_step(struct rdmig_source *s, int64_t until_ms)
+int src_pin_step(struct rdmig_source *s, int64_t until_us)
 {
 	uint64_t slot = s->pieces_local, off, len;
 	struct src_block *b;
 	int rc;
 
-	(void)until_ms;
+	(void)until_us;
 	if (!s->pieces || slot >= s->nslots)
 		return 0;
 	b = &s->blocks[block_of_slot(s, slot)];

@@ -29,6 +29,8 @@ int rd_err_prefix(struct rd_err *e, int err, const char *fmt, ...)
 
 /* Monotonic clock in milliseconds. */
 int64_t rd_now_ms(void);
+/* The same in microseconds: the clock a bounded step runs on. */
+int64_t rd_now_us(void);
 
 /* Absolute deadline @ms from now; a negative @ms means "no deadline". */
 int64_t rd_deadline(int64_t ms);

@@ -98,8 +98,8 @@ static int64_t post_batch(struct wpipe *wp, uint64_t budget, uint64_t *nops)
 
 	for (k = 0; k < wp->nchans; k++)
 		wp->chans[k].first = wp->chans[k].last = -1;
-	while (n < WP_BATCH && wp->posted < wp->tail && (!budget || !bytes || bytes < budget) &&
-	       chain(wp, n)) {
+	while (n < WP_BATCH && wp->posted < wp->tail && (!bytes || bytes < WP_BATCH_BYTES) &&
+	       (!budget || !bytes || bytes < budget) && chain(wp, n)) {
 		bytes += wp_at(wp, wp->posted)->length;
 		wp->posted++;
 		n++;
@@ -119,7 +119,7 @@ static int64_t post_batch(struct wpipe *wp, uint64_t budget, uint64_t *nops)
 	return (int64_t)bytes;
 }
 
-int64_t wp_post(struct wpipe *wp, uint64_t budget, uint64_t *nops)
+int64_t wp_post(struct wpipe *wp, uint64_t budget, int64_t until_us, uint64_t *nops)
 {
 	uint64_t total = 0;
 	int64_t got;
@@ -130,7 +130,7 @@ int64_t wp_post(struct wpipe *wp, uint64_t budget, uint64_t *nops)
 		if (got < 0)
 			return got;
 		total += (uint64_t)got;
-	} while (got && (!budget || total < budget));
+	} while (got && (!budget || total < budget) && (!until_us || rd_now_us() <= until_us));
 	return (int64_t)total;
 }
 

@@ -23,6 +23,9 @@
  * the registration look-ahead, and a power of two. */
 #define WP_WINDOW_MIN 4096
 #define WP_BATCH 32 /* work requests built per post call */
+/* Bytes per post call at most (at least one WRITE goes): on rxe the post
+ * moves the data itself, so this bounds the call. */
+#define WP_BATCH_BYTES (1u << 20)
 
 /* One RDMA WRITE; never crosses a registration slot. */
 struct wp_op {
@@ -92,11 +95,12 @@ static inline struct wp_op *wp_at(const struct wpipe *wp, uint64_t pos)
 	return &wp->ops[pos & (wp->cap - 1)];
 }
 
-/* Posts ready ops in order until one is not ready, a channel is full, or
- * about @budget bytes went (0: no limit; at least one op goes).  Returns the
+/* Posts ready ops in order until one is not ready, a channel is full,
+ * about @budget bytes went (0: no limit; at least one op goes), or, between
+ * post calls, rd_now_us() passed @until_us (0: no limit).  Returns the
  * bytes posted (>= 0) or a negative errno from the post callback; *@nops
  * gets the number of WRITEs. */
-int64_t wp_post(struct wpipe *wp, uint64_t budget, uint64_t *nops);
+int64_t wp_post(struct wpipe *wp, uint64_t budget, int64_t until_us, uint64_t *nops);
 /* A signaled WRITE of @tag's channel completed successfully. */
 int wp_complete(struct wpipe *wp, const struct fab_tag *tag, struct rd_err *err);
 /* Which channel a tag belongs to (for error messages). */

@@ -18,6 +18,12 @@ START_TEST(config_defaults_and_limits)
 	ck_assert_uint_eq(out.chunk_size, 1u << 20);
 	ck_assert_uint_eq(cfg_chunk_shift(&out), 20);
 	ck_assert_int_eq(out.keepalive_ms, out.timeout_ms / 4);
+	/* A step's time budget is what rdmig.h says, also when left 0. */
+	ck_assert_uint_eq(in.step_us, 10000);
+	in.step_us = 0;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), 0);
+	ck_assert_uint_eq(out.step_us, 10000);
+	in.step_us = 10000;
 
 	in.chunk_size = 3u << 20;
 	ck_assert_int_eq(cfg_load(&out, &in, &err), -EINVAL);

@@ -100,7 +100,7 @@ START_TEST(channels_take_turns_and_complete_in_order)
 	ck_assert_uint_ge(wp_room(&wp), WP_WINDOW_MIN);
 	push_ops(&wp, 0, 20);
 	/* Four in flight per channel at most: 12 of 20 go. */
-	got = wp_post(&wp, 0, &nops);
+	got = wp_post(&wp, 0, 0, &nops);
 	ck_assert_int_gt(got, 0);
 	ck_assert_uint_eq(nops, 12);
 	for (k = 0; k < 3; k++) {
@@ -120,7 +120,7 @@ START_TEST(channels_take_turns_and_complete_in_order)
 	ck_assert_uint_eq(wp.done, 2);
 	complete_chan(&wp, &r, 2, seen);
 	ck_assert_uint_eq(wp.done, 12);
-	got = wp_post(&wp, 0, &nops);
+	got = wp_post(&wp, 0, 0, &nops);
 	ck_assert_uint_eq(nops, 8);
 	for (k = 0; k < 3; k++)
 		complete_chan(&wp, &r, k, seen);
@@ -147,19 +147,19 @@ START_TEST(not_ready_stops_in_order_and_budget_limits)
 	r.not_ready_from = 5;
 	ck_assert_int_eq(wp_init(&wp, 1, 256, 1, &cbs, &r, &e), 0);
 	push_ops(&wp, 0, 200);
-	got = wp_post(&wp, 0, &nops);
+	got = wp_post(&wp, 0, 0, &nops);
 	ck_assert_uint_eq(nops, 5);
 	ck_assert_uint_eq(wp.posted, 5);
 	/* Nothing more until op 5 is ready, whatever comes after it. */
-	got = wp_post(&wp, 0, &nops);
+	got = wp_post(&wp, 0, 0, &nops);
 	ck_assert_int_eq(got, 0);
 	ck_assert_uint_eq(nops, 0);
 	r.not_ready_from = UINT64_MAX;
 	/* A budget of one byte still sends one op. */
-	got = wp_post(&wp, 1, &nops);
+	got = wp_post(&wp, 1, 0, &nops);
 	ck_assert_uint_eq(nops, 1);
 	ck_assert_int_eq(got, (int64_t)wp_at(&wp, 5)->length);
-	got = wp_post(&wp, 100 * 4096, &nops);
+	got = wp_post(&wp, 100 * 4096, 0, &nops);
 	ck_assert_int_ge(got, 100 * 4096);
 	ck_assert_int_lt(got, 100 * 4096 + 7 * 4096);
 	/* Every 16th WRITE of a channel is signaled, and each call's last. */
@@ -168,8 +168,63 @@ START_TEST(not_ready_stops_in_order_and_budget_limits)
 	complete_chan(&wp, &r, 0, seen);
 	ck_assert_uint_eq(wp.done, wp.posted);
 	r.fail_post = 1;
-	got = wp_post(&wp, 0, &nops);
+	got = wp_post(&wp, 0, 0, &nops);
 	ck_assert_int_eq(got, -EIO);
+	wp_fini(&wp);
+}
+END_TEST
+
+/* Bytes of each post call, for ops of any size. */
+struct calls {
+	uint64_t bytes[64];
+	unsigned n;
+};
+
+static int post_sized(void *ctx, unsigned chan, struct ibv_send_wr *wr)
+{
+	struct calls *c = ctx;
+
+	(void)chan;
+	ck_assert_uint_lt(c->n, 64);
+	for (c->bytes[c->n] = 0; wr; wr = wr->next)
+		c->bytes[c->n] += wr->sg_list->length;
+	c->n++;
+	return 0;
+}
+
+static int target_any(void *ctx, uint64_t pos, const struct wp_op *op, struct wp_target *t)
+{
+	(void)ctx;
+	(void)pos;
+	t->local_addr = 0x1000 + op->offset;
+	t->remote_addr = op->offset;
+	return 1;
+}
+
+/* A post call carries about WP_BATCH_BYTES (on rxe the post moves the data
+ * itself), and a call whose time is up stops after its first post. */
+START_TEST(post_calls_are_bounded)
+{
+	static const struct wp_callbacks sized = { target_any, post_sized, NULL };
+	static struct wpipe wp;
+	struct calls c = { .n = 0 };
+	struct rd_err e;
+	uint64_t nops, i;
+	int64_t got;
+
+	ck_assert_int_eq(wp_init(&wp, 1, 256, 1, &sized, &c, &e), 0);
+	/* 24 WRITEs of 256 KiB: 6 MiB, fewer than WP_BATCH. */
+	for (i = 0; i < 24; i++)
+		wp_push(&wp, &(struct wp_op){ .offset = i << 18, .length = 1u << 18, .slot = i });
+	got = wp_post(&wp, 0, 1, &nops);
+	ck_assert_uint_eq(c.n, 1);
+	ck_assert_int_eq(got, WP_BATCH_BYTES);
+	/* Without a clock the rest goes too, WP_BATCH_BYTES per call. */
+	got = wp_post(&wp, 0, 0, &nops);
+	ck_assert_int_eq(got, 5 * WP_BATCH_BYTES);
+	ck_assert_uint_eq(c.n, 6);
+	for (i = 0; i < c.n; i++)
+		ck_assert_uint_eq(c.bytes[i], WP_BATCH_BYTES);
 	wp_fini(&wp);
 }
 END_TEST
@@ -196,7 +251,7 @@ START_TEST(window_wraps)
 		push_ops(&wp, first, room);
 		ck_assert_uint_eq(wp_room(&wp), 0);
 		while (!wp_idle(&wp)) {
-			wp_post(&wp, 0, &nops);
+			wp_post(&wp, 0, 0, &nops);
 			complete_chan(&wp, &r, 0, seen);
 			complete_chan(&wp, &r, 1, seen);
 		}
@@ -216,6 +271,7 @@ Suite *wpipe_suite(void)
 	tcase_add_test(tc, channels_take_turns_and_complete_in_order);
 	tcase_add_test(tc, not_ready_stops_in_order_and_budget_limits);
 	tcase_add_test(tc, window_wraps);
+	tcase_add_test(tc, post_calls_are_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
