@@ -157,6 +157,7 @@ struct app {
 	unsigned next_id;
 	char state_real[PATH_MAX + 8]; /* --state-out, resolved, when in --ram-dir */
 	int exit_code;
+	bool ended;             /* single mode: the run's outcome is decided */
 	struct cli_bar bar;
 };
 
@@ -806,6 +807,7 @@ static void mig_end(struct mig *m, int code, const char *msg)
 	}
 	if (!a->o.daemon) {
 		a->exit_code = code;
+		a->ended = true;
 		ev_break(a->loop, EVBREAK_ALL);
 	}
 	mig_free(m);
@@ -1191,6 +1193,10 @@ static void listen_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
+	/* The migration ended in this same wake-up (a device removal reaches
+	 * the listener too): its outcome is the run's. */
+	if (a->ended)
+		return;
 	/* Level-triggered: a few per wake-up keep a flood from starving the
 	 * migrations in progress. */
 	for (i = 0; i < 8 && take_request(a); i++)
