@@ -89,15 +89,19 @@ $(LIB_SO): $(LIB_OBJ) $(LIB_MAP)
 	$(Q)ln -sf librdmig.so.$(VERSION) $(B)/lib/$(LIB_SONAME)
 	$(Q)ln -sf $(LIB_SONAME) $(B)/lib/librdmig.so
 
-$(B)/rdmig.pc: Makefile
-	@mkdir -p $(@D)
-	$(call say,GEN,$@)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
-		'includedir=$(INCLUDEDIR)' '' 'Name: rdmig' \
-		'Description: RDMA live-migration transport' 'Version: $(VERSION)' \
-		'Requires.private: libibverbs librdmacm libprotobuf-c libsodium libxxhash' \
-		'Libs: -L$${libdir} -lrdmig' 'Cflags: -I$${includedir}' > $@
+# pkg-config files: the installed one is written by `make install` for the
+# PREFIX/LIBDIR given then; the uninstalled one lets a program build
+# against this tree (PKG_CONFIG_PATH=build pkg-config ... rdmig picks it).
+pc_text = printf '%s\n' 'prefix=$(1)' 'libdir=$(2)' 'includedir=$(3)' '' \
+	'Name: rdmig' 'Description: RDMA live-migration transport' 'Version: $(VERSION)' \
+	'Requires.private: libibverbs librdmacm libprotobuf-c libsodium libxxhash' \
+	'Libs: -L$${libdir} -lrdmig' 'Cflags: -I$${includedir}'
 
-lib: $(LIB_A) $(LIB_SO) $(B)/rdmig.pc
+$(B)/rdmig-uninstalled.pc: Makefile
+	@mkdir -p $(@D)
+	$(call say,GEN,$@)$(call pc_text,$(CURDIR),$(abspath $(B)/lib),$(CURDIR)/include) > $@
+
+lib: $(LIB_A) $(LIB_SO) $(B)/rdmig-uninstalled.pc
 
 # ---- commands ---------------------------------------------------------------
 # src/cli/send.c and recv.c hold the two mains; every other src/cli/*.c is
@@ -132,6 +136,41 @@ $(B)/bin/memload: $(B)/obj/tools/memload.o
 BINS := $(if $(wildcard src/cli/send.c),$(B)/bin/migrate-send) \
         $(if $(wildcard src/cli/recv.c),$(B)/bin/migrate-recv) \
         $(if $(wildcard tools/memload.c),$(B)/bin/memload)
+
+# ---- examples ---------------------------------------------------------------
+# A VMM's view of librdmig (rdmig(3)): each built the way an outside program
+# would, with pkg-config against this tree and the shared library.
+EXAMPLES := $(patsubst examples/%.c,$(B)/bin/%,$(wildcard examples/*.c))
+EXAMPLE_PC = PKG_CONFIG_PATH=$(abspath $(B)) pkg-config
+
+$(B)/bin/vmm-%: examples/vmm-%.c $(LIB_SO) $(B)/rdmig-uninstalled.pc
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) \
+		$$($(EXAMPLE_PC) --cflags rdmig) -o $@ $< $$($(EXAMPLE_PC) --libs rdmig) \
+		-Wl,-rpath,$(abspath $(B)/lib)
+
+examples: $(EXAMPLES)
+
+# `make install` into a scratch prefix, then the examples built against the
+# installed files only, through the installed rdmig.pc.
+INSTALL_TEST := $(abspath $(B))/install-test
+check-install:
+	rm -rf $(INSTALL_TEST)
+	$(MAKE) --no-print-directory install DESTDIR= PREFIX=$(INSTALL_TEST) > /dev/null
+	@set -e; pc="PKG_CONFIG_PATH=$(INSTALL_TEST)/lib/pkgconfig PKG_CONFIG_DISABLE_UNINSTALLED=1 pkg-config"; \
+	test "$$(env $$pc --variable=prefix rdmig)" = "$(INSTALL_TEST)" || \
+		{ echo "check-install: the installed rdmig.pc is not for $(INSTALL_TEST)"; exit 1; }; \
+	for e in $(wildcard examples/*.c); do \
+		out=$(INSTALL_TEST)/$$(basename $$e .c); \
+		$(CC) -std=gnu11 $(WARN) $(SANFLAGS) $$(env $$pc --cflags rdmig) -o $$out $$e \
+			$$(env $$pc --libs rdmig); \
+		lib=$$(LD_LIBRARY_PATH=$(INSTALL_TEST)/lib ldd $$out | awk '/librdmig/ {print $$3}'); \
+		case "$$lib" in $(INSTALL_TEST)/lib/*) ;; \
+		*) echo "check-install: $$out loads librdmig from '$$lib'"; exit 1;; esac; \
+		rc=0; LD_LIBRARY_PATH=$(INSTALL_TEST)/lib $$out > /dev/null 2>&1 || rc=$$?; \
+		test $$rc = 2 || { echo "check-install: $$out exited $$rc, not 2 (usage)"; exit 1; }; \
+	done
+	@echo "check-install: installed to $(INSTALL_TEST), examples built with its pkg-config"
 
 # ---- tests --------------------------------------------------------------------
 UNIT_SRC := $(wildcard test/unit/*.c)
@@ -179,6 +218,8 @@ check: bootstrap-if-needed
 	$(UNIT_BIN)
 	@echo "== unit tests under valgrind$(if $(SANITIZE), (skipped: sanitizer build))"
 	$(if $(SANITIZE),,$(MAKE) --no-print-directory check-valgrind)
+	@echo "== make install into a scratch prefix; the examples built with its pkg-config"
+	$(MAKE) --no-print-directory check-install
 	@echo "== --help agrees with the man pages"
 	RDMIG_BUILD=$(abspath $(B)) test/cli-help-vs-man.sh
 	@echo "== static analysis"
@@ -202,7 +243,7 @@ check-valgrind: $(UNIT_BIN)
 # Static analysis we trust enough to require zero findings.
 lint:
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 --inline-suppr \
-		-Iinclude -Isrc/lib -Isrc/cli src/lib src/cli tools/memload.c
+		-Iinclude -Isrc/lib -Isrc/cli src/lib src/cli tools/memload.c examples
 	@echo "lint: cppcheck found nothing"
 
 # libFuzzer targets, one per decoder: `make fuzz` runs each for FUZZ_TIME
@@ -297,17 +338,17 @@ install: all
 	ln -sf librdmig.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/librdmig.so
 	install -m 644 include/rdmig.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 644 $(B)/rdmig.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	$(call pc_text,$(PREFIX),$(LIBDIR),$(INCLUDEDIR)) > $(DESTDIR)$(PKGCONFIGDIR)/rdmig.pc
 	$(foreach s,1 3 7,$(if $(wildcard man/*.$(s)),install -d $(DESTDIR)$(MANDIR)/man$(s) && \
 		install -m 644 $(wildcard man/*.$(s)) $(DESTDIR)$(MANDIR)/man$(s)/;))
 	$(if $(BINS),install -d $(DESTDIR)$(BINDIR) && install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/)
 
-all: lib $(BINS)
+all: lib $(BINS) $(EXAMPLES)
 
 clean:
 	rm -rf build build-san
 
-.PHONY: all lib tests check check-unit check-valgrind lint fuzz demo demo-memload bootstrap-if-needed install clean
+.PHONY: all lib examples check-install tests check check-unit check-valgrind lint fuzz demo demo-memload bootstrap-if-needed install clean
 .DEFAULT_GOAL := all
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

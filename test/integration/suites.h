@@ -9,4 +9,5 @@ Suite *faults_suite(void);
 Suite *qemu_suite(void);
 Suite *qmp_suite(void);
 Suite *security_suite(void);
+Suite *embed_suite(void);
 #endif

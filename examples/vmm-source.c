@@ -1,0 +1,250 @@
+/* vmm-source: how a VMM drives an rdmig source from its own poll loop.
+ *
+ *   vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]
+ *
+ * The "guest" is N MiB (64) of anonymous private memory, the way QEMU
+ * allocates guest RAM: some pages hold a pattern, some are never touched.
+ * The VMM connects, sends a device-state "setup section" before the first
+ * iteration, runs a first iteration while its guest keeps writing (dirty
+ * pages are reported as a KVM-style bitmap), sends more device state
+ * between iterations, then "pauses the guest", runs the last iteration,
+ * sends the final device state and completes, with verify on.  Every call
+ * into the library is non-blocking: the loop waits in poll() on the
+ * library's fd, and each rdmig_source_step() gets this loop's own budget.
+ *
+ * It prints the longest rdmig_source_step() call it saw, the statistics,
+ * and one "digest" line per region (RAM, state) for a test to compare with
+ * vmm-dest's.  Exit status 0 on success. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include <rdmig.h>
+
+#define PAGE 4096u
+#define BITS (sizeof(unsigned long) * 8)
+
+struct vmm {
+	struct rdmig_source *s;
+	uint8_t *ram;
+	uint64_t ram_len, npages;
+	unsigned long *dirty;   /* the "dirty log", one bit per page */
+	uint64_t budget;
+	uint64_t longest_us, steps;
+	uint64_t state_sum;
+	uint32_t rng;
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint32_t next_rand(struct vmm *v)
+{
+	v->rng ^= v->rng << 13;
+	v->rng ^= v->rng >> 17;
+	v->rng ^= v->rng << 5;
+	return v->rng;
+}
+
+/* The guest writes a page: a pattern, and the page goes into the log. */
+static void guest_write(struct vmm *v, uint64_t page)
+{
+	uint64_t *p = (uint64_t *)(v->ram + page * PAGE);
+	unsigned i;
+
+	for (i = 0; i < PAGE / 8; i++)
+		p[i] = page * 0x9e3779b97f4a7c15ull + i + next_rand(v);
+	v->dirty[page / BITS] |= 1ul << (page % BITS);
+}
+
+/* One step of the library, timed; then wait on its fd. */
+static int drive(struct vmm *v)
+{
+	struct pollfd pfd = { .fd = rdmig_source_fd(v->s), .events = POLLIN };
+	uint64_t t0 = now_us(), took;
+	int rc = rdmig_source_step(v->s, v->budget, 0);
+
+	took = now_us() - t0;
+	v->steps++;
+	if (took > v->longest_us)
+		v->longest_us = took;
+	if (rc == 0)
+		poll(&pfd, 1, rdmig_source_timeout(v->s));
+	return rc;
+}
+
+static int run_until_done(struct vmm *v, int rc, int (*between)(struct vmm *))
+{
+	while (rc == 0) {
+		rc = drive(v);
+		if (rc == 0 && between)
+			rc = between(v);
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/* Device state goes in pieces as the control channel takes them. */
+static int send_state(struct vmm *v, const char *what, size_t len)
+{
+	uint8_t *blob = malloc(len);
+	size_t off = 0, i;
+	ssize_t n;
+	int rc = 0;
+
+	if (!blob)
+		return -ENOMEM;
+	for (i = 0; i < len; i++) {
+		blob[i] = (uint8_t)(next_rand(v) >> 8);
+		v->state_sum = v->state_sum * 31 + blob[i];
+	}
+	while (off < len && !rc) {
+		n = rdmig_source_write_state(v->s, blob + off, len - off);
+		if (n < 0)
+			rc = (int)n;
+		else if (n == 0)
+			rc = drive(v) < 0 ? -EIO : 0;
+		else
+			off += (size_t)n;
+	}
+	free(blob);
+	printf("state %s: %zu bytes\n", what, len);
+	return rc;
+}
+
+/* While the first iteration is in flight the guest runs on: it rewrites
+ * pages, and writes pages it never touched before (every fourth), which
+ * were registered while they were still unpopulated. */
+static int guest_runs(struct vmm *v)
+{
+	unsigned i;
+
+	for (i = 0; i < 4; i++) {
+		guest_write(v, next_rand(v) % v->npages);
+		guest_write(v, next_rand(v) % (v->npages / 4) * 4);
+	}
+	return 0;
+}
+
+static int hand_dirty_log(struct vmm *v)
+{
+	int rc = rdmig_source_mark_dirty_bitmap(v->s, 0, v->dirty, 0, v->npages);
+
+	memset(v->dirty, 0, (v->npages + BITS - 1) / BITS * sizeof(*v->dirty));
+	return rc;
+}
+
+static uint64_t sum(const uint8_t *p, uint64_t n)
+{
+	uint64_t h = 1469598103934665603ull, i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+static int migrate(struct vmm *v, const char *host, const char *port)
+{
+	int rc;
+
+	rc = run_until_done(v, rdmig_source_connect_async(v->s, host, port), NULL);
+	if (!rc)
+		rc = send_state(v, "setup", 100000);
+	/* Everything goes in the first iteration; the dirty log restarts. */
+	if (!rc) {
+		rc = rdmig_source_mark_all(v->s);
+		memset(v->dirty, 0, (v->npages + BITS - 1) / BITS * sizeof(*v->dirty));
+	}
+	if (!rc)
+		rc = run_until_done(v, rdmig_source_iterate_async(v->s), guest_runs);
+	if (!rc)
+		rc = send_state(v, "pre-copy", 50000);
+	/* The guest pauses: its last writes go in the final round. */
+	if (!rc)
+		rc = hand_dirty_log(v);
+	if (!rc)
+		rc = run_until_done(v, rdmig_source_iterate_async(v->s), NULL);
+	if (!rc)
+		rc = send_state(v, "final", 200000);
+	if (!rc)
+		rc = run_until_done(v, rdmig_source_complete_async(v->s), NULL);
+	return rc;
+}
+
+static int setup(struct vmm *v, uint64_t mib, int pin_all)
+{
+	struct rdmig_config cfg;
+	uint64_t page;
+
+	v->ram_len = mib << 20;
+	v->npages = v->ram_len / PAGE;
+	v->rng = 2463534242u;
+	/* Guest RAM as QEMU allocates it: private and anonymous. */
+	v->ram = mmap(NULL, v->ram_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		      -1, 0);
+	v->dirty = calloc((v->npages + BITS - 1) / BITS, sizeof(*v->dirty));
+	if (v->ram == MAP_FAILED || !v->dirty)
+		return -ENOMEM;
+	/* Three pages in four hold data; the rest were never touched. */
+	for (page = 0; page < v->npages; page++)
+		if (page % 4)
+			guest_write(v, page);
+	rdmig_config_init(&cfg);
+	cfg.verify = 1;
+	cfg.pin_all = pin_all;
+	cfg.timeout_ms = 10000;
+	if (rdmig_source_create(&v->s, &cfg))
+		return -EINVAL;
+	return rdmig_source_add_block(v->s, "pc.ram", v->ram, v->ram_len, PAGE) < 0 ? -EINVAL : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct vmm v = { .budget = 4u << 20 };
+	struct rdmig_stats st = { .size = sizeof(st) };
+	uint64_t mib = 64;
+	int pin_all = 0, i, rc;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]\n");
+		return 2;
+	}
+	for (i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--pin-all"))
+			pin_all = 1;
+		else if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+			mib = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--budget") && i + 1 < argc)
+			v.budget = strtoull(argv[++i], NULL, 10);
+		else {
+			fprintf(stderr, "vmm-source: unknown option %s\n", argv[i]);
+			return 2;
+		}
+	}
+	rc = setup(&v, mib, pin_all);
+	if (!rc)
+		rc = migrate(&v, argv[1], argv[2]);
+	if (rc) {
+		fprintf(stderr, "vmm-source: %s\n", v.s ? rdmig_source_error(v.s) : strerror(-rc));
+		rdmig_source_destroy(v.s);
+		return 1;
+	}
+	rdmig_source_stats(v.s, &st);
+	printf("longest step: %" PRIu64 " us of %" PRIu64 " steps\n", v.longest_us, v.steps);
+	printf("iterations %" PRIu64 ", %" PRIu64 " bytes written, %" PRIu64 " zero pages, "
+	       "first write after %" PRIu64 " ms\n", st.iterations, st.normal_bytes,
+	       st.zero_pages, st.first_write_ms);
+	printf("digest ram %016" PRIx64 "\n", sum(v.ram, v.ram_len));
+	printf("digest state %016" PRIx64 "\n", v.state_sum);
+	rdmig_source_destroy(v.s);
+	return 0;
+}

@@ -1,0 +1,321 @@
+/* The example VMMs of examples/ over Soft-RoCE: a source driven from its own
+ * poll() loop, one rdmig_source_step() at a time, device state before,
+ * between and after iterations, guest RAM in anonymous private memory
+ * written after it was registered; a destination in its own loop.  Both
+ * print digests of what they hold at the end, and the source the longest
+ * step it saw while a 64 MiB iteration was in flight. */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmig.h"
+#include "runs.h"
+#include "suites.h"
+#include "testutil.h"
+
+/* rdmig(3): a step works for step_us (10 ms by default), then finishes
+ * the operation in hand: one post of at most 1 MiB of WRITEs (on rxe the
+ * post moves that data itself), one chunk or 16 MiB pin-all piece
+ * registration, one verify digest MiB.  Under TCG each of those takes up
+ * to a few tens of ms; a step that sent a whole iteration would take
+ * seconds. */
+#define STEP_BOUND_US 100000
+
+struct pair {
+	char dir[256], port[32], bin_src[512], bin_dst[512];
+	struct tu_run src, dst;
+};
+
+/* The value after @key on its line in @path, or "" when absent. */
+static void field(const char *path, const char *key, char *out, size_t len)
+{
+	char *text = tu_slurp(path, NULL), *p, *nl;
+
+	out[0] = '\0';
+	p = text ? strstr(text, key) : NULL;
+	if (p) {
+		p += strlen(key);
+		nl = strchr(p, '\n');
+		if (nl)
+			*nl = '\0';
+		snprintf(out, len, "%s", p);
+	}
+	free(text);
+}
+
+static void run_pair(const char *mode)
+{
+	struct pair p;
+	char ram_s[64], ram_d[64], st_s[64], st_d[64], longest[128];
+	char *dargv[] = { p.bin_dst, (char *)tu_addr(), "0", NULL };
+	char *sargv[] = { p.bin_src, (char *)tu_addr(), p.port, mode[0] ? (char *)mode : NULL,
+			  NULL };
+	unsigned long long us = 0, steps = 0;
+	int dcode, scode;
+
+	tu_tmpdir(p.dir, sizeof(p.dir));
+	tu_build_path("bin/vmm-source", p.bin_src, sizeof(p.bin_src));
+	tu_build_path("bin/vmm-dest", p.bin_dst, sizeof(p.bin_dst));
+	tu_run_spawn(&p.dst, p.dir, "dest", dargv);
+	if (tu_wait_line(p.dst.out, "listening ", p.port, sizeof(p.port), 20000)) {
+		tu_run_dump(&p.dst, "vmm-dest");
+		ck_abort_msg("vmm-dest did not start listening");
+	}
+	tu_run_spawn(&p.src, p.dir, "source", sargv);
+	scode = tu_run_finish(&p.src, 120000);
+	dcode = tu_run_finish(&p.dst, 30000);
+	if (scode || dcode) {
+		tu_run_dump(&p.src, "vmm-source");
+		tu_run_dump(&p.dst, "vmm-dest");
+	}
+	ck_assert_msg(scode == 0, "vmm-source exited %d", scode);
+	ck_assert_msg(dcode == 0, "vmm-dest exited %d", dcode);
+
+	field(p.src.out, "digest ram ", ram_s, sizeof(ram_s));
+	field(p.dst.out, "digest ram ", ram_d, sizeof(ram_d));
+	field(p.src.out, "digest state ", st_s, sizeof(st_s));
+	field(p.dst.out, "digest state ", st_d, sizeof(st_d));
+	field(p.src.out, "longest step: ", longest, sizeof(longest));
+	sscanf(longest, "%llu us of %llu steps", &us, &steps);
+	printf("embed %s: longest step %llu us of %llu steps (bound %d us); ram %s/%s, "
+	       "state %s/%s\n", mode[0] ? mode : "dynamic", us, steps, STEP_BOUND_US, ram_s,
+	       ram_d, st_s, st_d);
+	fflush(stdout);
+	ck_assert_msg(ram_s[0] && !strcmp(ram_s, ram_d), "the guest RAM differs: %s vs %s",
+		      ram_s, ram_d);
+	ck_assert_msg(st_s[0] && !strcmp(st_s, st_d), "the device state differs: %s vs %s",
+		      st_s, st_d);
+	/* Many steps, none long: the iterations really were cut up. */
+	ck_assert_msg(steps >= 20, "only %llu steps for 64 MiB", steps);
+	ck_assert_msg(us > 0 && us <= STEP_BOUND_US, "a step took %llu us (bound %d us)", us,
+		      STEP_BOUND_US);
+	tu_rmdir(p.dir);
+}
+
+START_TEST(vmm_pair_dynamic)
+{
+	run_pair("");
+}
+END_TEST
+
+/* Pin-all over private anonymous memory: the pages never touched before
+ * registration (one in four) and written after it must arrive (verify is
+ * on): registration must not have pinned the shared zero page. */
+START_TEST(vmm_pair_pin_all)
+{
+	run_pair("--pin-all");
+}
+END_TEST
+
+/* ---- cancel from another thread ------------------------------------------ */
+
+/* How long a cancelled call may take to return after the cancel. */
+#define CANCEL_BOUND_MS 500
+
+struct canceller {
+	struct rdmig_source *s;
+	struct rdmig_dest *d;
+	uint64_t when_pinned;  /* source: cancel once this much is pinned (0: now) */
+	int delay_ms;
+	uint64_t at_ms;        /* when it cancelled */
+	uint64_t pinned_then;
+};
+
+static void *cancel_later(void *arg)
+{
+	struct canceller *c = arg;
+	struct rdmig_stats st = { .size = sizeof(st) };
+
+	usleep((useconds_t)c->delay_ms * 1000);
+	while (c->s && c->when_pinned) {
+		rdmig_source_stats(c->s, &st);
+		if (st.pinned_bytes >= c->when_pinned)
+			break;
+		usleep(2000);
+	}
+	c->pinned_then = st.pinned_bytes;
+	c->at_ms = tu_now_ms();
+	if (c->s)
+		rdmig_source_cancel(c->s);
+	else
+		rdmig_dest_cancel(c->d, "the operator changed plans");
+	return NULL;
+}
+
+static struct rdmig_source *new_source(void *ram, uint64_t len, int pin_all)
+{
+	struct rdmig_source *s = NULL;
+	struct rdmig_config cfg;
+
+	rdmig_config_init(&cfg);
+	cfg.pin_all = pin_all;
+	cfg.pinned_cap = 0;
+	cfg.timeout_ms = 20000;
+	ck_assert_int_eq(rdmig_source_create(&s, &cfg), 0);
+	ck_assert_int_ge(rdmig_source_add_block(s, "pc.ram", ram, len, 4096), 0);
+	return s;
+}
+
+/* Address resolution of a host on the link that does not answer takes
+ * seconds (ARP); cancel ends it at once. */
+START_TEST(cancel_interrupts_resolution)
+{
+	static uint8_t ram[1 << 20];
+	struct rdmig_source *s = new_source(ram, sizeof(ram), 0);
+	struct canceller c = { .s = s, .delay_ms = 300 };
+	pthread_t t;
+	uint64_t t0 = tu_now_ms(), took;
+	int rc;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, cancel_later, &c), 0);
+	rc = rdmig_source_connect(s, "10.77.0.213", "4444");
+	took = tu_now_ms() - c.at_ms;
+	pthread_join(t, NULL);
+	printf("cancel: connect to a silent host: %d after %" PRIu64 " ms, %" PRIu64
+	       " ms after the cancel: %s\n", rc, tu_now_ms() - t0, took, rdmig_source_error(s));
+	fflush(stdout);
+	ck_assert_int_eq(rc, -ECANCELED);
+	ck_assert_uint_le(took, CANCEL_BOUND_MS);
+	rdmig_source_destroy(s);
+}
+END_TEST
+
+/* Pin-all of 256 MiB of anonymous memory is cut short: the iteration that
+ * waits for the pieces returns -ECANCELED soon after the cancel, the
+ * destination hears of it and fails, nothing is left pinned. */
+START_TEST(cancel_interrupts_pin_all)
+{
+	const uint64_t len = 256ull << 20;
+	char bin[512], port[32], dir[256], mib[16];
+	char *dargv[] = { bin, (char *)tu_addr(), "0", "--mib", mib, NULL };
+	struct rdmig_stats st = { .size = sizeof(st) };
+	struct rdmig_source *s;
+	struct canceller c = { .when_pinned = 32ull << 20 };
+	struct tu_run dst;
+	pthread_t t;
+	uint64_t took;
+	void *ram;
+	int rc, dcode;
+	char *err;
+
+	snprintf(mib, sizeof(mib), "%" PRIu64, len >> 20);
+	tu_tmpdir(dir, sizeof(dir));
+	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
+	tu_run_spawn(&dst, dir, "dest", dargv);
+	ck_assert_int_eq(tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000), 0);
+	ram = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(ram, MAP_FAILED);
+	s = new_source(ram, len, 1);
+	c.s = s;
+	rc = rdmig_source_connect(s, tu_addr(), port);
+	ck_assert_msg(rc == 0, "connect: %s", rdmig_source_error(s));
+	ck_assert_int_eq(rdmig_source_mark_all(s), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, cancel_later, &c), 0);
+	rc = rdmig_source_iterate(s);
+	took = tu_now_ms() - c.at_ms;
+	pthread_join(t, NULL);
+	rdmig_source_stats(s, &st);
+	dcode = tu_run_finish(&dst, 30000);
+	err = tu_slurp(dst.err, NULL);
+	printf("cancel: pin-all of 256 MiB at %" PRIu64 " MiB pinned: %d %" PRIu64 " ms after "
+	       "the cancel (%s); destination exit %d: %s", c.pinned_then >> 20, rc, took,
+	       rdmig_source_error(s), dcode, err ? err : "\n");
+	fflush(stdout);
+	ck_assert_int_eq(rc, -ECANCELED);
+	ck_assert_uint_le(took, CANCEL_BOUND_MS);
+	ck_assert_uint_lt(c.pinned_then, len);
+	ck_assert_int_eq(dcode, 1);
+	ck_assert_msg(err && strstr(err, "cancel"), "the destination did not hear of the cancel");
+	rdmig_source_destroy(s);
+	munmap(ram, len);
+	free(err);
+	tu_rmdir(dir);
+}
+END_TEST
+
+static int drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
+{
+	(void)ctx; (void)data; (void)len; (void)err; (void)errlen;
+	return 0;
+}
+
+/* A destination served by rdmig_dest_run() in this thread is cancelled
+ * from another one; the source (vmm-source) reports the reason. */
+START_TEST(cancel_dest_from_another_thread)
+{
+	char bin[512], dir[256], port[16], err[512];
+	char *sargv[] = { bin, (char *)tu_addr(), port, "--mib", "256", NULL };
+	struct rdmig_listener *l = NULL;
+	struct rdmig_dest *d = NULL;
+	struct rdmig_config cfg;
+	struct canceller c = { .delay_ms = 1500 };
+	struct tu_run src;
+	const uint64_t len = 256ull << 20;
+	pthread_t t;
+	uint64_t took;
+	void *ram;
+	char *serr;
+	int rc, scode;
+
+	tu_tmpdir(dir, sizeof(dir));
+	tu_build_path("bin/vmm-source", bin, sizeof(bin));
+	ram = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(ram, MAP_FAILED);
+	rdmig_config_init(&cfg);
+	cfg.timeout_ms = 20000;
+	cfg.state = drop_state;
+	ck_assert_int_eq(rdmig_listener_create(&l, tu_addr(), "0", err, sizeof(err)), 0);
+	snprintf(port, sizeof(port), "%d", rdmig_listener_port(l));
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "pc.ram", ram, len, 1), 0);
+	tu_run_spawn(&src, dir, "source", sargv);
+	rc = rdmig_dest_accept(d, l, 20000);
+	ck_assert_msg(rc == 0, "accept: %s", rdmig_dest_error(d));
+	c.d = d;
+	ck_assert_int_eq(pthread_create(&t, NULL, cancel_later, &c), 0);
+	rc = rdmig_dest_run(d);
+	took = tu_now_ms() - c.at_ms;
+	pthread_join(t, NULL);
+	scode = tu_run_finish(&src, 30000);
+	serr = tu_slurp(src.err, NULL);
+	printf("cancel: destination cancelled from another thread: %d %" PRIu64 " ms after "
+	       "(%s); vmm-source exit %d: %s", rc, took, rdmig_dest_error(d), scode,
+	       serr ? serr : "\n");
+	fflush(stdout);
+	ck_assert_int_eq(rc, -ECANCELED);
+	ck_assert_uint_le(took, CANCEL_BOUND_MS);
+	ck_assert_int_eq(scode, 1);
+	ck_assert_msg(serr && strstr(serr, "the operator changed plans"),
+		      "the source did not hear the reason");
+	rdmig_dest_destroy(d);
+	rdmig_listener_destroy(l);
+	munmap(ram, len);
+	free(serr);
+	tu_rmdir(dir);
+}
+END_TEST
+
+Suite *embed_suite(void)
+{
+	Suite *s = suite_create("embed");
+	TCase *tc = tcase_create("vmm");
+
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, vmm_pair_dynamic);
+	tcase_add_test(tc, vmm_pair_pin_all);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("cancel");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, cancel_interrupts_resolution);
+	tcase_add_test(tc, cancel_interrupts_pin_all);
+	tcase_add_test(tc, cancel_dest_from_another_thread);
+	suite_add_tcase(s, tc);
+	return s;
+}
