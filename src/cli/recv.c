@@ -33,6 +33,7 @@
 #include <ev.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "control.h"
 #include "qmp.h"
 #include "rdmig.h"
@@ -163,57 +164,16 @@ struct app {
 
 /* ---- command line ---------------------------------------------------- */
 
-static int add_ram(struct recv_opts *o, const char *arg)
+static int one_opt(void *opts, int c, const char *arg)
 {
-	struct cli_ram *n, *r;
-	const char *path;
-	int rc;
+	struct recv_opts *o = opts;
 
-	n = realloc(o->rams, (o->nrams + 1) * sizeof(*n));
-	if (!n)
-		return cli_usage("out of memory");
-	o->rams = n;
-	r = &o->rams[o->nrams];
-	memset(r, 0, sizeof(*r));
-	rc = cli_parse_ram(arg, r->name, sizeof(r->name), &path);
-	if (rc)
-		return cli_usage("bad --ram '%s': expected NAME=PATH%s", arg,
-				 rc == -ERANGE ? " with NAME of at most 64 bytes" : "");
-	if (strlen(path) >= sizeof(r->path) - 16)
-		return cli_usage("bad --ram '%s': path too long", arg);
-	snprintf(r->path, sizeof(r->path), "%s", path);
-	for (unsigned i = 0; i < o->nrams; i++)
-		if (!strcmp(o->rams[i].name, r->name))
-			return cli_usage("--ram %s given twice", r->name);
-	o->nrams++;
-	return 0;
-}
-
-static int count_opt(const char *opt, const char *arg, uint64_t max, uint64_t *out)
-{
-	if (cli_parse_uint(arg, max, out) || !*out)
-		return cli_usage("bad %s '%s': expected a number from 1 to %" PRIu64, opt, arg,
-				 max);
-	return 0;
-}
-
-static int size_opt(const char *opt, const char *arg, uint64_t *out)
-{
-	if (cli_parse_size(arg, out))
-		return cli_usage("bad %s '%s': expected a size such as 4096, 64K, 1M or 2G",
-				 opt, arg);
-	return 0;
-}
-
-static int one_opt(struct recv_opts *o, int c, const char *arg)
-{
 	switch (c) {
 	case 'l':
-		if (cli_parse_addr(arg, o->host, sizeof(o->host), o->port, sizeof(o->port)))
-			return cli_usage("bad address '%s': expected HOST:PORT or [V6ADDR]:PORT", arg);
 		o->have_addr = 1;
-		return 0;
-	case 'r': return add_ram(o, arg);
+		return cli_opt_addr(arg, o->host, sizeof(o->host), o->port, sizeof(o->port));
+	/* Room for the ".incomplete" marker next to the file. */
+	case 'r': return cli_opt_ram(&o->rams, &o->nrams, arg, 16);
 	case 'd': o->ram_dir = arg; return 0;
 	case 's': o->state_out = arg; return 0;
 	case 'q': o->qmp = arg; return 0;
@@ -221,19 +181,16 @@ static int one_opt(struct recv_opts *o, int c, const char *arg)
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
 	case OPT_DAEMON: o->daemon = 1; return 0;
-	case OPT_AUTH_KEY:
-		cli_free_key(o->key, o->key_len);
-		o->key = NULL;
-		return cli_read_key(arg, &o->key, &o->key_len);
-	case 't': return count_opt("--timeout", arg, 86400, &o->timeout_s);
-	case OPT_CHANNELS: return count_opt("--channels", arg, 64, &o->channels);
+	case OPT_AUTH_KEY: return cli_opt_key(&o->key, &o->key_len, arg);
+	case 't': return cli_opt_num("--timeout", arg, 1, 86400, &o->timeout_s);
+	case OPT_CHANNELS: return cli_opt_num("--channels", arg, 1, 64, &o->channels);
 	case OPT_MAX_MIGRATIONS:
 		o->have_max_migrations = 1;
-		return count_opt("--max-migrations", arg, 1024, &o->max_migrations);
+		return cli_opt_num("--max-migrations", arg, 1, 1024, &o->max_migrations);
 	case OPT_MAX_HANDSHAKES:
-		return count_opt("--max-handshakes", arg, 1024, &o->max_handshakes);
-	case OPT_MAX_IMAGE: return size_opt("--max-image", arg, &o->max_image);
-	case OPT_PINNED_CAP: return size_opt("--pinned-cap", arg, &o->pinned_cap);
+		return cli_opt_num("--max-handshakes", arg, 1, 1024, &o->max_handshakes);
+	case OPT_MAX_IMAGE: return cli_opt_size("--max-image", arg, &o->max_image);
+	case OPT_PINNED_CAP: return cli_opt_size("--pinned-cap", arg, &o->pinned_cap);
 	case 'v': o->verbose = 1; return 0;
 	default: return CLI_EX_INTERNAL;
 	}
@@ -270,34 +227,15 @@ static int check_args(struct recv_opts *o)
 /* Returns -1 to go on, or the exit code. */
 static int parse_args(struct recv_opts *o, int argc, char **argv)
 {
-	int c, rc;
+	static const struct cli_cmd cmd = { "l:r:d:s:q:jt:vVh", long_opts, usage_text, one_opt };
+	int rc;
 
 	o->timeout_s = 30;
 	o->max_migrations = 16;
 	o->max_handshakes = 8;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":l:r:d:s:q:jt:vVh", long_opts, NULL)) != -1) {
-		if (c == 'h') {
-			fputs(usage_text, stdout);
-			fputs("\n", stdout);
-			fputs(cli_exit_help, stdout);
-			return CLI_EX_OK;
-		}
-		if (c == 'V') {
-			printf("migrate-recv (rdmig) %s\n", rdmig_version());
-			return CLI_EX_OK;
-		}
-		if (c == '?')
-			return cli_usage("unknown option '%s' (see migrate-recv --help)",
-					 optopt ? (char[]){ '-', (char)optopt, 0 } : argv[optind - 1]);
-		if (c == ':')
-			return cli_usage("option '%s' needs an argument", argv[optind - 1]);
-		rc = one_opt(o, c, optarg);
-		if (rc)
-			return rc;
-	}
-	if (optind < argc)
-		return cli_usage("unexpected argument '%s' (see migrate-recv --help)", argv[optind]);
+	rc = cli_getopt(&cmd, o, argc, argv);
+	if (rc >= 0)
+		return rc;
 	return check_args(o);
 }
 

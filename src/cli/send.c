@@ -22,6 +22,7 @@
 #include <ev.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "control.h"
 #include "qmp.h"
 #include "rdmig.h"
@@ -156,90 +157,44 @@ struct sender {
 
 /* ---- command line ---------------------------------------------------- */
 
-static int add_ram(struct send_opts *o, const char *arg)
+static int one_opt(void *opts, int c, const char *arg)
 {
-	struct cli_ram *n, *r;
-	const char *path;
-	int rc;
-
-	n = realloc(o->rams, (o->nrams + 1) * sizeof(*n));
-	if (!n)
-		return cli_usage("out of memory");
-	o->rams = n;
-	r = &o->rams[o->nrams];
-	memset(r, 0, sizeof(*r));
-	rc = cli_parse_ram(arg, r->name, sizeof(r->name), &path);
-	if (rc)
-		return cli_usage("bad --ram '%s': expected NAME=PATH%s", arg,
-				 rc == -ERANGE ? " with NAME of at most 64 bytes" : "");
-	if (strlen(path) >= sizeof(r->path))
-		return cli_usage("bad --ram '%s': path too long", arg);
-	snprintf(r->path, sizeof(r->path), "%s", path);
-	for (unsigned i = 0; i < o->nrams; i++)
-		if (!strcmp(o->rams[i].name, r->name))
-			return cli_usage("--ram %s given twice", r->name);
-	o->nrams++;
-	return 0;
-}
-
-static int num_opt(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *out)
-{
-	if (cli_parse_uint(arg, max, out) || *out < min)
-		return cli_usage("bad %s '%s': expected a number from %" PRIu64 " to %" PRIu64,
-				 opt, arg, min, max);
-	return 0;
-}
-
-static int size_opt(const char *opt, const char *arg, uint64_t *out)
-{
-	if (cli_parse_size(arg, out))
-		return cli_usage("bad %s '%s': expected a size such as 4096, 64K, 1M or 2G",
-				 opt, arg);
-	return 0;
-}
-
-static int one_opt(struct send_opts *o, int c, const char *arg)
-{
+	struct send_opts *o = opts;
 	uint64_t v;
 	int rc = 0;
 
 	switch (c) {
 	case 'c':
-		if (cli_parse_addr(arg, o->host, sizeof(o->host), o->port, sizeof(o->port)))
-			return cli_usage("bad address '%s': expected HOST:PORT or [V6ADDR]:PORT", arg);
 		o->have_addr = 1;
-		return 0;
-	case 'r': return add_ram(o, arg);
+		return cli_opt_addr(arg, o->host, sizeof(o->host), o->port, sizeof(o->port));
+	case 'r': return cli_opt_ram(&o->rams, &o->nrams, arg, 0);
 	case 's': o->state_in = arg; return 0;
 	case 'q': o->qmp = arg; return 0;
 	case OPT_PIN_ALL: o->pin_all = 1; return 0;
 	case OPT_CHUNK:
 		o->have_chunk = 1;
-		rc = size_opt("--chunk-size", arg, &o->chunk_size);
+		rc = cli_opt_size("--chunk-size", arg, &o->chunk_size);
 		if (!rc && (o->chunk_size > (1u << 30) || o->chunk_size < 4096 ||
 			    (o->chunk_size & (o->chunk_size - 1))))
 			rc = cli_usage("bad --chunk-size '%s': expected a power of two from 4K to 1G",
 				       arg);
 		return rc;
-	case OPT_CAP: o->have_cap = 1; return size_opt("--pinned-cap", arg, &o->pinned_cap);
-	case OPT_CHANNELS: return num_opt("--channels", arg, 1, 64, &o->channels);
+	case OPT_CAP: o->have_cap = 1; return cli_opt_size("--pinned-cap", arg, &o->pinned_cap);
+	case OPT_CHANNELS: return cli_opt_num("--channels", arg, 1, 64, &o->channels);
 	case OPT_LIVE: o->live = 1; return 0;
 	case 'p':
-		rc = num_opt("--pid", arg, 1, INT32_MAX, &v);
+		rc = cli_opt_num("--pid", arg, 1, INT32_MAX, &v);
 		o->pid = (pid_t)v;
 		return rc;
 	case OPT_MAX_DOWNTIME:
-		return num_opt("--max-downtime", arg, 0, 3600000, &o->max_downtime_ms);
-	case OPT_MAX_ITER: return num_opt("--max-iterations", arg, 1, 100000, &o->max_iterations);
-	case OPT_MAX_BW: return size_opt("--max-bandwidth", arg, &o->max_bandwidth);
+		return cli_opt_num("--max-downtime", arg, 0, 3600000, &o->max_downtime_ms);
+	case OPT_MAX_ITER: return cli_opt_num("--max-iterations", arg, 1, 100000, &o->max_iterations);
+	case OPT_MAX_BW: return cli_opt_size("--max-bandwidth", arg, &o->max_bandwidth);
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
 	case OPT_VERIFY: o->verify = 1; return 0;
-	case OPT_AUTH_KEY:
-		cli_free_key(o->key, o->key_len);
-		o->key = NULL;
-		return cli_read_key(arg, &o->key, &o->key_len);
-	case 't': return num_opt("--timeout", arg, 1, 86400, &o->timeout_s);
+	case OPT_AUTH_KEY: return cli_opt_key(&o->key, &o->key_len, arg);
+	case 't': return cli_opt_num("--timeout", arg, 1, 86400, &o->timeout_s);
 	case 'v': o->verbose = 1; return 0;
 	default: return CLI_EX_INTERNAL;
 	}
@@ -248,35 +203,16 @@ static int one_opt(struct send_opts *o, int c, const char *arg)
 /* Returns -1 to go on, or the exit code. */
 static int parse_args(struct send_opts *o, int argc, char **argv)
 {
-	int c, rc;
+	static const struct cli_cmd cmd = { "c:r:s:p:q:jt:vVh", long_opts, usage_text, one_opt };
+	int rc;
 
 	o->timeout_s = 30;
 	o->channels = 1;
 	o->max_downtime_ms = 300;
 	o->max_iterations = 30;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:r:s:p:q:jt:vVh", long_opts, NULL)) != -1) {
-		if (c == 'h') {
-			fputs(usage_text, stdout);
-			fputs("\n", stdout);
-			fputs(cli_exit_help, stdout);
-			return CLI_EX_OK;
-		}
-		if (c == 'V') {
-			printf("migrate-send (rdmig) %s\n", rdmig_version());
-			return CLI_EX_OK;
-		}
-		if (c == '?')
-			return cli_usage("unknown option '%s' (see migrate-send --help)",
-					 optopt ? (char[]){ '-', (char)optopt, 0 } : argv[optind - 1]);
-		if (c == ':')
-			return cli_usage("option '%s' needs an argument", argv[optind - 1]);
-		rc = one_opt(o, c, optarg);
-		if (rc)
-			return rc;
-	}
-	if (optind < argc)
-		return cli_usage("unexpected argument '%s' (see migrate-send --help)", argv[optind]);
+	rc = cli_getopt(&cmd, o, argc, argv);
+	if (rc >= 0)
+		return rc;
 	if (!o->have_addr)
 		return cli_usage("--connect HOST:PORT is required");
 	if (!o->nrams && !o->qmp)
