@@ -18,6 +18,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "cli.h"
+
 #define PM_SOFT_DIRTY (1ull << 55)
 /* Entries per pread of pagemap: 32 KiB, so a 16 GiB file is 128 reads. */
 #define PM_BATCH 4096
@@ -42,19 +44,6 @@ struct dirty_map {
 	uint64_t *bits; /* one bit per file page, rebuilt by every collect */
 	uint64_t *buf;  /* PM_BATCH pagemap entries */
 };
-
-__attribute__((format(printf, 4, 5)))
-static int dm_err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 struct vma_list {
 	struct dirty_vma *v;
@@ -166,19 +155,19 @@ static int probe_kernel(uint64_t psz, char *err, size_t errlen)
 
 	page = mmap(NULL, psz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (page == MAP_FAILED)
-		return dm_err(err, errlen, -errno, "cannot map a probe page: %s", strerror(errno));
+		return cli_errf(err, errlen, -errno, "cannot map a probe page: %s", strerror(errno));
 	page[0] = 1;
 	cfd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
 	pfd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (cfd < 0 || pfd < 0) {
-		ret = dm_err(err, errlen, -EOPNOTSUPP,
+		ret = cli_errf(err, errlen, -EOPNOTSUPP,
 			     "soft-dirty tracking is not supported by this kernel (cannot open /proc/self/%s: %s)",
 			     cfd < 0 ? "clear_refs" : "pagemap", strerror(errno));
 		goto out;
 	}
 	ret = clear_refs_fd(cfd);
 	if (ret) {
-		ret = dm_err(err, errlen, -EOPNOTSUPP,
+		ret = cli_errf(err, errlen, -EOPNOTSUPP,
 			     "soft-dirty tracking is not supported by this kernel (writing 4 to /proc/self/clear_refs failed: %s)",
 			     strerror(-ret));
 		goto out;
@@ -188,11 +177,11 @@ static int probe_kernel(uint64_t psz, char *err, size_t errlen)
 	if (!ret)
 		ret = self_pm(pfd, page, psz, &after);
 	if (ret) {
-		ret = dm_err(err, errlen, ret, "cannot read /proc/self/pagemap: %s", strerror(-ret));
+		ret = cli_errf(err, errlen, ret, "cannot read /proc/self/pagemap: %s", strerror(-ret));
 		goto out;
 	}
 	if ((before & PM_SOFT_DIRTY) || !(after & PM_SOFT_DIRTY))
-		ret = dm_err(err, errlen, -EOPNOTSUPP,
+		ret = cli_errf(err, errlen, -EOPNOTSUPP,
 			     "soft-dirty tracking is not supported by this kernel (after writing 4 to /proc/self/clear_refs, a written page shows no soft-dirty bit in /proc/self/pagemap: the kernel needs CONFIG_MEM_SOFT_DIRTY=y)");
 out:
 	if (cfd >= 0)
@@ -209,9 +198,9 @@ static int check_file(struct dirty_map *m, char *err, size_t errlen)
 	struct stat st;
 
 	if (stat(m->path, &st))
-		return dm_err(err, errlen, -errno, "cannot stat %s: %s", m->path, strerror(errno));
+		return cli_errf(err, errlen, -errno, "cannot stat %s: %s", m->path, strerror(errno));
 	if (!statfs(m->path, &sfs) && (uint32_t)sfs.f_type == HUGETLBFS_MAGIC_)
-		return dm_err(err, errlen, -EOPNOTSUPP,
+		return cli_errf(err, errlen, -EOPNOTSUPP,
 			      "%s is on hugetlbfs, whose pages carry no soft-dirty bits: use a file on tmpfs (e.g. /dev/shm) for live migration",
 			      m->path);
 	m->dev = st.st_dev;
@@ -228,17 +217,17 @@ static int open_proc(struct dirty_map *m, char *err, size_t errlen)
 	snprintf(dir, sizeof(dir), "/proc/%d", (int)m->pid);
 	m->proc_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (m->proc_fd < 0)
-		return dm_err(err, errlen, errno == ENOENT ? -ESRCH : -errno,
+		return cli_errf(err, errlen, errno == ENOENT ? -ESRCH : -errno,
 			      "no process %d (%s: %s)", (int)m->pid, dir, strerror(errno));
 	/* Only checks the permission now; the clear itself is dirty_clear's. */
 	fd = openat(m->proc_fd, "clear_refs", O_WRONLY | O_CLOEXEC);
 	if (fd < 0) {
 		e = errno;
 		if (e == EACCES || e == EPERM)
-			return dm_err(err, errlen, -e,
+			return cli_errf(err, errlen, -e,
 				      "permission denied writing /proc/%d/clear_refs (run as root or as the owner of process %d)",
 				      (int)m->pid, (int)m->pid);
-		return dm_err(err, errlen, -e, "cannot open /proc/%d/clear_refs: %s",
+		return cli_errf(err, errlen, -e, "cannot open /proc/%d/clear_refs: %s",
 			      (int)m->pid, strerror(e));
 	}
 	close(fd);
@@ -246,10 +235,10 @@ static int open_proc(struct dirty_map *m, char *err, size_t errlen)
 	if (m->pagemap_fd < 0) {
 		e = errno;
 		if (e == EACCES || e == EPERM)
-			return dm_err(err, errlen, -e,
+			return cli_errf(err, errlen, -e,
 				      "permission denied reading /proc/%d/pagemap (run as root, or as the owner of process %d with ptrace access to it)",
 				      (int)m->pid, (int)m->pid);
-		return dm_err(err, errlen, -e, "cannot open /proc/%d/pagemap: %s",
+		return cli_errf(err, errlen, -e, "cannot open /proc/%d/pagemap: %s",
 			      (int)m->pid, strerror(e));
 	}
 	return 0;
@@ -271,17 +260,17 @@ static int find_mappings(struct dirty_map *m, char *err, size_t errlen)
 
 	if (ret == -ESRCH || (!ret && !l.n && proc_gone(m))) {
 		free(l.v);
-		return dm_err(err, errlen, -ESRCH, "process %d exited", (int)m->pid);
+		return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)m->pid);
 	}
 	if (ret)
-		return dm_err(err, errlen, ret, "cannot read /proc/%d/maps: %s",
+		return cli_errf(err, errlen, ret, "cannot read /proc/%d/maps: %s",
 			      (int)m->pid, strerror(-ret));
 	if (!l.n && l.nprivate)
-		return dm_err(err, errlen, -EINVAL,
+		return cli_errf(err, errlen, -EINVAL,
 			      "process %d maps %s only privately (MAP_PRIVATE): its writes do not reach the file",
 			      (int)m->pid, m->path);
 	if (!l.n)
-		return dm_err(err, errlen, -ENOENT, "process %d does not map %s",
+		return cli_errf(err, errlen, -ENOENT, "process %d does not map %s",
 			      (int)m->pid, m->path);
 	m->vmas = l.v;
 	m->nvmas = l.n;
@@ -297,11 +286,11 @@ int dirty_open(struct dirty_map **out, pid_t pid, const char *path,
 
 	*out = NULL;
 	if (pid <= 0)
-		return dm_err(err, errlen, -EINVAL, "invalid process id %d", (int)pid);
+		return cli_errf(err, errlen, -EINVAL, "invalid process id %d", (int)pid);
 	m = calloc(1, sizeof(*m));
 	if (!m || !(m->path = strdup(path))) {
 		free(m);
-		return dm_err(err, errlen, -ENOMEM, "out of memory");
+		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	m->pid = pid;
 	m->psz = (uint64_t)psz;
@@ -320,7 +309,7 @@ int dirty_open(struct dirty_map **out, pid_t pid, const char *path,
 	m->bits = calloc(m->npages / 64 + 1, sizeof(*m->bits));
 	m->buf = malloc(PM_BATCH * sizeof(*m->buf));
 	if (!m->bits || !m->buf) {
-		ret = dm_err(err, errlen, -ENOMEM, "cannot allocate a dirty bitmap of %" PRIu64
+		ret = cli_errf(err, errlen, -ENOMEM, "cannot allocate a dirty bitmap of %" PRIu64
 			     " pages for %s", m->npages, path);
 		goto fail;
 	}
@@ -340,23 +329,23 @@ int dirty_clear(pid_t pid, char *err, size_t errlen)
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
-			return dm_err(err, errlen, -ESRCH, "process %d exited", (int)pid);
+			return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)pid);
 		if (errno == EACCES || errno == EPERM)
-			return dm_err(err, errlen, -errno,
+			return cli_errf(err, errlen, -errno,
 				      "permission denied writing %s (run as root or as the owner of process %d)",
 				      path, (int)pid);
-		return dm_err(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+		return cli_errf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
 	}
 	ret = clear_refs_fd(fd);
 	close(fd);
 	if (ret == -EINVAL)
-		return dm_err(err, errlen, -EOPNOTSUPP,
+		return cli_errf(err, errlen, -EOPNOTSUPP,
 			      "soft-dirty tracking is not supported by this kernel (writing 4 to %s failed: %s)",
 			      path, strerror(EINVAL));
 	if (ret == -ESRCH)
-		return dm_err(err, errlen, ret, "process %d exited", (int)pid);
+		return cli_errf(err, errlen, ret, "process %d exited", (int)pid);
 	if (ret)
-		return dm_err(err, errlen, ret, "writing 4 to %s failed: %s", path, strerror(-ret));
+		return cli_errf(err, errlen, ret, "writing 4 to %s failed: %s", path, strerror(-ret));
 	return 0;
 }
 
@@ -380,16 +369,16 @@ static int recheck_mappings(struct dirty_map *m, char *err, size_t errlen)
 	int ret = scan_maps(m, &l), same;
 
 	if (ret == -ESRCH)
-		return dm_err(err, errlen, ret, "process %d exited", (int)m->pid);
+		return cli_errf(err, errlen, ret, "process %d exited", (int)m->pid);
 	if (ret)
-		return dm_err(err, errlen, ret, "cannot read /proc/%d/maps: %s",
+		return cli_errf(err, errlen, ret, "cannot read /proc/%d/maps: %s",
 			      (int)m->pid, strerror(-ret));
 	same = same_mappings(m, &l);
 	free(l.v);
 	if (!same && proc_gone(m))
-		return dm_err(err, errlen, -ESRCH, "process %d exited", (int)m->pid);
+		return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)m->pid);
 	if (!same)
-		return dm_err(err, errlen, -ESTALE,
+		return cli_errf(err, errlen, -ESTALE,
 			      "process %d changed its mappings of %s while it was being tracked: pages it dirtied may be missed",
 			      (int)m->pid, m->path);
 	return 0;
@@ -410,15 +399,15 @@ static int read_vma(struct dirty_map *m, const struct dirty_vma *v, char *err, s
 		r = pread(m->pagemap_fd, m->buf, want * sizeof(*m->buf),
 			  (off_t)((v->start / m->psz + done) * sizeof(*m->buf)));
 		if (r == 0)
-			return dm_err(err, errlen, -ESRCH, "process %d exited", (int)m->pid);
+			return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)m->pid);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
-			return dm_err(err, errlen, -errno, "cannot read /proc/%d/pagemap: %s",
+			return cli_errf(err, errlen, -errno, "cannot read /proc/%d/pagemap: %s",
 				      (int)m->pid, strerror(errno));
 		want = (uint64_t)r / sizeof(*m->buf);
 		if (!want)
-			return dm_err(err, errlen, -EIO, "short read from /proc/%d/pagemap", (int)m->pid);
+			return cli_errf(err, errlen, -EIO, "short read from /proc/%d/pagemap", (int)m->pid);
 		for (i = 0; i < want; i++) {
 			if (!(m->buf[i] & PM_SOFT_DIRTY))
 				continue;
@@ -472,7 +461,7 @@ int dirty_collect(struct dirty_map *m,
 		end = b * m->psz < m->file_len ? b * m->psz : m->file_len;
 		ret = cb(ctx, off, end - off);
 		if (ret < 0)
-			return dm_err(err, errlen, ret, "handling dirty pages at offset %" PRIu64
+			return cli_errf(err, errlen, ret, "handling dirty pages at offset %" PRIu64
 				      " of %s failed: %s", off, m->path, strerror(-ret));
 	}
 	return 0;

@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
+
 /* Between two query-migrate polls: the device state of a small guest moves
  * in a few milliseconds, and a query costs QEMU's main loop next to nothing. */
 #define MIG_POLL_MS 20
@@ -51,19 +53,6 @@ struct waitfor {
 	uint64_t deadline;
 	int ms;
 };
-
-__attribute__((format(printf, 4, 5)))
-static int qerr(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 /* QEMU's text, kept to one line as our messages are. */
 static int qerr_text(char *err, size_t errlen, int code, const char *text)
@@ -131,7 +120,7 @@ static int parse_front(struct qmp *q, struct json_object **msg, char *err, size_
 	}
 	tok = json_tokener_new();
 	if (!tok)
-		return qerr(err, errlen, -ENOMEM, "out of memory parsing QMP");
+		return cli_errf(err, errlen, -ENOMEM, "out of memory parsing QMP");
 	o = json_tokener_parse_ex(tok, q->buf + skip, (int)(q->len - skip));
 	je = json_tokener_get_error(tok);
 	end = skip + json_tokener_get_parse_end(tok);
@@ -140,7 +129,7 @@ static int parse_front(struct qmp *q, struct json_object **msg, char *err, size_
 		return 0;
 	if (je != json_tokener_success || !json_object_is_type(o, json_type_object)) {
 		json_object_put(o);
-		return qerr(err, errlen, -EPROTO, "QEMU sent something that is not a QMP message: %s",
+		return cli_errf(err, errlen, -EPROTO, "QEMU sent something that is not a QMP message: %s",
 			    je != json_tokener_success ? json_tokener_error_desc(je) : "not an object");
 	}
 	memmove(q->buf, q->buf + end, q->len - end);
@@ -155,13 +144,13 @@ static int grow(struct qmp *q, char *err, size_t errlen)
 	char *nb;
 
 	if (q->cap >= QMP_MAX_MSG)
-		return qerr(err, errlen, -EMSGSIZE, "QEMU sent a QMP message longer than %u MiB",
+		return cli_errf(err, errlen, -EMSGSIZE, "QEMU sent a QMP message longer than %u MiB",
 			    QMP_MAX_MSG >> 20);
 	if (cap > QMP_MAX_MSG)
 		cap = QMP_MAX_MSG;
 	nb = realloc(q->buf, cap);
 	if (!nb)
-		return qerr(err, errlen, -ENOMEM, "out of memory for a %zu byte QMP message", cap);
+		return cli_errf(err, errlen, -ENOMEM, "out of memory for a %zu byte QMP message", cap);
 	q->buf = nb;
 	q->cap = cap;
 	return 0;
@@ -179,17 +168,17 @@ static int read_more(struct qmp *q, const struct waitfor *w, char *err, size_t e
 		return r;
 	r = poll(&pfd, 1, ms_left(w));
 	if (r < 0)
-		return errno == EINTR ? 0 : qerr(err, errlen, -errno, "poll on QMP: %s", strerror(errno));
+		return errno == EINTR ? 0 : cli_errf(err, errlen, -errno, "poll on QMP: %s", strerror(errno));
 	if (r == 0)
-		return qerr(err, errlen, -ETIMEDOUT, "no %s from QEMU within %d ms (is QEMU stopped?)",
+		return cli_errf(err, errlen, -ETIMEDOUT, "no %s from QEMU within %d ms (is QEMU stopped?)",
 			    w->what, w->ms);
 	n = read(q->fd, q->buf + q->len, q->cap - q->len);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (n < 0 && errno != ECONNRESET)
-		return qerr(err, errlen, -errno, "reading QMP: %s", strerror(errno));
+		return cli_errf(err, errlen, -errno, "reading QMP: %s", strerror(errno));
 	if (n <= 0)
-		return qerr(err, errlen, -ECONNRESET,
+		return cli_errf(err, errlen, -ECONNRESET,
 			    "QEMU closed the QMP connection while we waited for %s (has it exited?)",
 			    w->what);
 	q->len += (size_t)n;
@@ -246,13 +235,13 @@ static int send_all(struct qmp *q, const char *data, size_t len, int fd,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-			return qerr(err, errlen, -ECONNRESET,
+			return cli_errf(err, errlen, -ECONNRESET,
 				    "QEMU closed the QMP connection (has it exited?)");
 		if (n < 0 && errno != EAGAIN)
-			return qerr(err, errlen, -errno, "Unable to send a QMP command: %s",
+			return cli_errf(err, errlen, -errno, "Unable to send a QMP command: %s",
 				    strerror(errno));
 		if (poll(&pfd, 1, ms_left(w)) == 0)
-			return qerr(err, errlen, -ETIMEDOUT,
+			return cli_errf(err, errlen, -ETIMEDOUT,
 				    "QEMU took no command for %d ms (is QEMU stopped?)", w->ms);
 	}
 	return 0;
@@ -317,7 +306,7 @@ static int unpack_reply(struct json_object *reply, const char *cmd,
 	if (json_object_object_get_ex(reply, "error", &e)) {
 		desc = jstr(e, "desc");
 		if (!desc)
-			return qerr(err, errlen, -EREMOTEIO, "QEMU refused %s without saying why", cmd);
+			return cli_errf(err, errlen, -EREMOTEIO, "QEMU refused %s without saying why", cmd);
 		return qerr_text(err, errlen, -EREMOTEIO, desc);
 	}
 	json_object_object_get_ex(reply, "return", &v);
@@ -346,7 +335,7 @@ static int call(struct qmp *q, const char *cmd, struct json_object *args, int fd
 	json_object_object_add(req, "id", json_object_new_int64(id));
 	if (asprintf(&line, "%s\n", json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN)) < 0) {
 		json_object_put(req);
-		return qerr(err, errlen, -ENOMEM, "out of memory for QMP command %s", cmd);
+		return cli_errf(err, errlen, -ENOMEM, "out of memory for QMP command %s", cmd);
 	}
 	json_object_put(req);
 	r = send_all(q, line, strlen(line), fd, &w, err, errlen);
@@ -370,7 +359,7 @@ int qmp_call_fd(struct qmp *q, const char *cmd, struct json_object *args,
 {
 	if (fd < 0) {
 		json_object_put(args);
-		return qerr(err, errlen, -EBADF, "no fd to pass with %s", cmd);
+		return cli_errf(err, errlen, -EBADF, "no fd to pass with %s", cmd);
 	}
 	return call(q, cmd, args, fd, ret, err, errlen);
 }
@@ -425,18 +414,18 @@ static int connect_unix(const char *path, int *out, char *err, size_t errlen)
 	int fd, e;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return qerr(err, errlen, -ENAMETOOLONG, "QMP socket path %s is longer than %zu bytes",
+		return cli_errf(err, errlen, -ENAMETOOLONG, "QMP socket path %s is longer than %zu bytes",
 			    path, sizeof(sa.sun_path) - 1);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return qerr(err, errlen, -errno, "socket: %s", strerror(errno));
+		return cli_errf(err, errlen, -errno, "socket: %s", strerror(errno));
 	/* A unix connect does not wait even on a blocking socket: it succeeds
 	 * into the listen backlog (even of a stopped QEMU) or fails at once. */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		e = errno;
 		close(fd);
-		return qerr(err, errlen, -e, "Unable to connect to QMP socket %s: %s", path,
+		return cli_errf(err, errlen, -e, "Unable to connect to QMP socket %s: %s", path,
 			    strerror(e));
 	}
 	*out = fd;
@@ -460,9 +449,9 @@ static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 	int r = read_msg(q, &w, &msg, err, errlen);
 
 	if (r == -EPROTO)
-		return qerr(err, errlen, r, "%s does not speak QMP (an HMP monitor?)", path);
+		return cli_errf(err, errlen, r, "%s does not speak QMP (an HMP monitor?)", path);
 	if (r == -ETIMEDOUT)
-		return qerr(err, errlen, r,
+		return cli_errf(err, errlen, r,
 			    "no QMP greeting on %s within %d ms (QEMU stopped, or another client connected?)",
 			    path, q->timeout_ms);
 	if (r < 0)
@@ -470,7 +459,7 @@ static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 	r = json_object_object_get_ex(msg, "QMP", NULL);
 	json_object_put(msg);
 	if (!r)
-		return qerr(err, errlen, -EPROTO, "%s does not speak QMP: no greeting", path);
+		return cli_errf(err, errlen, -EPROTO, "%s does not speak QMP: no greeting", path);
 	return qmp_call(q, "qmp_capabilities", NULL, NULL, err, errlen);
 }
 
@@ -482,7 +471,7 @@ int qmp_open(struct qmp **out, const char *path, int timeout_ms,
 
 	*out = NULL;
 	if (!q)
-		return qerr(err, errlen, -ENOMEM, "out of memory");
+		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	q->fd = -1;
 	q->timeout_ms = timeout_ms;
 	q->next_id = 1;
@@ -555,7 +544,7 @@ int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen
 	if (s)
 		snprintf(status, len, "%s", s);
 	json_object_put(ret);
-	return s ? 0 : qerr(err, errlen, -EPROTO, "query-status answered without a status");
+	return s ? 0 : cli_errf(err, errlen, -EPROTO, "query-status answered without a status");
 }
 
 int qmp_stop(struct qmp *q, char *err, size_t errlen)
@@ -588,7 +577,7 @@ int qmp_migrate_cap_get(struct qmp *q, const char *cap, bool *on,
 	}
 	json_object_put(ret);
 	if (r == -ENOENT)
-		return qerr(err, errlen, r, "QEMU has no migration capability %s", cap);
+		return cli_errf(err, errlen, r, "QEMU has no migration capability %s", cap);
 	return 0;
 }
 
@@ -653,7 +642,7 @@ int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 	for (;;) {
 		r = qmp_migrate_query(q, m, err, errlen);
 		if (r == -ECONNRESET)
-			return qerr(err, errlen, r, "QEMU closed its QMP socket during the migration "
+			return cli_errf(err, errlen, r, "QEMU closed its QMP socket during the migration "
 				    "(a destination QEMU exits when loading fails: see its output)");
 		if (r < 0)
 			return r;
@@ -661,11 +650,11 @@ int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 			return 0;
 		if (!strcmp(m->status, "failed"))
 			return *m->error ? qerr_text(err, errlen, -EIO, m->error)
-					 : qerr(err, errlen, -EIO, "migration failed (QEMU gave no reason)");
+					 : cli_errf(err, errlen, -EIO, "migration failed (QEMU gave no reason)");
 		if (!strcmp(m->status, "cancelled"))
-			return qerr(err, errlen, -EIO, "migration was cancelled");
+			return cli_errf(err, errlen, -EIO, "migration was cancelled");
 		if (!ms_left(&w))
-			return qerr(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
+			return cli_errf(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
 				    m->status, timeout_ms);
 		sleep_ms(ms_left(&w) < MIG_POLL_MS ? ms_left(&w) : MIG_POLL_MS);
 	}
@@ -683,7 +672,7 @@ static int hmp(struct qmp *q, const char *line, char **out, char *err, size_t er
 		return r;
 	*out = json_object_is_type(ret, json_type_string) ? strdup(json_object_get_string(ret)) : NULL;
 	json_object_put(ret);
-	return *out ? 0 : qerr(err, errlen, -EPROTO, "HMP %s returned no text", line);
+	return *out ? 0 : cli_errf(err, errlen, -EPROTO, "HMP %s returned no text", line);
 }
 
 static int qom_get(struct qmp *q, const char *id, const char *prop,
@@ -741,7 +730,7 @@ static int list_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
 		return r;
 	len = json_object_is_type(ret, json_type_array) ? json_object_array_length(ret) : 0;
 	if (len && !(b = calloc(len, sizeof(*b))))
-		r = qerr(err, errlen, -ENOMEM, "out of memory for %zu objects", len);
+		r = cli_errf(err, errlen, -ENOMEM, "out of memory for %zu objects", len);
 	for (i = 0; i < len && r == 0; i++) {
 		o = json_object_array_get_idx(ret, i);
 		name = jstr(o, "name");
@@ -749,7 +738,7 @@ static int list_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
 		if (!name || !type || !backend_kind(type, &kind))
 			continue;
 		if (strlen(name) >= sizeof(b->id))
-			r = qerr(err, errlen, -ENAMETOOLONG, "backend id %.32s... is too long", name);
+			r = cli_errf(err, errlen, -ENAMETOOLONG, "backend id %.32s... is too long", name);
 		snprintf(b[*n].id, sizeof(b->id), "%s", name);
 		b[(*n)++].kind = kind;
 	}
@@ -847,7 +836,7 @@ static int gpa_to_hva(struct qmp *q, const char *id, uint64_t gpa, uint64_t *hva
 	if (is)
 		*hva = strtoull(is + 5, NULL, 16);
 	else
-		r = qerr(err, errlen, -EPROTO, "backend %s: %s: %.*s", id, cmd,
+		r = cli_errf(err, errlen, -EPROTO, "backend %s: %s: %.*s", id, cmd,
 			 (int)strcspn(text, "\r\n"), text);
 	free(text);
 	return r;
@@ -868,14 +857,14 @@ static int find_mapping(pid_t pid, const char *id, uint64_t hva, dev_t *dev, ino
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
-		return qerr(err, errlen, -errno, "Unable to read %s: %s (run as QEMU's user or root)",
+		return cli_errf(err, errlen, -errno, "Unable to read %s: %s (run as QEMU's user or root)",
 			    path, strerror(errno));
 	while (r == -ENOENT && fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %llu", &s, &e, perms,
 			   &pgoff, &maj, &min, &inode) != 7 || hva < s || hva >= e)
 			continue;
 		if (perms[3] != 's' || !inode)
-			r = qerr(err, errlen, -ENOTSUP,
+			r = cli_errf(err, errlen, -ENOTSUP,
 				 "backend %s: QEMU maps it without a shared file behind it", id);
 		else
 			r = 0;
@@ -885,7 +874,7 @@ static int find_mapping(pid_t pid, const char *id, uint64_t hva, dev_t *dev, ino
 	}
 	fclose(f);
 	if (r == -ENOENT)
-		r = qerr(err, errlen, r, "backend %s: nothing in %s at 0x%" PRIx64, id, path, hva);
+		r = cli_errf(err, errlen, r, "backend %s: nothing in %s at 0x%" PRIx64, id, path, hva);
 	return r;
 }
 
@@ -922,7 +911,7 @@ static int path_for_file(struct qmp_backend *b, const char *mem_path, pid_t pid,
 	/* A mem-path that is a directory holds an unlinked file of QEMU's. */
 	if (b->kind == QMP_BACKEND_FILE && !stat(mem_path, &st) && S_ISREG(st.st_mode)) {
 		if (st.st_dev != b->dev || st.st_ino != b->ino)
-			return qerr(err, errlen, -ESTALE,
+			return cli_errf(err, errlen, -ESTALE,
 				    "backend %s: %s is not the file QEMU maps (replaced since QEMU opened it?)",
 				    b->id, mem_path);
 		snprintf(b->path, sizeof(b->path), "%s", mem_path);
@@ -930,10 +919,10 @@ static int path_for_file(struct qmp_backend *b, const char *mem_path, pid_t pid,
 	}
 	r = find_fd(pid, b->dev, b->ino, b->path, sizeof(b->path));
 	if (r == -ENOENT)
-		return qerr(err, errlen, r, "backend %s: QEMU (pid %d) holds no fd to the file it maps",
+		return cli_errf(err, errlen, r, "backend %s: QEMU (pid %d) holds no fd to the file it maps",
 			    b->id, (int)pid);
 	if (r < 0)
-		return qerr(err, errlen, r, "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
+		return cli_errf(err, errlen, r, "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
 			    (int)pid, strerror(-r));
 	return 0;
 }
@@ -950,7 +939,7 @@ static int resolve_in_guest(struct qmp *q, struct qmp_backend *b, const char *me
 	if (r < 0)
 		return r;
 	if (foff != off)
-		return qerr(err, errlen, -EPROTO,
+		return cli_errf(err, errlen, -EPROTO,
 			    "backend %s: QEMU maps its offset 0x%" PRIx64 " from file offset 0x%" PRIx64,
 			    b->id, off, foff);
 	return path_for_file(b, mem_path, q->pid, err, errlen);
@@ -1061,10 +1050,10 @@ int qmp_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
 	*out = NULL;
 	*n = 0;
 	if (!mem_path)
-		return qerr(err, errlen, -ENOMEM, "out of memory");
+		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	r = list_backends(q, &b, n, err, errlen);
 	if (r == 0 && *n && q->pid <= 0)
-		r = qerr(err, errlen, -ESRCH, "QEMU's pid is not visible from here (another pid namespace?)");
+		r = cli_errf(err, errlen, -ESRCH, "QEMU's pid is not visible from here (another pid namespace?)");
 	if (r == 0 && *n)
 		r = hmp(q, "info mtree -f", &mtree, err, errlen);
 	for (i = 0; r == 0 && i < *n; i++) {
@@ -1117,13 +1106,13 @@ int qmp_guest_ram_shared(struct qmp *q, const struct qmp_backend *b, size_t n,
 		if (!b[i].in_guest)
 			continue;
 		if (!b[i].shared || !*b[i].path)
-			return qerr(err, errlen, -ENOTSUP,
+			return cli_errf(err, errlen, -ENOTSUP,
 				    "guest RAM is not shared: backend %s is a %s with share=%s; " SHARED_FIX,
 				    b[i].id, kind_name(b[i].kind), b[i].shared ? "on" : "off");
 		carried += b[i].size;
 	}
 	if (carried < guest)
-		return qerr(err, errlen, -ENOTSUP,
+		return cli_errf(err, errlen, -ENOTSUP,
 			    "guest RAM is not shared: %" PRIu64 " of its %" PRIu64
 			    " bytes are in no shared memory backend; " SHARED_FIX,
 			    guest - carried, guest);

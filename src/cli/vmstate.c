@@ -24,32 +24,19 @@ struct vmstate {
 	bool cap_changed;   /* we turned it on and have not restored it */
 };
 
-__attribute__((format(printf, 4, 5)))
-static int vms_err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 static int ignore_shared(struct vmstate *v, char *err, size_t errlen)
 {
 	char why[512];
 	int rc = qmp_migrate_cap_get(v->q, CAP, &v->cap_was_on, why, sizeof(why));
 
 	if (rc == -ENOENT)
-		return vms_err(err, errlen, rc, "this QEMU has no %s capability (QEMU 4.0 or "
+		return cli_errf(err, errlen, rc, "this QEMU has no %s capability (QEMU 4.0 or "
 			       "later is needed)", CAP);
 	if (!rc && !v->cap_was_on) {
 		rc = qmp_migrate_cap_set(v->q, CAP, true, why, sizeof(why));
 		v->cap_changed = rc == 0;
 	}
-	return rc ? vms_err(err, errlen, rc, "cannot set %s: %s", CAP, why) : 0;
+	return rc ? cli_errf(err, errlen, rc, "cannot set %s: %s", CAP, why) : 0;
 }
 
 static void restore_cap(struct vmstate *v)
@@ -68,7 +55,7 @@ static int start(struct vmstate **out, struct qmp *q, bool source, char *err, si
 
 	*out = NULL;
 	if (!v)
-		return vms_err(err, errlen, -ENOMEM, "out of memory");
+		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	v->q = q;
 	v->fd = -1;
 	v->source = source;
@@ -76,7 +63,7 @@ static int start(struct vmstate **out, struct qmp *q, bool source, char *err, si
 	if (rc)
 		goto fail;
 	if (pipe2(p, O_CLOEXEC)) {
-		rc = vms_err(err, errlen, -errno, "pipe: %s", strerror(errno));
+		rc = cli_errf(err, errlen, -errno, "pipe: %s", strerror(errno));
 		goto fail;
 	}
 	v->fd = source ? p[0] : p[1];
@@ -90,7 +77,7 @@ static int start(struct vmstate **out, struct qmp *q, bool source, char *err, si
 			      qmp_migrate_incoming(q, "fd:" FD_NAME, why, sizeof(why));
 	if (rc) {
 		qmp_closefd(q, FD_NAME, NULL, 0);
-		rc = vms_err(err, errlen, rc, "QEMU refused to %s the device state: %s",
+		rc = cli_errf(err, errlen, rc, "QEMU refused to %s the device state: %s",
 			     source ? "save" : "load", why);
 		goto fail;
 	}
@@ -126,7 +113,7 @@ ssize_t vms_read(struct vmstate *v, void *buf, size_t len, char *err, size_t err
 	if (n < 0 && errno == EAGAIN)
 		return -EAGAIN;
 	if (n < 0)
-		return vms_err(err, errlen, -errno, "reading QEMU's device state: %s",
+		return cli_errf(err, errlen, -errno, "reading QEMU's device state: %s",
 			       strerror(errno));
 	return n;
 }
@@ -139,11 +126,11 @@ static int finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
 	int rc = qmp_migrate_wait(v->q, timeout_ms, &m, why, sizeof(why));
 
 	if (rc == -ECONNRESET)
-		rc = vms_err(err, errlen, rc, "QEMU exited while %s the device state%s",
+		rc = cli_errf(err, errlen, rc, "QEMU exited while %s the device state%s",
 			     v->source ? "saving" : "loading", v->source ? "" : ": it rejected "
 			     "it (another machine type, devices or RAM layout than the source's?)");
 	else if (rc)
-		rc = vms_err(err, errlen, rc, "QEMU could not %s the device state: %s",
+		rc = cli_errf(err, errlen, rc, "QEMU could not %s the device state: %s",
 			     v->source ? "save" : "load", why);
 	else
 		restore_cap(v);
@@ -171,13 +158,13 @@ int vms_write(struct vmstate *v, const void *data, size_t len, int timeout_ms,
 			continue;
 		}
 		if (n < 0 && errno == EPIPE)
-			return vms_err(err, errlen, -EPIPE, "QEMU stopped reading the device state "
+			return cli_errf(err, errlen, -EPIPE, "QEMU stopped reading the device state "
 				       "(it rejected it?)");
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
-			return vms_err(err, errlen, -errno, "writing the device state to QEMU: %s",
+			return cli_errf(err, errlen, -errno, "writing the device state to QEMU: %s",
 				       strerror(errno));
 		if (cli_now_ms() >= deadline)
-			return vms_err(err, errlen, -ETIMEDOUT, "QEMU did not read the device state "
+			return cli_errf(err, errlen, -ETIMEDOUT, "QEMU did not read the device state "
 				       "within %d ms", timeout_ms);
 		poll(&pfd, 1, 100);
 	}

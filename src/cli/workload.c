@@ -24,19 +24,6 @@ struct workload {
 	bool paused;             /* a guest: paused by our QMP stop */
 };
 
-__attribute__((format(printf, 4, 5)))
-static int wl_err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /* A guest we can migrate runs or is paused; anything else (already migrated,
  * shut down, still waiting for its own incoming migration) is refused. */
 static int guest_state(struct workload *w, char *err, size_t errlen)
@@ -48,7 +35,7 @@ static int guest_state(struct workload *w, char *err, size_t errlen)
 		return rc;
 	w->was_running = !strcmp(st, "running");
 	if (!w->was_running && strcmp(st, "paused") && strcmp(st, "prelaunch"))
-		return wl_err(err, errlen, -EINVAL, "QEMU's guest is %s: only a running or "
+		return cli_errf(err, errlen, -EINVAL, "QEMU's guest is %s: only a running or "
 			      "paused guest can be migrated", st);
 	return 0;
 }
@@ -63,7 +50,7 @@ int wl_open(struct workload **out, pid_t pid, struct qmp *q, const char *const *
 	*out = NULL;
 	if (!w || !(w->dm = calloc(n ? n : 1, sizeof(*w->dm)))) {
 		free(w);
-		return wl_err(err, errlen, -ENOMEM, "out of memory");
+		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	w->pid = pid;
 	w->q = q;
@@ -135,12 +122,12 @@ int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t 
 	int rc;
 
 	if (kill(w->pid, SIGSTOP))
-		return wl_err(err, errlen, -errno, "cannot stop process %d: %s", (int)w->pid,
+		return cli_errf(err, errlen, -errno, "cannot stop process %d: %s", (int)w->pid,
 			      strerror(errno));
 	w->frozen = true;
 	while ((rc = all_stopped(w->pid)) == 1) {
 		if (cli_now_ms() > deadline)
-			return wl_err(err, errlen, -ETIMEDOUT, "process %d did not stop within "
+			return cli_errf(err, errlen, -ETIMEDOUT, "process %d did not stop within "
 				      "%d ms", (int)w->pid, w->timeout_ms);
 		rc = idle ? idle(ctx) : 0;
 		if (rc)
@@ -148,7 +135,7 @@ int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t 
 		usleep(500);
 	}
 	if (rc < 0)
-		return wl_err(err, errlen, rc, "process %d exited", (int)w->pid);
+		return cli_errf(err, errlen, rc, "process %d exited", (int)w->pid);
 	return 0;
 }
 
@@ -199,7 +186,7 @@ int wl_stop(struct workload *w, char *err, size_t errlen)
 	int rc;
 
 	if (!w->q)
-		return w->frozen ? 0 : wl_err(err, errlen, -EINVAL, "the process is not frozen");
+		return w->frozen ? 0 : cli_errf(err, errlen, -EINVAL, "the process is not frozen");
 	/* The monitor must answer: from here on the guest is paused, not
 	 * the process. */
 	wl_thaw(w);
@@ -207,7 +194,7 @@ int wl_stop(struct workload *w, char *err, size_t errlen)
 		return 0;
 	rc = qmp_stop(w->q, why, sizeof(why));
 	if (rc)
-		return wl_err(err, errlen, rc, "QEMU refused to stop the guest: %s", why);
+		return cli_errf(err, errlen, rc, "QEMU refused to stop the guest: %s", why);
 	w->paused = true;
 	return 0;
 }
@@ -227,7 +214,7 @@ int wl_resume(struct workload *w, char *err, size_t errlen)
 		return 0;
 	rc = qmp_cont(w->q, why, sizeof(why));
 	if (rc)
-		return wl_err(err, errlen, rc, "the guest could not be resumed: %s", why);
+		return cli_errf(err, errlen, rc, "the guest could not be resumed: %s", why);
 	w->paused = false;
 	return 0;
 }
