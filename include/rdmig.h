@@ -132,6 +132,19 @@ struct rdmig_config {
 	 * microseconds (10000) and, when not 0, this many bytes of WRITEs. */
 	uint32_t step_us;
 	uint64_t step_bytes;
+	/* Destination: a helper thread makes the blocks' pages present ahead
+	 * of registration (MADV_POPULATE_WRITE, Linux 5.14 and later), so
+	 * pinning does not allocate and clear them while the link waits. */
+	int populate;           /* RDMIG_POPULATE_* (PIN_ALL) */
+};
+
+enum rdmig_populate {
+	RDMIG_POPULATE_PIN_ALL = 0, /* in pin-all mode, which pins every page anyway */
+	/* In dynamic mode too: every page of the image is allocated, holes
+	 * included, and a page that cannot be (no memory, a full tmpfs) fails
+	 * the migration at once instead of at first touch. */
+	RDMIG_POPULATE_ALL = 1,
+	RDMIG_POPULATE_NONE = 2,
 };
 
 /* Fills @cfg with the defaults shown above. */

@@ -60,6 +60,9 @@ int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
 		out->progress_ms = 250;
 	if (out->step_us == 0)
 		out->step_us = 10000;
+	if (out->populate < RDMIG_POPULATE_PIN_ALL || out->populate > RDMIG_POPULATE_NONE)
+		return range_err(err, "populate", (uint64_t)(int64_t)out->populate,
+				 RDMIG_POPULATE_PIN_ALL, RDMIG_POPULATE_NONE);
 	if (out->ctrl_depth < 4 || out->ctrl_depth > 1024)
 		return range_err(err, "ctrl_depth", out->ctrl_depth, 4, 1024);
 	if (out->ctrl_msg_max < 4096 || out->ctrl_msg_max > (16u << 20))

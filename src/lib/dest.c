@@ -169,6 +169,7 @@ static int fail(struct rdmig_dest *d, int rc)
 	d->state = DST_FAILED;
 	d->result = sess_fail(&d->ss, rc);
 	chan_set_disconnect(d->chans);
+	pop_stop(&d->pop);
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.status = d->result == -ECANCELED ? RDMIG_STATUS_CANCELLED :
 				RDMIG_STATUS_FAILED;
@@ -485,7 +486,9 @@ static int step(struct rdmig_dest *d)
 		if (rc)
 			return rc;
 	}
-	rc = dst_pin_step(d);
+	rc = dst_populate_check(d);
+	if (!rc)
+		rc = dst_pin_step(d);
 	if (rc < 0)
 		return rc;
 	return ctrl_return_credits(&d->ss.ch, false);
@@ -494,6 +497,7 @@ static int step(struct rdmig_dest *d)
 static int finish(struct rdmig_dest *d)
 {
 	d->state = DST_DONE;
+	pop_stop(&d->pop);
 	chan_set_disconnect(d->chans);
 	fab_disconnect(d->ss.conn);
 	pthread_mutex_lock(&d->ss.stats.lock);

@@ -12,6 +12,7 @@
 #include "blocks.h"
 #include "chan.h"
 #include "creg.h"
+#include "populate.h"
 #include "session.h"
 
 enum dst_state {
@@ -39,6 +40,7 @@ struct dst_block {
 	uint64_t first_slot;    /* dynamic: first chunk's slot */
 	uint64_t npieces;       /* pin-all */
 	struct ibv_mr **pieces; /* pin-all, registered in order */
+	uint64_t pop_base;      /* where it starts in the populate order */
 };
 
 struct rdmig_dest {
@@ -68,6 +70,8 @@ struct rdmig_dest {
 	uint64_t *pk_piece;
 	size_t pk_n, pk_max;
 
+	struct populate pop;        /* pages made present ahead of registration */
+
 	uint32_t iteration;
 	uint64_t state_bytes;
 
@@ -83,6 +87,8 @@ int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r);
 int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
 /* pin-all: registers the next piece and sends keys; 1 while pieces remain. */
 int dst_pin_step(struct rdmig_dest *d);
+/* 0, or the failure of the thread making pages present, as ours. */
+int dst_populate_check(struct rdmig_dest *d);
 void dst_map_destroy(struct rdmig_dest *d);
 
 /* dest.c */

@@ -188,6 +188,49 @@ static int answer_block_map(struct rdmig_dest *d)
 	return rc;
 }
 
+/* The pages of the blocks, in the order registration takes them, are made
+ * present by a helper thread from now on (see populate.h). */
+static int start_populate(struct rdmig_dest *d)
+{
+	bool pin_all = d->ss.caps & PD_CAP_PIN_ALL;
+	struct pop_range *r;
+	uint64_t base = 0;
+	unsigned i;
+	int rc;
+
+	if (d->ss.cfg.populate == RDMIG_POPULATE_NONE ||
+	    (!pin_all && d->ss.cfg.populate != RDMIG_POPULATE_ALL))
+		return 0;
+	r = calloc(d->nmap ? d->nmap : 1, sizeof(*r));
+	if (!r)
+		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
+	for (i = 0; i < d->nmap; i++) {
+		struct dst_block *b = &d->blocks[d->map[i]];
+
+		b->pop_base = base;
+		r[i] = (struct pop_range){ b->host, b->d.length };
+		base += b->d.length;
+	}
+	rc = pop_start(&d->pop, r, d->nmap, d->ss.wake_fd, &d->ss.err);
+	free(r);
+	return rc;
+}
+
+int dst_populate_check(struct rdmig_dest *d)
+{
+	uint64_t off;
+	unsigned i;
+	int rc = pop_error(&d->pop, &i, &off);
+
+	if (!rc)
+		return 0;
+	return rd_err_set(&d->ss.err, rc, "block \"%s\": its memory could not be made present "
+			  "at offset %" PRIu64 ": %s (%s)", i < d->nmap ?
+			  d->blocks[d->map[i]].d.name : "?", off, strerror(-rc),
+			  rc == -EFAULT ? "no space left where the block is mapped from?" :
+			  "not enough memory?");
+}
+
 int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 {
 	unsigned i;
@@ -201,6 +244,8 @@ int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 							setup_dynamic(d);
 	if (!rc)
 		rc = answer_block_map(d);
+	if (!rc)
+		rc = start_populate(d);
 	if (rc)
 		return rc;
 	d->state = DST_RUNNING;
@@ -257,6 +302,7 @@ int dst_pin_step(struct rdmig_dest *d)
 	d->pk_block[d->pk_n] = d->pin_block;
 	d->pk_piece[d->pk_n] = d->pin_piece;
 	d->pk_rkey[d->pk_n++] = b->pieces[d->pin_piece]->rkey;
+	pop_skip(&d->pop, b->pop_base + off + len);
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.pinned_bytes += len;
 	d->ss.stats.st.pinned_peak = d->ss.stats.st.pinned_bytes;
@@ -342,6 +388,7 @@ static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
 	}
 	creg_set_ready(&d->creg, slot, mr->rkey, mr);
 	*rkey = mr->rkey;
+	pop_skip(&d->pop, b->pop_base + off + len);
 	return 0;
 }
 
@@ -546,6 +593,7 @@ void dst_map_destroy(struct rdmig_dest *d)
 	unsigned i;
 	uint64_t k;
 
+	pop_stop(&d->pop);
 	for (i = 0; i < d->nblocks; i++) {
 		for (k = 0; d->blocks[i].pieces && k < d->blocks[i].npieces; k++)
 			if (d->blocks[i].pieces[k])

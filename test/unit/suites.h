@@ -13,4 +13,5 @@ Suite *privdata_suite(void);
 Suite *codec_suite(void);
 Suite *wpipe_suite(void);
 Suite *dreg_suite(void);
+Suite *populate_suite(void);
 #endif
