@@ -264,23 +264,27 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* Why a reservation failed, with what the filesystem has left. */
-static int reserve_fail(int fd, const struct cli_ram *r, uint64_t len, int e, char *err,
-			size_t errlen)
+/* The file system must have room for the pages of @len the file does not
+ * hold yet.  The library then makes them present in a helper thread, off
+ * the critical path (RDMIG_POPULATE_ALL), instead of a posix_fallocate()
+ * that cleared the whole image before the first byte could move. */
+static int check_room(int fd, const struct cli_ram *r, const struct stat *st, uint64_t len,
+		      char *err, size_t errlen)
 {
+	uint64_t have = (uint64_t)st->st_blocks * 512, need = len > have ? len - have : 0, avail;
 	struct statvfs vfs;
-	char need[32], avail[32];
+	char n[32], a[32];
 
-	cli_fmt_bytes(len, need, sizeof(need));
-	if (!fstatvfs(fd, &vfs))
-		cli_fmt_bytes((uint64_t)vfs.f_bavail * vfs.f_frsize, avail, sizeof(avail));
-	else
-		snprintf(avail, sizeof(avail), "unknown");
+	if (fstatvfs(fd, &vfs))
+		return 0;
+	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (need <= avail)
+		return 0;
 	close(fd);
-	snprintf(err, errlen, "cannot reserve %s for %s (%s free there): %s%s", need, r->path,
-		 avail, strerror(e), e == ENOSPC ? "; free space or put the image on a "
-		 "larger tmpfs or hugetlbfs" : "");
-	return -e;
+	snprintf(err, errlen, "cannot reserve %s for %s (%s free there): %s; free space or put "
+		 "the image on a larger tmpfs or hugetlbfs", cli_fmt_bytes(len, n, sizeof(n)),
+		 r->path, cli_fmt_bytes(avail, a, sizeof(a)), strerror(ENOSPC));
+	return -ENOSPC;
 }
 
 /* Checks, sizes, reserves and maps the open @fd (closed here). */
@@ -304,13 +308,14 @@ static int map_fd(int fd, struct cli_ram *r, uint64_t len, char *err, size_t err
 			return -EINVAL;
 		}
 		len = (uint64_t)st.st_size;
-	} else if ((uint64_t)st.st_size != len && ftruncate(fd, (off_t)len)) {
-		return map_fail(fd, err, errlen, "cannot resize %s: %s", r->path);
+	} else {
+		int rc = check_room(fd, r, &st, len, err, errlen);
+
+		if (rc)
+			return rc;
+		if ((uint64_t)st.st_size != len && ftruncate(fd, (off_t)len))
+			return map_fail(fd, err, errlen, "cannot resize %s: %s", r->path);
 	}
-	/* Mode 0 only fills holes: data already there stays. */
-	errno = posix_fallocate(fd, 0, (off_t)len);
-	if (errno && errno != EOPNOTSUPP && errno != EINVAL)
-		return reserve_fail(fd, r, len, errno, err, errlen);
 	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return map_fail(fd, err, errlen, "cannot map %s: %s", r->path);

@@ -634,6 +634,9 @@ static struct mig *mig_new(struct app *a)
 	cfg.channels = (uint32_t)a->o.channels; /* 0: the library's default */
 	cfg.pinned_cap = a->o.pinned_cap;
 	cfg.max_image = a->o.max_image;
+	/* The image's pages are allocated (reserved) in the background from
+	 * the block map on; check_room() in cli.c checked there is room. */
+	cfg.populate = RDMIG_POPULATE_ALL;
 	cfg.admit = admit_cb;
 	cfg.admit_ctx = m;
 	cfg.commit = commit_cb;
