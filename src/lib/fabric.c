@@ -1,4 +1,4 @@
-#include "fabric.h"
+#include "fab_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,12 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 /* rdma_cm's own resolution timeouts; our deadline bounds them further. */
 #define RESOLVE_TIMEOUT_MS 5000
 
-static int set_nonblock(int fd)
+int fab_set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 
@@ -26,8 +25,8 @@ const char *fab_event_str(enum rdma_cm_event_type t)
 	return rdma_event_str(t);
 }
 
-static int resolve(const char *host, const char *port, bool passive,
-		   struct sockaddr_storage *ss, struct rd_err *err)
+int fab_resolve(const char *host, const char *port, bool passive,
+		struct sockaddr_storage *ss, struct rd_err *err)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC,
 				  .ai_socktype = SOCK_STREAM,
@@ -44,7 +43,7 @@ static int resolve(const char *host, const char *port, bool passive,
 	return 0;
 }
 
-static int new_channel(struct rdma_event_channel **out, struct rd_err *err)
+int fab_new_channel(struct rdma_event_channel **out, struct rd_err *err)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	int rc;
@@ -58,7 +57,7 @@ static int new_channel(struct rdma_event_channel **out, struct rd_err *err)
 		return rd_err_set(err, rc, "rdma_create_event_channel failed: %s",
 				  strerror(-rc));
 	}
-	rc = set_nonblock(ch->fd);
+	rc = fab_set_nonblock(ch->fd);
 	if (rc) {
 		rdma_destroy_event_channel(ch);
 		return rd_err_set(err, rc, "fcntl(O_NONBLOCK) on CM channel failed: %s",
@@ -68,10 +67,8 @@ static int new_channel(struct rdma_event_channel **out, struct rd_err *err)
 	return 0;
 }
 
-/* Gets the next CM event, waiting until @deadline.  0 as deadline means "do
- * not wait". */
-static int get_event(struct rdma_event_channel *ch, int64_t deadline,
-		     struct rdma_cm_event **ev)
+int fab_get_event(struct rdma_event_channel *ch, int64_t deadline,
+		  struct rdma_cm_event **ev)
 {
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 	int rc;
@@ -91,106 +88,7 @@ static int get_event(struct rdma_event_channel *ch, int64_t deadline,
 	}
 }
 
-static int listen_on(struct fab_listener **out, const struct sockaddr *sa,
-		     const char *host, const char *port, struct rd_err *err)
-{
-	struct fab_listener *l;
-	int rc;
-
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return rd_err_set(err, -ENOMEM, "out of memory");
-	rc = new_channel(&l->ech, err);
-	if (rc)
-		goto out_free;
-	if (rdma_create_id(l->ech, &l->id, l, RDMA_PS_TCP)) {
-		rc = rd_err_set(err, -errno, "rdma_create_id failed: %s", strerror(errno));
-		goto out_destroy_channel;
-	}
-	if (rdma_bind_addr(l->id, (struct sockaddr *)sa)) {
-		rc = -errno;
-		rd_err_set(err, rc, "cannot listen on %s:%s: rdma_bind_addr failed: %s%s",
-			   host, port, strerror(-rc),
-			   rc == -EADDRNOTAVAIL || rc == -ENODEV ?
-			   " (no RDMA device has this address)" : "");
-		goto out_destroy_id;
-	}
-	if (rdma_listen(l->id, 16)) {
-		rc = rd_err_set(err, -errno, "cannot listen on %s:%s: rdma_listen failed: %s",
-				host, port, strerror(errno));
-		goto out_destroy_id;
-	}
-	*out = l;
-	return 0;
-
-out_destroy_id:
-	rdma_destroy_id(l->id);
-out_destroy_channel:
-	rdma_destroy_event_channel(l->ech);
-out_free:
-	free(l);
-	return rc;
-}
-
-int fab_listen(struct fab_listener **out, const char *host, const char *port,
-	       struct rd_err *err)
-{
-	struct sockaddr_storage ss;
-	int rc;
-
-	rc = resolve(host, port, true, &ss, err);
-	if (rc)
-		return rc;
-	return listen_on(out, (struct sockaddr *)&ss, host && *host ? host : "*", port, err);
-}
-
-int fab_listen_beside(struct fab_listener **out, const struct fab_conn *c,
-		      struct rd_err *err)
-{
-	struct sockaddr_storage ss;
-	const struct sockaddr *local = rdma_get_local_addr(c->id);
-
-	memset(&ss, 0, sizeof(ss));
-	if (local->sa_family == AF_INET6) {
-		memcpy(&ss, local, sizeof(struct sockaddr_in6));
-		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
-	} else {
-		memcpy(&ss, local, sizeof(struct sockaddr_in));
-		((struct sockaddr_in *)&ss)->sin_port = 0;
-	}
-	return listen_on(out, (struct sockaddr *)&ss, "the control connection's address",
-			 "0", err);
-}
-
-int fab_listener_fd(const struct fab_listener *l)
-{
-	return l->ech->fd;
-}
-
-uint16_t fab_listener_port(const struct fab_listener *l)
-{
-	return l->id ? ntohs(rdma_get_src_port(l->id)) : 0;
-}
-
-void fab_listener_stop(struct fab_listener *l)
-{
-	if (l && l->id) {
-		rdma_destroy_id(l->id);
-		l->id = NULL;
-	}
-}
-
-void fab_listener_destroy(struct fab_listener *l)
-{
-	if (!l)
-		return;
-	fab_listener_stop(l);
-	if (l->ech)
-		rdma_destroy_event_channel(l->ech);
-	free(l);
-}
-
-static void save_priv(struct fab_conn *c, const void *data, size_t len)
+void fab_save_priv(struct fab_conn *c, const void *data, size_t len)
 {
 	c->peer_priv_len = 0;
 	if (!data || !len)
@@ -199,161 +97,6 @@ static void save_priv(struct fab_conn *c, const void *data, size_t len)
 		len = sizeof(c->peer_priv);
 	memcpy(c->peer_priv, data, len);
 	c->peer_priv_len = len;
-}
-
-int fab_get_request(struct fab_listener *l, int64_t deadline,
-		    struct fab_conn **out, struct rd_err *err)
-{
-	struct rdma_cm_event *ev;
-	struct rdma_cm_id *id;
-	struct fab_conn *c;
-	int rc;
-
-	for (;;) {
-		rc = get_event(l->ech, deadline, &ev);
-		if (rc == -ETIMEDOUT)
-			return rd_err_set(err, rc, "timed out waiting for a connection");
-		if (rc == -EAGAIN)
-			return rc;
-		if (rc)
-			return rd_err_set(err, rc, "rdma_get_cm_event failed: %s",
-					  strerror(-rc));
-		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
-			break;
-		/* Only requests and device events reach a listening id. */
-		rc = ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ? -ENODEV : 0;
-		rdma_ack_cm_event(ev);
-		if (rc)
-			return rd_err_set(err, rc, "RDMA device removed under the listener");
-	}
-
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		rdma_reject(ev->id, NULL, 0);
-		rdma_ack_cm_event(ev);
-		return rd_err_set(err, -ENOMEM, "out of memory");
-	}
-	save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
-	c->peer_qpn = ev->param.conn.qp_num;
-	id = ev->id;
-	rdma_ack_cm_event(ev);
-
-	rc = new_channel(&c->ech, err);
-	if (rc)
-		goto out_reject;
-	/* Each connection gets its own channel so several can be driven from
-	 * one event loop and one dying peer cannot stall another's events. */
-	if (rdma_migrate_id(id, c->ech)) {
-		rc = rd_err_set(err, -errno, "rdma_migrate_id failed: %s", strerror(errno));
-		goto out_destroy_channel;
-	}
-	id->context = c;
-	c->id = id;
-	c->state = FAB_IDLE;
-	*out = c;
-	return 0;
-
-out_destroy_channel:
-	rdma_destroy_event_channel(c->ech);
-out_reject:
-	rdma_reject(id, NULL, 0);
-	rdma_destroy_id(id);
-	free(c);
-	return rc;
-}
-
-/* A request whose conn stays on the listener's channel.  Acks @ev. */
-static int take_request(struct rdma_cm_event *ev, struct fab_conn **out, struct rd_err *err)
-{
-	struct fab_conn *c = calloc(1, sizeof(*c));
-	struct rdma_cm_id *id = ev->id;
-
-	if (c) {
-		save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
-		c->peer_qpn = ev->param.conn.qp_num;
-	}
-	/* Acked before anything else touches the id: destroying an id with an
-	 * unacked event waits forever. */
-	rdma_ack_cm_event(ev);
-	if (!c) {
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return rd_err_set(err, -ENOMEM, "out of memory");
-	}
-	c->id = id;
-	id->context = c;
-	c->state = FAB_IDLE;
-	*out = c;
-	return 0;
-}
-
-int fab_listener_event(struct fab_listener *l, enum fab_lev *kind,
-		       struct fab_conn **out, struct rd_err *err)
-{
-	struct rdma_cm_event *ev;
-	struct fab_conn *c;
-	int rc;
-
-	*kind = FAB_LEV_NONE;
-	rc = get_event(l->ech, 0, &ev);
-	if (rc == -EAGAIN)
-		return 0;
-	if (rc)
-		return rd_err_set(err, rc, "rdma_get_cm_event failed: %s", strerror(-rc));
-	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-		rc = take_request(ev, out, err);
-		if (!rc)
-			*kind = FAB_LEV_REQUEST;
-		return rc;
-	}
-	if (l->id && ev->id == l->id) {
-		rc = ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ? -ENODEV : 0;
-		rdma_ack_cm_event(ev);
-		return rc ? rd_err_set(err, rc, "RDMA device removed under the listener") : 0;
-	}
-	c = ev->id->context;
-	*out = c;
-	switch (ev->event) {
-	case RDMA_CM_EVENT_ESTABLISHED:
-		c->state = FAB_CONNECTED;
-		*kind = FAB_LEV_ESTABLISHED;
-		break;
-	case RDMA_CM_EVENT_DISCONNECTED:
-		c->state = FAB_DISCONNECTED;
-		rd_err_set(&c->err, -ECONNRESET, "peer disconnected");
-		*kind = FAB_LEV_CLOSED;
-		break;
-	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-	case RDMA_CM_EVENT_CONNECT_ERROR:
-	case RDMA_CM_EVENT_UNREACHABLE:
-	case RDMA_CM_EVENT_REJECTED:
-		c->state = FAB_FAILED;
-		rd_err_set(&c->err, ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ? -ENODEV :
-			   -ECONNABORTED, "connection failed: %s", rdma_event_str(ev->event));
-		*kind = FAB_LEV_CLOSED;
-		break;
-	default:
-		break;
-	}
-	rdma_ack_cm_event(ev);
-	return 0;
-}
-
-bool fab_same_peer(const struct fab_conn *a, const struct fab_conn *b)
-{
-	const struct sockaddr *x = rdma_get_peer_addr(a->id);
-	const struct sockaddr *y = rdma_get_peer_addr(b->id);
-
-	if (x->sa_family != y->sa_family)
-		return false;
-	if (x->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)x)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)y)->sin_addr.s_addr;
-	if (x->sa_family == AF_INET6)
-		return !memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
-			       &((const struct sockaddr_in6 *)y)->sin6_addr,
-			       sizeof(struct in6_addr));
-	return false;
 }
 
 static int create_cq(struct fab_conn *c, const struct fab_caps *caps)
@@ -365,7 +108,7 @@ static int create_cq(struct fab_conn *c, const struct fab_caps *caps)
 	if (!c->cch)
 		return rd_err_set(&c->err, -errno, "ibv_create_comp_channel failed: %s",
 				  strerror(errno));
-	rc = set_nonblock(c->cch->fd);
+	rc = fab_set_nonblock(c->cch->fd);
 	if (rc)
 		return rd_err_set(&c->err, rc, "fcntl(O_NONBLOCK) failed: %s", strerror(-rc));
 	c->cq = ibv_create_cq(c->id->verbs, (int)depth, c, c->cch, 0);
@@ -500,7 +243,7 @@ static int attempt_failed(struct fab_conn *c, const struct rdma_cm_event *ev,
 		/* IB CM reason 28 is a consumer reject carrying our private
 		 * data; anything else comes from the CM itself. */
 		if (status == IB_CM_REJ_CONSUMER_DEFINED)
-			save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+			fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
 		return rd_err_set(&c->err, -ECONNREFUSED, "connection refused %s: %s", what,
 				  reject_reason(status));
 	case RDMA_CM_EVENT_ADDR_ERROR:
@@ -533,7 +276,7 @@ static int wait_event(struct fab_conn *c, enum rdma_cm_event_type want,
 	struct rdma_cm_event *ev;
 	int rc;
 
-	rc = get_event(c->ech, deadline, &ev);
+	rc = fab_get_event(c->ech, deadline, &ev);
 	if (rc == -ETIMEDOUT)
 		return rd_err_set(&c->err, rc, "timed out %s", what);
 	if (rc)
@@ -597,7 +340,7 @@ static int attempt_event(struct fab_conn *c, struct rdma_cm_event *ev)
 		rc = on_route_resolved(c, a);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+		fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
 		c->peer_qpn = ev->param.conn.qp_num;
 		c->state = FAB_CONNECTED;
 		rc = 1;
@@ -627,7 +370,7 @@ static int numeric_first(const char *host, const char *port, struct sockaddr_sto
 		freeaddrinfo(res);
 		return 0;
 	}
-	return resolve(host, port, false, ss, err);
+	return fab_resolve(host, port, false, ss, err);
 }
 
 int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
@@ -663,7 +406,7 @@ int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
 	a->deadline = deadline;
 	snprintf(a->what, sizeof(a->what), "connecting to %s:%s", host, port);
 	c->state = FAB_IDLE;
-	rc = new_channel(&c->ech, &c->err);
+	rc = fab_new_channel(&c->ech, &c->err);
 	if (!rc && rdma_create_id(c->ech, &c->id, c, RDMA_PS_TCP))
 		rc = rd_err_set(&c->err, -errno, "rdma_create_id failed: %s", strerror(errno));
 	if (!rc && rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&ss, resolve_tmo(a)))
@@ -682,7 +425,7 @@ int fab_connect_step(struct fab_conn *c)
 	if (!c->attempt)
 		return c->state == FAB_CONNECTED ? 1 : rd_err_set(&c->err, -EINVAL,
 								  "no connection attempt");
-	while ((rc = get_event(c->ech, 0, &ev)) == 0) {
+	while ((rc = fab_get_event(c->ech, 0, &ev)) == 0) {
 		rc = attempt_event(c, ev);
 		if (rc)
 			return rc;
@@ -743,7 +486,7 @@ int fab_cm_process(struct fab_conn *c)
 	enum rdma_cm_event_type t;
 	int rc;
 
-	rc = get_event(c->ech, 0, &ev);
+	rc = fab_get_event(c->ech, 0, &ev);
 	if (rc == -EAGAIN)
 		return 0;
 	if (rc)
@@ -794,173 +537,6 @@ const struct sockaddr *fab_local_addr(const struct fab_conn *c)
 const struct sockaddr *fab_peer_addr(const struct fab_conn *c)
 {
 	return rdma_get_peer_addr(c->id);
-}
-
-int fab_cq_fd(const struct fab_conn *c)
-{
-	return c->cch->fd;
-}
-
-/* What a failed ibv_reg_mr means here, and what to do about it. */
-static const char *memlock_hint(int err)
-{
-	struct rlimit rl;
-
-	if (err == EFAULT)
-		return " (the pages could not be pinned: the memory is not backed any "
-		       "more, e.g. its file was truncated or its filesystem is full, or "
-		       "the kernel refuses long-term pins of this kind of file: put "
-		       "it on tmpfs or hugetlbfs)";
-	if (err != ENOMEM && err != EPERM && err != EAGAIN)
-		return "";
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		return " (the locked-memory limit is too low: raise it with "
-		       "`ulimit -l unlimited` or LimitMEMLOCK=, or use dynamic "
-		       "registration with a smaller pinned-bytes cap)";
-	if (err == EPERM)
-		return " (the kernel refused to pin these pages: put the memory on "
-		       "tmpfs or hugetlbfs)";
-	return "";
-}
-
-int fab_reg_mr(struct fab_conn *c, void *addr, size_t len, int access,
-	       struct ibv_mr **out)
-{
-	struct ibv_mr *mr = ibv_reg_mr(c->pd, addr, len, access);
-
-	if (!mr) {
-		int e = errno;
-
-		return rd_err_set(&c->err, -e, "ibv_reg_mr(%zu bytes) failed: %s%s",
-				  len, strerror(e), memlock_hint(e));
-	}
-	*out = mr;
-	return 0;
-}
-
-int fab_dereg_mr(struct fab_conn *c, struct ibv_mr *mr)
-{
-	int rc;
-
-	if (!mr)
-		return 0;
-	rc = ibv_dereg_mr(mr);
-	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_dereg_mr failed: %s", strerror(rc));
-	return 0;
-}
-
-int fab_post_send(struct fab_conn *c, struct ibv_send_wr *wr)
-{
-	struct ibv_send_wr *bad = NULL;
-	int rc = ibv_post_send(c->id->qp, wr, &bad);
-
-	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_post_send failed: %s", strerror(rc));
-	return 0;
-}
-
-int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr)
-{
-	struct ibv_recv_wr *bad = NULL;
-	int rc = ibv_post_recv(c->id->qp, wr, &bad);
-
-	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_post_recv failed: %s", strerror(rc));
-	return 0;
-}
-
-int fab_poll(struct fab_conn *c, struct ibv_wc *wc, int n)
-{
-	int rc = ibv_poll_cq(c->cq, n, wc);
-
-	if (rc < 0)
-		return rd_err_set(&c->err, -EIO, "ibv_poll_cq failed");
-	return rc;
-}
-
-int fab_cq_rearm(struct fab_conn *c)
-{
-	struct ibv_cq *cq;
-	void *ctx;
-	int rc;
-
-	while (ibv_get_cq_event(c->cch, &cq, &ctx) == 0) {
-		/* Acking in batches: each ack takes a mutex in libibverbs. */
-		if (++c->unacked_cq_events >= 64) {
-			ibv_ack_cq_events(c->cq, c->unacked_cq_events);
-			c->unacked_cq_events = 0;
-		}
-	}
-	rc = ibv_req_notify_cq(c->cq, 0);
-	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_req_notify_cq failed: %s", strerror(rc));
-	return 0;
-}
-
-int fab_poll_wait(struct fab_conn *c, struct ibv_wc *wc, int n, int64_t deadline,
-		  int wake_fd)
-{
-	struct pollfd pfd[3];
-	int rc;
-
-	for (;;) {
-		rc = fab_poll(c, wc, n);
-		if (rc)
-			return rc;
-		/* Completions that arrived before a disconnect are still
-		 * delivered first: the peer's last message may be among them. */
-		if (c->state == FAB_DISCONNECTED || c->state == FAB_FAILED)
-			return c->state == FAB_DISCONNECTED ?
-			       rd_err_set(&c->err, -ECONNRESET, "peer disconnected") :
-			       rd_err_set(&c->err, -ECONNABORTED, "connection failed");
-		rc = fab_cq_rearm(c);
-		if (rc)
-			return rc;
-		/* A completion may have arrived between the poll and the arm. */
-		rc = fab_poll(c, wc, n);
-		if (rc)
-			return rc;
-		if (rd_expired(deadline))
-			return rd_err_set(&c->err, -ETIMEDOUT,
-					  "timed out waiting for a completion");
-		pfd[0] = (struct pollfd){ .fd = c->cch->fd, .events = POLLIN };
-		pfd[1] = (struct pollfd){ .fd = c->ech->fd, .events = POLLIN };
-		pfd[2] = (struct pollfd){ .fd = wake_fd, .events = POLLIN };
-		rc = poll(pfd, wake_fd >= 0 ? 3 : 2, rd_remaining_ms(deadline));
-		if (rc < 0 && errno != EINTR)
-			return rd_err_set(&c->err, -errno, "poll failed: %s", strerror(errno));
-		if (rc > 0 && wake_fd >= 0 && (pfd[2].revents & POLLIN))
-			return rd_err_set(&c->err, -ECANCELED, "cancelled");
-		if (rc > 0 && (pfd[1].revents & POLLIN))
-			fab_cm_process(c); /* a disconnect is reported after the CQ drains */
-	}
-}
-
-/* What a failed completion most likely means for a migration. */
-static const char *wc_hint(enum ibv_wc_status st)
-{
-	switch (st) {
-	case IBV_WC_REM_ACCESS_ERR:
-		return ": the peer's memory registration is gone (did the peer fail or exit?)";
-	case IBV_WC_RETRY_EXC_ERR:
-		return ": the peer stopped answering (host down or link cut?)";
-	case IBV_WC_RNR_RETRY_EXC_ERR:
-		return ": the peer had no receive buffer posted";
-	case IBV_WC_WR_FLUSH_ERR:
-		return ": the connection was already broken";
-	default:
-		return "";
-	}
-}
-
-int fab_wc_error(struct fab_conn *c, const struct ibv_wc *wc, const char *what)
-{
-	int rc = wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO;
-
-	return rd_err_set(&c->err, rc, "%s failed: %s (status %d, vendor error 0x%x)%s",
-			  what, ibv_wc_status_str(wc->status), wc->status, wc->vendor_err,
-			  wc_hint(wc->status));
 }
 
 void fab_disconnect(struct fab_conn *c)

@@ -7,7 +7,11 @@
  *
  * Work requests carry a pointer to a struct fab_tag embedded in the object
  * that owns the request; completions are dispatched with rd_container_of on
- * the tag, never by decoding bits of wr_id. */
+ * the tag, never by decoding bits of wr_id.
+ *
+ * Implemented in fabric.c (connections), fab_listen.c (listeners) and
+ * fab_io.c (registration, posting, completions); fab_int.h is what they
+ * share. */
 #ifndef RDMIG_FABRIC_H
 #define RDMIG_FABRIC_H
 
