@@ -22,6 +22,8 @@ pb_cflags=$(pkg-config --cflags libprotobuf-c)
 pb_libs=$(pkg-config --libs libprotobuf-c)
 common="-std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc/lib -I$out/gen $pb_cflags"
 warn="-Wall -Wextra -Werror -Wno-unused-parameter"
+# The decoder: framing and the type table, the pre-scan, the per-message checks.
+codec_src="src/lib/codec.c src/lib/pbscan.c src/lib/msgcheck.c"
 san="-O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
 
 # The generated code is compiled without -Werror: it is not ours to warn about.
@@ -33,12 +35,12 @@ $CC $common $warn $san -o "$out/fuzz_privdata" \
 	test/fuzz/fuzz_privdata.c src/lib/privdata.c src/lib/util.c
 echo "  LD      $out/fuzz_codec"
 $CC $common $warn $san -o "$out/fuzz_codec" \
-	test/fuzz/fuzz_codec.c src/lib/codec.c src/lib/util.c "$out/rdmig.pb-c.o" $pb_libs
+	test/fuzz/fuzz_codec.c $codec_src src/lib/util.c "$out/rdmig.pb-c.o" $pb_libs
 
 # The destination handler over stand-ins for the transport (see the file).
 echo "  LD      $out/fuzz_dest"
 $CC $common $warn $san -o "$out/fuzz_dest" test/fuzz/fuzz_dest.c \
-	src/lib/codec.c src/lib/privdata.c src/lib/util.c src/lib/blocks.c \
+	$codec_src src/lib/privdata.c src/lib/util.c src/lib/blocks.c \
 	src/lib/creg.c src/lib/zero.c src/lib/bitmap.c src/lib/config.c src/lib/auth.c \
 	src/lib/session.c \
 	"$out/rdmig.pb-c.o" $pb_libs $(pkg-config --libs libsodium libxxhash) -lpthread
@@ -60,7 +62,7 @@ $CC $common $cli_cflags $warn $san -o "$out/fuzz_names" test/fuzz/fuzz_names.c \
 
 if [ "${1:-}" = --seeds ]; then
 	$CC $common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \
-		src/lib/codec.c src/lib/privdata.c src/lib/util.c "$out/gen/rdmig.pb-c.c" $pb_libs
+		$codec_src src/lib/privdata.c src/lib/util.c "$out/gen/rdmig.pb-c.c" $pb_libs
 	mkdir -p test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest
 	"$out/gen_seeds" test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest
 	echo "  SEEDS   test/fuzz/corpus"

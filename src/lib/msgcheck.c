@@ -1,0 +1,332 @@
+#include "msgcheck.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "privdata.h"
+
+/* Quotes peer text for an error message: at most 24 characters, non-printable
+ * bytes as \xNN. */
+static const char *quote(const char *s, char *buf, size_t len)
+{
+	size_t used = 0, n = 0;
+
+	for (; *s && n < 24 && used + 5 < len; s++, n++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c >= 0x20 && c <= 0x7e && c != '"' && c != '\\')
+			buf[used++] = (char)c;
+		else
+			used += (size_t)snprintf(buf + used, len - used, "\\x%02x", c);
+	}
+	if (*s && used + 4 <= len) {
+		memcpy(buf + used, "...", 3);
+		used += 3;
+	}
+	buf[used] = '\0';
+	return buf;
+}
+
+static int check_name(size_t i, const char *name, struct rd_err *err)
+{
+	size_t len = strlen(name), j;
+	char q[128];
+
+	if (!len)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: block %zu has an empty "
+				  "name", i);
+	if (len > CTRL_NAME_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: block %zu name \"%s\" "
+				  "is %zu bytes, the limit is %d", i,
+				  quote(name, q, sizeof(q)), len, CTRL_NAME_MAX);
+	for (j = 0; j < len; j++) {
+		unsigned char c = (unsigned char)name[j];
+
+		if (c < 0x20 || c > 0x7e)
+			return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: block %zu name "
+					  "\"%s\" contains byte 0x%02x, not printable "
+					  "ASCII", i, quote(name, q, sizeof(q)), c);
+	}
+	return 0;
+}
+
+static int check_block_desc(size_t i, const Rdmig__BlockDesc *b,
+			    struct rd_err *err)
+{
+	int rc = check_name(i, b->name, err);
+
+	if (rc)
+		return rc;
+	if (b->length < 1 || b->length > CTRL_BLOCK_LEN_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: block %zu \"%s\": "
+				  "length %" PRIu64 " outside 1..2^50", i, b->name,
+				  b->length);
+	if (!rd_is_pow2(b->page_size) || b->page_size < CTRL_PAGE_MIN ||
+	    b->page_size > CTRL_PAGE_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: block %zu \"%s\": "
+				  "page_size %" PRIu32 " is not a power of two in "
+				  "%u..%u", i, b->name, b->page_size, CTRL_PAGE_MIN,
+				  CTRL_PAGE_MAX);
+	return 0;
+}
+
+static int cmp_block_name(const void *a, const void *b, void *arg)
+{
+	Rdmig__BlockDesc *const *blocks = arg;
+	uint16_t ia = *(const uint16_t *)a, ib = *(const uint16_t *)b;
+	int c = strcmp(blocks[ia]->name, blocks[ib]->name);
+
+	return c ? c : (ia > ib) - (ia < ib);
+}
+
+/* Sorting indices keeps this O(n log n) for the 1024-block worst case. */
+static int check_unique_names(const Rdmig__BlockMapReq *m, struct rd_err *err)
+{
+	uint16_t idx[CTRL_BLOCKS_MAX];
+	size_t i;
+
+	for (i = 0; i < m->n_blocks; i++)
+		idx[i] = (uint16_t)i;
+	qsort_r(idx, m->n_blocks, sizeof(idx[0]), cmp_block_name, m->blocks);
+	for (i = 1; i < m->n_blocks; i++)
+		if (!strcmp(m->blocks[idx[i - 1]]->name, m->blocks[idx[i]]->name))
+			return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: blocks %u and "
+					  "%u are both named \"%s\"", idx[i - 1],
+					  idx[i], m->blocks[idx[i]]->name);
+	return 0;
+}
+
+int msgcheck_block_map_req(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err)
+{
+	const Rdmig__BlockMapReq *m = (const Rdmig__BlockMapReq *)msg;
+	size_t i;
+	int rc;
+
+	(void)msg_max;
+	if (!m->n_blocks)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: no blocks");
+	if (m->n_blocks > CTRL_BLOCKS_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: %zu blocks exceeds the "
+				  "limit of %d", m->n_blocks, CTRL_BLOCKS_MAX);
+	if (m->chunk_shift < CTRL_CHUNK_SHIFT_MIN || m->chunk_shift > CTRL_CHUNK_SHIFT_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: chunk_shift %" PRIu32
+				  " outside %d..%d", m->chunk_shift,
+				  CTRL_CHUNK_SHIFT_MIN, CTRL_CHUNK_SHIFT_MAX);
+	if (m->piece_shift && (m->piece_shift < m->chunk_shift ||
+			       m->piece_shift > CTRL_CHUNK_SHIFT_MAX))
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: piece_shift %" PRIu32
+				  " outside %" PRIu32 "..%d", m->piece_shift, m->chunk_shift,
+				  CTRL_CHUNK_SHIFT_MAX);
+	for (i = 0; i < m->n_blocks; i++) {
+		rc = check_block_desc(i, m->blocks[i], err);
+		if (rc)
+			return rc;
+	}
+	return check_unique_names(m, err);
+}
+
+int msgcheck_block_map_resp(const ProtobufCMessage *msg, uint32_t msg_max,
+			    struct rd_err *err)
+{
+	const Rdmig__BlockMapResp *m = (const Rdmig__BlockMapResp *)msg;
+	size_t i;
+
+	(void)msg_max;
+	if (!m->n_blocks)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: no blocks");
+	if (m->n_blocks > CTRL_BLOCKS_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %zu blocks exceeds "
+				  "the limit of %d", m->n_blocks, CTRL_BLOCKS_MAX);
+	for (i = 0; i < m->n_blocks; i++)
+		if (!m->blocks[i]->base_addr)
+			return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: block %zu has "
+					  "base address 0", i);
+	if (m->channels > PD_CHANNELS_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %u channels exceeds the "
+				  "limit of %d", m->channels, PD_CHANNELS_MAX);
+	if (m->channels > 1 && (!m->channel_port || m->channel_port > 65535 ||
+				!m->channel_token))
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %u channels without a "
+				  "valid port and token", m->channels);
+	return 0;
+}
+
+/* A parallel-array pair: (what)s counted by @n_a and @n_b must agree and stay
+ * within @max. */
+static int check_pair(const char *type, const char *what, size_t n_a, size_t n_b,
+		      size_t max, struct rd_err *err)
+{
+	if (n_a != n_b)
+		return rd_err_set(err, -EPROTO, "%s: %zu %s blocks but %zu %s indexes",
+				  type, n_a, what, n_b, what);
+	if (n_a > max)
+		return rd_err_set(err, -EPROTO, "%s: %zu %ss exceeds the limit of %zu",
+				  type, n_a, what, max);
+	return 0;
+}
+
+int msgcheck_register_req(const ProtobufCMessage *msg, uint32_t msg_max,
+			  struct rd_err *err)
+{
+	const Rdmig__RegisterReq *m = (const Rdmig__RegisterReq *)msg;
+	int rc;
+
+	(void)msg_max;
+	rc = check_pair("REGISTER_REQ", "chunk", m->n_chunk_block, m->n_chunk_index,
+			CTRL_REGISTER_MAX, err);
+	if (!rc)
+		rc = check_pair("REGISTER_REQ", "release", m->n_release_block,
+				m->n_release_index, CTRL_REGISTER_MAX, err);
+	if (rc)
+		return rc;
+	if (!m->n_chunk_block && !m->n_release_block)
+		return rd_err_set(err, -EPROTO, "REGISTER_REQ: no chunks and no "
+				  "releases");
+	return 0;
+}
+
+int msgcheck_register_resp(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err)
+{
+	const Rdmig__RegisterResp *m = (const Rdmig__RegisterResp *)msg;
+
+	(void)msg_max;
+	if (m->n_rkeys > CTRL_REGISTER_MAX)
+		return rd_err_set(err, -EPROTO, "REGISTER_RESP: %zu rkeys exceeds the "
+				  "limit of %d", m->n_rkeys, CTRL_REGISTER_MAX);
+	return 0;
+}
+
+int msgcheck_pin_keys(const ProtobufCMessage *msg, uint32_t msg_max,
+		      struct rd_err *err)
+{
+	const Rdmig__PinKeys *m = (const Rdmig__PinKeys *)msg;
+	int rc;
+
+	(void)msg_max;
+	rc = check_pair("PIN_KEYS", "block/piece", m->n_block, m->n_piece, CTRL_PIN_KEYS_MAX,
+			err);
+	if (!rc && m->n_rkey != m->n_block)
+		rc = rd_err_set(err, -EPROTO, "PIN_KEYS: %zu rkeys for %zu pieces", m->n_rkey,
+				m->n_block);
+	if (!rc && !m->n_block)
+		rc = rd_err_set(err, -EPROTO, "PIN_KEYS: no keys");
+	return rc;
+}
+
+int msgcheck_zero_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
+			 struct rd_err *err)
+{
+	const Rdmig__ZeroRanges *m = (const Rdmig__ZeroRanges *)msg;
+	uint64_t end;
+	size_t i;
+
+	(void)msg_max;
+	if (m->n_block != m->n_offset || m->n_block != m->n_length)
+		return rd_err_set(err, -EPROTO, "ZERO_RANGES: %zu blocks, %zu offsets "
+				  "and %zu lengths", m->n_block, m->n_offset,
+				  m->n_length);
+	if (!m->n_block)
+		return rd_err_set(err, -EPROTO, "ZERO_RANGES: no ranges");
+	if (m->n_block > CTRL_ZERO_RANGES_MAX)
+		return rd_err_set(err, -EPROTO, "ZERO_RANGES: %zu ranges exceeds the "
+				  "limit of %d", m->n_block, CTRL_ZERO_RANGES_MAX);
+	for (i = 0; i < m->n_block; i++) {
+		if (!m->length[i])
+			return rd_err_set(err, -EPROTO, "ZERO_RANGES: range %zu has "
+					  "length 0", i);
+		if (rd_add_overflow_u64(m->offset[i], m->length[i], &end))
+			return rd_err_set(err, -EPROTO, "ZERO_RANGES: range %zu offset %"
+					  PRIu64 " + length %" PRIu64 " overflows", i,
+					  m->offset[i], m->length[i]);
+	}
+	return 0;
+}
+
+int msgcheck_state(const ProtobufCMessage *msg, uint32_t msg_max,
+		   struct rd_err *err)
+{
+	const Rdmig__State *m = (const Rdmig__State *)msg;
+
+	if (m->data.len > msg_max)
+		return rd_err_set(err, -EPROTO, "STATE: %zu data bytes exceeds the "
+				  "limit of %" PRIu32, m->data.len, msg_max);
+	return 0;
+}
+
+static int check_digests(const char *type, size_t n,
+			 const ProtobufCBinaryData *d, struct rd_err *err)
+{
+	size_t i;
+
+	if (n > CTRL_DIGESTS_MAX)
+		return rd_err_set(err, -EPROTO, "%s: %zu digests exceeds the limit of "
+				  "%d", type, n, CTRL_DIGESTS_MAX);
+	for (i = 0; i < n; i++)
+		if (d[i].len < CTRL_DIGEST_MIN || d[i].len > CTRL_DIGEST_MAX)
+			return rd_err_set(err, -EPROTO, "%s: digest %zu is %zu bytes, "
+					  "not %d..%d", type, i, d[i].len,
+					  CTRL_DIGEST_MIN, CTRL_DIGEST_MAX);
+	return 0;
+}
+
+int msgcheck_complete(const ProtobufCMessage *msg, uint32_t msg_max,
+		      struct rd_err *err)
+{
+	const Rdmig__Complete *m = (const Rdmig__Complete *)msg;
+
+	(void)msg_max;
+	return check_digests("COMPLETE", m->n_digests, m->digests, err);
+}
+
+int msgcheck_complete_ack(const ProtobufCMessage *msg, uint32_t msg_max,
+			  struct rd_err *err)
+{
+	const Rdmig__CompleteAck *m = (const Rdmig__CompleteAck *)msg;
+
+	(void)msg_max;
+	return check_digests("COMPLETE_ACK", m->n_digests, m->digests, err);
+}
+
+int msgcheck_error(const ProtobufCMessage *msg, uint32_t msg_max,
+		   struct rd_err *err)
+{
+	const Rdmig__Error *m = (const Rdmig__Error *)msg;
+	size_t len = strlen(m->message);
+
+	(void)msg_max;
+	if (len > CTRL_ERROR_MSG_MAX)
+		return rd_err_set(err, -EPROTO, "ERROR: message of %zu bytes exceeds "
+				  "the limit of %d", len, CTRL_ERROR_MSG_MAX);
+	return 0;
+}
+
+static int check_auth(const char *type, const char *field, size_t len,
+		      struct rd_err *err)
+{
+	if (len < CTRL_AUTH_MIN || len > CTRL_AUTH_MAX)
+		return rd_err_set(err, -EPROTO, "%s: %s of %zu bytes, not %d..%d",
+				  type, field, len, CTRL_AUTH_MIN, CTRL_AUTH_MAX);
+	return 0;
+}
+
+int msgcheck_auth_challenge(const ProtobufCMessage *msg, uint32_t msg_max,
+			    struct rd_err *err)
+{
+	(void)msg_max;
+	return check_auth("AUTH_CHALLENGE", "nonce",
+			  ((const Rdmig__AuthChallenge *)msg)->nonce.len, err);
+}
+
+int msgcheck_auth_response(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err)
+{
+	(void)msg_max;
+	return check_auth("AUTH_RESPONSE", "mac",
+			  ((const Rdmig__AuthResponse *)msg)->mac.len, err);
+}
