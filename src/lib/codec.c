@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "arena.h"
 #include "msgcheck.h"
 #include "pbscan.h"
 
@@ -183,7 +184,7 @@ static void sanitize(char *s)
 			*s = '?';
 }
 
-int ctrl_decode(const void *buf, size_t byte_len, uint32_t msg_max,
+int ctrl_decode(const void *buf, size_t byte_len, uint32_t msg_max, struct arena *a,
 		struct ctrl_hdr *h, ProtobufCMessage **out, struct rd_err *err)
 {
 	const struct ctrl_desc *d;
@@ -205,13 +206,18 @@ int ctrl_decode(const void *buf, size_t byte_len, uint32_t msg_max,
 	rc = pbscan_msg(d->desc, payload, hh.len, d->limits, d->name, err);
 	if (rc)
 		return rc;
-	m = protobuf_c_message_unpack(d->desc, NULL, hh.len, payload);
-	if (!m)
+	if (a)
+		arena_hold(a);
+	m = protobuf_c_message_unpack(d->desc, a ? &a->pc : NULL, hh.len, payload);
+	if (!m) {
+		if (a)
+			arena_release(a);
 		return rd_err_set(err, -EBADMSG, "%s: malformed protobuf payload "
 				  "(%" PRIu32 " bytes)", d->name, hh.len);
+	}
 	rc = ctrl_msg_check(hh.type, m, msg_max, err);
 	if (rc) {
-		ctrl_msg_free(m);
+		ctrl_msg_free(a, m);
 		return rc;
 	}
 	if (hh.type == CT_ERROR)
@@ -233,10 +239,61 @@ int ctrl_msg_check(unsigned type, const ProtobufCMessage *msg, uint32_t msg_max,
 	return d->check ? d->check(msg, msg_max, err) : 0;
 }
 
-void ctrl_msg_free(ProtobufCMessage *m)
+void ctrl_msg_free(struct arena *a, ProtobufCMessage *m)
 {
-	if (m)
-		protobuf_c_message_free_unpacked(m, NULL);
+	if (!m)
+		return;
+	protobuf_c_message_free_unpacked(m, a ? &a->pc : NULL);
+	if (a)
+		arena_release(a);
+}
+
+/* ---- decode arena -----------------------------------------------------------
+ * What protobuf-c 1.x's unpack allocates for a message with an L-byte
+ * payload, and so what an arena must hold for the data path's messages
+ * (REGISTER_REQ/RESP, STATE, ZERO_RANGES, PIN_KEYS) to need no malloc:
+ * - the message struct: under 128 bytes for any of ours;
+ * - one array per repeated field present, sized by its element count.  A
+ *   packed element takes at least one wire byte and unpacks to at most 8
+ *   (a uint64), and bytes and strings are copied as they are (len, +1 for a
+ *   string's NUL, never more than their own wire bytes), so no payload
+ *   unpacks to more than 8 L.  The count limits, which the pre-scan enforces
+ *   before unpacking, also cap the arrays: at most ARENA_ARRAYS_MAX bytes
+ *   (ZERO_RANGES, the largest), plus at most L of copied bytes;
+ * - per field occurrence beyond the first 16 (kept on its stack), 32 bytes
+ *   of scanned-member slabs that double from 32 entries; unpack frees them
+ *   at the end, which in an arena means they stay until it is reused.  Our
+ *   encoder packs repeated fields, and the pre-scan allows at most 64
+ *   unknown or repeated non-repeated fields beyond one per declared field,
+ *   so 16 + 32 + 64 + 128 = 240 occurrences (7 KiB of slabs) cover them;
+ * - a 24-byte record per unknown field (at most ~70: under 2 KiB);
+ * - up to 15 bytes of padding per piece for 16-byte alignment (~150 pieces
+ *   at most: under 3 KiB).
+ * ARENA_SLACK covers the last four with room to spare.  ARENA_CAP binds
+ * only for a ctrl_msg_max over about 750 KiB, and then only a STATE of more
+ * than the cap less the slack takes the malloc fallback; so does anything
+ * sent unpacked, which is legal protobuf but not what we send. */
+#define ARENA_SLACK (16u << 10)
+#define ARENA_CAP (2u << 20)
+#define ARENA_ARRAYS_MAX ((size_t)CTRL_ZERO_RANGES_MAX * \
+			  (sizeof(uint32_t) + 2 * sizeof(uint64_t)))
+
+_Static_assert(2 * (size_t)CTRL_REGISTER_MAX * (sizeof(uint32_t) + sizeof(uint64_t)) <=
+	       ARENA_ARRAYS_MAX, "REGISTER_REQ's arrays outgrew ARENA_ARRAYS_MAX");
+_Static_assert((size_t)CTRL_PIN_KEYS_MAX * (2 * sizeof(uint32_t) + sizeof(uint64_t)) <=
+	       ARENA_ARRAYS_MAX, "PIN_KEYS's arrays outgrew ARENA_ARRAYS_MAX");
+_Static_assert(ARENA_SLACK + ARENA_ARRAYS_MAX <= ARENA_CAP,
+	       "the largest ZERO_RANGES no longer fits under ARENA_CAP");
+
+size_t ctrl_arena_size(uint32_t msg_max)
+{
+	size_t payload = msg_max > CTRL_HDR_LEN ? msg_max - CTRL_HDR_LEN : 0;
+	size_t need = 8 * payload;
+
+	if (need > ARENA_ARRAYS_MAX + payload)
+		need = ARENA_ARRAYS_MAX + payload;
+	need += ARENA_SLACK;
+	return need < ARENA_CAP ? need : ARENA_CAP;
 }
 
 /* ---- sizing -------------------------------------------------------------- */

@@ -15,6 +15,8 @@
 #include "rdmig.pb-c.h"
 #include "util.h"
 
+struct arena;
+
 #define CTRL_HDR_LEN 8
 #define CTRL_MSG_MIN 4096
 #define CTRL_MSG_MAX (16u << 20)
@@ -85,11 +87,14 @@ int ctrl_encode(unsigned type, uint16_t credits, const ProtobufCMessage *msg,
  * scan of the payload that enforces the count limits, and at most 64 unknown
  * or repeated non-repeated fields per message, before protobuf-c allocates
  * anything; protobuf unpack with the type's descriptor; then ctrl_msg_check.
- * *out is NULL for header-only types; free it with ctrl_msg_free.  Returns 0,
- * -EPROTO (header or limits) or -EBADMSG (payload does not parse); on failure
- * nothing is leaked and *out is NULL.  Control characters in an ERROR's
- * message are replaced by '?' so it can be printed safely. */
-int ctrl_decode(const void *buf, size_t byte_len, uint32_t msg_max,
+ * The message is unpacked into @a (see arena.h; one of ctrl_arena_size(msg_max)
+ * bytes makes the data path's messages allocation-free), or with malloc when
+ * @a is NULL.  *out is NULL for header-only types; free it with ctrl_msg_free
+ * and the same @a.  Returns 0, -EPROTO (header or limits) or -EBADMSG
+ * (payload does not parse); on failure nothing is leaked and *out is NULL.
+ * Control characters in an ERROR's message are replaced by '?' so it can be
+ * printed safely. */
+int ctrl_decode(const void *buf, size_t byte_len, uint32_t msg_max, struct arena *a,
 		struct ctrl_hdr *h, ProtobufCMessage **out, struct rd_err *err);
 
 /* The stateless limits for a message of @type (NULL for header-only types);
@@ -97,8 +102,14 @@ int ctrl_decode(const void *buf, size_t byte_len, uint32_t msg_max,
 int ctrl_msg_check(unsigned type, const ProtobufCMessage *msg, uint32_t msg_max,
 		   struct rd_err *err);
 
-/* Accepts NULL. */
-void ctrl_msg_free(ProtobufCMessage *m);
+/* Frees what ctrl_decode(..., @a, ...) returned (@m may be NULL); once no
+ * message decoded into @a is left, @a is reused whole. */
+void ctrl_msg_free(struct arena *a, ProtobufCMessage *m);
+
+/* The decode arena for frames of @msg_max bytes: enough for the largest
+ * REGISTER_REQ, REGISTER_RESP, STATE, ZERO_RANGES or PIN_KEYS that fits,
+ * at most 2 MiB (codec.c says how it is worked out). */
+size_t ctrl_arena_size(uint32_t msg_max);
 
 /* Largest STATE data payload that still fits one frame of @msg_max bytes. */
 size_t ctrl_state_max(uint32_t msg_max);

@@ -43,6 +43,9 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	ch->rx = calloc(depth, sizeof(*ch->rx));
 	if (!ch->rx || posix_memalign((void **)&ch->rbuf, 4096, rsize))
 		return rd_err_set(err, -ENOMEM, "out of memory for control buffers");
+	rc = arena_init(&ch->arena, ctrl_arena_size(msg_max), err);
+	if (rc)
+		return rc;
 	rc = fab_reg_mr(conn, ch->rbuf, rsize, IBV_ACCESS_LOCAL_WRITE, &ch->rmr);
 	if (rc) {
 		memcpy(err->msg, conn->err.msg, sizeof(err->msg));
@@ -106,6 +109,7 @@ void ctrl_fini(struct ctrl *ch)
 	free(ch->sbuf);
 	free(ch->rx);
 	free(ch->tx);
+	arena_fini(&ch->arena);
 	memset(ch, 0, sizeof(*ch));
 }
 
@@ -270,12 +274,12 @@ int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr
 	if (wc->byte_len <= ch->msg_max)
 		VALGRIND_MAKE_MEM_DEFINED(ch->rbuf + (size_t)slot->idx * ch->msg_max, wc->byte_len);
 	rc = ctrl_decode(ch->rbuf + (size_t)slot->idx * ch->msg_max, wc->byte_len,
-			 ch->msg_max, hdr, msg, ch->err);
+			 ch->msg_max, &ch->arena, hdr, msg, ch->err);
 	if (rc)
 		return rc;
 	/* A peer returning more credits than it could ever owe is lying. */
 	if ((uint64_t)ch->credits + hdr->credits > ch->peer_depth) {
-		ctrl_msg_free(*msg);
+		ctrl_msg_done(ch, *msg);
 		*msg = NULL;
 		return rd_err_set(ch->err, -EPROTO,
 				  "peer returned %u credits, more than its %u receive buffers allow",
@@ -286,10 +290,15 @@ int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr
 	ch->last_recv_ms = rd_now_ms();
 	rc = post_rx(ch, slot->idx);
 	if (rc) {
-		ctrl_msg_free(*msg);
+		ctrl_msg_done(ch, *msg);
 		*msg = NULL;
 		return rc;
 	}
 	ch->to_return++;
 	return 1;
+}
+
+void ctrl_msg_done(struct ctrl *ch, ProtobufCMessage *msg)
+{
+	ctrl_msg_free(&ch->arena, msg);
 }

@@ -12,6 +12,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "arena.h"
 #include "codec.h"
 #include "fabric.h"
 
@@ -37,6 +38,9 @@ struct ctrl {
 	uint32_t to_return;   /* our buffers re-posted since our last frame */
 	uint64_t sent, received, bytes_sent;
 	int64_t last_send_ms, last_recv_ms;
+	/* Received messages are unpacked here; allocated with the receive
+	 * buffers so that the data path's messages cost no malloc. */
+	struct arena arena;
 	struct rd_err *err;
 };
 
@@ -68,9 +72,12 @@ int ctrl_keepalive(struct ctrl *ch);
 /* Handles a completion whose tag is one of ours.  For a receive, decodes
  * the frame into *hdr and *msg (NULL for header-only frames), takes the
  * returned credits and re-posts the buffer; returns 1 when a message was
- * delivered, 0 for send completions, negative errno on failure. */
+ * delivered, 0 for send completions, negative errno on failure.  The
+ * message lives in the channel's arena: hand it back with ctrl_msg_done. */
 int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr,
 		  ProtobufCMessage **msg);
+/* Frees a message ctrl_complete delivered (NULL is fine). */
+void ctrl_msg_done(struct ctrl *ch, ProtobufCMessage *msg);
 bool ctrl_owns(const struct ibv_wc *wc);
 /* Number of sends posted and not yet completed. */
 uint32_t ctrl_sends_busy(const struct ctrl *ch);

@@ -420,7 +420,7 @@ static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 	if (rc <= 0)
 		return rc;
 	rc = handle_msg(d, &h, m);
-	ctrl_msg_free(m);
+	ctrl_msg_done(&d->ss.ch, m);
 	return rc;
 }
 

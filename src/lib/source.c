@@ -316,7 +316,7 @@ static int handle_wc(struct rdmig_source *s, const struct ibv_wc *wc)
 	if (rc <= 0)
 		return rc;
 	rc = handle_msg(s, &h, m);
-	ctrl_msg_free(m);
+	ctrl_msg_done(&s->ss.ch, m);
 	return rc;
 }
 

@@ -22,8 +22,9 @@ pb_cflags=$(pkg-config --cflags libprotobuf-c)
 pb_libs=$(pkg-config --libs libprotobuf-c)
 common="-std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc/lib -I$out/gen $pb_cflags"
 warn="-Wall -Wextra -Werror -Wno-unused-parameter"
-# The decoder: framing and the type table, the pre-scan, the per-message checks.
-codec_src="src/lib/codec.c src/lib/pbscan.c src/lib/msgcheck.c"
+# The decoder: framing and the type table, the pre-scan, the per-message checks,
+# the arena it unpacks into.
+codec_src="src/lib/codec.c src/lib/pbscan.c src/lib/msgcheck.c src/lib/arena.c"
 san="-O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
 
 # The generated code is compiled without -Werror: it is not ours to warn about.

@@ -96,6 +96,12 @@ int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr
 	return 0;
 }
 
+void ctrl_msg_done(struct ctrl *ch, ProtobufCMessage *msg)
+{
+	(void)ch;
+	ctrl_msg_free(NULL, msg);
+}
+
 int fab_listen(struct fab_listener **out, const char *host, const char *port,
 	       struct rd_err *err)
 {
@@ -204,6 +210,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char key[] = "fuzzing key of sixteen bytes";
+	/* Frames are decoded into an arena as ctrl does: its pieces are
+	 * poisoned once reused, so a handler keeping a pointer into a message
+	 * past its free is caught. */
+	static struct arena arena;
 	struct rdmig_config cfg;
 	struct rdmig_dest *d;
 	uint8_t sel;
@@ -224,6 +234,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (sel & 16)
 		cfg.map_block = map_cb;
 	nmapped = 0;
+	if (!arena.size && arena_init(&arena, ctrl_arena_size(CTRL_MSG_MAX), NULL))
+		abort();
 	if (rdmig_dest_create(&d, &cfg))
 		abort();
 	if (!(sel & 16)) {
@@ -254,13 +266,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size -= 2;
 		if (len > size)
 			len = size;
-		rc = ctrl_decode(data, len, CTRL_MSG_MAX, &h, &m, &d->ss.err);
+		rc = ctrl_decode(data, len, CTRL_MSG_MAX, &arena, &h, &m, &d->ss.err);
 		data += len;
 		size -= len;
 		if (rc)
 			continue; /* the codec is fuzzed on its own */
 		rc = handle_msg(d, &h, m);
-		ctrl_msg_free(m);
+		ctrl_msg_free(&arena, m);
 		/* pin-all registers its pieces between messages */
 		while (rc >= 0 && (rc = dst_pin_step(d)) > 0)
 			;

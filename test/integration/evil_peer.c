@@ -489,7 +489,7 @@ static int pump(struct peer *p, struct frame *f)
 		f->slot = s->idx;
 		f->len = wc.byte_len <= sizeof(f->raw) ? wc.byte_len : 0;
 		memcpy(f->raw, buf, f->len);
-		rc = ctrl_decode(buf, wc.byte_len, p->w.rx_size, &f->h, &f->m, &p->err);
+		rc = ctrl_decode(buf, wc.byte_len, p->w.rx_size, NULL, &f->h, &f->m, &p->err);
 		if (p->w.repost && !post_rx(&p->w, s->idx))
 			p->w.to_return++;
 		if (rc) {
@@ -536,12 +536,12 @@ static int expect(struct peer *p, unsigned type, struct frame *f, int64_t deadli
 		if (f->h.type == type)
 			return 0;
 		if (f->h.type == CT_ERROR) {
-			ctrl_msg_free(f->m);
+			ctrl_msg_free(NULL, f->m);
 			return -ECONNABORTED;
 		}
 		note("skipping %s while waiting for %s", ctrl_type_name(f->h.type),
 		     ctrl_type_name(type));
-		ctrl_msg_free(f->m);
+		ctrl_msg_free(NULL, f->m);
 	}
 }
 
@@ -552,7 +552,7 @@ static void drain_tx(struct peer *p, int64_t deadline)
 
 	while (!tx_idle(&p->w) && !p->closed && !rd_expired(deadline)) {
 		if (pump(p, &f) > 0)
-			ctrl_msg_free(f.m);
+			ctrl_msg_free(NULL, f.m);
 		else
 			usleep(1000);
 	}
@@ -676,11 +676,11 @@ static int authenticate(struct peer *p, const struct opts *o, uint16_t version,
 			return rc;
 		c = (const Rdmig__AuthChallenge *)f.m;
 		if (c->nonce.len != V1_NONCE_LEN) {
-			ctrl_msg_free(f.m);
+			ctrl_msg_free(NULL, f.m);
 			return rd_err_set(&p->err, -EPROTO, "challenge of %zu bytes", c->nonce.len);
 		}
 		v1_mac(o, c->nonce.data, b.src_nonce, mac);
-		ctrl_msg_free(f.m);
+		ctrl_msg_free(NULL, f.m);
 	}
 	ch.nonce.data = b.src_nonce;
 	ch.nonce.len = AUTH_NONCE_LEN;
@@ -693,7 +693,7 @@ static int authenticate(struct peer *p, const struct opts *o, uint16_t version,
 		rc = expect(p, CT_AUTH_RESPONSE, &f, rd_deadline(timeout_ms));
 	if (rc)
 		return rc;
-	ctrl_msg_free(f.m);
+	ctrl_msg_free(NULL, f.m);
 	note("authenticated (protocol %u)", version);
 	return 0;
 }
@@ -723,10 +723,10 @@ static int collect_answer(struct peer *src, struct answer *a)
 			memcpy(a->frame[a->n], f.raw, f.len);
 			a->len[a->n++] = f.len;
 		} else if (f.h.type == CT_ERROR) {
-			ctrl_msg_free(f.m);
+			ctrl_msg_free(NULL, f.m);
 			return -ECONNABORTED;
 		}
-		ctrl_msg_free(f.m);
+		ctrl_msg_free(NULL, f.m);
 	}
 	return 0;
 }
@@ -782,7 +782,7 @@ static int replay(struct peer *dst, const struct opts *o, const struct answer *a
 			*dest_answered = true;
 		if (f.h.type == CT_BLOCK_MAP_RESP)
 			*base = resp_base(&f);
-		ctrl_msg_free(f.m);
+		ctrl_msg_free(NULL, f.m);
 		if (*base)
 			return 1;
 		if (f.h.type == CT_ERROR)
@@ -981,7 +981,7 @@ static int hold(const struct opts *o)
 			while ((rc = pump(&c->p, &f)) > 0) {
 				if (f.h.type == CT_ERROR)
 					snprintf(c->why, sizeof(c->why), "%s", c->p.said);
-				ctrl_msg_free(f.m);
+				ctrl_msg_free(NULL, f.m);
 				if (f.h.type == CT_ERROR)
 					break;
 			}
@@ -1064,7 +1064,7 @@ static int rings(const struct opts *o)
 		int64_t now = rd_now_ms();
 
 		while ((rc = pump(&p, &f)) > 0)
-			ctrl_msg_free(f.m);
+			ctrl_msg_free(NULL, f.m);
 		if (rc < 0 || p.said[0])
 			break;
 		/* A burst first: the destination returns credits (a frame from
@@ -1122,7 +1122,7 @@ static int bigmap(const struct opts *o)
 		return rc;
 	}
 	base = resp_base(&f);
-	ctrl_msg_free(f.m);
+	ctrl_msg_free(NULL, f.m);
 	peer_close(&p);
 	return result(base ? 0 : 1, "size=%" PRIu64 " pin-all=%s block-map-resp=yes base=0x%"
 		      PRIx64, o->size, o->pin_all ? "yes" : "no", base);
@@ -1143,7 +1143,7 @@ static int expect_reposting(struct peer *p, unsigned type, struct frame *f)
 			return rc;
 		if (f->h.type == type)
 			return 0;
-		ctrl_msg_free(f->m);
+		ctrl_msg_free(NULL, f->m);
 		if (f->h.type == CT_ERROR)
 			return -ECONNABORTED;
 		if (!post_rx(&p->w, f->slot))
@@ -1174,7 +1174,7 @@ static int vanish(const struct opts *o)
 		rc = expect_reposting(&p, CT_BLOCK_MAP_RESP, &f);
 	if (rc)
 		goto refused;
-	ctrl_msg_free(f.m);
+	ctrl_msg_free(NULL, f.m);
 	rc = post_rx(&p.w, f.slot);
 	if (rc)
 		goto refused;
@@ -1185,7 +1185,7 @@ static int vanish(const struct opts *o)
 		rc = expect_reposting(&p, CT_ITER_ACK, &f);
 	if (rc)
 		goto refused;
-	ctrl_msg_free(f.m);
+	ctrl_msg_free(NULL, f.m);
 	c.iteration = 1;
 	/* One credit claimed that was never re-posted, so the destination
 	 * has the two it needs to answer. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "codec.h"
 #include "suites.h"
 
@@ -22,7 +23,7 @@ static int rt(unsigned type, const ProtobufCMessage *m, ProtobufCMessage **out)
 	len = ctrl_encode(type, 5, m, frame, sizeof(frame), &e);
 	ck_assert_msg(len >= CTRL_HDR_LEN, "encode %s: %d %s", ctrl_type_name(type),
 		      len, e.msg);
-	rc = ctrl_decode(frame, (size_t)len, MSG_MAX, &h, out, &e);
+	rc = ctrl_decode(frame, (size_t)len, MSG_MAX, NULL, &h, out, &e);
 	if (rc == 0) {
 		ck_assert_uint_eq(h.type, type);
 		ck_assert_uint_eq(h.credits, 5);
@@ -48,7 +49,7 @@ static void good(unsigned type, const ProtobufCMessage *m)
 	ProtobufCMessage *out = NULL;
 
 	ck_assert_msg(rt(type, m, &out) == 0, "%s: %s", ctrl_type_name(type), e.msg);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 
 /* ---- header ------------------------------------------------------------- */
@@ -105,7 +106,7 @@ START_TEST(hdr_unknown_type)
 	ck_assert_str_eq(e.msg, "unknown control message type 0");
 	h.type = CT_TYPE_MAX;
 	ctrl_hdr_put(buf, &h);
-	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_ptr_null(out);
 	ck_assert_str_eq(e.msg, "unknown control message type 17");
 	h.type = 0xffff;
@@ -124,9 +125,9 @@ START_TEST(hdr_length_mismatch)
 	m.iteration = 3;
 	len = ctrl_encode(CT_ITER_END, 0, &m.base, frame, sizeof(frame), &e);
 	ck_assert_int_eq(len, 8 + 2);
-	ck_assert_int_eq(ctrl_decode(frame, (size_t)len + 1, MSG_MAX, &h, &out, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_decode(frame, (size_t)len + 1, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_str_eq(e.msg, "ITER_END: header says 2 payload bytes but the message has 3");
-	ck_assert_int_eq(ctrl_decode(frame, (size_t)len - 1, MSG_MAX, &h, &out, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_decode(frame, (size_t)len - 1, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_str_eq(e.msg, "ITER_END: header says 2 payload bytes but the message has 1");
 	/* A length that would wrap a 32-bit sum. */
 	h = (struct ctrl_hdr){ .len = UINT32_MAX - 3, .type = CT_STATE };
@@ -159,17 +160,17 @@ START_TEST(header_only_types)
 
 	len = ctrl_encode(CT_CREDIT, 9, NULL, buf, sizeof(buf), &e);
 	ck_assert_int_eq(len, 8);
-	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), 0);
+	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), 0);
 	ck_assert_ptr_null(out);
 	ck_assert_uint_eq(h.type, CT_CREDIT);
 	ck_assert_uint_eq(h.credits, 9);
 	ck_assert_int_eq(ctrl_encode(CT_KEEPALIVE, 0, NULL, buf, sizeof(buf), &e), 8);
-	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), 0);
+	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), 0);
 	ck_assert_uint_eq(h.type, CT_KEEPALIVE);
 	/* With a payload. */
 	h = (struct ctrl_hdr){ .len = 1, .type = CT_KEEPALIVE };
 	ctrl_hdr_put(buf, &h);
-	ck_assert_int_eq(ctrl_decode(buf, 9, MSG_MAX, &h, &out, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_decode(buf, 9, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_str_eq(e.msg, "KEEPALIVE: header-only message carries a 1-byte payload");
 }
 END_TEST
@@ -204,13 +205,13 @@ START_TEST(empty_payloads)
 		ctrl_hdr_put(buf, &h);
 		out = (ProtobufCMessage *)&out;
 		if (cases[i].err) {
-			ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), -EPROTO);
+			ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 			ck_assert_str_eq(e.msg, cases[i].err);
 			ck_assert_ptr_null(out);
 		} else {
-			ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, &h, &out, &e), 0);
+			ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), 0);
 			ck_assert_ptr_nonnull(out);
-			ctrl_msg_free(out);
+			ctrl_msg_free(NULL, out);
 		}
 	}
 }
@@ -262,14 +263,14 @@ START_TEST(truncated_protobuf)
 	/* Cut inside the embedded BlockDesc, fixing up the header length. */
 	h = (struct ctrl_hdr){ .len = (uint32_t)len - 8 - 3, .type = CT_BLOCK_MAP_REQ };
 	ctrl_hdr_put(frame, &h);
-	ck_assert_int_eq(ctrl_decode(frame, (size_t)len - 3, MSG_MAX, &h, &out, &e), -EBADMSG);
+	ck_assert_int_eq(ctrl_decode(frame, (size_t)len - 3, MSG_MAX, NULL, &h, &out, &e), -EBADMSG);
 	ck_assert_ptr_null(out);
 	ck_assert_str_eq(e.msg, "BLOCK_MAP_REQ: malformed protobuf payload (truncated field 1)");
 	/* A 32-bit field with no room for its value. */
 	frame[8] = (1 << 3) | 5;
 	h.len = 1;
 	ctrl_hdr_put(frame, &h);
-	ck_assert_int_eq(ctrl_decode(frame, 9, MSG_MAX, &h, &out, &e), -EBADMSG);
+	ck_assert_int_eq(ctrl_decode(frame, 9, MSG_MAX, NULL, &h, &out, &e), -EBADMSG);
 	ck_assert_str_eq(e.msg, "BLOCK_MAP_REQ: malformed protobuf payload (truncated field 1)");
 }
 END_TEST
@@ -284,10 +285,10 @@ static int decode_payload(unsigned type, const uint8_t *pl, size_t len)
 
 	ctrl_hdr_put(frame, &h);
 	memcpy(frame + 8, pl, len);
-	rc = ctrl_decode(frame, 8 + len, MSG_MAX, &h, &out, &e);
+	rc = ctrl_decode(frame, 8 + len, MSG_MAX, NULL, &h, &out, &e);
 	if (rc)
 		ck_assert_ptr_null(out);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 	return rc;
 }
 
@@ -378,7 +379,7 @@ START_TEST(count_limit_before_unpack)
 	f[9] = (uint8_t)(0x80 | (len & 0x7f));
 	f[10] = (uint8_t)(0x80 | ((len >> 7) & 0x7f));
 	f[11] = (uint8_t)(len >> 14);
-	ck_assert_int_eq(ctrl_decode(f, sizeof(f), sizeof(f), &h, &out, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_decode(f, sizeof(f), sizeof(f), NULL, &h, &out, &e), -EPROTO);
 	ck_assert_str_eq(e.msg, "ZERO_RANGES: 65537 ranges exceeds the limit of 65536");
 	ck_assert_ptr_null(out);
 	/* One fewer passes the pre-scan and fails on the parallel counts. */
@@ -388,7 +389,7 @@ START_TEST(count_limit_before_unpack)
 	f[9] = (uint8_t)(0x80 | (len & 0x7f));
 	f[10] = (uint8_t)(0x80 | ((len >> 7) & 0x7f));
 	f[11] = (uint8_t)(len >> 14);
-	ck_assert_int_eq(ctrl_decode(f, sizeof(f) - 1, sizeof(f), &h, &out, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_decode(f, sizeof(f) - 1, sizeof(f), NULL, &h, &out, &e), -EPROTO);
 	ck_assert_str_eq(e.msg, "ZERO_RANGES: 65536 blocks, 0 offsets and 0 lengths");
 }
 END_TEST
@@ -424,7 +425,7 @@ START_TEST(rt_block_map)
 	ck_assert_str_eq(mo->blocks[1]->name, "vga.vram ~!");
 	ck_assert_uint_eq(mo->blocks[1]->length, 4097);
 	ck_assert_uint_eq(mo->blocks[1]->page_size, 4096);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 
 	d[0].base_addr = 0x7f0000000000ull;
 	d[0].rkey = 0xdeadbeef;
@@ -443,7 +444,7 @@ START_TEST(rt_block_map)
 	ck_assert_uint_eq(ro->blocks[1]->rkey, 0);
 	ck_assert(!ro->blocks[1]->zeroed);
 	ck_assert_uint_eq(ro->pinned_cap, UINT64_MAX);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -470,7 +471,7 @@ START_TEST(rt_register)
 	ck_assert_uint_eq(qo->n_release_block, 1);
 	ck_assert_uint_eq(qo->release_block[0], 2);
 	ck_assert_uint_eq(qo->release_index[0], 42);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 	/* Releases only, and chunks only, are both fine. */
 	q.n_chunk_block = q.n_chunk_index = 0;
 	good(CT_REGISTER_REQ, &q.base);
@@ -486,7 +487,7 @@ START_TEST(rt_register)
 	ck_assert_uint_eq(ro->req_id, UINT64_MAX);
 	ck_assert_uint_eq(ro->n_rkeys, 3);
 	ck_assert_mem_eq(ro->rkeys, keys, sizeof(keys));
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -506,7 +507,7 @@ START_TEST(rt_zero_ranges)
 	ck_assert_mem_eq(zo->block, blk, sizeof(blk));
 	ck_assert_mem_eq(zo->offset, off, sizeof(off));
 	ck_assert_mem_eq(zo->length, len, sizeof(len));
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -522,12 +523,12 @@ START_TEST(rt_iterations)
 	ieo = (Rdmig__IterEnd *)out;
 	ck_assert_uint_eq(ieo->iteration, 12);
 	ck_assert_uint_eq(ieo->bytes, 1ull << 40);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 	ia.iteration = UINT32_MAX;
 	ck_assert_int_eq(rt(CT_ITER_ACK, &ia.base, &out), 0);
 	iao = (Rdmig__IterAck *)out;
 	ck_assert_uint_eq(iao->iteration, UINT32_MAX);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -546,7 +547,7 @@ START_TEST(rt_state)
 	so = (Rdmig__State *)out;
 	ck_assert_uint_eq(so->data.len, sizeof(data));
 	ck_assert_mem_eq(so->data.data, data, sizeof(data));
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -572,7 +573,7 @@ START_TEST(rt_complete)
 	ck_assert_mem_eq(co->digests[0].data, d8, 8);
 	ck_assert_uint_eq(co->digests[1].len, 64);
 	ck_assert_mem_eq(co->digests[1].data, d64, 64);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 	a.ok = 1;
 	a.n_digests = 1;
 	a.digests = dig;
@@ -581,7 +582,7 @@ START_TEST(rt_complete)
 	ck_assert(ao->ok);
 	ck_assert_uint_eq(ao->n_digests, 1);
 	ck_assert_mem_eq(ao->digests[0].data, d8, 8);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -597,7 +598,7 @@ START_TEST(rt_error)
 	mo = (Rdmig__Error *)out;
 	ck_assert_int_eq(mo->code, -ENOSPC);
 	ck_assert_str_eq(mo->message, "block \"ram1\": no space left");
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 	/* Control characters cannot reach the operator's terminal. */
 	m.code = INT32_MIN;
 	m.message = "bad\033[2Jthing\n\xc3\xa9";
@@ -605,7 +606,7 @@ START_TEST(rt_error)
 	mo = (Rdmig__Error *)out;
 	ck_assert_int_eq(mo->code, INT32_MIN);
 	ck_assert_str_eq(mo->message, "bad?[2Jthing???");
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 	memset(text, 'x', 1024);
 	m.message = text;
 	good(CT_ERROR, &m.base);
@@ -628,13 +629,13 @@ START_TEST(rt_auth)
 	co = (Rdmig__AuthChallenge *)out;
 	ck_assert_uint_eq(co->nonce.len, 16);
 	ck_assert_mem_eq(co->nonce.data, n, 16);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 	r.mac.data = n;
 	r.mac.len = 64;
 	ck_assert_int_eq(rt(CT_AUTH_RESPONSE, &r.base, &out), 0);
 	ro = (Rdmig__AuthResponse *)out;
 	ck_assert_uint_eq(ro->mac.len, 64);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 	c.nonce.len = 15;
 	bad(CT_AUTH_CHALLENGE, &c.base, "AUTH_CHALLENGE: nonce of 15 bytes, not 16..64");
 	r.mac.len = 65;
@@ -652,9 +653,9 @@ START_TEST(unknown_fields_ignored)
 
 	ctrl_hdr_put(frame, &h);
 	memcpy(frame + 8, pl, sizeof(pl));
-	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(pl), MSG_MAX, &h, &out, &e), 0);
+	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(pl), MSG_MAX, NULL, &h, &out, &e), 0);
 	ck_assert_uint_eq(((Rdmig__IterAck *)out)->iteration, 7);
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -673,19 +674,19 @@ START_TEST(field_number_zero_rejected)
 
 	ctrl_hdr_put(frame, &h);
 	memcpy(frame + 8, top, sizeof(top));
-	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(top), MSG_MAX, &h, &out, &e), -EBADMSG);
+	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(top), MSG_MAX, NULL, &h, &out, &e), -EBADMSG);
 	ck_assert_str_eq(e.msg, "ITER_ACK: malformed protobuf payload (field number 0)");
 	ck_assert_ptr_null(out);
 	h = (struct ctrl_hdr){ .len = sizeof(nested), .type = CT_BLOCK_MAP_REQ };
 	ctrl_hdr_put(frame, &h);
 	memcpy(frame + 8, nested, sizeof(nested));
-	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(nested), MSG_MAX, &h, &out, &e), -EBADMSG);
+	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(nested), MSG_MAX, NULL, &h, &out, &e), -EBADMSG);
 	ck_assert_str_eq(e.msg, "BLOCK_MAP_REQ: malformed protobuf payload (field number 0)");
 	/* The same two-byte tag spelling for field 9 is fine. */
 	frame[8 + 10] = 0xc8;
-	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(nested), MSG_MAX, &h, &out, &e), 0);
+	ck_assert_int_eq(ctrl_decode(frame, 8 + sizeof(nested), MSG_MAX, NULL, &h, &out, &e), 0);
 	ck_assert_str_eq(((Rdmig__BlockMapReq *)out)->blocks[0]->name, "a");
-	ctrl_msg_free(out);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -915,12 +916,12 @@ START_TEST(zero_ranges_limits)
 	z.n_block = z.n_offset = z.n_length = CTRL_ZERO_RANGES_MAX + 1;
 	n = ctrl_encode(CT_ZERO_RANGES, 0, &z.base, big, sizeof(big), &e);
 	ck_assert_int_gt(n, 0);
-	ck_assert_int_eq(ctrl_decode(big, (size_t)n, sizeof(big), NULL, &out, &e), -EPROTO);
+	ck_assert_int_eq(ctrl_decode(big, (size_t)n, sizeof(big), NULL, NULL, &out, &e), -EPROTO);
 	ck_assert_str_eq(e.msg, "ZERO_RANGES: 65537 ranges exceeds the limit of 65536");
 	z.n_block = z.n_offset = z.n_length = CTRL_ZERO_RANGES_MAX;
 	n = ctrl_encode(CT_ZERO_RANGES, 0, &z.base, big, sizeof(big), &e);
-	ck_assert_int_eq(ctrl_decode(big, (size_t)n, sizeof(big), NULL, &out, &e), 0);
-	ctrl_msg_free(out);
+	ck_assert_int_eq(ctrl_decode(big, (size_t)n, sizeof(big), NULL, NULL, &out, &e), 0);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -1003,8 +1004,8 @@ START_TEST(state_max_encodes)
 		n = ctrl_encode(CT_STATE, 0, &s.base, buf, sizes[i], &e);
 		ck_assert_int_gt(n, 0);
 		ck_assert_int_le(n, (int)sizes[i]);
-		ck_assert_int_eq(ctrl_decode(buf, (size_t)n, sizes[i], NULL, &out, &e), 0);
-		ctrl_msg_free(out);
+		ck_assert_int_eq(ctrl_decode(buf, (size_t)n, sizes[i], NULL, NULL, &out, &e), 0);
+		ctrl_msg_free(NULL, out);
 		s.data.len++;
 		ck_assert_int_eq(ctrl_encode(CT_STATE, 0, &s.base, buf, sizes[i], &e), -EMSGSIZE);
 	}
@@ -1084,6 +1085,351 @@ START_TEST(zero_ranges_max_fits)
 }
 END_TEST
 
+/* ---- decode arena ------------------------------------------------------------ */
+
+/* The smallest msg_max, the default, and one where the arena is capped. */
+static const uint32_t arena_msg_max[] = { 4096, 65536, 1u << 20 };
+static uint8_t aframe[1u << 20];
+static struct arena ar;
+
+/* Encodes @m as @type in a frame of at most @msg_max bytes and decodes it
+ * through ar. */
+static ProtobufCMessage *arena_decode(unsigned type, const ProtobufCMessage *m,
+				      uint32_t msg_max)
+{
+	ProtobufCMessage *out = NULL;
+	int n = ctrl_encode(type, 0, m, aframe, msg_max, &e);
+
+	ck_assert_msg(n > 0, "encode %s: %s", ctrl_type_name(type), e.msg);
+	ck_assert_msg(ctrl_decode(aframe, (size_t)n, msg_max, &ar, NULL, &out, &e) == 0,
+		      "decode %s: %s", ctrl_type_name(type), e.msg);
+	return out;
+}
+
+/* The largest count in 1..@max with which @m (its arrays resized by @set)
+ * still fits a frame of @msg_max bytes. */
+static size_t fill_to(ProtobufCMessage *m, void (*set)(ProtobufCMessage *, size_t),
+		      size_t max, uint32_t msg_max)
+{
+	size_t lo = 1, hi = max, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo + 1) / 2;
+		set(m, mid);
+		if (CTRL_HDR_LEN + protobuf_c_message_get_packed_size(m) <= msg_max)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	set(m, lo);
+	return lo;
+}
+
+static void set_register_req(ProtobufCMessage *m, size_t n)
+{
+	Rdmig__RegisterReq *q = (Rdmig__RegisterReq *)m;
+
+	q->n_chunk_block = q->n_chunk_index = q->n_release_block = q->n_release_index = n;
+}
+
+static void set_register_resp(ProtobufCMessage *m, size_t n)
+{
+	((Rdmig__RegisterResp *)m)->n_rkeys = n;
+}
+
+static void set_zero_ranges(ProtobufCMessage *m, size_t n)
+{
+	Rdmig__ZeroRanges *z = (Rdmig__ZeroRanges *)m;
+
+	z->n_block = z->n_offset = z->n_length = n;
+}
+
+static void set_pin_keys(ProtobufCMessage *m, size_t n)
+{
+	Rdmig__PinKeys *k = (Rdmig__PinKeys *)m;
+
+	k->n_block = k->n_piece = k->n_rkey = n;
+}
+
+/* Elements of one byte on the wire unpack to the most memory per frame
+ * byte: the largest message of each kind that fits, as far as the arena is
+ * concerned. */
+static uint32_t a32[CTRL_ZERO_RANGES_MAX];
+static uint64_t a64[CTRL_ZERO_RANGES_MAX], ones[CTRL_ZERO_RANGES_MAX];
+static uint8_t state_data[1u << 20];
+
+static void arena_fill_inputs(void)
+{
+	size_t i;
+
+	for (i = 0; i < CTRL_ZERO_RANGES_MAX; i++) {
+		a32[i] = (uint32_t)(i & 0x7f);
+		a64[i] = i & 0x7f;
+		ones[i] = 1;
+	}
+	for (i = 0; i < sizeof(state_data); i++)
+		state_data[i] = (uint8_t)(i * 7 + 3);
+}
+
+#define ck_assert_in_arena(p) ck_assert_msg(arena_owns(&ar, (p)), "%s outside the arena", #p)
+
+START_TEST(arena_data_path_no_malloc)
+{
+	Rdmig__RegisterReq q = RDMIG__REGISTER_REQ__INIT;
+	Rdmig__RegisterResp r = RDMIG__REGISTER_RESP__INIT;
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
+	Rdmig__PinKeys k = RDMIG__PIN_KEYS__INIT;
+	Rdmig__State st = RDMIG__STATE__INIT;
+	const Rdmig__RegisterReq *dq;
+	const Rdmig__State *ds;
+	ProtobufCMessage *out;
+	size_t i, n;
+
+	arena_fill_inputs();
+	q.req_id = r.req_id = UINT64_MAX;
+	q.chunk_block = q.release_block = r.rkeys = k.block = k.rkey = z.block = a32;
+	q.chunk_index = q.release_index = k.piece = z.offset = a64;
+	z.length = ones;
+	st.data.data = state_data;
+	for (i = 0; i < RD_ARRAY_SIZE(arena_msg_max); i++) {
+		uint32_t mm = arena_msg_max[i];
+
+		ck_assert_int_eq(arena_init(&ar, ctrl_arena_size(mm), &e), 0);
+
+		n = fill_to(&q.base, set_register_req, CTRL_REGISTER_MAX, mm);
+		out = arena_decode(CT_REGISTER_REQ, &q.base, mm);
+		dq = (const Rdmig__RegisterReq *)out;
+		ck_assert_uint_eq(dq->n_release_index, n);
+		ck_assert_in_arena(out);
+		ck_assert_in_arena(dq->chunk_block);
+		ck_assert_in_arena(dq->chunk_index);
+		ck_assert_in_arena(dq->release_block);
+		ck_assert_in_arena(dq->release_index);
+		ck_assert_uint_eq(dq->release_index[n - 1], a64[n - 1]);
+		ctrl_msg_free(&ar, out);
+
+		n = fill_to(&r.base, set_register_resp, CTRL_REGISTER_MAX, mm);
+		out = arena_decode(CT_REGISTER_RESP, &r.base, mm);
+		ck_assert_uint_eq(((Rdmig__RegisterResp *)out)->n_rkeys, n);
+		ck_assert_in_arena(((Rdmig__RegisterResp *)out)->rkeys);
+		ctrl_msg_free(&ar, out);
+
+		n = fill_to(&z.base, set_zero_ranges, CTRL_ZERO_RANGES_MAX, mm);
+		out = arena_decode(CT_ZERO_RANGES, &z.base, mm);
+		ck_assert_uint_eq(((Rdmig__ZeroRanges *)out)->n_length, n);
+		ck_assert_in_arena(((Rdmig__ZeroRanges *)out)->length);
+		ctrl_msg_free(&ar, out);
+
+		n = fill_to(&k.base, set_pin_keys, CTRL_PIN_KEYS_MAX, mm);
+		out = arena_decode(CT_PIN_KEYS, &k.base, mm);
+		ck_assert_uint_eq(((Rdmig__PinKeys *)out)->n_piece, n);
+		ck_assert_in_arena(((Rdmig__PinKeys *)out)->piece);
+		ctrl_msg_free(&ar, out);
+
+		st.data.len = ctrl_state_max(mm);
+		out = arena_decode(CT_STATE, &st.base, mm);
+		ds = (const Rdmig__State *)out;
+		ck_assert_uint_eq(ds->data.len, st.data.len);
+		ck_assert_in_arena(out);
+		ck_assert_in_arena(ds->data.data);
+		ck_assert_in_arena(ds->data.data + ds->data.len - 1);
+		ck_assert(!memcmp(ds->data.data, state_data, ds->data.len));
+		ctrl_msg_free(&ar, out);
+
+		ck_assert_msg(ar.fallbacks == 0, "msg_max %u: %llu mallocs", mm,
+			      (unsigned long long)ar.fallbacks);
+		ck_assert_uint_eq(ar.used, 0);
+		arena_fini(&ar);
+	}
+}
+END_TEST
+
+/* What does not fit comes from malloc, transparently: a STATE and a
+ * REGISTER_REQ larger than a small arena, and a setup-time BLOCK_MAP_REQ of
+ * 1024 blocks, larger than the arena of the smallest msg_max. */
+START_TEST(arena_fallback)
+{
+	static Rdmig__BlockDesc bd[CTRL_BLOCKS_MAX], *bdp[CTRL_BLOCKS_MAX];
+	static char names[CTRL_BLOCKS_MAX][16];
+	Rdmig__BlockMapReq bm = RDMIG__BLOCK_MAP_REQ__INIT;
+	Rdmig__RegisterReq q = RDMIG__REGISTER_REQ__INIT;
+	Rdmig__State st = RDMIG__STATE__INIT;
+	const Rdmig__BlockMapReq *dbm;
+	const Rdmig__RegisterReq *dq;
+	const Rdmig__State *ds;
+	ProtobufCMessage *out;
+	size_t i;
+
+	arena_fill_inputs();
+	ck_assert_int_eq(arena_init(&ar, 4096, &e), 0);
+	st.data.data = state_data;
+	st.data.len = 60000;
+	out = arena_decode(CT_STATE, &st.base, MSG_MAX);
+	ds = (const Rdmig__State *)out;
+	ck_assert_in_arena(out);
+	ck_assert(!arena_owns(&ar, ds->data.data));
+	ck_assert_uint_eq(ds->data.len, 60000);
+	ck_assert(!memcmp(ds->data.data, state_data, 60000));
+	ctrl_msg_free(&ar, out);
+	ck_assert_uint_eq(ar.fallbacks, 1);
+
+	q.chunk_block = q.release_block = a32;
+	q.chunk_index = q.release_index = a64;
+	set_register_req(&q.base, CTRL_REGISTER_MAX);
+	out = arena_decode(CT_REGISTER_REQ, &q.base, MSG_MAX);
+	dq = (const Rdmig__RegisterReq *)out;
+	ck_assert_uint_eq(dq->n_chunk_block, CTRL_REGISTER_MAX);
+	for (i = 0; i < CTRL_REGISTER_MAX; i++) {
+		ck_assert_uint_eq(dq->chunk_block[i], a32[i]);
+		ck_assert_uint_eq(dq->chunk_index[i], a64[i]);
+		ck_assert_uint_eq(dq->release_block[i], a32[i]);
+		ck_assert_uint_eq(dq->release_index[i], a64[i]);
+	}
+	ctrl_msg_free(&ar, out);
+	ck_assert_uint_gt(ar.fallbacks, 1);
+	ck_assert_uint_eq(ar.used, 0);
+	arena_fini(&ar);
+
+	ck_assert_int_eq(arena_init(&ar, ctrl_arena_size(4096), &e), 0);
+	for (i = 0; i < CTRL_BLOCKS_MAX; i++) {
+		Rdmig__BlockDesc b = RDMIG__BLOCK_DESC__INIT;
+
+		snprintf(names[i], sizeof(names[i]), "ram%zu", i);
+		b.name = names[i];
+		b.length = 4096;
+		b.page_size = 4096;
+		bd[i] = b;
+		bdp[i] = &bd[i];
+	}
+	bm.blocks = bdp;
+	bm.n_blocks = CTRL_BLOCKS_MAX;
+	bm.chunk_shift = 20;
+	out = arena_decode(CT_BLOCK_MAP_REQ, &bm.base, MSG_MAX);
+	dbm = (const Rdmig__BlockMapReq *)out;
+	ck_assert_uint_eq(dbm->n_blocks, CTRL_BLOCKS_MAX);
+	for (i = 0; i < CTRL_BLOCKS_MAX; i++)
+		ck_assert_str_eq(dbm->blocks[i]->name, names[i]);
+	ck_assert_uint_gt(ar.fallbacks, 0);
+	ctrl_msg_free(&ar, out);
+	ck_assert_uint_eq(ar.used, 0);
+	arena_fini(&ar);
+}
+END_TEST
+
+/* Decode and free, again and again: the same bytes of the arena serve
+ * every message, and nothing else is ever allocated. */
+START_TEST(arena_reused)
+{
+	Rdmig__RegisterReq q = RDMIG__REGISTER_REQ__INIT;
+	Rdmig__State st = RDMIG__STATE__INIT;
+	ProtobufCMessage *out, *first = NULL;
+	size_t used = 0, size;
+	int i;
+
+	arena_fill_inputs();
+	ck_assert_int_eq(arena_init(&ar, ctrl_arena_size(MSG_MAX), &e), 0);
+	size = ar.size;
+	q.chunk_block = q.release_block = a32;
+	q.chunk_index = q.release_index = a64;
+	fill_to(&q.base, set_register_req, CTRL_REGISTER_MAX, MSG_MAX);
+	st.data.data = state_data;
+	st.data.len = ctrl_state_max(MSG_MAX);
+	for (i = 0; i < 200; i++) {
+		out = arena_decode(CT_REGISTER_REQ, &q.base, MSG_MAX);
+		if (!first) {
+			first = out;
+			used = ar.used;
+		}
+		ck_assert_ptr_eq(out, first);
+		ck_assert_uint_eq(ar.used, used);
+		ctrl_msg_free(&ar, out);
+		ck_assert_uint_eq(ar.used, 0);
+		out = arena_decode(CT_STATE, &st.base, MSG_MAX);
+		ck_assert_ptr_eq(out, first);
+		ctrl_msg_free(&ar, out);
+	}
+	ck_assert_uint_eq(ar.fallbacks, 0);
+	ck_assert_uint_eq(ar.size, size);
+	arena_fini(&ar);
+}
+END_TEST
+
+/* A message decoded while another still lives in the arena never lands on
+ * it, and freeing the second leaves the first whole. */
+START_TEST(arena_two_live)
+{
+	Rdmig__RegisterReq q = RDMIG__REGISTER_REQ__INIT;
+	Rdmig__State st = RDMIG__STATE__INIT;
+	const Rdmig__RegisterReq *dq;
+	ProtobufCMessage *m1, *m2;
+	size_t used1, used2, i;
+
+	arena_fill_inputs();
+	ck_assert_int_eq(arena_init(&ar, ctrl_arena_size(MSG_MAX), &e), 0);
+	q.chunk_block = q.release_block = a32;
+	q.chunk_index = q.release_index = a64;
+	set_register_req(&q.base, 1000);
+	m1 = arena_decode(CT_REGISTER_REQ, &q.base, MSG_MAX);
+	used1 = ar.used;
+	st.data.data = state_data;
+	st.data.len = 20000;
+	m2 = arena_decode(CT_STATE, &st.base, MSG_MAX);
+	ck_assert_in_arena(m2);
+	ck_assert((const uint8_t *)m2 >= ar.buf + used1);
+	used2 = ar.used;
+	ctrl_msg_free(&ar, m2);
+	ck_assert_uint_eq(ar.used, used2); /* m1 still lives there */
+	dq = (const Rdmig__RegisterReq *)m1;
+	for (i = 0; i < 1000; i++)
+		ck_assert_uint_eq(dq->chunk_index[i], a64[i]);
+	ctrl_msg_free(&ar, m1);
+	ck_assert_uint_eq(ar.used, 0);
+	ck_assert_uint_eq(ar.fallbacks, 0);
+	arena_fini(&ar);
+}
+END_TEST
+
+/* A message that unpacks but fails its checks gives its space back. */
+START_TEST(arena_failed_decode)
+{
+	Rdmig__RegisterReq q = RDMIG__REGISTER_REQ__INIT;
+	ProtobufCMessage *out = NULL;
+	int n;
+
+	arena_fill_inputs();
+	ck_assert_int_eq(arena_init(&ar, ctrl_arena_size(MSG_MAX), &e), 0);
+	q.chunk_block = a32;
+	q.chunk_index = a64;
+	q.n_chunk_block = 3;
+	q.n_chunk_index = 2;
+	n = ctrl_encode(CT_REGISTER_REQ, 0, &q.base, aframe, MSG_MAX, &e);
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(ctrl_decode(aframe, (size_t)n, MSG_MAX, &ar, NULL, &out, &e), -EPROTO);
+	ck_assert_ptr_null(out);
+	ck_assert_uint_eq(ar.used, 0);
+	ck_assert_uint_eq(ar.holders, 0);
+	arena_fini(&ar);
+}
+END_TEST
+
+START_TEST(arena_size_bounds)
+{
+	uint32_t m;
+	size_t prev = 0, n;
+
+	/* Below the cap every payload byte is allowed 8 bytes unpacked. */
+	ck_assert_uint_ge(ctrl_arena_size(4096), 8 * (4096 - CTRL_HDR_LEN));
+	ck_assert_uint_ge(ctrl_arena_size(65536), 8 * (65536 - CTRL_HDR_LEN));
+	ck_assert_uint_eq(ctrl_arena_size(CTRL_MSG_MAX), 2u << 20);
+	for (m = CTRL_MSG_MIN; m <= CTRL_MSG_MAX; m += 4093) {
+		n = ctrl_arena_size(m);
+		ck_assert_uint_ge(n, prev);
+		ck_assert_uint_le(n, 2u << 20);
+		prev = n;
+	}
+}
+END_TEST
+
 Suite *codec_suite(void)
 {
 	Suite *s = suite_create("codec");
@@ -1091,6 +1437,7 @@ Suite *codec_suite(void)
 	TCase *rtc = tcase_create("round trip");
 	TCase *lim = tcase_create("limits");
 	TCase *sz = tcase_create("sizing");
+	TCase *arn = tcase_create("decode arena");
 
 	tcase_add_test(tc, hdr_layout);
 	tcase_add_test(tc, type_names);
@@ -1132,5 +1479,13 @@ Suite *codec_suite(void)
 	tcase_add_test(sz, zero_ranges_max_fits);
 	tcase_set_timeout(sz, 60);
 	suite_add_tcase(s, sz);
+	tcase_add_test(arn, arena_data_path_no_malloc);
+	tcase_add_test(arn, arena_fallback);
+	tcase_add_test(arn, arena_reused);
+	tcase_add_test(arn, arena_two_live);
+	tcase_add_test(arn, arena_failed_decode);
+	tcase_add_test(arn, arena_size_bounds);
+	tcase_set_timeout(arn, 60);
+	suite_add_tcase(s, arn);
 	return s;
 }

@@ -18,6 +18,7 @@ int main(void)
 	srunner_add_suite(sr, creg_suite());
 	srunner_add_suite(sr, privdata_suite());
 	srunner_add_suite(sr, codec_suite());
+	srunner_add_suite(sr, arena_suite());
 	srunner_add_suite(sr, wpipe_suite());
 	srunner_add_suite(sr, dreg_suite());
 	srunner_add_suite(sr, populate_suite());

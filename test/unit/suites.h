@@ -11,6 +11,7 @@ Suite *plan_suite(void);
 Suite *creg_suite(void);
 Suite *privdata_suite(void);
 Suite *codec_suite(void);
+Suite *arena_suite(void);
 Suite *wpipe_suite(void);
 Suite *dreg_suite(void);
 Suite *populate_suite(void);
