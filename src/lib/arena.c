@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* What is not handed out is off limits, so the checkers see an overrun
  * between pieces, or a message used after its arena was reused, as they
@@ -60,9 +61,15 @@ int arena_init(struct arena *a, size_t size, struct rd_err *err)
 	a->pc.free = arena_free;
 	a->pc.allocator_data = a;
 	size &= ~(size_t)(ARENA_ALIGN - 1);
-	if (size && posix_memalign(&buf, 64, size))
-		return rd_err_set(err, -ENOMEM, "out of memory for a %zu-byte decode arena",
-				  size);
+	/* Its own mapping, not the heap: a daemon that serves migration after
+	 * migration gets each arena's pages back at its end instead of keeping
+	 * them in a heap that malloc's growing mmap threshold never trims. */
+	if (size) {
+		buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (buf == MAP_FAILED)
+			return rd_err_set(err, -ENOMEM, "out of memory for a %zu-byte decode "
+					  "arena", size);
+	}
 	a->buf = buf;
 	a->size = size;
 	POISON(a->buf, a->size);
@@ -73,7 +80,7 @@ void arena_fini(struct arena *a)
 {
 	if (a->buf) {
 		UNPOISON(a->buf, a->size);
-		free(a->buf);
+		munmap(a->buf, a->size);
 	}
 	memset(a, 0, sizeof(*a));
 }
