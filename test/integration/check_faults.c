@@ -1201,9 +1201,14 @@ static void fabric_fault(const char *fault, char *const fault_argv[], int want_s
 	assert_failed(fault, tr, &f.recv, "migrate-recv", want_recv, rc);
 	ck_assert(exists(marker));
 	fx_free(&f);
+	t0 = tu_now_ms();
 	restore_fabric(recreate);
 	ck_assert_msg(fabric_ready(), "the fabric did not come back");
+	ts = tu_now_ms();
 	assert_bed_works();
+	printf("fault: %s: fabric restored in %" PRIu64 " ms, a migration over it took %"
+	       PRIu64 " ms\n", fault, ts - t0, tu_now_ms() - ts);
+	fflush(stdout);
 }
 
 START_TEST(link_down_mid_stream)
