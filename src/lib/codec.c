@@ -39,6 +39,10 @@ static const struct pbscan_limit zero_ranges_limits[] = {
 	{ 1, "ranges", CTRL_ZERO_RANGES_MAX }, { 2, "ranges", CTRL_ZERO_RANGES_MAX },
 	{ 3, "ranges", CTRL_ZERO_RANGES_MAX }, { 0, NULL, 0 },
 };
+static const struct pbscan_limit pages_limits[] = {
+	{ 1, "runs", CTRL_PAGES_RUNS_MAX }, { 2, "runs", CTRL_PAGES_RUNS_MAX },
+	{ 3, "runs", CTRL_PAGES_RUNS_MAX }, { 0, NULL, 0 },
+};
 static const struct pbscan_limit complete_limits[] = {
 	{ 3, "digests", CTRL_DIGESTS_MAX }, { 0, NULL, 0 },
 };
@@ -73,6 +77,7 @@ static const struct ctrl_desc types[CT_TYPE_MAX] = {
 			       msgcheck_auth_response, NULL },
 	[CT_PIN_KEYS] = { "PIN_KEYS", &rdmig__pin_keys__descriptor, msgcheck_pin_keys,
 			  pin_keys_limits },
+	[CT_PAGES] = { "PAGES", &rdmig__pages__descriptor, msgcheck_pages, pages_limits },
 };
 
 static const struct ctrl_desc *type_desc(unsigned type)
@@ -353,6 +358,14 @@ size_t ctrl_pin_keys_max(uint32_t msg_max)
 {
 	return fit(msg_max, 3 * PACKED_OVERHEAD, 2 * VARINT32_MAX + VARINT64_MAX,
 		   CTRL_PIN_KEYS_MAX);
+}
+
+size_t ctrl_pages_data_max(uint32_t msg_max, size_t runs)
+{
+	size_t fixed = 3 * PACKED_OVERHEAD + runs * (VARINT32_MAX + 2 * VARINT64_MAX) +
+		       1 + VARINT32_MAX;
+
+	return fit(msg_max, fixed, 1, SIZE_MAX);
 }
 
 size_t ctrl_zero_ranges_max(uint32_t msg_max)

@@ -38,6 +38,7 @@ enum ctrl_type {
 	CT_AUTH_CHALLENGE,
 	CT_AUTH_RESPONSE,
 	CT_PIN_KEYS,
+	CT_PAGES,
 	CT_TYPE_MAX       /* one past the last */
 };
 
@@ -52,6 +53,7 @@ enum ctrl_type {
 #define CTRL_REGISTER_MAX 4096
 #define CTRL_PIN_KEYS_MAX 4096
 #define CTRL_ZERO_RANGES_MAX 65536
+#define CTRL_PAGES_RUNS_MAX 1024
 #define CTRL_DIGESTS_MAX 1024
 #define CTRL_DIGEST_MIN 8
 #define CTRL_DIGEST_MAX 64
@@ -122,5 +124,8 @@ size_t ctrl_state_max(uint32_t msg_max);
 size_t ctrl_register_max(uint32_t msg_max);
 size_t ctrl_pin_keys_max(uint32_t msg_max);
 size_t ctrl_zero_ranges_max(uint32_t msg_max);
+/* Data bytes a PAGES message of @runs runs surely fits in a frame of
+ * @msg_max bytes (0 when not even the runs fit). */
+size_t ctrl_pages_data_max(uint32_t msg_max, size_t runs);
 
 #endif

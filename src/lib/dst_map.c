@@ -450,6 +450,41 @@ static int on_zero_ranges(struct rdmig_dest *d, const Rdmig__ZeroRanges *z)
 	return 0;
 }
 
+/* Short runs of data pages that came inside the message (PAGES): each run
+ * whole pages of an announced block (the last may end at the block's end);
+ * msgcheck_pages() checked the lengths add up to the data. */
+static int on_pages(struct rdmig_dest *d, const Rdmig__Pages *m)
+{
+	const uint8_t *src = m->data.data;
+	size_t i;
+	int rc;
+
+	if (!(d->ss.caps & PD_CAP_PAGES))
+		return rd_err_set(&d->ss.err, -EPROTO, "PAGES without the capability");
+	for (i = 0; i < m->n_block; i++) {
+		struct dst_block *b;
+		uint64_t ps;
+
+		if (m->block[i] >= d->nmap)
+			return rd_err_set(&d->ss.err, -EPROTO, "PAGES run %zu for block index %u "
+					  "out of range", i, m->block[i]);
+		b = &d->blocks[d->map[m->block[i]]];
+		ps = b->d.page_size;
+		rc = blk_check_range(b->d.name, b->d.length, m->offset[i], m->length[i],
+				     &d->ss.err);
+		if (rc)
+			return rd_err_prefix(&d->ss.err, rc, "PAGES run %zu", i);
+		if (m->offset[i] % ps ||
+		    (m->length[i] % ps && m->offset[i] + m->length[i] != b->d.length))
+			return rd_err_set(&d->ss.err, -EPROTO, "PAGES run %zu of block \"%s\" "
+					  "is not whole pages (offset %" PRIu64 ", length %" PRIu64
+					  ")", i, b->d.name, m->offset[i], m->length[i]);
+		memcpy(b->host + m->offset[i], src, m->length[i]);
+		src += m->length[i];
+	}
+	return 0;
+}
+
 static int on_iter_end(struct rdmig_dest *d, const Rdmig__IterEnd *e)
 {
 	Rdmig__IterAck ack = RDMIG__ITER_ACK__INIT;
@@ -570,6 +605,8 @@ int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMes
 		return on_register(d, (const Rdmig__RegisterReq *)m);
 	case CT_ZERO_RANGES:
 		return on_zero_ranges(d, (const Rdmig__ZeroRanges *)m);
+	case CT_PAGES:
+		return on_pages(d, (const Rdmig__Pages *)m);
 	case CT_ITER_END:
 		return on_iter_end(d, (const Rdmig__IterEnd *)m);
 	case CT_STATE:

@@ -248,6 +248,34 @@ int msgcheck_zero_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
 	return 0;
 }
 
+int msgcheck_pages(const ProtobufCMessage *msg, uint32_t msg_max, struct rd_err *err)
+{
+	const Rdmig__Pages *m = (const Rdmig__Pages *)msg;
+	uint64_t sum = 0, end;
+	size_t i;
+
+	(void)msg_max;
+	if (m->n_block != m->n_offset || m->n_block != m->n_length)
+		return rd_err_set(err, -EPROTO, "PAGES: %zu blocks, %zu offsets and %zu "
+				  "lengths", m->n_block, m->n_offset, m->n_length);
+	if (!m->n_block || m->n_block > CTRL_PAGES_RUNS_MAX)
+		return rd_err_set(err, -EPROTO, "PAGES: %zu runs, not 1..%d", m->n_block,
+				  CTRL_PAGES_RUNS_MAX);
+	for (i = 0; i < m->n_block; i++) {
+		if (!m->length[i])
+			return rd_err_set(err, -EPROTO, "PAGES: run %zu has length 0", i);
+		if (rd_add_overflow_u64(m->offset[i], m->length[i], &end) ||
+		    rd_add_overflow_u64(sum, m->length[i], &sum))
+			return rd_err_set(err, -EPROTO, "PAGES: run %zu offset %" PRIu64
+					  " + length %" PRIu64 " overflows", i, m->offset[i],
+					  m->length[i]);
+	}
+	if (sum != m->data.len)
+		return rd_err_set(err, -EPROTO, "PAGES: runs of %" PRIu64 " bytes with %zu "
+				  "bytes of data", sum, m->data.len);
+	return 0;
+}
+
 int msgcheck_state(const ProtobufCMessage *msg, uint32_t msg_max,
 		   struct rd_err *err)
 {

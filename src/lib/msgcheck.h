@@ -36,6 +36,7 @@ int msgcheck_auth_challenge(const ProtobufCMessage *msg, uint32_t msg_max,
 			    struct rd_err *err);
 int msgcheck_auth_response(const ProtobufCMessage *msg, uint32_t msg_max,
 			   struct rd_err *err);
+int msgcheck_pages(const ProtobufCMessage *msg, uint32_t msg_max, struct rd_err *err);
 int msgcheck_pin_keys(const ProtobufCMessage *msg, uint32_t msg_max,
 		      struct rd_err *err);
 

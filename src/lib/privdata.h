@@ -20,7 +20,9 @@ enum pd_cap {
 	PD_CAP_VERIFY = 1u << 2,
 	PD_CAP_AUTH = 1u << 3,
 	PD_CAP_MULTI_CHANNEL = 1u << 4,
-	PD_CAP_KNOWN = 0x1f
+	/* The destination takes short runs of data pages in PAGES messages. */
+	PD_CAP_PAGES = 1u << 5,
+	PD_CAP_KNOWN = 0x3f
 };
 
 enum pd_reason {

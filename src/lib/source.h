@@ -11,6 +11,7 @@
 #include "auth.h"
 #include "blocks.h"
 #include "dreg.h"
+#include "pack.h"
 #include "plan.h"
 #include "session.h"
 #include "wpipe.h"
@@ -68,6 +69,7 @@ struct src_sweep {
 	uint64_t cursor;        /* next page of that block */
 	struct plan_op pending; /* a WRITE run still being cut into ops */
 	bool have_pending;
+	bool pending_packed;    /* ... or waiting for room in a PAGES message */
 	bool done;              /* every block swept */
 	uint64_t planned_bytes;
 };
@@ -124,6 +126,7 @@ struct rdmig_source {
 	uint32_t *zr_block;
 	uint64_t *zr_offset, *zr_length;
 	size_t zr_n, zr_max;
+	struct pack pk;         /* PAGES: short runs in unregistered chunks */
 
 	/* pacing */
 	_Atomic uint64_t max_bandwidth;
@@ -162,6 +165,11 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until_us);
 int src_iter_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
 int src_write_done(struct rdmig_source *s, const struct ibv_wc *wc);
 int src_complete_begin(struct rdmig_source *s);
+/* src_sweep.c: plans into the WRITE window until it is full, the sweep is
+ * done, a message cannot go, or rd_now_us() passed @until_us. */
+int src_sweep_fill(struct rdmig_source *s, int64_t until_us, bool *moved);
+/* Page data that left, by WRITE or inside PAGES. */
+void src_count_pages(struct rdmig_source *s, uint64_t pages, uint64_t bytes);
 int src_complete_step(struct rdmig_source *s, int64_t until_us);
 void src_iter_destroy(struct rdmig_source *s);
 /* Bytes the bandwidth limit lets go now (UINT64_MAX: no limit), and ms

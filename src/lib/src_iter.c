@@ -19,7 +19,6 @@
 #include "source.h"
 
 /* Zero runs are cut here so one plan call reads at most this much. */
-#define SWEEP_ZERO_RUN (16u << 20)
 /* Bytes hashed per step for VERIFY. */
 #define DIGEST_STEP (1u << 20)
 
@@ -118,6 +117,11 @@ int src_iter_setup(struct rdmig_source *s)
 			return rc;
 		s->dreg_ready = true;
 	}
+	if (s->dreg_ready && (s->ss.caps & PD_CAP_PAGES)) {
+		rc = pack_init(&s->pk, s->peer_msg_max, &s->ss.err);
+		if (rc)
+			return rc;
+	}
 	s->zr_max = ctrl_zero_ranges_max(s->peer_msg_max);
 	s->zr_block = calloc(s->zr_max, sizeof(*s->zr_block));
 	s->zr_offset = calloc(s->zr_max, sizeof(*s->zr_offset));
@@ -142,6 +146,7 @@ void src_iter_destroy(struct rdmig_source *s)
 	free(s->zr_block);
 	free(s->zr_offset);
 	free(s->zr_length);
+	pack_fini(&s->pk);
 	free(s->digests);
 }
 
@@ -191,134 +196,6 @@ void src_paced(struct rdmig_source *s, uint64_t bytes)
 {
 	if (atomic_load(&s->max_bandwidth))
 		s->tokens -= (double)bytes;
-}
-
-/* ---- the sweep -------------------------------------------------------------- */
-
-static int flush_zero_ranges(struct rdmig_source *s)
-{
-	Rdmig__ZeroRanges zr = RDMIG__ZERO_RANGES__INIT;
-	int rc;
-
-	if (!s->zr_n)
-		return 0;
-	if (!ctrl_can_send(&s->ss.ch))
-		return -EAGAIN;
-	zr.n_block = zr.n_offset = zr.n_length = s->zr_n;
-	zr.block = s->zr_block;
-	zr.offset = s->zr_offset;
-	zr.length = s->zr_length;
-	rc = ctrl_send(&s->ss.ch, CT_ZERO_RANGES, &zr.base);
-	if (!rc)
-		s->zr_n = 0;
-	return rc;
-}
-
-static void count_zero(struct rdmig_source *s, uint64_t pages, bool skipped)
-{
-	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.st.zero_pages += pages;
-	if (skipped)
-		s->ss.stats.st.zero_pages_skipped += pages;
-	pthread_mutex_unlock(&s->ss.stats.lock);
-}
-
-/* Cuts the pending WRITE run into ops that stay within a chunk (and so
- * within a pin-all piece) and merge_max; false once the window is full. */
-static bool cut_pending(struct rdmig_source *s)
-{
-	struct src_sweep *w = &s->sweep;
-	const struct src_block *b = &s->blocks[w->block];
-	uint64_t chunk = 1ull << s->chunk_shift, len;
-
-	while (w->pending.length) {
-		if (!wp_room(&s->wp))
-			return false;
-		len = chunk - (w->pending.offset & (chunk - 1));
-		if (len > s->ss.cfg.merge_max)
-			len = s->ss.cfg.merge_max;
-		if (len > w->pending.length)
-			len = w->pending.length;
-		wp_push(&s->wp, &(struct wp_op){
-			.block = w->block, .offset = w->pending.offset, .length = len,
-			.slot = b->first_slot + (w->pending.offset >> s->slot_shift) });
-		w->pending.offset += len;
-		w->pending.length -= len;
-	}
-	w->have_pending = false;
-	return true;
-}
-
-static int take_zero(struct rdmig_source *s, const struct plan_op *op)
-{
-	s->zr_block[s->zr_n] = s->sweep.block;
-	s->zr_offset[s->zr_n] = op->offset;
-	s->zr_length[s->zr_n] = op->length;
-	s->zr_n++;
-	count_zero(s, op->pages, false);
-	return 0;
-}
-
-static struct plan_params plan_of(const struct rdmig_source *s, const struct src_block *b)
-{
-	struct plan_params p = { .chunk_shift = s->chunk_shift,
-				 .merge_max = s->ss.cfg.merge_max,
-				 .page_size = b->d.page_size,
-				 .detect_zero = !!(s->ss.caps & PD_CAP_ZERO_PAGES),
-				 .dest_zeroed = b->dest_zeroed,
-				 .max_zero_pages = SWEEP_ZERO_RUN / b->d.page_size ?
-						   SWEEP_ZERO_RUN / b->d.page_size : 1 };
-
-	/* A huge page is one dirty unit; cut_pending cuts it into chunks. */
-	if (p.merge_max < p.page_size)
-		p.merge_max = p.page_size;
-	return p;
-}
-
-/* Plans into the window until it is full, the sweep is done, the zero
- * ranges cannot go, or the step's time is up. */
-static int sweep_fill(struct rdmig_source *s, int64_t until, bool *moved)
-{
-	struct src_sweep *w = &s->sweep;
-	struct plan_params p;
-	struct src_block *b;
-	struct plan_op op;
-	int rc;
-
-	while (!w->done) {
-		if (w->have_pending && !cut_pending(s))
-			return 0;
-		if (s->zr_n == s->zr_max) {
-			rc = flush_zero_ranges(s);
-			if (rc)
-				return rc == -EAGAIN ? 0 : rc;
-		}
-		if (w->block == s->nblocks) {
-			w->done = true;
-			break;
-		}
-		/* Time is up once something was planned: every step moves. */
-		if (*moved && rd_now_us() > until)
-			return 0;
-		b = &s->blocks[w->block];
-		p = plan_of(s, b);
-		if (!plan_next(&p, b->host, b->d.length, b->sending, b->written, &w->cursor, &op)) {
-			w->block++;
-			w->cursor = 0;
-			continue;
-		}
-		*moved = true;
-		if (op.kind == PLAN_WRITE) {
-			w->pending = op;
-			w->have_pending = true;
-		} else if (op.kind == PLAN_ZERO) {
-			take_zero(s, &op);
-		} else {
-			count_zero(s, op.pages, true);
-		}
-	}
-	rc = flush_zero_ranges(s);
-	return rc == -EAGAIN ? 0 : rc;
 }
 
 /* ---- one iteration -------------------------------------------------------------- */
@@ -384,14 +261,9 @@ static void count_writes(struct rdmig_source *s, uint64_t from, uint64_t to, uin
 
 		pages += (op->length + ps - 1) / ps;
 	}
-	if (!s->first_write_ms)
-		s->first_write_ms = rd_now_ms();
-	s->iter_bytes += bytes;
+	src_count_pages(s, pages, bytes);
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.writes += to - from;
-	s->ss.stats.st.normal_bytes += bytes;
-	s->ss.stats.st.normal_pages += pages;
-	s->ss.stats.st.transferred += bytes;
 	pthread_mutex_unlock(&s->ss.stats.lock);
 }
 
@@ -439,7 +311,7 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 
 	do {
 		moved = false;
-		rc = sweep_fill(s, until, &moved);
+		rc = src_sweep_fill(s, until, &moved);
 		if (!rc)
 			rc = request_registrations(s, until, &moved);
 		if (!rc)
@@ -448,7 +320,8 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 			return rc;
 		/* ITER_END only once every WRITE of the iteration completed:
 		 * on other channels a SEND is not ordered after them. */
-		if (s->sweep.done && !s->sweep.have_pending && !s->zr_n && wp_idle(&s->wp)) {
+		if (s->sweep.done && !s->sweep.have_pending && !s->zr_n && !s->pk.n &&
+		    wp_idle(&s->wp)) {
 			s->more = false;
 			return end_iteration(s);
 		}

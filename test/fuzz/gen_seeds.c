@@ -77,6 +77,8 @@ static void codec(const char *dir)
 	Rdmig__Error er = RDMIG__ERROR__INIT;
 	Rdmig__AuthChallenge ac = RDMIG__AUTH_CHALLENGE__INIT;
 	Rdmig__AuthResponse ar = RDMIG__AUTH_RESPONSE__INIT;
+	Rdmig__Pages pg = RDMIG__PAGES__INIT;
+	uint64_t pglen[2] = { 16, 16 };
 
 	b[0].name = "pc.ram"; b[0].length = 1 << 24; b[0].page_size = 4096;
 	b[1].name = "vram"; b[1].length = 12345; b[1].page_size = 2 << 20;
@@ -113,6 +115,12 @@ static void codec(const char *dir)
 	frame(dir, CT_AUTH_CHALLENGE, &ac.base);
 	ar.mac.data = bytes; ar.mac.len = 32;
 	frame(dir, CT_AUTH_RESPONSE, &ar.base);
+	/* Two runs of 16 bytes: valid on the wire, whole pages are the
+	 * destination's check. */
+	pg.n_block = pg.n_offset = pg.n_length = 2;
+	pg.block = blk; pg.offset = idx; pg.length = pglen;
+	pg.data.data = bytes; pg.data.len = 32;
+	frame(dir, CT_PAGES, &pg.base);
 	/* Found by fuzz_codec: field number 0 spelled as a two-byte tag. */
 	static const uint8_t field0[] = { 0, 0, 0, 5, 0, CT_ITER_ACK, 0, 0,
 					  0x08, 7, 0x80, 0x00, 5 };
@@ -146,6 +154,10 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 	Rdmig__IterEnd end = RDMIG__ITER_END__INIT;
 	Rdmig__State st = RDMIG__STATE__INIT;
 	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	Rdmig__Pages pg = RDMIG__PAGES__INIT;
+	static uint8_t page[4096] = { 9, 8, 7 };
+	uint32_t pb = 1;
+	uint64_t po = 4096, pl = 4096;
 	static const char *names[] = { "ram0", "ram1", "ram2" };
 	static const uint64_t lens[] = { 16 * 4096, 3 * 4096 + 100, 8192 };
 	uint32_t cb[2] = { 0, 1 }, zb[2] = { 0, 2 };
@@ -171,6 +183,15 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 		reg.chunk_block = cb;
 		reg.chunk_index = ci;
 		seq_frame(CT_REGISTER_REQ, &reg.base);
+	}
+	if (!(sel & 1)) {
+		pg.n_block = pg.n_offset = pg.n_length = 1;
+		pg.block = &pb;
+		pg.offset = &po;
+		pg.length = &pl;
+		pg.data.data = page;
+		pg.data.len = sizeof(page);
+		seq_frame(CT_PAGES, &pg.base);
 	}
 	zr.n_block = zr.n_offset = zr.n_length = 2;
 	zr.block = zb;

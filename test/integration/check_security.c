@@ -752,6 +752,67 @@ START_TEST(limits_refused_at_block_map)
 }
 END_TEST
 
+/* ---- data pages inside messages ---------------------------------------------------------- */
+
+/* Bytes of @path equal to @v. */
+static uint64_t count_byte(const char *path, uint8_t v)
+{
+	size_t len = 0, i;
+	char *text = tu_slurp(path, &len);
+	uint64_t n = 0;
+
+	for (i = 0; text && i < len; i++)
+		n += (uint8_t)text[i] == v;
+	free(text);
+	return n;
+}
+
+/* A source that puts data pages in PAGES messages where the block has none:
+ * past its end, across a page boundary, into a block it never announced.
+ * The daemon must fail that migration with a reason and write nothing; the
+ * same message with a proper run (the control) lands where it says. */
+START_TEST(pages_outside_the_block)
+{
+	static const char *const variants[] = { "outside", "torn", "index" };
+	struct sx f;
+	char line[2048], said[1200], file[400], tag[32];
+	unsigned i;
+	int code;
+
+	sx_init(&f);
+	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--daemon", "--timeout", "5",
+					   NULL });
+	for (i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		snprintf(tag, sizeof(tag), "pages-%s", variants[i]);
+		sx_evil(&f, tag, "pages", (const char *const[]){ "--variant", variants[i],
+								 "--size", "1048576",
+								 "--timeout", "5000", NULL });
+		code = evil_result(&f, 30000, line, sizeof(line));
+		kv(line, "dest-said", said, sizeof(said));
+		printf("security: PAGES %s: attacker exit %d: %s\n", variants[i], code, line);
+		fflush(stdout);
+		ck_assert_msg(code == 1, "the destination took a %s run: %s", variants[i], line);
+		ck_assert_msg(strstr(said, "PAGES run 0"), "destination said: %s", said);
+		/* Migration i + 1's block file: nothing of the attacker's in it. */
+		snprintf(file, sizeof(file), "%s/%u/ram", f.dst, i + 1);
+		ck_assert_msg(!exists(file) || count_byte(file, 0xaa) == 0, "%s holds 0xaa bytes",
+			      file);
+		ck_assert_msg(running(&f.recv), "migrate-recv died on a %s run", variants[i]);
+	}
+	/* The control: a proper first page lands. */
+	sx_evil(&f, "pages-honest", "pages", (const char *const[]){ "--variant", "honest",
+								    "--size", "1048576",
+								    "--timeout", "5000", NULL });
+	code = evil_result(&f, 30000, line, sizeof(line));
+	printf("security: PAGES honest (control): attacker exit %d: %s\n", code, line);
+	ck_assert_msg(code == 0, "a proper PAGES run was refused: %s", line);
+	snprintf(file, sizeof(file), "%s/4/ram", f.dst);
+	ck_assert_uint_eq(count_byte(file, 0xaa), 4096);
+	ck_assert(running(&f.recv));
+	sx_free(&f);
+}
+END_TEST
+
 /* ---- completion nobody confirmed --------------------------------------------------------- */
 
 /* A source that sends COMPLETE and destroys its QP before the COMPLETE_ACK
@@ -1097,6 +1158,7 @@ Suite *security_suite(void)
 	tcase_add_test(tc, ram_dir_does_not_overwrite);
 	tcase_add_test(tc, control_socket_owner_only);
 	tcase_add_test(tc, no_space_refused_up_front);
+	tcase_add_test(tc, pages_outside_the_block);
 	suite_add_tcase(s, tc);
 	return s;
 }

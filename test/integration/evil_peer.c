@@ -10,6 +10,7 @@
  *   evil_peer rings HOST:PORT [--depth N] [--msg-max BYTES] [--hold-ms MS]
  *   evil_peer bigmap HOST:PORT --key FILE [--size BYTES] [--pin-all]
  *   evil_peer vanish HOST:PORT [--size BYTES]
+ *   evil_peer pages HOST:PORT --variant outside|torn|index|honest [--size BYTES]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
@@ -27,7 +28,11 @@
  * ring asked for and sent frames on it (its send ring exists: the test
  * measures what that cost); bigmap, a BLOCK_MAP_RESP arrived; vanish,
  * COMPLETE was delivered and our QP destroyed before the COMPLETE_ACK could
- * land (the test checks what the destination made of it).
+ * land (the test checks what the destination made of it); pages, a PAGES
+ * message of 0xAA bytes was taken without an ERROR within a second: a run
+ * over the block's end (outside), not on a page boundary (torn), for a block
+ * that does not exist (index), or a proper first page (honest: the control
+ * that shows the attack path works).
  *
  * --proto auto (the default) speaks what the other side offers: as a fake
  * destination the source's version, as a source versions 1..2.  Version 1
@@ -56,7 +61,8 @@
 
 #define NRX_MAX 64
 #define NTX 16
-#define TX_SIZE 4096
+/* A PAGES message with a page of data needs more than 4 KiB. */
+#define TX_SIZE 16384
 #define V1_ACCEPT_LEN 24
 #define V1_NONCE_LEN 32
 #define HOLD_MAX 64
@@ -116,7 +122,7 @@ struct peer {
 
 struct opts {
 	const char *mode, *host, *port, *lhost, *key_path, *name;
-	int variant;            /* harvest: 0 zero, 1 relay */
+	int variant;            /* harvest: 0 zero, 1 relay; pages: see pages_variants */
 	int proto;              /* 0 auto, else 1 or 2 */
 	uint64_t size, msg_max;
 	uint32_t depth, chunk_shift;
@@ -1128,6 +1134,72 @@ static int bigmap(const struct opts *o)
 		      PRIx64, o->size, o->pin_all ? "yes" : "no", base);
 }
 
+/* ---- pages: data pages where the block has none ------------------------------------- */
+
+static const char *const pages_variants[] = { "outside", "torn", "index", "honest" };
+
+static int pages(const struct opts *o)
+{
+	static uint8_t data[8192];
+	uint32_t blk = 0;
+	uint64_t off = 0, len = 4096;
+	Rdmig__Pages m = RDMIG__PAGES__INIT;
+	struct peer p;
+	uint8_t req[PD_REQUEST_LEN];
+	struct pd_accept acc;
+	struct frame f;
+	char q[1200];
+	int64_t deadline;
+	int rc;
+
+	memset(data, 0xaa, sizeof(data));
+	if (o->variant == 0) {          /* the last page and one past the end */
+		off = o->size - 4096;
+		len = 8192;
+	} else if (o->variant == 1) {   /* straddles a page boundary */
+		off = 100;
+	} else if (o->variant == 2) {   /* a block it never announced */
+		blk = 5;
+	}
+	memset(&p, 0, sizeof(p));
+	rc = dial_source(&p, o, PD_CAP_PAGES, 8, 65536, 8, 65536, req, &acc);
+	if (!rc && !(acc.caps & PD_CAP_PAGES))
+		rc = rd_err_set(&p.err, -EPROTO, "PAGES not granted");
+	if (!rc)
+		rc = send_block_map(&p, o, -1);
+	if (!rc)
+		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (rc)
+		goto refused;
+	ctrl_msg_free(NULL, f.m);
+	m.n_block = m.n_offset = m.n_length = 1;
+	m.block = &blk;
+	m.offset = &off;
+	m.length = &len;
+	m.data.data = data;
+	m.data.len = len;
+	rc = send_msg(&p, CT_PAGES, &m.base, -1);
+	if (rc)
+		goto refused;
+	/* Taken, unless an ERROR or a disconnect comes within a second. */
+	deadline = rd_deadline(1000);
+	rc = next_frame(&p, &f, deadline);
+	if (!rc)
+		ctrl_msg_free(NULL, f.m);
+	if (p.said[0] || p.closed)
+		goto refused;
+	peer_close(&p);
+	return result(0, "variant=%s run=%u:%" PRIu64 "+%" PRIu64 " taken=yes",
+		      pages_variants[o->variant], blk, off, len);
+refused:
+	rc = result(1, "variant=%s run=%u:%" PRIu64 "+%" PRIu64 " taken=no dest-said=\"%s\"",
+		    pages_variants[o->variant], blk, off, len,
+		    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
+			   sizeof(q)));
+	peer_close(&p);
+	return rc;
+}
+
 /* ---- vanish: complete, then never take the confirmation ---------------------------- */
 
 /* Waits for @type; a credit or keepalive in between gets its buffer back, so
@@ -1226,6 +1298,7 @@ static int usage(void)
 		"       evil_peer rings HOST:PORT [--depth N] [--msg-max BYTES] [--hold-ms MS]\n"
 		"       evil_peer bigmap HOST:PORT --key FILE [--size BYTES] [--pin-all]\n"
 		"       evil_peer vanish HOST:PORT [--size BYTES]\n"
+		"       evil_peer pages HOST:PORT --variant outside|torn|index|honest [--size BYTES]\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
 }
@@ -1274,9 +1347,18 @@ static int parse(struct opts *o, int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--variant") && v) {
-			if (strcmp(v, "zero") && strcmp(v, "relay"))
-				return -1;
-			o->variant = !strcmp(argv[++i], "relay");
+			unsigned k = 0;
+
+			/* harvest's zero|relay, or one of pages_variants */
+			if (strcmp(v, "zero") && strcmp(v, "relay")) {
+				while (k < RD_ARRAY_SIZE(pages_variants) &&
+				       strcmp(v, pages_variants[k]))
+					k++;
+				if (k == RD_ARRAY_SIZE(pages_variants))
+					return -1;
+			}
+			o->variant = !strcmp(v, "relay") ? 1 : (int)k;
+			i++;
 		} else if (!strcmp(a, "--proto") && v) {
 			o->proto = !strcmp(v, "auto") ? 0 : atoi(v);
 			if (strcmp(argv[++i], "auto") && o->proto != 1 && o->proto != 2)
@@ -1351,6 +1433,10 @@ int main(int argc, char **argv)
 			return usage();
 		alarm((unsigned)(timeout_ms / 1000) * 4 + 10);
 		return bigmap(&o);
+	}
+	if (!strcmp(o.mode, "pages")) {
+		alarm((unsigned)(timeout_ms / 1000) * 3 + 10);
+		return pages(&o);
 	}
 	if (!strcmp(o.mode, "vanish")) {
 		alarm((unsigned)(timeout_ms / 1000) * 5 + 10);

@@ -108,7 +108,7 @@ START_TEST(hdr_unknown_type)
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_ptr_null(out);
-	ck_assert_str_eq(e.msg, "unknown control message type 17");
+	ck_assert_str_eq(e.msg, "unknown control message type 18");
 	h.type = 0xffff;
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_hdr_get(buf, 8, MSG_MAX, &h, &e), -EPROTO);
@@ -196,6 +196,7 @@ START_TEST(empty_payloads)
 		{ CT_ERROR, NULL },
 		{ CT_AUTH_CHALLENGE, "AUTH_CHALLENGE: nonce of 0 bytes, not 16..64" },
 		{ CT_AUTH_RESPONSE, "AUTH_RESPONSE: mac of 0 bytes, not 16..64" },
+		{ CT_PAGES, "PAGES: 0 runs, not 1..1024" },
 	};
 	uint8_t buf[8];
 	size_t i;
@@ -925,6 +926,73 @@ START_TEST(zero_ranges_limits)
 }
 END_TEST
 
+START_TEST(pages_limits)
+{
+	static uint8_t data[3 * 4096];
+	uint32_t blk[2] = { 0, 1 };
+	uint64_t off[2] = { 0, 8192 }, len[2] = { 4096, 8192 };
+	Rdmig__Pages m = RDMIG__PAGES__INIT;
+	ProtobufCMessage *out = NULL;
+	const Rdmig__Pages *got;
+
+	m.block = blk; m.offset = off; m.length = len;
+	m.n_block = m.n_offset = m.n_length = 2;
+	m.data.data = data;
+	m.data.len = sizeof(data);
+	data[4096] = 7;
+	ck_assert_int_eq(rt(CT_PAGES, &m.base, &out), 0);
+	got = (const Rdmig__Pages *)out;
+	ck_assert_uint_eq(got->n_block, 2);
+	ck_assert_uint_eq(got->length[1], 8192);
+	ck_assert_uint_eq(got->data.len, sizeof(data));
+	ck_assert_uint_eq(got->data.data[4096], 7);
+	ctrl_msg_free(NULL, out);
+	m.data.len = sizeof(data) - 1;
+	bad(CT_PAGES, &m.base, "PAGES: runs of 12288 bytes with 12287 bytes of data");
+	m.data.len = sizeof(data);
+	m.n_length = 1;
+	bad(CT_PAGES, &m.base, "PAGES: 2 blocks, 2 offsets and 1 lengths");
+	m.n_length = 2;
+	len[0] = 0;
+	bad(CT_PAGES, &m.base, "PAGES: run 0 has length 0");
+	len[0] = 4096;
+	off[1] = UINT64_MAX - 100;
+	bad(CT_PAGES, &m.base, "PAGES: run 1 offset 18446744073709551515 + length 8192 "
+	    "overflows");
+	/* Lengths whose sum wraps to the data's size are refused too. */
+	off[1] = 0;
+	len[0] = 4096 + 1;
+	len[1] = UINT64_MAX;
+	m.data.len = 4096;
+	bad(CT_PAGES, &m.base, "PAGES: run 1 offset 0 + length 18446744073709551615 overflows");
+}
+END_TEST
+
+/* The largest PAGES a sender gathers for a frame size fits that frame. */
+START_TEST(pages_max_fits)
+{
+	static uint8_t data[65536];
+	static uint32_t blk[16];
+	static uint64_t off[16], len[16];
+	Rdmig__Pages m = RDMIG__PAGES__INIT;
+	size_t runs = 16, max = ctrl_pages_data_max(MSG_MAX, runs), i;
+
+	ck_assert_uint_gt(max, 60000);
+	for (i = 0; i < runs; i++) {
+		blk[i] = UINT32_MAX;
+		off[i] = UINT64_MAX / 2;
+		len[i] = max / runs;
+	}
+	len[runs - 1] += max % runs;
+	m.block = blk; m.offset = off; m.length = len;
+	m.n_block = m.n_offset = m.n_length = runs;
+	m.data.data = data;
+	m.data.len = max;
+	ck_assert_int_gt(ctrl_encode(CT_PAGES, 0xffff, &m.base, frame, MSG_MAX, &e), 0);
+	ck_assert_uint_eq(ctrl_pages_data_max(100, 16), 0);
+}
+END_TEST
+
 START_TEST(digest_limits)
 {
 	static uint8_t d[65];
@@ -1470,6 +1538,7 @@ Suite *codec_suite(void)
 	tcase_add_test(lim, block_map_resp_limits);
 	tcase_add_test(lim, register_limits);
 	tcase_add_test(lim, zero_ranges_limits);
+	tcase_add_test(lim, pages_limits);
 	tcase_add_test(lim, digest_limits);
 	tcase_add_test(lim, check_rejects_wrong_kind);
 	suite_add_tcase(s, lim);
@@ -1477,6 +1546,7 @@ Suite *codec_suite(void)
 	tcase_add_test(sz, state_max_encodes);
 	tcase_add_test(sz, register_max_fits);
 	tcase_add_test(sz, zero_ranges_max_fits);
+	tcase_add_test(sz, pages_max_fits);
 	tcase_set_timeout(sz, 60);
 	suite_add_tcase(s, sz);
 	tcase_add_test(arn, arena_data_path_no_malloc);

@@ -15,4 +15,5 @@ Suite *arena_suite(void);
 Suite *wpipe_suite(void);
 Suite *dreg_suite(void);
 Suite *populate_suite(void);
+Suite *pack_suite(void);
 #endif

@@ -1,0 +1,212 @@
+/* The source's sweep of one iteration: the dirty pages of each block, in
+ * order, planned (plan.c) into WRITE ops for the pipeline, ZERO_RANGES for
+ * pages that became zero, and PAGES messages for short runs in chunks
+ * nobody registered (pack.c). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "privdata.h"
+#include "source.h"
+
+/* Zero and skipped runs end after this much, so one plan_next() call reads
+ * a bounded amount of memory. */
+#define SWEEP_ZERO_RUN (16u << 20)
+
+static int flush_zero_ranges(struct rdmig_source *s)
+{
+	Rdmig__ZeroRanges zr = RDMIG__ZERO_RANGES__INIT;
+	int rc;
+
+	if (!s->zr_n)
+		return 0;
+	if (!ctrl_can_send(&s->ss.ch))
+		return -EAGAIN;
+	zr.n_block = zr.n_offset = zr.n_length = s->zr_n;
+	zr.block = s->zr_block;
+	zr.offset = s->zr_offset;
+	zr.length = s->zr_length;
+	rc = ctrl_send(&s->ss.ch, CT_ZERO_RANGES, &zr.base);
+	if (!rc)
+		s->zr_n = 0;
+	return rc;
+}
+
+/* Page data that left, by WRITE or inside PAGES. */
+void src_count_pages(struct rdmig_source *s, uint64_t pages, uint64_t bytes)
+{
+	if (!s->first_write_ms)
+		s->first_write_ms = rd_now_ms();
+	s->iter_bytes += bytes;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.normal_bytes += bytes;
+	s->ss.stats.st.normal_pages += pages;
+	s->ss.stats.st.transferred += bytes;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+}
+
+static int flush_pages(struct rdmig_source *s)
+{
+	Rdmig__Pages m;
+	int rc;
+
+	if (!s->pk.n)
+		return 0;
+	if (!ctrl_can_send(&s->ss.ch))
+		return -EAGAIN;
+	pack_msg(&s->pk, &m);
+	rc = ctrl_send(&s->ss.ch, CT_PAGES, &m.base);
+	if (!rc)
+		pack_reset(&s->pk);
+	return rc;
+}
+
+/* A short run in a chunk nobody registered goes inside a PAGES message. */
+static bool packable(const struct rdmig_source *s, const struct plan_op *op)
+{
+	const struct src_block *b = &s->blocks[s->sweep.block];
+
+	return s->pk.data && op->length <= PACK_RUN_MAX &&
+	       creg_state(&s->dreg.creg, b->first_slot + (op->offset >> s->slot_shift)) ==
+	       CREG_NONE;
+}
+
+/* Packs the run, sending the gathered message first when it is full;
+ * false when that cannot go yet (the run stays pending). */
+static bool pack_run(struct rdmig_source *s, const struct plan_op *op, int *rc)
+{
+	const struct src_block *b = &s->blocks[s->sweep.block];
+	struct plan_op run = *op;
+
+	*rc = 0;
+	if (!pack_fits(&s->pk, run.length)) {
+		*rc = flush_pages(s);
+		if (*rc) {
+			if (*rc == -EAGAIN)
+				*rc = 0;
+			s->sweep.pending = run;
+			s->sweep.have_pending = s->sweep.pending_packed = true;
+			return false;
+		}
+	}
+	pack_add(&s->pk, s->sweep.block, run.offset, b->host + run.offset, run.length);
+	src_count_pages(s, run.pages, run.length);
+	src_paced(s, run.length);
+	s->sweep.have_pending = s->sweep.pending_packed = false;
+	return true;
+}
+
+static void count_zero(struct rdmig_source *s, uint64_t pages, bool skipped)
+{
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.zero_pages += pages;
+	if (skipped)
+		s->ss.stats.st.zero_pages_skipped += pages;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+}
+
+/* Cuts the pending WRITE run into ops that stay within a chunk (and so
+ * within a pin-all piece) and merge_max; false once the window is full. */
+static bool cut_pending(struct rdmig_source *s)
+{
+	struct src_sweep *w = &s->sweep;
+	const struct src_block *b = &s->blocks[w->block];
+	uint64_t chunk = 1ull << s->chunk_shift, len;
+
+	while (w->pending.length) {
+		if (!wp_room(&s->wp))
+			return false;
+		len = chunk - (w->pending.offset & (chunk - 1));
+		if (len > s->ss.cfg.merge_max)
+			len = s->ss.cfg.merge_max;
+		if (len > w->pending.length)
+			len = w->pending.length;
+		wp_push(&s->wp, &(struct wp_op){
+			.block = w->block, .offset = w->pending.offset, .length = len,
+			.slot = b->first_slot + (w->pending.offset >> s->slot_shift) });
+		w->pending.offset += len;
+		w->pending.length -= len;
+	}
+	w->have_pending = false;
+	return true;
+}
+
+static int take_zero(struct rdmig_source *s, const struct plan_op *op)
+{
+	s->zr_block[s->zr_n] = s->sweep.block;
+	s->zr_offset[s->zr_n] = op->offset;
+	s->zr_length[s->zr_n] = op->length;
+	s->zr_n++;
+	count_zero(s, op->pages, false);
+	return 0;
+}
+
+static struct plan_params plan_of(const struct rdmig_source *s, const struct src_block *b)
+{
+	struct plan_params p = { .chunk_shift = s->chunk_shift,
+				 .merge_max = s->ss.cfg.merge_max,
+				 .page_size = b->d.page_size,
+				 .detect_zero = !!(s->ss.caps & PD_CAP_ZERO_PAGES),
+				 .dest_zeroed = b->dest_zeroed,
+				 .max_zero_pages = SWEEP_ZERO_RUN / b->d.page_size ?
+						   SWEEP_ZERO_RUN / b->d.page_size : 1 };
+
+	/* A huge page is one dirty unit; cut_pending cuts it into chunks. */
+	if (p.merge_max < p.page_size)
+		p.merge_max = p.page_size;
+	return p;
+}
+
+/* Plans into the window until it is full, the sweep is done, the zero
+ * ranges cannot go, or the step's time is up. */
+int src_sweep_fill(struct rdmig_source *s, int64_t until, bool *moved)
+{
+	struct src_sweep *w = &s->sweep;
+	struct plan_params p;
+	struct src_block *b;
+	struct plan_op op;
+	int rc;
+
+	while (!w->done) {
+		rc = 0;
+		if (w->have_pending &&
+		    (w->pending_packed ? !pack_run(s, &w->pending, &rc) : !cut_pending(s)))
+			return rc;
+		if (s->zr_n == s->zr_max) {
+			rc = flush_zero_ranges(s);
+			if (rc)
+				return rc == -EAGAIN ? 0 : rc;
+		}
+		if (w->block == s->nblocks) {
+			w->done = true;
+			break;
+		}
+		/* Time is up once something was planned: every step moves. */
+		if (*moved && rd_now_us() > until)
+			return 0;
+		b = &s->blocks[w->block];
+		p = plan_of(s, b);
+		if (!plan_next(&p, b->host, b->d.length, b->sending, b->written, &w->cursor, &op)) {
+			w->block++;
+			w->cursor = 0;
+			continue;
+		}
+		*moved = true;
+		if (op.kind == PLAN_WRITE && packable(s, &op)) {
+			if (!pack_run(s, &op, &rc))
+				return rc;
+		} else if (op.kind == PLAN_WRITE) {
+			w->pending = op;
+			w->have_pending = true;
+		} else if (op.kind == PLAN_ZERO) {
+			take_zero(s, &op);
+		} else {
+			count_zero(s, op.pages, true);
+		}
+	}
+	rc = flush_zero_ranges(s);
+	if (!rc)
+		rc = flush_pages(s);
+	return rc == -EAGAIN ? 0 : rc;
+}
