@@ -265,9 +265,9 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 }
 
 /* The file system must have room for the pages of @len the file does not
- * hold yet.  The library then makes them present in a helper thread, off
- * the critical path (RDMIG_POPULATE_ALL), instead of a posix_fallocate()
- * that cleared the whole image before the first byte could move. */
+ * hold yet.  This replaces a posix_fallocate() that allocated and cleared
+ * the whole image before the first byte could move (and made mostly-zero
+ * images occupy all their pages). */
 static int check_room(int fd, const struct cli_ram *r, const struct stat *st, uint64_t len,
 		      char *err, size_t errlen)
 {
