@@ -9,7 +9,11 @@
  * copied.  Once rdmig_dest_process() returns 1 the source holds the
  * confirmation: the guest could start here.  Prints "listening PORT" when
  * ready, then one "digest" line per region for a test to compare with
- * vmm-source's. */
+ * vmm-source's.
+ *
+ * A real destination also sets auth_key (anyone who can reach the port may
+ * otherwise send it a guest), max_image, and an admit callback that creates
+ * nothing for a connection before it is called; see rdmig(3). */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -49,13 +53,35 @@ static uint64_t sum(const uint8_t *p, uint64_t n)
 	return h;
 }
 
+/* Waits in the loop, not in the library, for a request it can accept: a
+ * malformed or keyless one is turned away and the next one awaited. */
+static int accept_one(struct rdmig_dest *d, struct rdmig_listener *l)
+{
+	struct pollfd pfd = { .fd = rdmig_listener_fd(l), .events = POLLIN };
+	int rc;
+
+	for (;;) {
+		/* The VMM's own loop would watch its devices here too. */
+		if (poll(&pfd, 1, 60000) == 0)
+			return -ETIMEDOUT;
+		rc = rdmig_dest_accept(d, l, 0);
+		if (rc == -EAGAIN)
+			continue;
+		if (rc == -EPROTO || rc == -EPROTONOSUPPORT || rc == -EACCES) {
+			fprintf(stderr, "vmm-dest: turned away a source: %s\n",
+				rdmig_dest_error(d));
+			continue;
+		}
+		return rc;
+	}
+}
+
 static int serve(struct rdmig_dest *d, struct rdmig_listener *l)
 {
 	struct pollfd pfd[RDMIG_DEST_MAX_FDS];
 	int fds[RDMIG_DEST_MAX_FDS], n, i, rc;
 
-	/* The VMM's own loop would watch its devices here too. */
-	rc = rdmig_dest_accept(d, l, 60000);
+	rc = accept_one(d, l);
 	while (!rc) {
 		rc = rdmig_dest_process(d);
 		if (rc)
@@ -112,7 +138,9 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = serve(d, l);
 	if (rc) {
-		fprintf(stderr, "vmm-dest: %s\n", d ? rdmig_dest_error(d) : strerror(-rc));
+		const char *why = d ? rdmig_dest_error(d) : "";
+
+		fprintf(stderr, "vmm-dest: %s\n", why[0] ? why : strerror(-rc));
 	} else {
 		rdmig_dest_stats(d, &st);
 		printf("received %" PRIu64 " bytes in %" PRIu64 " iterations, %" PRIu64

@@ -92,7 +92,7 @@ struct rdmig_config {
 	 * within the smaller of both sides' caps; a destination refuses
 	 * pin-all of an image larger than its cap. */
 	uint64_t pinned_cap;
-	int timeout_ms;         /* bound on every wait for the peer (30000) */
+	int timeout_ms;         /* connection setup, and the peer's silence (30000) */
 	int keepalive_ms;       /* idle interval before a keepalive (timeout/4) */
 	int progress_ms;        /* progress callback interval (250) */
 	uint32_t ctrl_depth;    /* pre-posted control receive buffers (32) */
@@ -279,8 +279,9 @@ RDMIG_API int rdmig_source_poll(struct rdmig_source *s);
 /* Any thread: page data per second at most from now on (0: no limit). */
 RDMIG_API void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s);
 /* Any thread: the operation in progress (connecting, resolving, pinning,
- * iterating, completing) fails with -ECANCELED and the destination is
- * told. */
+ * iterating, hashing for verify) fails with -ECANCELED and the destination
+ * is told.  Once COMPLETE has gone the destination's answer decides: a
+ * cancel then waits for it (see rdmig(3)). */
 RDMIG_API void rdmig_source_cancel(struct rdmig_source *s);
 /* Any thread. */
 RDMIG_API void rdmig_source_stats(struct rdmig_source *s, struct rdmig_stats *st);

@@ -1,6 +1,7 @@
 #include "chan.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,8 +201,7 @@ void chan_set_destroy(struct chan_set *cs)
 	free(cs);
 }
 
-int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, const char *host,
-		       uint32_t port, uint64_t token, unsigned idx, unsigned n,
+int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, uint32_t port, uint64_t token, unsigned idx, unsigned n,
 		       uint32_t sq_depth, int64_t deadline, struct rd_err *err)
 {
 	struct fab_caps caps = { .sq_depth = sq_depth, .rq_depth = CHAN_RQ_DEPTH,
@@ -211,9 +211,19 @@ int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, const char 
 				  .ctrl_msg_max = PD_MSG_MAX_MIN, .session_id = token,
 				  .channel = (uint16_t)idx, .channels = (uint16_t)n };
 	uint8_t priv[PD_REQUEST_LEN];
-	char sport[8];
+	char sport[8], host[NI_MAXHOST];
+	const struct sockaddr *peer = fab_peer_addr(ctrl);
 	int rc;
 
+	*out = NULL;
+	/* The address the control connection reached, numerically: no name
+	 * lookup inside a step, and no other address a new lookup might give
+	 * (the destination admits channels from the control peer only). */
+	if (!peer || getnameinfo(peer, peer->sa_family == AF_INET6 ?
+				 sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+				 host, sizeof(host), NULL, 0, NI_NUMERICHOST))
+		return rd_err_set(err, -EINVAL, "data channel %u: the control connection has no "
+				  "peer address", idx);
 	snprintf(sport, sizeof(sport), "%u", port);
 	rc = fab_connect_start(out, host, sport, &caps, priv,
 			       pd_encode_request(&req, priv, sizeof(priv)), NULL, NULL, deadline,

@@ -52,14 +52,15 @@ unsigned chan_admit(const void *priv, size_t priv_len, uint64_t token, unsigned 
 
 /* ---- source ---- */
 
-/* Starts opening channel @idx of @n to @host:@port, sharing @ctrl's PD and
- * CQ; drive it with fab_connect_step() on *out (which is set even when this
- * fails: destroy it), then chan_connect_finish() with the step's final
- * result: 0 once it is a data channel of this migration, or -errno with
- * @err saying why (a refusal, with the destination's reason). */
-int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, const char *host,
-		       uint32_t port, uint64_t token, unsigned idx, unsigned n,
-		       uint32_t sq_depth, int64_t deadline, struct rd_err *err);
+/* Starts opening channel @idx of @n to @port on the address @ctrl is
+ * connected to, sharing @ctrl's PD and CQ; drive it with fab_connect_step()
+ * on *out (which is set even when this fails: destroy it), then
+ * chan_connect_finish() with the step's final result: 0 once it is a data
+ * channel of this migration, or -errno with @err saying why (a refusal,
+ * with the destination's reason). */
+int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, uint32_t port,
+		       uint64_t token, unsigned idx, unsigned n, uint32_t sq_depth,
+		       int64_t deadline, struct rd_err *err);
 int chan_connect_finish(struct fab_conn *c, unsigned idx, int step_rc, struct rd_err *err);
 
 #endif

@@ -50,9 +50,13 @@ enum ctrl_type {
 #define CTRL_PAGE_MAX (1u << 30)
 #define CTRL_CHUNK_SHIFT_MIN 12
 #define CTRL_CHUNK_SHIFT_MAX 30
+#define CTRL_PIECE_SHIFT_MIN 20
 #define CTRL_REGISTER_MAX 4096
 #define CTRL_PIN_KEYS_MAX 4096
 #define CTRL_ZERO_RANGES_MAX 65536
+/* Bytes one ZERO_RANGES may cover: what the destination checks (and
+ * clears) for one message is bounded. */
+#define CTRL_ZERO_BYTES_MAX (1ull << 30)
 #define CTRL_PAGES_RUNS_MAX 1024
 #define CTRL_DIGESTS_MAX 1024
 #define CTRL_DIGEST_MIN 8

@@ -462,13 +462,16 @@ static int drain_cq(struct rdmig_dest *d)
 
 static int step(struct rdmig_dest *d)
 {
+	int64_t until = rd_now_us() + d->ss.cfg.step_us;
 	uint64_t buf;
 	int rc, i, cm_rc = 0;
 
 	if (read(d->ss.wake_fd, &buf, sizeof(buf)) < 0) {
 		/* Nothing to read: not cancelled. */
 	}
-	rc = sess_check_cancel(&d->ss);
+	/* Once COMPLETE_ACK is posted the outcome is the source's to learn:
+	 * a cancel now would contradict a confirmation on its way. */
+	rc = d->state < DST_FLUSHING ? sess_check_cancel(&d->ss) : 0;
 	if (rc)
 		return rc;
 	/* The CM fd is level-triggered: a few events per step is enough. */
@@ -489,6 +492,8 @@ static int step(struct rdmig_dest *d)
 	rc = dst_populate_check(d);
 	if (!rc)
 		rc = dst_pin_step(d);
+	if (rc >= 0)
+		rc = dst_verify_step(d, until);
 	if (rc < 0)
 		return rc;
 	return ctrl_return_credits(&d->ss.ch, false);
@@ -535,6 +540,11 @@ int rdmig_dest_process(struct rdmig_dest *d)
 	if (d->state == DST_NEW)
 		return rd_err_set(&d->ss.err, -ENOTCONN, "no connection accepted");
 	rc = step(d);
+	/* What other threads may read goes through the lock. */
+	pthread_mutex_lock(&d->ss.stats.lock);
+	d->ss.stats.st.ctrl_sent = d->ss.ch.sent;
+	d->ss.stats.st.ctrl_received = d->ss.ch.received;
+	pthread_mutex_unlock(&d->ss.stats.lock);
 	if (rc < 0) {
 		if (rc == -ECONNRESET && d->state != DST_FLUSHING)
 			rd_err_set(&d->ss.err, rc, "the source disconnected before completing the "
@@ -579,6 +589,12 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 		t = d->handshake_deadline - now;
 	if (d->state == DST_FLUSHING)
 		return 10;
+	/* Hashing goes on at once, unless the ACK waits for a credit. */
+	if (d->state == DST_VERIFYING && ctrl_can_send(&d->ss.ch))
+		return 0;
+	/* A keepalive that is due but has no credit waits for the fd. */
+	if (t2 <= 0 && !ctrl_can_send(&d->ss.ch))
+		t = t1;
 	return t < 0 ? 0 : (int)(t > 1000 ? 1000 : t);
 }
 
@@ -607,8 +623,6 @@ void rdmig_dest_stats(struct rdmig_dest *d, struct rdmig_stats *st)
 		stats_refresh(&d->ss.stats);
 	all = d->ss.stats.st;
 	pthread_mutex_unlock(&d->ss.stats.lock);
-	all.ctrl_sent = d->ss.ch.sent;
-	all.ctrl_received = d->ss.ch.received;
 	sess_stats_out(&all, st);
 }
 

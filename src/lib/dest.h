@@ -26,6 +26,10 @@ enum dst_state {
 	DST_WAIT_MAP,   /* authenticated (or no key): waiting for the block map */
 	DST_RUNNING,    /* iterations, state, until COMPLETE; pin-all pieces
 			 * register one per step meanwhile */
+	/* COMPLETE arrived with the right counts: with VERIFY the image is
+	 * hashed a slice per step (keepalives go on meanwhile), then the
+	 * commit callback runs and COMPLETE_ACK is posted. */
+	DST_VERIFYING,
 	DST_FLUSHING,   /* COMPLETE_ACK posted, waiting for its completion */
 	DST_DONE,       /* the image is complete and the source knows it */
 	DST_FAILED,     /* terminal; ss.err holds the reason */
@@ -72,6 +76,12 @@ struct rdmig_dest {
 
 	struct populate pop;        /* pages made present ahead of registration */
 
+	/* DST_VERIFYING: the source's digests and how far ours got */
+	uint8_t *want_dig;
+	struct auth_digest_state *vdig;
+	unsigned vblock;
+	uint64_t voff;
+
 	uint32_t iteration;
 	uint64_t state_bytes;
 
@@ -89,6 +99,9 @@ int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMes
 int dst_pin_step(struct rdmig_dest *d);
 /* 0, or the failure of the thread making pages present, as ours. */
 int dst_populate_check(struct rdmig_dest *d);
+/* DST_VERIFYING: hashes until rd_now_us() passes @until_us, then commits
+ * and posts COMPLETE_ACK once the image checked out. */
+int dst_verify_step(struct rdmig_dest *d, int64_t until_us);
 void dst_map_destroy(struct rdmig_dest *d);
 
 /* dest.c */

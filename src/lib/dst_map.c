@@ -17,6 +17,10 @@
 #include "privdata.h"
 #include "zero.h"
 
+/* Bytes hashed per slice when verifying: a step checks its clock between
+ * slices. */
+#define VERIFY_SLICE (1u << 20)
+
 /* ---- the block map ----------------------------------------------------------- */
 
 static int find_block(struct rdmig_dest *d, const Rdmig__BlockDesc *bd)
@@ -388,7 +392,8 @@ static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
 	}
 	creg_set_ready(&d->creg, slot, mr->rkey, mr);
 	*rkey = mr->rkey;
-	pop_skip(&d->pop, b->pop_base + off + len);
+	/* No pop_skip() here: dynamic registration is sparse, and populating
+	 * ALL must not jump over the holes below the highest chunk. */
 	return 0;
 }
 
@@ -534,42 +539,12 @@ static void hex(const uint8_t *p, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-/* With VERIFY, the image counts as complete only if every block hashes to
- * the digest the source computed over its final memory. */
-static int verify_digests(struct rdmig_dest *d, const Rdmig__Complete *c)
-{
-	uint8_t mine[DIGEST_LEN];
-	char a[2 * DIGEST_LEN + 1], b[2 * DIGEST_LEN + 1];
-	unsigned i;
-
-	if (!(d->ss.caps & PD_CAP_VERIFY) || c->n_digests == 0)
-		return (d->ss.caps & PD_CAP_VERIFY) && d->nmap ?
-		       rd_err_set(&d->ss.err, -EPROTO, "COMPLETE carries no digests") : 0;
-	if (c->n_digests != d->nmap)
-		return rd_err_set(&d->ss.err, -EPROTO, "COMPLETE carries %zu digests for %u "
-				  "blocks", c->n_digests, d->nmap);
-	for (i = 0; i < d->nmap; i++) {
-		const struct dst_block *blk = &d->blocks[d->map[i]];
-
-		if (c->digests[i].len != DIGEST_LEN)
-			return rd_err_set(&d->ss.err, -EPROTO, "digest of %zu bytes",
-					  c->digests[i].len);
-		auth_digest(blk->host, blk->d.length, mine);
-		if (memcmp(mine, c->digests[i].data, DIGEST_LEN)) {
-			hex(c->digests[i].data, DIGEST_LEN, a);
-			hex(mine, DIGEST_LEN, b);
-			return rd_err_set(&d->ss.err, -EILSEQ, "verification failed: block \"%s\" "
-					  "differs (source %s, destination %s)", blk->d.name, a, b);
-		}
-	}
-	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "verified %u blocks", d->nmap);
-	return 0;
-}
-
+/* COMPLETE: the counts must match what arrived; with VERIFY the source's
+ * digests are kept for dst_verify_step(), which hashes our copy in slices
+ * so this side keeps answering (and the source's silence timer quiet). */
 static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
 {
-	Rdmig__CompleteAck ack = RDMIG__COMPLETE_ACK__INIT;
-	int rc;
+	unsigned i;
 
 	if (c->state_bytes != d->state_bytes)
 		return rd_err_set(&d->ss.err, -EIO, "the source sent %" PRIu64 " state bytes, "
@@ -577,15 +552,69 @@ static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
 	if (c->iteration != d->iteration)
 		return rd_err_set(&d->ss.err, -EPROTO, "COMPLETE after iteration %u, %u were "
 				  "acknowledged", c->iteration, d->iteration);
-	rc = verify_digests(d, c);
-	if (rc)
-		return rc;
+	if ((d->ss.caps & PD_CAP_VERIFY) && d->nmap) {
+		if (c->n_digests != d->nmap)
+			return rd_err_set(&d->ss.err, -EPROTO, "COMPLETE carries %zu digests for "
+					  "%u blocks", c->n_digests, d->nmap);
+		d->want_dig = malloc((size_t)d->nmap * DIGEST_LEN);
+		if (!d->want_dig)
+			return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
+		for (i = 0; i < d->nmap; i++) {
+			if (c->digests[i].len != DIGEST_LEN)
+				return rd_err_set(&d->ss.err, -EPROTO, "digest of %zu bytes",
+						  c->digests[i].len);
+			memcpy(d->want_dig + (size_t)i * DIGEST_LEN, c->digests[i].data,
+			       DIGEST_LEN);
+		}
+	}
+	d->state = DST_VERIFYING;
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.status = RDMIG_STATUS_COMPLETING;
 	pthread_mutex_unlock(&d->ss.stats.lock);
+	return 0;
+}
+
+/* One slice of the digest of block vblock; 1 once every block is done
+ * and matched. */
+static int verify_slice(struct rdmig_dest *d)
+{
+	const struct dst_block *b = &d->blocks[d->map[d->vblock]];
+	char a[2 * DIGEST_LEN + 1], h[2 * DIGEST_LEN + 1];
+	uint8_t mine[DIGEST_LEN];
+	uint64_t n = b->d.length - d->voff < VERIFY_SLICE ? b->d.length - d->voff : VERIFY_SLICE;
+
+	if (!d->vdig && !(d->vdig = auth_digest_begin()))
+		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
+	auth_digest_more(d->vdig, b->host + d->voff, n);
+	d->voff += n;
+	if (d->voff < b->d.length)
+		return 0;
+	auth_digest_end(d->vdig, mine);
+	d->vdig = NULL;
+	if (memcmp(mine, d->want_dig + (size_t)d->vblock * DIGEST_LEN, DIGEST_LEN)) {
+		hex(d->want_dig + (size_t)d->vblock * DIGEST_LEN, DIGEST_LEN, a);
+		hex(mine, DIGEST_LEN, h);
+		return rd_err_set(&d->ss.err, -EILSEQ, "verification failed: block \"%s\" "
+				  "differs (source %s, destination %s)", b->d.name, a, h);
+	}
+	d->voff = 0;
+	return ++d->vblock == d->nmap;
+}
+
+/* The image is whole: the application makes it durable, then the source
+ * hears it.  A keepalive goes first, so the commit callback has the whole
+ * silence timeout of the source to return in. */
+static int commit_and_ack(struct rdmig_dest *d)
+{
+	Rdmig__CompleteAck ack = RDMIG__COMPLETE_ACK__INIT;
+	int rc;
+
 	if (d->ss.cfg.commit) {
 		char msg[RD_ERRLEN] = "";
 
+		rc = ctrl_keepalive(&d->ss.ch);
+		if (rc)
+			return rc;
 		rc = d->ss.cfg.commit(d->ss.cfg.commit_ctx, msg, sizeof(msg));
 		if (rc)
 			return rd_err_set(&d->ss.err, rc < 0 ? rc : -EIO, "the destination could "
@@ -596,6 +625,26 @@ static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
 	if (!rc)
 		d->state = DST_FLUSHING;
 	return rc;
+}
+
+int dst_verify_step(struct rdmig_dest *d, int64_t until_us)
+{
+	int rc = 0;
+
+	if (d->state != DST_VERIFYING)
+		return 0;
+	/* The ACK needs a credit: wait for one rather than fail. */
+	if (!ctrl_can_send(&d->ss.ch))
+		return 0;
+	if (d->want_dig && d->vblock < d->nmap) {
+		do
+			rc = verify_slice(d);
+		while (!rc && rd_now_us() <= until_us);
+		if (rc <= 0)
+			return rc;
+		cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "verified %u blocks", d->nmap);
+	}
+	return commit_and_ack(d);
 }
 
 int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m)
@@ -627,10 +676,14 @@ static void dereg_mr(void *ctx, void *mr)
 
 void dst_map_destroy(struct rdmig_dest *d)
 {
+	uint8_t junk[DIGEST_LEN];
 	unsigned i;
 	uint64_t k;
 
 	pop_stop(&d->pop);
+	if (d->vdig)
+		auth_digest_end(d->vdig, junk);
+	free(d->want_dig);
 	for (i = 0; i < d->nblocks; i++) {
 		for (k = 0; d->blocks[i].pieces && k < d->blocks[i].npieces; k++)
 			if (d->blocks[i].pieces[k])

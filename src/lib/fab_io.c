@@ -9,7 +9,8 @@
 
 int fab_cq_fd(const struct fab_conn *c)
 {
-	return c->cch->fd;
+	/* Before the route is resolved there is no completion channel yet. */
+	return c->cch ? c->cch->fd : -1;
 }
 
 /* What a failed ibv_reg_mr means here, and what to do about it. */

@@ -104,6 +104,7 @@ int msgcheck_block_map_req(const ProtobufCMessage *msg, uint32_t msg_max,
 			   struct rd_err *err)
 {
 	const Rdmig__BlockMapReq *m = (const Rdmig__BlockMapReq *)msg;
+	uint32_t piece_min;
 	size_t i;
 	int rc;
 
@@ -117,10 +118,13 @@ int msgcheck_block_map_req(const ProtobufCMessage *msg, uint32_t msg_max,
 		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: chunk_shift %" PRIu32
 				  " outside %d..%d", m->chunk_shift,
 				  CTRL_CHUNK_SHIFT_MIN, CTRL_CHUNK_SHIFT_MAX);
-	if (m->piece_shift && (m->piece_shift < m->chunk_shift ||
+	/* Pieces of at least 1 MiB: a destination keeps an MR pointer per
+	 * piece and registers one per step. */
+	piece_min = m->chunk_shift > CTRL_PIECE_SHIFT_MIN ? m->chunk_shift : CTRL_PIECE_SHIFT_MIN;
+	if (m->piece_shift && (m->piece_shift < piece_min ||
 			       m->piece_shift > CTRL_CHUNK_SHIFT_MAX))
 		return rd_err_set(err, -EPROTO, "BLOCK_MAP_REQ: piece_shift %" PRIu32
-				  " outside %" PRIu32 "..%d", m->piece_shift, m->chunk_shift,
+				  " outside %" PRIu32 "..%d", m->piece_shift, piece_min,
 				  CTRL_CHUNK_SHIFT_MAX);
 	for (i = 0; i < m->n_blocks; i++) {
 		rc = check_block_desc(i, m->blocks[i], err);
@@ -223,7 +227,7 @@ int msgcheck_zero_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
 			 struct rd_err *err)
 {
 	const Rdmig__ZeroRanges *m = (const Rdmig__ZeroRanges *)msg;
-	uint64_t end;
+	uint64_t end, total = 0;
 	size_t i;
 
 	(void)msg_max;
@@ -244,6 +248,10 @@ int msgcheck_zero_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
 			return rd_err_set(err, -EPROTO, "ZERO_RANGES: range %zu offset %"
 					  PRIu64 " + length %" PRIu64 " overflows", i,
 					  m->offset[i], m->length[i]);
+		if (rd_add_overflow_u64(total, m->length[i], &total) ||
+		    total > CTRL_ZERO_BYTES_MAX)
+			return rd_err_set(err, -EPROTO, "ZERO_RANGES: the ranges cover more "
+					  "than %llu bytes", (unsigned long long)CTRL_ZERO_BYTES_MAX);
 	}
 	return 0;
 }

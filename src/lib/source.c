@@ -68,6 +68,22 @@ int src_watch(struct rdmig_source *s, int fd)
 	return 0;
 }
 
+/* In a final state nothing more needs the connections' events: a caller
+ * still watching the fd until it destroys the handle must not spin. */
+void src_unwatch(struct rdmig_source *s)
+{
+	unsigned k;
+
+	if (!s->ss.conn)
+		return;
+	if (fab_cq_fd(s->ss.conn) >= 0)
+		epoll_ctl(s->epfd, EPOLL_CTL_DEL, fab_cq_fd(s->ss.conn), NULL);
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, fab_cm_fd(s->ss.conn), NULL);
+	for (k = 1; s->chans && k < s->nchans; k++)
+		if (s->chans[k].conn)
+			epoll_ctl(s->epfd, EPOLL_CTL_DEL, fab_cm_fd(s->chans[k].conn), NULL);
+}
+
 int rdmig_source_fd(const struct rdmig_source *s)
 {
 	return s->epfd;
@@ -177,7 +193,9 @@ int rdmig_source_add_block(struct rdmig_source *s, const char *name, void *host,
 		bm_free(b->written);
 		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory for the dirty bitmaps");
 	}
+	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.total += length;
+	pthread_mutex_unlock(&s->ss.stats.lock);
 	return (int)s->nblocks++;
 }
 
@@ -273,6 +291,7 @@ int src_fail(struct rdmig_source *s, int rc)
 	s->result = sess_fail(&s->ss, rc);
 	for (k = 1; s->chans && k < s->nchans; k++)
 		fab_disconnect(s->chans[k].conn);
+	src_unwatch(s);
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.status = s->result == -ECANCELED ? RDMIG_STATUS_CANCELLED :
 				RDMIG_STATUS_FAILED;
@@ -417,10 +436,15 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	if (read(s->ss.wake_fd, &buf, sizeof(buf)) < 0) {
 		/* Nothing to read: not cancelled. */
 	}
-	rc = sess_check_cancel(&s->ss);
-	cm = rc ? 0 : cm_events(s);
-	if (!rc)
-		rc = drain_cq(s);
+	/* Completions first: a COMPLETE_ACK already here decides the outcome,
+	 * whatever a cancel says.  Once COMPLETE went, the destination may be
+	 * running the guest already: the cancel waits for its answer (bounded
+	 * by the silence timeout) instead of contradicting it. */
+	cm = cm_events(s);
+	rc = drain_cq(s);
+	if (!rc && s->state != SRC_COMPLETED &&
+	    !(s->state == SRC_COMPLETING && s->complete_sent))
+		rc = sess_check_cancel(&s->ss);
 	/* The destination disconnects once its confirmation went out. */
 	if (!rc && cm && s->state != SRC_COMPLETED)
 		rc = cm == -ECONNRESET ? rd_err_set(&s->ss.err, cm, "the destination disconnected") :
@@ -441,18 +465,43 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	sess_progress(&s->ss, &s->last_progress_ms, false, src_fill_stats, s);
 	if (!goal_reached(s))
 		return 0;
+	/* Latched until the caller's own process call sees it: an internal
+	 * one (send_state, poll) must not swallow it. */
 	s->goal = GOAL_NONE;
+	s->goal_done = true;
 	return 1;
 }
 
-int rdmig_source_step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
+/* A step that leaves a finished operation for the caller to see. */
+static int step_keep(struct rdmig_source *s)
 {
 	if (s->state == SRC_FAILED)
 		return s->result;
 	if (s->state == SRC_NEW)
+		return 0;
+	return step(s, s->ss.cfg.step_bytes, s->ss.cfg.step_us) < 0 ? s->result : 0;
+}
+
+int rdmig_source_step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
+{
+	uint64_t buf;
+
+	if (s->state == SRC_FAILED) {
+		/* A late cancel must not leave the fd readable. */
+		if (read(s->ss.wake_fd, &buf, sizeof(buf)) < 0) {
+			/* nothing was pending */
+		}
+		return s->result;
+	}
+	if (s->state == SRC_NEW)
 		return rd_err_set(&s->ss.err, -ENOTCONN, "not connected");
-	return step(s, max_bytes ? max_bytes : s->ss.cfg.step_bytes,
-		    max_us ? max_us : s->ss.cfg.step_us);
+	if (step(s, max_bytes ? max_bytes : s->ss.cfg.step_bytes,
+		 max_us ? max_us : s->ss.cfg.step_us) < 0)
+		return s->result;
+	if (!s->goal_done)
+		return 0;
+	s->goal_done = false;
+	return 1;
 }
 
 int rdmig_source_process(struct rdmig_source *s)
@@ -465,19 +514,24 @@ int rdmig_source_timeout(const struct rdmig_source *s)
 	int64_t now = rd_now_ms(), t = 1000;
 	int wait = -1;
 
+	/* A finished operation the caller has not seen yet. */
+	if (s->goal_done)
+		return 0;
 	if (s->state == SRC_NEW || s->state >= SRC_COMPLETED)
 		return -1;
 	if (s->pieces && s->pieces_local < s->nslots)
 		return 0;
-	if (s->state == SRC_ITERATING) {
+	if (s->state == SRC_ITERATING)
 		wait = src_pacing_wait(s);
-		if (wait > 0)
-			return wait;
-	}
 	/* The last step ran out of budget with work left. */
-	if (s->more && (s->state == SRC_ITERATING || s->state == SRC_COMPLETING))
+	if (wait <= 0 && s->more && (s->state == SRC_ITERATING || s->state == SRC_COMPLETING))
 		return 0;
-	if (s->ss.ctrl_ready && s->ss.ch.last_send_ms + s->ss.cfg.keepalive_ms - now < t)
+	if (wait > 0 && wait < t)
+		t = wait;
+	/* Keepalives start once connected, and one that has no credit to go
+	 * waits for the fd (credits come back as completions). */
+	if (s->ss.ctrl_ready && s->state > SRC_CONNECTING && ctrl_can_send(&s->ss.ch) &&
+	    s->ss.ch.last_send_ms + s->ss.cfg.keepalive_ms - now < t)
 		t = s->ss.ch.last_send_ms + s->ss.cfg.keepalive_ms - now;
 	return t < 0 ? 0 : (int)t;
 }
@@ -495,6 +549,7 @@ static int start(struct rdmig_source *s, enum src_goal goal, enum src_state need
 				  need == SRC_READY ? "not connected, or busy" :
 				  "already connected");
 	s->goal = goal;
+	s->goal_done = false;
 	return 0;
 }
 
@@ -569,7 +624,7 @@ int rdmig_source_send_state(struct rdmig_source *s, const void *data, size_t len
 		data = (const uint8_t *)data + n;
 		len -= (size_t)n;
 		if (!n) {
-			rc = rdmig_source_process(s);
+			rc = step_keep(s);
 			if (rc < 0)
 				return rc;
 			poll(&pfd, 1, rdmig_source_timeout(s));
@@ -580,11 +635,7 @@ int rdmig_source_send_state(struct rdmig_source *s, const void *data, size_t len
 
 int rdmig_source_poll(struct rdmig_source *s)
 {
-	if (s->state == SRC_FAILED)
-		return s->result;
-	if (s->state == SRC_NEW)
-		return 0;
-	return rdmig_source_process(s) < 0 ? s->result : 0;
+	return step_keep(s);
 }
 
 void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s)

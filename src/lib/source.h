@@ -117,6 +117,7 @@ struct rdmig_source {
 	uint32_t iteration;     /* iterations acknowledged */
 	uint64_t iter_bytes;    /* this iteration's WRITEs */
 	bool more;              /* the last step stopped with work left */
+	bool goal_done;         /* the operation finished; process() not told */
 	int64_t iter_start_ms;
 	uint64_t last_iter_bytes, last_iter_ms;
 	uint64_t dirty_bytes;   /* marked, not yet swept */
@@ -126,6 +127,7 @@ struct rdmig_source {
 	uint32_t *zr_block;
 	uint64_t *zr_offset, *zr_length;
 	size_t zr_n, zr_max;
+	uint64_t zr_bytes;      /* covered by the ranges gathered */
 	struct pack pk;         /* PAGES: short runs in unregistered chunks */
 
 	/* pacing */
@@ -166,8 +168,9 @@ int src_iter_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 int src_write_done(struct rdmig_source *s, const struct ibv_wc *wc);
 int src_complete_begin(struct rdmig_source *s);
 /* src_sweep.c: plans into the WRITE window until it is full, the sweep is
- * done, a message cannot go, or rd_now_us() passed @until_us. */
-int src_sweep_fill(struct rdmig_source *s, int64_t until_us, bool *moved);
+ * done, a message cannot go, rd_now_us() passed @until_us, or the page
+ * data packed into PAGES used up *@budget (UINT64_MAX: none). */
+int src_sweep_fill(struct rdmig_source *s, int64_t until_us, uint64_t *budget, bool *moved);
 /* Page data that left, by WRITE or inside PAGES. */
 void src_count_pages(struct rdmig_source *s, uint64_t pages, uint64_t bytes);
 int src_complete_step(struct rdmig_source *s, int64_t until_us);
@@ -181,6 +184,7 @@ void src_paced(struct rdmig_source *s, uint64_t bytes);
 /* source.c */
 int src_fail(struct rdmig_source *s, int rc);
 int src_watch(struct rdmig_source *s, int fd);
+void src_unwatch(struct rdmig_source *s);
 void src_fill_stats(void *role, struct rdmig_stats *st);
 void src_publish(struct rdmig_source *s);
 

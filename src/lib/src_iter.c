@@ -189,7 +189,9 @@ int src_pacing_wait(const struct rdmig_source *s)
 	if (!rate || !s->tok_ms || s->tokens >= 4096)
 		return 0;
 	need = 4096 - s->tokens;
-	return (int)(need * 1000.0 / (double)rate) + 1;
+	/* Deep in debt (a burst of PAGES): look again in a second. */
+	return need * 1000.0 / (double)rate >= 1000.0 ? 1000 :
+	       (int)(need * 1000.0 / (double)rate) + 1;
 }
 
 void src_paced(struct rdmig_source *s, uint64_t bytes)
@@ -311,7 +313,7 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 
 	do {
 		moved = false;
-		rc = src_sweep_fill(s, until, &moved);
+		rc = src_sweep_fill(s, until, &budget, &moved);
 		if (!rc)
 			rc = request_registrations(s, until, &moved);
 		if (!rc)
@@ -488,6 +490,7 @@ static int on_complete_ack(struct rdmig_source *s, const Rdmig__CompleteAck *a)
 	for (k = 1; k < s->nchans; k++)
 		fab_disconnect(s->chans[k].conn);
 	fab_disconnect(s->ss.conn);
+	src_unwatch(s);
 	pthread_mutex_lock(&s->ss.stats.lock);
 	stats_refresh(&s->ss.stats);
 	s->ss.stats.st.status = RDMIG_STATUS_COMPLETED;

@@ -55,8 +55,10 @@ int src_link_start(struct rdmig_source *s, const char *host, const char *port)
 
 	snprintf(s->host, sizeof(s->host), "%s", host);
 	snprintf(s->port, sizeof(s->port), "%s", port);
+	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.start_ms = rd_now_ms();
 	s->ss.stats.st.status = RDMIG_STATUS_SETUP;
+	pthread_mutex_unlock(&s->ss.stats.lock);
 	s->state = SRC_CONNECTING;
 	cfg_log(c, RDMIG_LOG_INFO, "connecting to %s:%s", host, port);
 	pd_encode_request(&req, s->bind.req, sizeof(s->bind.req));
@@ -280,7 +282,7 @@ static int open_channels(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
 	s->chan_port = r->channel_port;
 	s->chan_token = r->channel_token;
 	for (k = 1; k < n; k++) {
-		rc = chan_connect_start(&s->chans[k].conn, s->ss.conn, s->host, s->chan_port,
+		rc = chan_connect_start(&s->chans[k].conn, s->ss.conn, s->chan_port,
 					s->chan_token, k, n, s->ss.cfg.max_writes + 4,
 					rd_deadline(s->ss.cfg.timeout_ms), &s->ss.err);
 		if (!rc)

@@ -28,8 +28,10 @@ static int flush_zero_ranges(struct rdmig_source *s)
 	zr.offset = s->zr_offset;
 	zr.length = s->zr_length;
 	rc = ctrl_send(&s->ss.ch, CT_ZERO_RANGES, &zr.base);
-	if (!rc)
+	if (!rc) {
 		s->zr_n = 0;
+		s->zr_bytes = 0;
+	}
 	return rc;
 }
 
@@ -73,13 +75,21 @@ static bool packable(const struct rdmig_source *s, const struct plan_op *op)
 }
 
 /* Packs the run, sending the gathered message first when it is full;
- * false when that cannot go yet (the run stays pending). */
-static bool pack_run(struct rdmig_source *s, const struct plan_op *op, int *rc)
+ * false when that cannot go yet (the run stays pending).  Page data in
+ * PAGES counts against the bandwidth limit and the step's byte budget as
+ * WRITEs do: at least one run goes while there is any budget left. */
+static bool pack_run(struct rdmig_source *s, const struct plan_op *op, uint64_t *budget,
+		     int *rc)
 {
 	const struct src_block *b = &s->blocks[s->sweep.block];
 	struct plan_op run = *op;
 
 	*rc = 0;
+	if (!*budget || src_pacing_budget(s) < 4096) {
+		s->sweep.pending = run;
+		s->sweep.have_pending = s->sweep.pending_packed = true;
+		return false;
+	}
 	if (!pack_fits(&s->pk, run.length)) {
 		*rc = flush_pages(s);
 		if (*rc) {
@@ -93,6 +103,8 @@ static bool pack_run(struct rdmig_source *s, const struct plan_op *op, int *rc)
 	pack_add(&s->pk, s->sweep.block, run.offset, b->host + run.offset, run.length);
 	src_count_pages(s, run.pages, run.length);
 	src_paced(s, run.length);
+	if (*budget != UINT64_MAX)
+		*budget = *budget > run.length ? *budget - run.length : 0;
 	s->sweep.have_pending = s->sweep.pending_packed = false;
 	return true;
 }
@@ -138,8 +150,15 @@ static int take_zero(struct rdmig_source *s, const struct plan_op *op)
 	s->zr_offset[s->zr_n] = op->offset;
 	s->zr_length[s->zr_n] = op->length;
 	s->zr_n++;
+	s->zr_bytes += op->length;
 	count_zero(s, op->pages, false);
 	return 0;
+}
+
+/* The longest zero run plan_next() returns for @b. */
+static uint64_t max_zero_run(const struct src_block *b)
+{
+	return SWEEP_ZERO_RUN > b->d.page_size ? SWEEP_ZERO_RUN : b->d.page_size;
 }
 
 static struct plan_params plan_of(const struct rdmig_source *s, const struct src_block *b)
@@ -160,7 +179,7 @@ static struct plan_params plan_of(const struct rdmig_source *s, const struct src
 
 /* Plans into the window until it is full, the sweep is done, the zero
  * ranges cannot go, or the step's time is up. */
-int src_sweep_fill(struct rdmig_source *s, int64_t until, bool *moved)
+int src_sweep_fill(struct rdmig_source *s, int64_t until, uint64_t *budget, bool *moved)
 {
 	struct src_sweep *w = &s->sweep;
 	struct plan_params p;
@@ -171,9 +190,13 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until, bool *moved)
 	while (!w->done) {
 		rc = 0;
 		if (w->have_pending &&
-		    (w->pending_packed ? !pack_run(s, &w->pending, &rc) : !cut_pending(s)))
+		    (w->pending_packed ? !pack_run(s, &w->pending, budget, &rc) :
+		     !cut_pending(s)))
 			return rc;
-		if (s->zr_n == s->zr_max) {
+		/* Full, or the next range might take it past what one message
+		 * may cover. */
+		if (s->zr_n == s->zr_max || (w->block < s->nblocks &&
+		    s->zr_bytes + max_zero_run(&s->blocks[w->block]) > CTRL_ZERO_BYTES_MAX)) {
 			rc = flush_zero_ranges(s);
 			if (rc)
 				return rc == -EAGAIN ? 0 : rc;
@@ -194,7 +217,7 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until, bool *moved)
 		}
 		*moved = true;
 		if (op.kind == PLAN_WRITE && packable(s, &op)) {
-			if (!pack_run(s, &op, &rc))
+			if (!pack_run(s, &op, budget, &rc))
 				return rc;
 		} else if (op.kind == PLAN_WRITE) {
 			w->pending = op;

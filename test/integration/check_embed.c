@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +303,107 @@ START_TEST(cancel_dest_from_another_thread)
 }
 END_TEST
 
+/* ---- the event-loop contract ---------------------------------------------- */
+
+/* A vmm-dest of @mib MiB; its port in @port. */
+static void start_vmm_dest(struct tu_run *dst, char *dir, size_t dirlen, char *port,
+			   size_t portlen, const char *mib)
+{
+	char bin[512];
+	char *argv[] = { bin, (char *)tu_addr(), "0", "--mib", (char *)mib, NULL };
+
+	tu_tmpdir(dir, dirlen);
+	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
+	tu_run_spawn(dst, dir, "dest", argv);
+	ck_assert_int_eq(tu_wait_line(dst->out, "listening ", port, portlen, 20000), 0);
+}
+
+/* An iteration that ends inside rdmig_source_poll() (or a blocking
+ * send_state) is still reported by the caller's next process call, and a
+ * cancel after the destination confirmed changes nothing. */
+START_TEST(finished_operation_is_reported_once)
+{
+	const uint64_t len = 4ull << 20;
+	struct rdmig_stats st = { .size = sizeof(st) };
+	struct rdmig_source *s;
+	struct tu_run dst;
+	char dir[256], port[32];
+	uint8_t *ram;
+	int rc = 0, polls = 0;
+
+	start_vmm_dest(&dst, dir, sizeof(dir), port, sizeof(port), "4");
+	ram = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(ram, MAP_FAILED);
+	memset(ram, 0x5a, len);
+	s = new_source(ram, len, 0);
+	ck_assert_msg(rdmig_source_connect(s, tu_addr(), port) == 0, "%s", rdmig_source_error(s));
+	ck_assert_int_eq(rdmig_source_mark_all(s), 0);
+	ck_assert_int_eq(rdmig_source_iterate_async(s), 0);
+	do {
+		ck_assert_int_eq(rdmig_source_poll(s), 0);
+		rdmig_source_stats(s, &st);
+		usleep(1000);
+	} while (st.iterations < 1 && ++polls < 20000);
+	ck_assert_uint_eq(st.iterations, 1);
+	/* It ended inside poll: the next process says so, once. */
+	ck_assert_int_eq(rdmig_source_timeout(s), 0);
+	ck_assert_int_eq(rdmig_source_process(s), 1);
+	ck_assert_int_eq(rdmig_source_process(s), 0);
+	ck_assert_int_eq(rdmig_source_complete(s), 0);
+	rdmig_source_cancel(s);
+	rc = rdmig_source_process(s);
+	rdmig_source_stats(s, &st);
+	printf("api: iteration finished inside poll after %d polls, reported by the next "
+	       "process; cancel after completion: process %d, status %u\n", polls, rc, st.status);
+	fflush(stdout);
+	ck_assert_int_ge(rc, 0);
+	ck_assert_uint_eq(st.status, RDMIG_STATUS_COMPLETED);
+	ck_assert_int_eq(tu_run_finish(&dst, 30000), 0);
+	rdmig_source_destroy(s);
+	munmap(ram, len);
+	tu_rmdir(dir);
+}
+END_TEST
+
+/* While a connection request waits for a destination that does not take
+ * it, the timeout keeps the caller asleep: no busy loop once a keepalive
+ * would be due. */
+START_TEST(no_busy_loop_while_connecting)
+{
+	static uint8_t ram[1 << 20];
+	struct rdmig_listener *l = NULL;
+	struct rdmig_source *s;
+	struct rdmig_config cfg;
+	char err[512], port[16];
+	uint64_t t0;
+	int loops = 0, rc = 0, t;
+
+	ck_assert_int_eq(rdmig_listener_create(&l, tu_addr(), "0", err, sizeof(err)), 0);
+	snprintf(port, sizeof(port), "%d", rdmig_listener_port(l));
+	rdmig_config_init(&cfg);
+	cfg.timeout_ms = 2000; /* keepalives would be due after 500 ms */
+	ck_assert_int_eq(rdmig_source_create(&s, &cfg), 0);
+	ck_assert_int_ge(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_connect_async(s, tu_addr(), port), 0);
+	t0 = tu_now_ms();
+	while (!rc && tu_now_ms() - t0 < 1500) {
+		struct pollfd pfd = { .fd = rdmig_source_fd(s), .events = POLLIN };
+
+		rc = rdmig_source_process(s);
+		t = rdmig_source_timeout(s);
+		poll(&pfd, 1, t);
+		loops++;
+	}
+	printf("api: 1.5 s waiting for an unanswered connection request: %d process calls\n",
+	       loops);
+	fflush(stdout);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_lt(loops, 200);
+	rdmig_source_destroy(s);
+	rdmig_listener_destroy(l);
+}
+END_TEST
+
 Suite *embed_suite(void)
 {
 	Suite *s = suite_create("embed");
@@ -316,6 +418,11 @@ Suite *embed_suite(void)
 	tcase_add_test(tc, cancel_interrupts_resolution);
 	tcase_add_test(tc, cancel_interrupts_pin_all);
 	tcase_add_test(tc, cancel_dest_from_another_thread);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("api");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, finished_operation_is_reported_once);
+	tcase_add_test(tc, no_busy_loop_while_connecting);
 	suite_add_tcase(s, tc);
 	return s;
 }

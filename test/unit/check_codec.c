@@ -785,13 +785,13 @@ START_TEST(block_map_req_limits)
 	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: blocks 0 and 2 are both named \"ram0\"");
 	x->b[2].name = x->names[2];
 
-	/* pin-all pieces: at least a chunk, at most 1 GiB. */
+	/* pin-all pieces: at least a chunk and 1 MiB, at most 1 GiB. */
 	x->m.piece_shift = 24;
 	good(CT_BLOCK_MAP_REQ, &x->m.base);
-	x->m.piece_shift = 11;
-	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: piece_shift 11 outside 12..30");
+	x->m.piece_shift = 19;
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: piece_shift 19 outside 20..30");
 	x->m.piece_shift = 31;
-	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: piece_shift 31 outside 12..30");
+	bad(CT_BLOCK_MAP_REQ, &x->m.base, "BLOCK_MAP_REQ: piece_shift 31 outside 20..30");
 	free(x);
 }
 END_TEST
@@ -913,6 +913,13 @@ START_TEST(zero_ranges_limits)
 	off[1] = UINT64_MAX - 1;
 	good(CT_ZERO_RANGES, &z.base);
 	off[1] = 0;
+	/* One message covers at most 1 GiB: the destination's work per
+	 * message is bounded. */
+	len[0] = CTRL_ZERO_BYTES_MAX;
+	bad(CT_ZERO_RANGES, &z.base, "ZERO_RANGES: the ranges cover more than 1073741824 bytes");
+	len[0] = CTRL_ZERO_BYTES_MAX - 1;
+	good(CT_ZERO_RANGES, &z.base);
+	len[0] = 1;
 	/* The count limit needs a frame bigger than MSG_MAX. */
 	z.n_block = z.n_offset = z.n_length = CTRL_ZERO_RANGES_MAX + 1;
 	n = ctrl_encode(CT_ZERO_RANGES, 0, &z.base, big, sizeof(big), &e);
