@@ -140,7 +140,8 @@ struct mig {
 	int state_fd;
 	char state_path[2100], state_part[2200];
 	bool usage_err;         /* the failure is this side's configuration */
-	struct vmstate *vms;    /* --qmp: QEMU loading the device state */
+	struct vmstate *vms;    /* --qmp: QEMU's incoming device state */
+	bool qemu_loading;      /* ... its migrate-incoming went out */
 	bool guest_started;     /* --qmp: cont went through, before the ACK */
 };
 
@@ -451,14 +452,20 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	return 0;
 }
 
-/* --qmp: the first bytes of device state start QEMU's incoming migration. */
+/* --qmp: the first bytes of device state start QEMU's incoming migration
+ * (prepared at admission, so this is one QMP command in the downtime). */
 static int state_to_qemu(struct mig *m, const void *data, size_t len, char *err,
 			 size_t errlen)
 {
 	int rc = 0;
 
 	if (!m->vms)
-		rc = vms_load_start(&m->vms, m->app->q, err, errlen);
+		return cli_errf(err, errlen, -EPROTO, "device state before the migration was "
+				"admitted");
+	if (!m->qemu_loading) {
+		rc = vms_begin(m->vms, err, errlen);
+		m->qemu_loading = rc == 0;
+	}
 	if (!rc)
 		rc = vms_write(m->vms, data, len, (int)(m->app->o.timeout_s * 1000), err, errlen);
 	return rc;
@@ -586,7 +593,10 @@ static int commit_cb(void *ctx, char *errbuf, size_t errlen)
 			 "migrate-send --qmp?)");
 		return -EPROTO;
 	}
-	rc = vms_load_finish(m->vms, (int)(m->app->o.timeout_s * 1000), why, sizeof(why));
+	/* The source waits --timeout for our answer from the keepalive sent
+	 * before this callback: QEMU must be done well within that, or the
+	 * source gives up while the guest starts here. */
+	rc = vms_load_finish(m->vms, (int)(m->app->o.timeout_s * 1000) * 3 / 4, why, sizeof(why));
 	if (!rc && !m->app->o.no_start) {
 		rc = qmp_cont(m->app->q, why, sizeof(why));
 		m->guest_started = rc == 0;
@@ -965,7 +975,10 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 			return -EBUSY;
 		}
 	}
-	rc = claim_files(m, errbuf, errlen);
+	/* QEMU first: what it refuses leaves no file touched. */
+	rc = a->q ? vms_prepare(&m->vms, a->q, false, errbuf, errlen) : 0;
+	if (!rc)
+		rc = claim_files(m, errbuf, errlen);
 	if (rc) {
 		m->usage_err = true;
 		return rc;

@@ -22,6 +22,7 @@ struct vmstate {
 	bool source;
 	bool cap_was_on;
 	bool cap_changed;   /* we turned it on and have not restored it */
+	bool begun;         /* migrate / migrate-incoming went out */
 };
 
 static int ignore_shared(struct vmstate *v, char *err, size_t errlen)
@@ -45,9 +46,9 @@ static void restore_cap(struct vmstate *v)
 		v->cap_changed = false;
 }
 
-/* Capability on, a pipe, QEMU's end passed with getfd, then @start
- * ("migrate" or "migrate-incoming") on "fd:NAME". */
-static int start(struct vmstate **out, struct qmp *q, bool source, char *err, size_t errlen)
+/* Capability on, a pipe, QEMU's end passed with getfd: all but the one
+ * command that must wait for the guest to stop. */
+int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err, size_t errlen)
 {
 	struct vmstate *v = calloc(1, sizeof(*v));
 	int p[2], theirs, rc;
@@ -72,13 +73,8 @@ static int start(struct vmstate **out, struct qmp *q, bool source, char *err, si
 	rc = qmp_getfd(q, theirs, FD_NAME, why, sizeof(why));
 	/* QEMU holds its own copy now: ours would hide the end of stream. */
 	close(theirs);
-	if (!rc)
-		rc = source ? qmp_migrate(q, "fd:" FD_NAME, why, sizeof(why)) :
-			      qmp_migrate_incoming(q, "fd:" FD_NAME, why, sizeof(why));
 	if (rc) {
-		qmp_closefd(q, FD_NAME, NULL, 0);
-		rc = cli_errf(err, errlen, rc, "QEMU refused to %s the device state: %s",
-			     source ? "save" : "load", why);
+		rc = cli_errf(err, errlen, rc, "QEMU refused the device state's pipe: %s", why);
 		goto fail;
 	}
 	*out = v;
@@ -88,14 +84,17 @@ fail:
 	return rc;
 }
 
-int vms_save_start(struct vmstate **out, struct qmp *q, char *err, size_t errlen)
+int vms_begin(struct vmstate *v, char *err, size_t errlen)
 {
-	return start(out, q, true, err, errlen);
-}
+	char why[512];
+	int rc = v->source ? qmp_migrate(v->q, "fd:" FD_NAME, why, sizeof(why)) :
+			     qmp_migrate_incoming(v->q, "fd:" FD_NAME, why, sizeof(why));
 
-int vms_load_start(struct vmstate **out, struct qmp *q, char *err, size_t errlen)
-{
-	return start(out, q, false, err, errlen);
+	if (rc)
+		return cli_errf(err, errlen, rc, "QEMU refused to %s the device state: %s",
+				v->source ? "save" : "load", why);
+	v->begun = true;
+	return 0;
 }
 
 int vms_fd(const struct vmstate *v)
@@ -187,6 +186,9 @@ void vms_close(struct vmstate *v)
 		return;
 	if (v->fd >= 0)
 		close(v->fd);
+	/* Prepared, never used: QEMU would keep the fd for good. */
+	if (!v->begun)
+		qmp_closefd(v->q, FD_NAME, NULL, 0);
 	/* Capabilities cannot change while QEMU's own migration runs. */
 	if (v->source && !qmp_migrate_query(v->q, &m, NULL, 0) &&
 	    (!strcmp(m.status, "setup") || !strcmp(m.status, "active") ||

@@ -17,14 +17,21 @@
 #ifndef RDMIG_CLI_VMSTATE_H
 #define RDMIG_CLI_VMSTATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 struct qmp;
 struct vmstate;
 
-/* Source: starts QEMU's migration of its device state into a pipe. */
-int vms_save_start(struct vmstate **out, struct qmp *q, char *err, size_t errlen);
+/* Either side, while the guest still runs (or waits): x-ignore-shared on,
+ * a pipe, QEMU's end handed over with getfd, so that after `stop` only one
+ * command remains (vms_begin).  @source: QEMU will write the pipe. */
+int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err,
+		size_t errlen);
+/* Source: `migrate` to the pipe (the guest is stopped); destination:
+ * `migrate-incoming` from it. */
+int vms_begin(struct vmstate *v, char *err, size_t errlen);
 /* The pipe's read end, for poll(): readable when QEMU wrote something. */
 int vms_fd(const struct vmstate *v);
 /* Reads what QEMU wrote: the bytes read, 0 once QEMU closed the pipe,
@@ -33,8 +40,6 @@ ssize_t vms_read(struct vmstate *v, void *buf, size_t len, char *err, size_t err
 /* After end of stream: QEMU's "completed", or why it failed. */
 int vms_save_finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen);
 
-/* Destination: points QEMU's incoming migration at a pipe. */
-int vms_load_start(struct vmstate **out, struct qmp *q, char *err, size_t errlen);
 /* Writes all of @data, waiting at most @timeout_ms for QEMU to read. */
 int vms_write(struct vmstate *v, const void *data, size_t len, int timeout_ms,
 	      char *err, size_t errlen);
