@@ -29,7 +29,10 @@
 #include "cli.h"
 
 /* Between two query-migrate polls: the device state of a small guest moves
- * in a few milliseconds, and a query costs QEMU's main loop next to nothing. */
+ * in a few milliseconds, and a query costs QEMU's main loop next to nothing.
+ * The wait is the guest's downtime on both sides, so it starts short and
+ * grows only for a migration that takes its time. */
+#define MIG_POLL_FIRST_MS 1
 #define MIG_POLL_MS 20
 #define BUF_MIN (64u << 10)
 /* QEMU names every memfd after the backend type, never after the object:
@@ -637,7 +640,7 @@ int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 		     char *err, size_t errlen)
 {
 	struct waitfor w = wait_for("migration", timeout_ms);
-	int r;
+	int r, step = MIG_POLL_FIRST_MS;
 
 	for (;;) {
 		r = qmp_migrate_query(q, m, err, errlen);
@@ -656,7 +659,8 @@ int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 		if (!ms_left(&w))
 			return cli_errf(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
 				    m->status, timeout_ms);
-		sleep_ms(ms_left(&w) < MIG_POLL_MS ? ms_left(&w) : MIG_POLL_MS);
+		sleep_ms(ms_left(&w) < step ? ms_left(&w) : step);
+		step = step * 2 > MIG_POLL_MS ? MIG_POLL_MS : step * 2;
 	}
 }
 

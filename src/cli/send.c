@@ -604,6 +604,27 @@ static bool converged(struct sender *x, uint64_t dirty)
 	return dirty * 1000 / bw + x->switch_ms <= max_ms;
 }
 
+/* Converged, but would one more round still pay?  The workload dirties at
+ * the rate the last round saw; a round as long as sending @dirty (plus the
+ * scan, which the last round's overhead approximates) should leave less
+ * than half of it.  Worth it: the downtime is the part the guest feels,
+ * and a round this short adds little to the total. */
+static bool another_round_pays(struct sender *x, uint64_t dirty, uint64_t round_ms)
+{
+	uint64_t bw = x->bw, send_ms, overhead_ms, next_ms;
+
+	if (!dirty || !bw || !round_ms)
+		return false;
+	send_ms = dirty * 1000 / bw;
+	/* Data worth less than the fixed switch-over cost: no measurable gain. */
+	if (send_ms * 2 <= x->switch_ms || send_ms < 10)
+		return false;
+	overhead_ms = x->last_ms < round_ms ? round_ms - x->last_ms : 0;
+	next_ms = send_ms + overhead_ms;
+	/* dirty / round_ms is the dirtying rate; the next round's share of it: */
+	return dirty / round_ms * next_ms < dirty / 2;
+}
+
 /* Pre-copy rounds while the workload runs; returns with it stopped and the
  * last dirty pages marked. */
 static int precopy(struct sender *x, struct failure *f)
@@ -634,7 +655,10 @@ static int precopy(struct sender *x, struct failure *f)
 		if (rc)
 			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
 		emit_iteration(x, dirty, x->stop_ms - t_clear);
-		if (converged(x, dirty) || iterations >= x->o.max_iterations)
+		if (iterations >= x->o.max_iterations)
+			return 0;
+		if (converged(x, dirty) &&
+		    !another_round_pays(x, dirty, x->stop_ms - t_clear))
 			return 0;
 	}
 }
