@@ -513,6 +513,10 @@ static int collect_dirty(struct sender *x, uint64_t *bytes, struct failure *f)
 /* After a failure: the workload runs again, or the report says why not. */
 static void resume_workload(struct sender *x)
 {
+	/* A frozen QEMU answers no QMP: thawed first, or each command below
+	 * would wait --timeout while the guest stays frozen. */
+	if (x->wl)
+		wl_thaw(x->wl);
 	vms_close(x->vms);
 	x->vms = NULL;
 	if (!x->wl)
@@ -600,8 +604,11 @@ static bool converged(struct sender *x, uint64_t dirty)
 		bw = rate;
 	if (!bw)
 		return false;
-	/* The fixed cost of switching over counts against the downtime too. */
-	return dirty * 1000 / bw + x->switch_ms <= max_ms;
+	/* The fixed cost of switching over counts against the downtime too,
+	 * but at most half of it: one slow monitor answer while it was timed
+	 * must not keep the pre-copy from ever converging. */
+	return dirty * 1000 / bw + (x->switch_ms < max_ms / 2 ? x->switch_ms : max_ms / 2) <=
+	       max_ms;
 }
 
 /* Converged, but would one more round still pay?  The workload dirties at

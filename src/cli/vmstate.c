@@ -189,8 +189,9 @@ void vms_close(struct vmstate *v)
 	/* Prepared, never used: QEMU would keep the fd for good. */
 	if (!v->begun)
 		qmp_closefd(v->q, FD_NAME, NULL, 0);
-	/* Capabilities cannot change while QEMU's own migration runs. */
-	if (v->source && !qmp_migrate_query(v->q, &m, NULL, 0) &&
+	/* Capabilities cannot change while QEMU's own migration runs: ours,
+	 * that is; one we never started is the operator's to keep. */
+	if (v->source && v->begun && !qmp_migrate_query(v->q, &m, NULL, 0) &&
 	    (!strcmp(m.status, "setup") || !strcmp(m.status, "active") ||
 	     !strcmp(m.status, "device")) && !qmp_migrate_cancel(v->q, NULL, 0))
 		qmp_migrate_wait(v->q, 5000, &m, NULL, 0);

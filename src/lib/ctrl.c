@@ -123,18 +123,23 @@ static int free_slot(struct ctrl *ch)
 	return -1;
 }
 
+uint32_t ctrl_room(const struct ctrl *ch)
+{
+	uint32_t i, free = 0;
+
+	/* One credit stays in reserve for CREDIT and ERROR. */
+	if (ch->credits < 2)
+		return 0;
+	if (!ch->tx)
+		return ch->credits - 1;
+	for (i = 0; i < ch->ntx; i++)
+		free += !ch->tx[i].busy;
+	return free < ch->credits - 1 ? free : ch->credits - 1;
+}
+
 bool ctrl_can_send(const struct ctrl *ch)
 {
-	uint32_t i;
-
-	if (ch->credits < 2)
-		return false;
-	if (!ch->tx)
-		return true;
-	for (i = 0; i < ch->ntx; i++)
-		if (!ch->tx[i].busy)
-			return true;
-	return false;
+	return ctrl_room(ch) > 0;
 }
 
 /* Regular frames keep one credit in reserve; CREDIT and ERROR may use it. */

@@ -57,6 +57,8 @@ void ctrl_start(struct ctrl *ch, uint32_t peer_depth, uint32_t peer_msg_max);
 
 /* True when a regular frame can be posted now. */
 bool ctrl_can_send(const struct ctrl *ch);
+/* How many regular frames could go now (credits and free send slots). */
+uint32_t ctrl_room(const struct ctrl *ch);
 /* Posts one frame; -EAGAIN when no credit or send slot is free (progress
  * completions and retry), -EMSGSIZE when it does not fit the peer. */
 int ctrl_send(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg);

@@ -590,7 +590,7 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 	if (d->state == DST_FLUSHING)
 		return 10;
 	/* Hashing goes on at once, unless the ACK waits for a credit. */
-	if (d->state == DST_VERIFYING && ctrl_can_send(&d->ss.ch))
+	if (dst_verify_ready(d))
 		return 0;
 	/* A keepalive that is due but has no credit waits for the fd. */
 	if (t2 <= 0 && !ctrl_can_send(&d->ss.ch))

@@ -102,6 +102,8 @@ int dst_populate_check(struct rdmig_dest *d);
 /* DST_VERIFYING: hashes until rd_now_us() passes @until_us, then commits
  * and posts COMPLETE_ACK once the image checked out. */
 int dst_verify_step(struct rdmig_dest *d, int64_t until_us);
+/* Whether dst_verify_step has work it can do now. */
+bool dst_verify_ready(const struct rdmig_dest *d);
 void dst_map_destroy(struct rdmig_dest *d);
 
 /* dest.c */

@@ -627,14 +627,20 @@ static int commit_and_ack(struct rdmig_dest *d)
 	return rc;
 }
 
+/* The ACK needs a credit, and the keepalive before the commit one more:
+ * wait for both rather than commit and then fail to say so.  The source
+ * returns credits at half its depth, so both come. */
+bool dst_verify_ready(const struct rdmig_dest *d)
+{
+	return d->state == DST_VERIFYING &&
+	       ctrl_room(&d->ss.ch) >= (d->ss.cfg.commit ? 2u : 1u);
+}
+
 int dst_verify_step(struct rdmig_dest *d, int64_t until_us)
 {
 	int rc = 0;
 
-	if (d->state != DST_VERIFYING)
-		return 0;
-	/* The ACK needs a credit: wait for one rather than fail. */
-	if (!ctrl_can_send(&d->ss.ch))
+	if (!dst_verify_ready(d))
 		return 0;
 	if (d->want_dig && d->vblock < d->nmap) {
 		do

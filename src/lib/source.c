@@ -288,6 +288,7 @@ int src_fail(struct rdmig_source *s, int rc)
 	if (s->state == SRC_FAILED)
 		return s->result;
 	s->state = SRC_FAILED;
+	s->goal_done = false;
 	s->result = sess_fail(&s->ss, rc);
 	for (k = 1; s->chans && k < s->nchans; k++)
 		fab_disconnect(s->chans[k].conn);
@@ -509,14 +510,13 @@ int rdmig_source_process(struct rdmig_source *s)
 	return rdmig_source_step(s, 0, 0);
 }
 
-int rdmig_source_timeout(const struct rdmig_source *s)
+/* How long the library can wait for its fd; internal loops (send_state)
+ * ignore the latch of a finished operation, which is the caller's to see. */
+static int wait_ms(const struct rdmig_source *s)
 {
 	int64_t now = rd_now_ms(), t = 1000;
 	int wait = -1;
 
-	/* A finished operation the caller has not seen yet. */
-	if (s->goal_done)
-		return 0;
 	if (s->state == SRC_NEW || s->state >= SRC_COMPLETED)
 		return -1;
 	if (s->pieces && s->pieces_local < s->nslots)
@@ -534,6 +534,14 @@ int rdmig_source_timeout(const struct rdmig_source *s)
 	    s->ss.ch.last_send_ms + s->ss.cfg.keepalive_ms - now < t)
 		t = s->ss.ch.last_send_ms + s->ss.cfg.keepalive_ms - now;
 	return t < 0 ? 0 : (int)t;
+}
+
+int rdmig_source_timeout(const struct rdmig_source *s)
+{
+	/* A finished operation the caller has not seen yet. */
+	if (s->goal_done && s->state != SRC_FAILED)
+		return 0;
+	return wait_ms(s);
 }
 
 /* ---- starting operations, and the blocking calls over them ----------------- */
@@ -627,7 +635,7 @@ int rdmig_source_send_state(struct rdmig_source *s, const void *data, size_t len
 			rc = step_keep(s);
 			if (rc < 0)
 				return rc;
-			poll(&pfd, 1, rdmig_source_timeout(s));
+			poll(&pfd, 1, wait_ms(s));
 		}
 	}
 	return 0;
