@@ -136,6 +136,9 @@ struct sender {
 	atomic_uint_fast64_t downtime_ms;
 
 	uint64_t stop_ms;       /* when the workload was last stopped */
+	/* The downtime's parts (ms): stopping and the last scan, the last
+	 * round, the device state, the destination's confirmation. */
+	uint64_t dt_stop, dt_round, dt_state, dt_confirm;
 	bool resumed;           /* after a failure: the workload runs again */
 	char resume_err[512];   /* ... or why it could not */
 
@@ -684,6 +687,11 @@ static int final_stop(struct sender *x, struct failure *f)
 		return 0;
 	x->stop_ms = cli_now_ms();
 	rc = wl_stop(x->wl, err, sizeof(err));
+	/* QEMU writes its device state into the pipe while the last pages go
+	 * out: the guest is stopped and x-ignore-shared keeps QEMU off the
+	 * RAM we send, and the destination feeds QEMU only after the pages. */
+	if (!rc && x->vms)
+		rc = vms_begin(x->vms, err, sizeof(err));
 	if (rc)
 		return local_fail(f, rc, err);
 	return collect_dirty(x, &more, f);
@@ -752,6 +760,7 @@ static int prepare_device_state(struct sender *x, struct failure *f)
 
 static int migrate(struct sender *x, struct failure *f)
 {
+	uint64_t t;
 	int rc;
 
 	rc = check_cancel(x, f);
@@ -780,17 +789,25 @@ static int migrate(struct sender *x, struct failure *f)
 			return rc;
 		set_status(x, ST_DEVICE);
 	}
+	t = cli_now_ms();
+	if (x->o.live)
+		x->dt_stop = t - x->stop_ms;
 	rc = iterate(x);
 	if (rc)
 		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
 	if (!x->o.live)
 		emit_iteration(x, 0, 0);
+	x->dt_round = cli_now_ms() - t;
+	t += x->dt_round;
 	rc = send_state(x, f);
 	if (rc)
 		return rc;
+	x->dt_state = cli_now_ms() - t;
+	t += x->dt_state;
 	rc = rdmig_source_complete(x->s);
 	if (rc)
 		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
+	x->dt_confirm = cli_now_ms() - t;
 	if (x->o.live)
 		atomic_store(&x->downtime_ms, cli_now_ms() - x->stop_ms);
 	set_status(x, ST_COMPLETED);
@@ -811,8 +828,16 @@ static void report_success(struct sender *x)
 
 		cli_json_str(o, "status", "completed");
 		cli_json_stats(o, &st);
-		if (x->o.live)
+		if (x->o.live) {
+			struct json_object *parts = json_object_new_object();
+
 			cli_json_u64(o, "downtime", atomic_load(&x->downtime_ms));
+			cli_json_u64(parts, "stop", x->dt_stop);
+			cli_json_u64(parts, "last-round", x->dt_round);
+			cli_json_u64(parts, "device-state", x->dt_state);
+			cli_json_u64(parts, "confirm", x->dt_confirm);
+			json_object_object_add(o, "downtime-parts", parts);
+		}
 		cli_emit(o);
 		return;
 	}

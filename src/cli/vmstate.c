@@ -15,6 +15,7 @@
 
 #define CAP "x-ignore-shared"
 #define FD_NAME "rdmig-state"
+#define PIPE_ROOM (1 << 20)    /* the unprivileged pipe-max-size default */
 
 struct vmstate {
 	struct qmp *q;      /* borrowed */
@@ -70,6 +71,11 @@ int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err, siz
 	v->fd = source ? p[0] : p[1];
 	theirs = source ? p[1] : p[0];
 	fcntl(v->fd, F_SETFL, fcntl(v->fd, F_GETFL) | O_NONBLOCK);
+	/* Room for a small guest's whole device state: QEMU's save need not
+	 * wait for us while the last pages go out.  Best effort (the default
+	 * 64 KiB works too, QEMU then waits for the reads). */
+	if (source)
+		fcntl(v->fd, F_SETPIPE_SZ, PIPE_ROOM);
 	rc = qmp_getfd(q, theirs, FD_NAME, why, sizeof(why));
 	/* QEMU holds its own copy now: ours would hide the end of stream. */
 	close(theirs);
@@ -87,7 +93,11 @@ fail:
 int vms_begin(struct vmstate *v, char *err, size_t errlen)
 {
 	char why[512];
-	int rc = v->source ? qmp_migrate(v->q, "fd:" FD_NAME, why, sizeof(why)) :
+	int rc;
+
+	if (v->begun)
+		return 0;
+	rc = v->source ? qmp_migrate(v->q, "fd:" FD_NAME, why, sizeof(why)) :
 			     qmp_migrate_incoming(v->q, "fd:" FD_NAME, why, sizeof(why));
 
 	if (rc)

@@ -30,7 +30,7 @@ struct vmstate;
 int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err,
 		size_t errlen);
 /* Source: `migrate` to the pipe (the guest is stopped); destination:
- * `migrate-incoming` from it. */
+ * `migrate-incoming` from it.  Once only: later calls return 0. */
 int vms_begin(struct vmstate *v, char *err, size_t errlen);
 /* The pipe's read end, for poll(): readable when QEMU wrote something. */
 int vms_fd(const struct vmstate *v);

@@ -186,7 +186,10 @@ static void assert_source_runs(struct qfx *f)
  * destination, its RAM consistent after passes of its own there. */
 START_TEST(live_migration_runs_on)
 {
-	struct json_object *done;
+	static const char *const part[4] = { "stop", "last-round", "device-state", "confirm" };
+	struct json_object *done, *parts, *v;
+	uint64_t dt[4], sum = 0;
+	int i;
 	char line[512], err[512];
 	struct qfx f;
 	int sc, rc, m0;
@@ -204,6 +207,15 @@ START_TEST(live_migration_runs_on)
 	done = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(done);
 	ck_assert_uint_gt(tu_jnum(done, "downtime"), 0);
+	/* Its parts account for all of it. */
+	ck_assert(json_object_object_get_ex(done, "downtime-parts", &parts));
+	for (i = 0; i < 4; i++) {
+		ck_assert_msg(json_object_object_get_ex(parts, part[i], &v), "no %s", part[i]);
+		dt[i] = (uint64_t)json_object_get_int64(v);
+		sum += dt[i];
+	}
+	ck_assert_uint_le(sum, tu_jnum(done, "downtime") + 2);
+	ck_assert_uint_ge(sum + 2, tu_jnum(done, "downtime"));
 	ck_assert_uint_ge(tu_jnum(done, "dirty-sync-count"), 2);
 	ck_assert_uint_gt(tu_jnum(done, "state-bytes"), 0);
 	/* The guest left the source and runs here. */
@@ -215,9 +227,10 @@ START_TEST(live_migration_runs_on)
 	rc = guest_check(f.dst_ram, line, sizeof(line));
 	ck_assert_msg(rc == 0, "destination RAM: %s", line);
 	printf("qemu: live migration of a running guest (128 MiB, TCG): %" PRIu64 " rounds, "
-	       "total %" PRIu64 " ms, downtime %" PRIu64 " ms, %" PRIu64 " bytes sent, state %"
-	       PRIu64 " bytes; destination %s\n", tu_jnum(done, "dirty-sync-count"),
-	       tu_jnum(done, "total-time"), tu_jnum(done, "downtime"),
+	       "total %" PRIu64 " ms, downtime %" PRIu64 " ms (stop %" PRIu64 ", last round %"
+	       PRIu64 ", device state %" PRIu64 ", confirm %" PRIu64 "), %" PRIu64 " bytes sent, "
+	       "state %" PRIu64 " bytes; destination %s\n", tu_jnum(done, "dirty-sync-count"),
+	       tu_jnum(done, "total-time"), tu_jnum(done, "downtime"), dt[0], dt[1], dt[2], dt[3],
 	       tu_jnum(done, "transferred"), tu_jnum(done, "state-bytes"), line);
 	json_object_put(done);
 	qfx_free(&f);
