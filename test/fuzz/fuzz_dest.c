@@ -86,6 +86,7 @@ int ctrl_return_credits(struct ctrl *ch, bool force) { (void)ch; (void)force; re
 int ctrl_keepalive(struct ctrl *ch) { (void)ch; return 0; }
 bool ctrl_owns(const struct ibv_wc *wc) { (void)wc; return true; }
 bool ctrl_can_send(const struct ctrl *ch) { (void)ch; return true; }
+uint32_t ctrl_room(const struct ctrl *ch) { (void)ch; return 16; }
 uint32_t ctrl_sends_busy(const struct ctrl *ch) { (void)ch; return 0; }
 
 int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr,
