@@ -2,6 +2,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,4 +99,38 @@ uint64_t tu_jnum(struct json_object *o, const char *key)
 	ck_assert_msg(o && json_object_object_get_ex(o, key, &v), "no \"%s\" in %s", key,
 		      o ? json_object_to_json_string(o) : "(null)");
 	return (uint64_t)json_object_get_int64(v);
+}
+
+void tu_recv_listen(struct tu_run *r, const char *dir, const char *bin,
+		    const char *const *pre, const char *const *args, int timeout_ms,
+		    char *port, size_t portlen, char *addr, size_t addrlen)
+{
+	enum { MAX = 48 };
+	char listen[64], *argv[MAX + 1];
+	struct json_object *ev;
+	int n = 0;
+
+	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
+	while (pre && *pre && n < MAX - 4)
+		argv[n++] = (char *)*pre++;
+	argv[n++] = (char *)bin;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--json";
+	while (args && *args) {
+		ck_assert_msg(n < MAX, "too many arguments for migrate-recv");
+		argv[n++] = (char *)*args++;
+	}
+	argv[n] = NULL;
+	tu_run_spawn(r, dir, "recv", argv);
+	ev = tu_wait_event(r, "listening", timeout_ms);
+	if (!ev) {
+		tu_run_dump(r, "recv");
+		ck_abort_msg("migrate-recv did not start listening");
+	}
+	if (port)
+		snprintf(port, portlen, "%" PRIu64, tu_jnum(ev, "port"));
+	if (addr)
+		snprintf(addr, addrlen, "%s:%" PRIu64, tu_addr(), tu_jnum(ev, "port"));
+	json_object_put(ev);
 }

@@ -30,4 +30,12 @@ struct json_object *tu_wait_event(struct tu_run *r, const char *event, int timeo
 /* The integer @key of @o; fails the test when it is missing. */
 uint64_t tu_jnum(struct json_object *o, const char *key);
 
+/* Starts `[@pre...] @bin --listen TESTADDR:0 --json [@args...]` (both lists
+ * NULL-terminated, either may be NULL) and waits @timeout_ms for its
+ * listening event: the test fails, with both outputs shown, if it does
+ * not come.  @port gets the port, @addr HOST:PORT (either may be NULL). */
+void tu_recv_listen(struct tu_run *r, const char *dir, const char *bin,
+		    const char *const *pre, const char *const *args, int timeout_ms,
+		    char *port, size_t portlen, char *addr, size_t addrlen);
+
 #endif

@@ -215,29 +215,8 @@ static void fx_init(struct fx *f)
  * waits until it listens; fills f->addr. */
 static void fx_recv_as(struct fx *f, const char *const *pre, const char *const *args)
 {
-	char listen[64], *argv[40];
-	struct json_object *ev;
-	int n = 0;
-
-	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
-	while (pre && *pre && n < 10)
-		argv[n++] = (char *)*pre++;
-	argv[n++] = f->recvbin;
-	argv[n++] = "--listen";
-	argv[n++] = listen;
-	argv[n++] = "--json";
-	while (*args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->recv, f->dir, "recv", argv);
-	ev = tu_wait_event(&f->recv, "listening", 20000);
-	if (!ev) {
-		tu_run_dump(&f->recv, "recv");
-		ck_abort_msg("migrate-recv did not start listening");
-	}
-	snprintf(f->port, sizeof(f->port), "%" PRIu64, tu_jnum(ev, "port"));
-	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), f->port);
-	json_object_put(ev);
+	tu_recv_listen(&f->recv, f->dir, f->recvbin, pre, args, 20000, f->port,
+		       sizeof(f->port), f->addr, sizeof(f->addr));
 }
 
 static void fx_recv(struct fx *f, const char *const *args)

@@ -109,27 +109,14 @@ static void qfx_pair(struct qfx *f, const char *dst_machine)
 /* migrate-recv --qmp on the destination QEMU's command monitor. */
 static void qfx_recv(struct qfx *f, const char *const *extra)
 {
-	char listen[64], *argv[24];
-	struct json_object *ev;
-	int n = 0;
+	const char *args[24] = { "--timeout", "10" };
+	int n = 2;
 
-	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
-	argv[n++] = f->recvbin;
-	argv[n++] = "--listen";
-	argv[n++] = listen;
-	argv[n++] = "--json";
-	argv[n++] = "--timeout";
-	argv[n++] = "10";
 	while (extra && *extra && n < 23)
-		argv[n++] = (char *)*extra++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->recv, f->work, "recv", argv);
-	ev = tu_wait_event(&f->recv, "listening", 30000);
-	if (!ev)
-		tu_run_dump(&f->recv, "recv");
-	ck_assert_msg(ev != NULL, "migrate-recv did not start listening");
-	snprintf(f->addr, sizeof(f->addr), "%s:%" PRIu64, tu_addr(), tu_jnum(ev, "port"));
-	json_object_put(ev);
+		args[n++] = *extra++;
+	args[n] = NULL;
+	tu_recv_listen(&f->recv, f->work, f->recvbin, NULL, args, 30000, NULL, 0, f->addr,
+		       sizeof(f->addr));
 }
 
 static void qfx_send(struct qfx *f, const char *const *extra)

@@ -138,27 +138,8 @@ static void opt_if_known(struct sx *f, const char **argv, int *n, const char *op
 /* migrate-recv --json --listen ADDR:0 @args; waits until it listens. */
 static void sx_recv(struct sx *f, const char *const *args)
 {
-	char listen[64], *argv[40];
-	struct json_object *ev;
-	int n = 0;
-
-	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
-	argv[n++] = f->recvbin;
-	argv[n++] = "--listen";
-	argv[n++] = listen;
-	argv[n++] = "--json";
-	while (*args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->recv, f->dir, "recv", argv);
-	ev = tu_wait_event(&f->recv, "listening", 20000);
-	if (!ev) {
-		tu_run_dump(&f->recv, "recv");
-		ck_abort_msg("migrate-recv did not start listening");
-	}
-	snprintf(f->port, sizeof(f->port), "%" PRIu64, tu_jnum(ev, "port"));
-	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), f->port);
-	json_object_put(ev);
+	tu_recv_listen(&f->recv, f->dir, f->recvbin, NULL, args, 20000, f->port,
+		       sizeof(f->port), f->addr, sizeof(f->addr));
 }
 
 /* migrate-send --connect @addr @args. */
