@@ -525,6 +525,17 @@ static void resume_workload(struct sender *x)
 	if (!x->wl)
 		return;
 	x->resumed = !wl_resume(x->wl, x->resume_err, sizeof(x->resume_err));
+	/* A guest paused before we came stays paused: say so, and how it is
+	 * left (after QEMU's own `migrate` completed, in postmigrate). */
+	if (x->resumed && x->q && !wl_was_running(x->wl)) {
+		char st[32] = "unknown";
+
+		qmp_status(x->q, st, sizeof(st), NULL, 0);
+		x->resumed = false;
+		snprintf(x->resume_err, sizeof(x->resume_err), "the guest was paused before "
+			 "the migration and stays paused on the source (QEMU status %s%s)", st,
+			 strcmp(st, "postmigrate") ? "" : "; `cont` resumes it there");
+	}
 }
 
 /* ---- events ---------------------------------------------------------------- */

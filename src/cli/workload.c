@@ -204,6 +204,11 @@ bool wl_stopped(const struct workload *w)
 	return w->frozen || w->paused;
 }
 
+bool wl_was_running(const struct workload *w)
+{
+	return w->was_running;
+}
+
 int wl_resume(struct workload *w, char *err, size_t errlen)
 {
 	char why[512];

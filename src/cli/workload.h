@@ -54,6 +54,8 @@ int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *b
 int wl_stop(struct workload *w, char *err, size_t errlen);
 /* Whether wl_stop paused a running guest (or froze the process). */
 bool wl_stopped(const struct workload *w);
+/* A guest: whether it was running when the migration started. */
+bool wl_was_running(const struct workload *w);
 /* After a failure: the workload runs again (SIGCONT; QMP cont for a guest
  * that was running).  Returns an error when QEMU refuses, as it does while
  * its own migration runs: vms_close() cancels that first. */

@@ -601,6 +601,13 @@ static int verify_slice(struct rdmig_dest *d)
 	return ++d->vblock == d->nmap;
 }
 
+/* A keepalive before the commit callback gives it the source's whole
+ * silence timeout; it needs a second frame's room (see below). */
+static bool keepalive_first(const struct rdmig_dest *d)
+{
+	return d->ss.cfg.commit && d->ss.ch.peer_depth >= 4;
+}
+
 /* The image is whole: the application makes it durable, then the source
  * hears it.  A keepalive goes first, so the commit callback has the whole
  * silence timeout of the source to return in. */
@@ -612,7 +619,7 @@ static int commit_and_ack(struct rdmig_dest *d)
 	if (d->ss.cfg.commit) {
 		char msg[RD_ERRLEN] = "";
 
-		rc = ctrl_keepalive(&d->ss.ch);
+		rc = keepalive_first(d) ? ctrl_keepalive(&d->ss.ch) : 0;
 		if (rc)
 			return rc;
 		rc = d->ss.cfg.commit(d->ss.cfg.commit_ctx, msg, sizeof(msg));
@@ -629,11 +636,13 @@ static int commit_and_ack(struct rdmig_dest *d)
 
 /* The ACK needs a credit, and the keepalive before the commit one more:
  * wait for both rather than commit and then fail to say so.  The source
- * returns credits at half its depth, so both come. */
+ * returns credits at half its depth, so both come, unless its ring is
+ * under 4 deep: then room for two never comes, and the commit goes
+ * without the keepalive. */
 bool dst_verify_ready(const struct rdmig_dest *d)
 {
 	return d->state == DST_VERIFYING &&
-	       ctrl_room(&d->ss.ch) >= (d->ss.cfg.commit ? 2u : 1u);
+	       ctrl_room(&d->ss.ch) >= (keepalive_first(d) ? 2u : 1u);
 }
 
 int dst_verify_step(struct rdmig_dest *d, int64_t until_us)
