@@ -316,6 +316,44 @@ START_TEST(unshared_ram_refused)
 }
 END_TEST
 
+/* A guest paused before the migration stays paused after a failure, and
+ * the report says so instead of claiming it runs. */
+START_TEST(recv_killed_paused_guest_stays_paused)
+{
+	struct json_object *ev;
+	char err[512];
+	const char *msg;
+	struct qfx f;
+	int sc;
+
+	qfx_init(&f);
+	qfx_pair(&f, "pc");
+	ck_assert_msg(qmp_stop(f.src.q, err, sizeof(err)) == 0, "stop: %s", err);
+	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
+	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, "--max-bandwidth", "8M", NULL });
+	ev = tu_wait_event(&f.send, "setup", 60000);
+	ck_assert_msg(ev != NULL, "no setup event");
+	json_object_put(ev);
+	usleep(1000 * 1000);
+	tu_kill(&f.recv.p, SIGKILL);
+	sc = tu_run_finish(&f.send, 60000);
+	if (sc != 5)
+		dump_all(&f);
+	ck_assert_int_eq(sc, 5);
+	ev = tu_event_in(f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_msg(!json_object_get_boolean(json_object_object_get(ev, "guest-running")),
+		      "the failed event says a paused guest runs");
+	msg = json_object_get_string(json_object_object_get(ev, "error"));
+	ck_assert_msg(msg && strstr(msg, "stays paused on the source (QEMU status paused)"),
+		      "error: %s", msg ? msg : "(none)");
+	vm_expect_status(&f.src, "paused");
+	printf("qemu: migrate-recv killed, guest paused beforehand: %s\n", msg);
+	json_object_put(ev);
+	qfx_free(&f);
+}
+END_TEST
+
 Suite *qemu_suite(void)
 {
 	Suite *s = suite_create("qemu");
@@ -325,6 +363,7 @@ Suite *qemu_suite(void)
 	tcase_add_test(tc, unshared_ram_refused);
 	tcase_add_test(tc, live_migration_runs_on);
 	tcase_add_test(tc, recv_killed_guest_resumes);
+	tcase_add_test(tc, recv_killed_paused_guest_stays_paused);
 	tcase_add_test(tc, dest_rejects_state_guest_resumes);
 	suite_add_tcase(s, tc);
 	return s;
