@@ -224,6 +224,31 @@ START_TEST(live_migration_runs_on)
 }
 END_TEST
 
+/* Both QEMUs and both commands up, migrate-recv killed a second into the
+ * first (slowed) round; returns migrate-send's failed event, after
+ * checking it exited 5. */
+static struct json_object *kill_recv_mid_stream(struct qfx *f)
+{
+	struct json_object *ev;
+	int sc;
+
+	qfx_recv(f, (const char *[]){ "--qmp", f->dst.cmd_sock, NULL });
+	/* Slow enough that the first round is still going. */
+	qfx_send(f, (const char *[]){ "--qmp", f->src.cmd_sock, "--max-bandwidth", "8M", NULL });
+	ev = tu_wait_event(&f->send, "setup", 60000);
+	ck_assert_msg(ev != NULL, "no setup event");
+	json_object_put(ev);
+	usleep(1000 * 1000);
+	tu_kill(&f->recv.p, SIGKILL);
+	sc = tu_run_finish(&f->send, 60000);
+	if (sc != 5)
+		dump_all(f);
+	ck_assert_int_eq(sc, 5);
+	ev = tu_event_in(f->send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	return ev;
+}
+
 /* migrate-recv dies mid-stream: migrate-send fails with 5 and the guest
  * runs on at the source. */
 START_TEST(recv_killed_guest_resumes)
@@ -231,31 +256,18 @@ START_TEST(recv_killed_guest_resumes)
 	struct json_object *ev;
 	uint64_t t0;
 	struct qfx f;
-	int sc;
 
 	qfx_init(&f);
 	qfx_pair(&f, "pc");
-	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
-	/* Slow enough that the first round is still going. */
-	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, "--max-bandwidth", "8M", NULL });
-	ev = tu_wait_event(&f.send, "setup", 60000);
-	ck_assert_msg(ev != NULL, "no setup event");
-	json_object_put(ev);
-	usleep(1000 * 1000);
 	t0 = tu_now_ms();
-	tu_kill(&f.recv.p, SIGKILL);
-	sc = tu_run_finish(&f.send, 60000);
-	if (sc != 5)
-		dump_all(&f);
-	ck_assert_int_eq(sc, 5);
-	ev = tu_event_in(f.send.out, "failed");
-	ck_assert_ptr_nonnull(ev);
+	ev = kill_recv_mid_stream(&f);
 	ck_assert_msg(json_object_get_boolean(json_object_object_get(ev, "guest-running")),
 		      "the failed event does not say the guest runs");
 	json_object_put(ev);
 	assert_source_runs(&f);
-	printf("qemu: migrate-recv killed mid-stream: migrate-send exit 5 after %" PRIu64
-	       " ms, the source guest running and making progress\n", tu_now_ms() - t0);
+	printf("qemu: migrate-recv killed mid-stream: migrate-send exit 5 %" PRIu64
+	       " ms after it started, the source guest running and making progress\n",
+	       tu_now_ms() - t0);
 	qfx_free(&f);
 }
 END_TEST
@@ -324,24 +336,11 @@ START_TEST(recv_killed_paused_guest_stays_paused)
 	char err[512];
 	const char *msg;
 	struct qfx f;
-	int sc;
 
 	qfx_init(&f);
 	qfx_pair(&f, "pc");
 	ck_assert_msg(qmp_stop(f.src.q, err, sizeof(err)) == 0, "stop: %s", err);
-	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
-	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, "--max-bandwidth", "8M", NULL });
-	ev = tu_wait_event(&f.send, "setup", 60000);
-	ck_assert_msg(ev != NULL, "no setup event");
-	json_object_put(ev);
-	usleep(1000 * 1000);
-	tu_kill(&f.recv.p, SIGKILL);
-	sc = tu_run_finish(&f.send, 60000);
-	if (sc != 5)
-		dump_all(&f);
-	ck_assert_int_eq(sc, 5);
-	ev = tu_event_in(f.send.out, "failed");
-	ck_assert_ptr_nonnull(ev);
+	ev = kill_recv_mid_stream(&f);
 	ck_assert_msg(!json_object_get_boolean(json_object_object_get(ev, "guest-running")),
 		      "the failed event says a paused guest runs");
 	msg = json_object_get_string(json_object_object_get(ev, "error"));
