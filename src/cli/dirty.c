@@ -37,7 +37,7 @@ struct dirty_map {
 	uint64_t file_len, npages, psz;
 	dev_t dev;
 	ino_t ino;
-	int proc_fd;    /* /proc/PID: later opens cannot reach a reused PID */
+	struct proc_ref proc; /* later opens cannot reach a reused PID */
 	int pagemap_fd; /* reads 0 bytes once the process's memory is gone */
 	struct dirty_vma *vmas;
 	size_t nvmas;
@@ -93,9 +93,9 @@ static int scan_maps(const struct dirty_map *m, struct vma_list *l)
 	FILE *f;
 
 	memset(l, 0, sizeof(*l));
-	fd = openat(m->proc_fd, "maps", O_RDONLY | O_CLOEXEC);
+	fd = proc_openat(&m->proc, "maps", O_RDONLY);
 	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
+		return fd == -ENOENT ? -ESRCH : fd;
 	f = fdopen(fd, "r");
 	if (!f) {
 		close(fd);
@@ -209,20 +209,17 @@ static int check_file(struct dirty_map *m, char *err, size_t errlen)
 	return 0;
 }
 
-static int open_proc(struct dirty_map *m, char *err, size_t errlen)
+static int open_proc(struct dirty_map *m, const struct proc_ref *proc, char *err,
+		     size_t errlen)
 {
-	char dir[32];
-	int fd, e;
+	int fd, e, rc = proc_dup(&m->proc, proc, err, errlen);
 
-	snprintf(dir, sizeof(dir), "/proc/%d", (int)m->pid);
-	m->proc_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (m->proc_fd < 0)
-		return cli_errf(err, errlen, errno == ENOENT ? -ESRCH : -errno,
-			      "no process %d (%s: %s)", (int)m->pid, dir, strerror(errno));
+	if (rc)
+		return rc;
 	/* Only checks the permission now; the clear itself is dirty_clear's. */
-	fd = openat(m->proc_fd, "clear_refs", O_WRONLY | O_CLOEXEC);
+	fd = proc_openat(&m->proc, "clear_refs", O_WRONLY);
 	if (fd < 0) {
-		e = errno;
+		e = -fd;
 		if (e == EACCES || e == EPERM)
 			return cli_errf(err, errlen, -e,
 				      "permission denied writing /proc/%d/clear_refs (run as root or as the owner of process %d)",
@@ -231,9 +228,9 @@ static int open_proc(struct dirty_map *m, char *err, size_t errlen)
 			      (int)m->pid, strerror(e));
 	}
 	close(fd);
-	m->pagemap_fd = openat(m->proc_fd, "pagemap", O_RDONLY | O_CLOEXEC);
+	m->pagemap_fd = proc_openat(&m->proc, "pagemap", O_RDONLY);
 	if (m->pagemap_fd < 0) {
-		e = errno;
+		e = -m->pagemap_fd;
 		if (e == EACCES || e == EPERM)
 			return cli_errf(err, errlen, -e,
 				      "permission denied reading /proc/%d/pagemap (run as root, or as the owner of process %d with ptrace access to it)",
@@ -277,16 +274,15 @@ static int find_mappings(struct dirty_map *m, char *err, size_t errlen)
 	return 0;
 }
 
-int dirty_open(struct dirty_map **out, pid_t pid, const char *path,
+int dirty_open(struct dirty_map **out, const struct proc_ref *proc, const char *path,
 	       uint64_t file_len, char *err, size_t errlen)
 {
 	long psz = sysconf(_SC_PAGESIZE);
+	pid_t pid = proc->pid;
 	struct dirty_map *m;
 	int ret;
 
 	*out = NULL;
-	if (pid <= 0)
-		return cli_errf(err, errlen, -EINVAL, "invalid process id %d", (int)pid);
 	m = calloc(1, sizeof(*m));
 	if (!m || !(m->path = strdup(path))) {
 		free(m);
@@ -296,12 +292,13 @@ int dirty_open(struct dirty_map **out, pid_t pid, const char *path,
 	m->psz = (uint64_t)psz;
 	m->file_len = file_len;
 	m->npages = file_len / m->psz + (file_len % m->psz != 0);
-	m->proc_fd = m->pagemap_fd = -1;
+	m->proc = (struct proc_ref)PROC_REF_INIT;
+	m->pagemap_fd = -1;
 	ret = check_file(m, err, errlen);
 	if (!ret)
 		ret = probe_kernel(m->psz, err, errlen);
 	if (!ret)
-		ret = open_proc(m, err, errlen);
+		ret = open_proc(m, proc, err, errlen);
 	if (!ret)
 		ret = find_mappings(m, err, errlen);
 	if (ret)
@@ -320,21 +317,22 @@ fail:
 	return ret;
 }
 
-int dirty_clear(pid_t pid, char *err, size_t errlen)
+int dirty_clear(const struct proc_ref *proc, char *err, size_t errlen)
 {
 	char path[48];
+	pid_t pid = proc->pid;
 	int fd, ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)pid);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
+	fd = proc_openat(proc, "clear_refs", O_WRONLY);
 	if (fd < 0) {
-		if (errno == ENOENT)
+		if (fd == -ENOENT || fd == -ESRCH)
 			return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)pid);
-		if (errno == EACCES || errno == EPERM)
-			return cli_errf(err, errlen, -errno,
+		if (fd == -EACCES || fd == -EPERM)
+			return cli_errf(err, errlen, fd,
 				      "permission denied writing %s (run as root or as the owner of process %d)",
 				      path, (int)pid);
-		return cli_errf(err, errlen, -errno, "cannot open %s: %s", path, strerror(errno));
+		return cli_errf(err, errlen, fd, "cannot open %s: %s", path, strerror(-fd));
 	}
 	ret = clear_refs_fd(fd);
 	close(fd);
@@ -473,8 +471,7 @@ void dirty_close(struct dirty_map *m)
 		return;
 	if (m->pagemap_fd >= 0)
 		close(m->pagemap_fd);
-	if (m->proc_fd >= 0)
-		close(m->proc_fd);
+	proc_close(&m->proc);
 	free(m->vmas);
 	free(m->bits);
 	free(m->buf);

@@ -38,13 +38,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proc.h"
+
 /* One process's view of one RAM file: its shared mappings of the file. */
 struct dirty_map;
 
 /**
- * dirty_open - start tracking @pid's writes to the file at @path
+ * dirty_open - start tracking @proc's writes to the file at @path
  * @out:      receives the map, to be freed with dirty_close()
- * @pid:      the writer (e.g. QEMU)
+ * @proc:     the writer (e.g. QEMU), held by identity (proc.h)
  * @path:     the RAM file; matched to @pid's mappings by device and inode
  * @file_len: length of the block; pages at or past it are never reported
  * @err:      receives the reason on failure
@@ -54,16 +56,16 @@ struct dirty_map;
  * when @path is on hugetlbfs.  Every shared mapping of the file is tracked,
  * whole or partial, each at its own file offset.
  */
-int dirty_open(struct dirty_map **out, pid_t pid, const char *path,
+int dirty_open(struct dirty_map **out, const struct proc_ref *proc, const char *path,
 	       uint64_t file_len, char *err, size_t errlen);
 
 /**
- * dirty_clear - clear the soft-dirty bits of every page of @pid
+ * dirty_clear - clear the soft-dirty bits of every page of @proc
  *
- * Writes "4" to /proc/PID/clear_refs: this covers all of @pid's mappings,
+ * Writes "4" to /proc/PID/clear_refs: this covers all of @proc's mappings,
  * so one call serves every dirty_map of that process.
  */
-int dirty_clear(pid_t pid, char *err, size_t errlen);
+int dirty_clear(const struct proc_ref *proc, char *err, size_t errlen);
 
 /**
  * dirty_collect - report the pages of the file written since the last clear

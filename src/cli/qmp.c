@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "proc.h"
 
 /* Between two query-migrate polls: the device state of a small guest moves
  * in a few milliseconds, and a query costs QEMU's main loop next to nothing.
@@ -42,6 +44,7 @@
 struct qmp {
 	int fd;
 	pid_t pid;
+	struct proc_ref proc;   /* QEMU itself, from the socket's peer */
 	int timeout_ms;
 	int64_t next_id;
 	char *buf; /* bytes read and not yet parsed */
@@ -445,6 +448,16 @@ static pid_t peer_pid(int fd)
 	return uc.pid;
 }
 
+/* QEMU by identity: while the greeting that follows arrives, the peer is
+ * alive, so the pid held here cannot have been reused.  0 (no hold) when
+ * the pid is not visible from our pid namespace. */
+static void hold_peer(struct qmp *q)
+{
+	q->pid = peer_pid(q->fd);
+	if (q->pid > 0 && proc_open(&q->proc, q->pid, NULL, 0))
+		q->pid = 0;
+}
+
 static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 {
 	struct waitfor w = wait_for("QMP greeting", q->timeout_ms);
@@ -476,11 +489,12 @@ int qmp_open(struct qmp **out, const char *path, int timeout_ms,
 	if (!q)
 		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	q->fd = -1;
+	q->proc = (struct proc_ref)PROC_REF_INIT;
 	q->timeout_ms = timeout_ms;
 	q->next_id = 1;
 	r = connect_unix(path, &q->fd, err, errlen);
 	if (r == 0) {
-		q->pid = peer_pid(q->fd);
+		hold_peer(q);
 		r = greet(q, path, err, errlen);
 	}
 	if (r < 0) {
@@ -497,6 +511,7 @@ void qmp_close(struct qmp *q)
 		return;
 	if (q->fd >= 0)
 		close(q->fd);
+	proc_close(&q->proc);
 	while (q->nevents)
 		json_object_put(q->events[--q->nevents]);
 	free(q->buf);
@@ -506,6 +521,11 @@ void qmp_close(struct qmp *q)
 pid_t qmp_pid(const struct qmp *q)
 {
 	return q->pid;
+}
+
+const struct proc_ref *qmp_proc(const struct qmp *q)
+{
+	return q->pid > 0 ? &q->proc : NULL;
 }
 
 void qmp_set_timeout(struct qmp *q, int timeout_ms)
@@ -846,23 +866,29 @@ static int gpa_to_hva(struct qmp *q, const char *id, uint64_t gpa, uint64_t *hva
 	return r;
 }
 
-/* The shared file mapping of @pid that holds @hva: its file and the file
- * offset at @hva. */
-static int find_mapping(pid_t pid, const char *id, uint64_t hva, dev_t *dev, ino_t *ino,
-			uint64_t *off, char *err, size_t errlen)
+/* The shared file mapping of QEMU's that holds @hva: its file and the file
+ * offset at @hva.  QEMU must be able to write it: a read-only mapping
+ * (r--s) names a file QEMU may only read, which we would otherwise reopen
+ * with our own, often root, rights and write the source's memory into. */
+static int find_mapping(const struct proc_ref *p, const char *id, uint64_t hva, dev_t *dev,
+			ino_t *ino, uint64_t *off, char *err, size_t errlen)
 {
 	char path[64], line[512], perms[8];
 	unsigned long long inode;
 	unsigned int maj, min;
 	uint64_t s, e, pgoff;
+	int r = -ENOENT, fd;
 	FILE *f;
-	int r = -ENOENT;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return cli_errf(err, errlen, -errno, "Unable to read %s: %s (run as QEMU's user or root)",
-			    path, strerror(errno));
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
+	fd = proc_openat(p, "maps", O_RDONLY);
+	f = fd < 0 ? NULL : fdopen(fd, "r");
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return cli_errf(err, errlen, fd < 0 ? fd : -ENOMEM, "Unable to read %s: %s (run as "
+				"QEMU's user or root)", path, strerror(fd < 0 ? -fd : ENOMEM));
+	}
 	while (r == -ENOENT && fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %llu", &s, &e, perms,
 			   &pgoff, &maj, &min, &inode) != 7 || hva < s || hva >= e)
@@ -870,6 +896,11 @@ static int find_mapping(pid_t pid, const char *id, uint64_t hva, dev_t *dev, ino
 		if (perms[3] != 's' || !inode)
 			r = cli_errf(err, errlen, -ENOTSUP,
 				 "backend %s: QEMU maps it without a shared file behind it", id);
+		else if (perms[1] != 'w')
+			r = cli_errf(err, errlen, -EACCES,
+				 "backend %s: QEMU maps its file read-only (%s at 0x%" PRIx64 "): "
+				 "guest RAM must be a file QEMU can write (share=on, not readonly)",
+				 id, perms, s);
 		else
 			r = 0;
 		*dev = makedev(maj, min);
@@ -882,23 +913,37 @@ static int find_mapping(pid_t pid, const char *id, uint64_t hva, dev_t *dev, ino
 	return r;
 }
 
-/* /proc/PID/fd/N for QEMU's fd to the file (@dev, @ino), or -ENOENT. */
-static int find_fd(pid_t pid, dev_t dev, ino_t ino, char *out, size_t len)
+/* QEMU's fd directory, read through the process held (proc.h). */
+static DIR *open_fd_dir(const struct proc_ref *p)
 {
-	char dir[64], p[384];
+	int fd = proc_openat(p, "fd", O_RDONLY | O_DIRECTORY);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+
+	if (!d && fd >= 0) {
+		close(fd);
+		errno = ENOMEM;
+	} else if (!d) {
+		errno = -fd;
+	}
+	return d;
+}
+
+/* /proc/PID/fd/N for QEMU's fd to the file (@dev, @ino), or -ENOENT. */
+static int find_fd(const struct proc_ref *p, dev_t dev, ino_t ino, char *out, size_t len)
+{
+	char rel[300];
 	struct dirent *de;
 	struct stat st;
-	DIR *d;
+	DIR *d = open_fd_dir(p);
 	int r = -ENOENT;
 
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-	d = opendir(dir);
 	if (!d)
 		return -errno;
 	while (r == -ENOENT && (de = readdir(d))) {
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (de->d_name[0] != '.' && !stat(p, &st) && st.st_dev == dev && st.st_ino == ino) {
-			snprintf(out, len, "%s", p);
+		snprintf(rel, sizeof(rel), "fd/%.255s", de->d_name);
+		if (de->d_name[0] != '.' && !fstatat(p->dirfd, rel, &st, 0) && st.st_dev == dev &&
+		    st.st_ino == ino) {
+			snprintf(out, len, "/proc/%d/%s", (int)p->pid, rel);
 			r = 0;
 		}
 	}
@@ -906,7 +951,7 @@ static int find_fd(pid_t pid, dev_t dev, ino_t ino, char *out, size_t len)
 	return r;
 }
 
-static int path_for_file(struct qmp_backend *b, const char *mem_path, pid_t pid,
+static int path_for_file(struct qmp_backend *b, const char *mem_path, const struct proc_ref *p,
 			 char *err, size_t errlen)
 {
 	struct stat st;
@@ -921,13 +966,13 @@ static int path_for_file(struct qmp_backend *b, const char *mem_path, pid_t pid,
 		snprintf(b->path, sizeof(b->path), "%s", mem_path);
 		return 0;
 	}
-	r = find_fd(pid, b->dev, b->ino, b->path, sizeof(b->path));
+	r = find_fd(p, b->dev, b->ino, b->path, sizeof(b->path));
 	if (r == -ENOENT)
 		return cli_errf(err, errlen, r, "backend %s: QEMU (pid %d) holds no fd to the file it maps",
-			    b->id, (int)pid);
+			    b->id, (int)p->pid);
 	if (r < 0)
 		return cli_errf(err, errlen, r, "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
-			    (int)pid, strerror(-r));
+			    (int)p->pid, strerror(-r));
 	return 0;
 }
 
@@ -939,14 +984,14 @@ static int resolve_in_guest(struct qmp *q, struct qmp_backend *b, const char *me
 	int r = gpa_to_hva(q, b->id, gpa, &hva, err, errlen);
 
 	if (r == 0)
-		r = find_mapping(q->pid, b->id, hva, &b->dev, &b->ino, &foff, err, errlen);
+		r = find_mapping(&q->proc, b->id, hva, &b->dev, &b->ino, &foff, err, errlen);
 	if (r < 0)
 		return r;
 	if (foff != off)
 		return cli_errf(err, errlen, -EPROTO,
 			    "backend %s: QEMU maps its offset 0x%" PRIx64 " from file offset 0x%" PRIx64,
 			    b->id, off, foff);
-	return path_for_file(b, mem_path, q->pid, err, errlen);
+	return path_for_file(b, mem_path, &q->proc, err, errlen);
 }
 
 static void resolve_plain_file(struct qmp_backend *b, const char *mem_path)
@@ -987,24 +1032,22 @@ static int claimed(const struct qmp_backend *b, size_t n, dev_t dev, ino_t ino)
 
 /* How many of QEMU's backend memfds, other than those already named, have
  * @size; the last one seen goes to @b. */
-static int count_spare_memfds(pid_t pid, const struct qmp_backend *all, size_t n,
-			      uint64_t size, struct qmp_backend *b)
+static int count_spare_memfds(const struct proc_ref *pr, const struct qmp_backend *all,
+			      size_t n, uint64_t size, struct qmp_backend *b)
 {
-	char dir[64], p[384], link[64];
+	char rel[300], link[64];
 	struct dirent *de;
 	struct stat st;
 	ssize_t l;
-	DIR *d;
+	DIR *d = open_fd_dir(pr);
 	int count = 0;
 
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-	d = opendir(dir);
 	if (!d)
 		return -errno;
 	while ((de = readdir(d))) {
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		l = readlink(p, link, sizeof(link) - 1);
-		if (l < 0 || stat(p, &st))
+		snprintf(rel, sizeof(rel), "fd/%.255s", de->d_name);
+		l = readlinkat(pr->dirfd, rel, link, sizeof(link) - 1);
+		if (l < 0 || fstatat(pr->dirfd, rel, &st, 0))
 			continue;
 		link[l] = '\0';
 		if (strncmp(link, MEMFD_NAME, strlen(MEMFD_NAME)) || (uint64_t)st.st_size != size ||
@@ -1012,7 +1055,7 @@ static int count_spare_memfds(pid_t pid, const struct qmp_backend *all, size_t n
 		    (count && st.st_dev == b->dev && st.st_ino == b->ino))
 			continue;
 		count++;
-		snprintf(b->path, sizeof(b->path), "%s", p);
+		snprintf(b->path, sizeof(b->path), "/proc/%d/%s", (int)pr->pid, rel);
 		b->dev = st.st_dev;
 		b->ino = st.st_ino;
 	}
@@ -1023,7 +1066,7 @@ static int count_spare_memfds(pid_t pid, const struct qmp_backend *all, size_t n
 /* A memfd backend in no guest memory has no address to ask QEMU about: it
  * is named only when it is the one such backend of its size and QEMU holds
  * exactly one memfd of that size that no other backend took. */
-static void resolve_spare_memfds(pid_t pid, struct qmp_backend *b, size_t n)
+static void resolve_spare_memfds(const struct proc_ref *p, struct qmp_backend *b, size_t n)
 {
 	struct qmp_backend found;
 	size_t i, j, same;
@@ -1035,7 +1078,7 @@ static void resolve_spare_memfds(pid_t pid, struct qmp_backend *b, size_t n)
 			same += b[j].kind == QMP_BACKEND_MEMFD && b[j].shared && !b[j].in_guest &&
 				b[j].size == b[i].size;
 		memset(&found, 0, sizeof(found));
-		if (same == 1 && count_spare_memfds(pid, b, n, b[i].size, &found) == 1) {
+		if (same == 1 && count_spare_memfds(p, b, n, b[i].size, &found) == 1) {
 			memcpy(b[i].path, found.path, sizeof(found.path));
 			b[i].dev = found.dev;
 			b[i].ino = found.ino;
@@ -1066,7 +1109,7 @@ int qmp_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
 			r = resolve_one(q, &b[i], mtree, mem_path, err, errlen);
 	}
 	if (r == 0 && *n)
-		resolve_spare_memfds(q->pid, b, *n);
+		resolve_spare_memfds(&q->proc, b, *n);
 	free(mtree);
 	free(mem_path);
 	if (r < 0) {

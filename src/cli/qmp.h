@@ -53,6 +53,10 @@ void qmp_close(struct qmp *q);
 /* QEMU's pid, from the socket's peer credentials; 0 when QEMU runs in a pid
  * namespace we cannot see. */
 pid_t qmp_pid(const struct qmp *q);
+struct proc_ref;
+/* QEMU held by identity (proc.h), taken when the connection was made;
+ * NULL when its pid is not visible from here. */
+const struct proc_ref *qmp_proc(const struct qmp *q);
 void qmp_set_timeout(struct qmp *q, int timeout_ms);
 
 /**

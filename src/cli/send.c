@@ -52,6 +52,7 @@ static const char usage_text[] =
 	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
 	"      --verify              compare digests of every block at the end\n"
 	"      --auth-key FILE       shared key file; the destination must hold the same key\n"
+
 	"  -j, --json                JSON events on stdout, one per line\n"
 	"      --control SOCK        control socket (status, cancel, set)\n"
 	"  -t, --timeout S           bound on every wait for the peer (default 30)\n"
@@ -355,6 +356,8 @@ static int open_qemu(struct sender *x)
 
 static int open_workload(struct sender *x)
 {
+	struct proc_ref own = PROC_REF_INIT;
+	const struct proc_ref *proc = &own;
 	const char **paths;
 	uint64_t *lens;
 	char err[1024];
@@ -363,8 +366,12 @@ static int open_workload(struct sender *x)
 
 	if (!x->o.live)
 		return 0;
-	if (kill(x->o.pid, 0) && errno == ESRCH)
-		return cli_usage("--pid %d: no such process", (int)x->o.pid);
+	/* Held by identity from here on: a pid reused by another process must
+	 * not get our SIGSTOPs (proc.h). */
+	if (x->q)
+		proc = qmp_proc(x->q);
+	else if (proc_open(&own, x->o.pid, err, sizeof(err)))
+		return cli_usage("--pid %d: %s", (int)x->o.pid, err);
 	paths = calloc(x->o.nrams, sizeof(*paths));
 	lens = calloc(x->o.nrams, sizeof(*lens));
 	rc = paths && lens ? 0 : -ENOMEM;
@@ -373,8 +380,9 @@ static int open_workload(struct sender *x)
 		lens[i] = x->o.rams[i].len;
 	}
 	if (!rc)
-		rc = wl_open(&x->wl, x->o.pid, x->q, paths, lens, x->o.nrams,
+		rc = wl_open(&x->wl, proc, x->q, paths, lens, x->o.nrams,
 			     (int)(x->o.timeout_s * 1000), err, sizeof(err));
+	proc_close(&own);
 	free(paths);
 	free(lens);
 	if (rc == -ENOMEM)

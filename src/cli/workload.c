@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 struct workload {
 	pid_t pid;
+	struct proc_ref proc;    /* signals and /proc reach this process only */
 	struct qmp *q;           /* borrowed; NULL for a plain process */
 	struct dirty_map **dm;
 	unsigned n;
@@ -40,8 +42,9 @@ static int guest_state(struct workload *w, char *err, size_t errlen)
 	return 0;
 }
 
-int wl_open(struct workload **out, pid_t pid, struct qmp *q, const char *const *paths,
-	    const uint64_t *lens, unsigned n, int timeout_ms, char *err, size_t errlen)
+int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
+	    const char *const *paths, const uint64_t *lens, unsigned n, int timeout_ms,
+	    char *err, size_t errlen)
 {
 	struct workload *w = calloc(1, sizeof(*w));
 	unsigned i;
@@ -52,13 +55,15 @@ int wl_open(struct workload **out, pid_t pid, struct qmp *q, const char *const *
 		free(w);
 		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	}
-	w->pid = pid;
+	w->pid = proc->pid;
 	w->q = q;
 	w->n = n;
 	w->timeout_ms = timeout_ms;
-	rc = q ? guest_state(w, err, errlen) : 0;
+	rc = proc_dup(&w->proc, proc, err, errlen);
+	if (!rc && q)
+		rc = guest_state(w, err, errlen);
 	for (i = 0; !rc && i < n; i++)
-		rc = dirty_open(&w->dm[i], pid, paths[i], lens[i], err, errlen);
+		rc = dirty_open(&w->dm[i], &w->proc, paths[i], lens[i], err, errlen);
 	if (rc) {
 		wl_close(w);
 		return rc;
@@ -75,41 +80,44 @@ void wl_close(struct workload *w)
 		return;
 	for (i = 0; i < w->n; i++)
 		dirty_close(w->dm[i]);
+	proc_close(&w->proc);
 	free(w->dm);
 	free(w);
 }
 
-/* 0 once every thread of @pid is stopped, -ESRCH when it is gone, 1 if not yet. */
-static int all_stopped(pid_t pid)
+/* 0 once every thread of @p is stopped, -ESRCH when it is gone, 1 if not yet. */
+static int all_stopped(const struct proc_ref *p)
 {
-	char path[64], buf[512], *p;
+	char path[64], buf[512], *s;
 	struct dirent *de;
+	ssize_t n;
 	DIR *d;
-	int rc = 0;
+	int rc = 0, fd = proc_openat(p, "task", O_RDONLY | O_DIRECTORY);
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
+	d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return -ESRCH;
+	}
 	while (!rc && (de = readdir(d))) {
-		FILE *f;
-		size_t n;
+		int sfd;
 
 		if (de->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/stat", (int)pid, de->d_name);
-		f = fopen(path, "re");
-		if (!f)
+		snprintf(path, sizeof(path), "task/%.20s/stat", de->d_name);
+		sfd = proc_openat(p, path, O_RDONLY);
+		if (sfd < 0)
 			continue; /* the thread exited */
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		buf[n] = '\0';
-		p = strrchr(buf, ')');
-		if (!p || !p[1] || !p[2])
+		n = read(sfd, buf, sizeof(buf) - 1);
+		close(sfd);
+		buf[n > 0 ? n : 0] = '\0';
+		s = strrchr(buf, ')');
+		if (!s || !s[1] || !s[2])
 			continue;
-		if (p[2] == 'Z' || p[2] == 'X')
+		if (s[2] == 'Z' || s[2] == 'X')
 			rc = -ESRCH;
-		else if (p[2] != 'T' && p[2] != 't')
+		else if (s[2] != 'T' && s[2] != 't')
 			rc = 1;
 	}
 	closedir(d);
@@ -121,11 +129,12 @@ int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t 
 	uint64_t deadline = cli_now_ms() + (uint64_t)w->timeout_ms;
 	int rc;
 
-	if (kill(w->pid, SIGSTOP))
-		return cli_errf(err, errlen, -errno, "cannot stop process %d: %s", (int)w->pid,
-			      strerror(errno));
+	rc = proc_signal(&w->proc, SIGSTOP);
+	if (rc)
+		return cli_errf(err, errlen, rc, "cannot stop process %d: %s", (int)w->pid,
+				rc == -ESRCH ? "it exited" : strerror(-rc));
 	w->frozen = true;
-	while ((rc = all_stopped(w->pid)) == 1) {
+	while ((rc = all_stopped(&w->proc)) == 1) {
 		if (cli_now_ms() > deadline)
 			return cli_errf(err, errlen, -ETIMEDOUT, "process %d did not stop within "
 				      "%d ms", (int)w->pid, w->timeout_ms);
@@ -142,13 +151,13 @@ int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t 
 void wl_thaw(struct workload *w)
 {
 	if (w->frozen)
-		kill(w->pid, SIGCONT);
+		proc_signal(&w->proc, SIGCONT);
 	w->frozen = false;
 }
 
 int wl_clear_dirty(struct workload *w, char *err, size_t errlen)
 {
-	return dirty_clear(w->pid, err, errlen);
+	return dirty_clear(&w->proc, err, errlen);
 }
 
 struct mark_ctx {
@@ -214,6 +223,9 @@ int wl_resume(struct workload *w, char *err, size_t errlen)
 	char why[512];
 	int rc;
 
+	if (proc_signal(&w->proc, 0) == -ESRCH)
+		return cli_errf(err, errlen, -ESRCH, "%s %d has exited", w->q ? "QEMU" : "process",
+				(int)w->pid);
 	wl_thaw(w);
 	if (!w->paused)
 		return 0;

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proc.h"
+
 struct qmp;
 struct workload;
 
@@ -28,10 +30,12 @@ typedef int (*wl_idle_fn)(void *ctx);
  * @paths); a negative return stops the walk and is returned. */
 typedef int (*wl_mark_fn)(void *ctx, unsigned file, uint64_t off, uint64_t len);
 
-/* Tracks @pid's writes to each of @paths (@lens bytes each).  @q: the
- * guest's QMP connection, borrowed (NULL for a plain process). */
-int wl_open(struct workload **out, pid_t pid, struct qmp *q, const char *const *paths,
-	    const uint64_t *lens, unsigned n, int timeout_ms, char *err, size_t errlen);
+/* Tracks @proc's writes to each of @paths (@lens bytes each); signals go to
+ * that process only (proc.h).  @q: the guest's QMP connection, borrowed
+ * (NULL for a plain process). */
+int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
+	    const char *const *paths, const uint64_t *lens, unsigned n, int timeout_ms,
+	    char *err, size_t errlen);
 void wl_close(struct workload *w);
 
 /* Freezes every thread (SIGSTOP) and waits until all are stopped. */

@@ -56,11 +56,30 @@ static void collect(struct dirty_map *m, struct runs *r)
 	ck_assert_msg(!r->misordered, "runs out of order, overlapping or not merged");
 }
 
+/* The commands hold the process by identity (proc.h); so do these tests,
+ * for the length of one call. */
+static int open_pid(struct dirty_map **m, pid_t pid, const char *path, uint64_t len,
+		    char *err, size_t errlen)
+{
+	struct proc_ref p;
+	int ret = proc_open(&p, pid, err, errlen);
+
+	*m = NULL;
+	if (!ret)
+		ret = dirty_open(m, &p, path, len, err, errlen);
+	proc_close(&p);
+	return ret;
+}
+
 static void clear(pid_t pid)
 {
 	char err[512] = "";
-	int ret = dirty_clear(pid, err, sizeof(err));
+	struct proc_ref p;
+	int ret = proc_open(&p, pid, err, sizeof(err));
 
+	if (!ret)
+		ret = dirty_clear(&p, err, sizeof(err));
+	proc_close(&p);
 	ck_assert_msg(ret == 0, "dirty_clear: %d %s", ret, err);
 }
 
@@ -146,7 +165,7 @@ static void sample_memload(const char *pattern, struct runs *r, uint64_t *bound)
 
 	tu_tmpdir(dir, sizeof(dir));
 	start_memload(&p, dir, pattern, file, sizeof(file));
-	ret = dirty_open(&m, p.pid, file, ML_SIZE, err, sizeof(err));
+	ret = open_pid(&m, p.pid, file, ML_SIZE, err, sizeof(err));
 	ck_assert_msg(ret == 0, "dirty_open: %d %s", ret, err);
 	t0 = tu_now_ms();
 	clear(p.pid);
@@ -277,7 +296,7 @@ static struct dirty_map *open_ok(pid_t pid, const char *path, uint64_t len)
 {
 	char err[512] = "";
 	struct dirty_map *m;
-	int ret = dirty_open(&m, pid, path, len, err, sizeof(err));
+	int ret = open_pid(&m, pid, path, len, err, sizeof(err));
 
 	ck_assert_msg(ret == 0, "dirty_open: %d %s", ret, err);
 	return m;
@@ -382,7 +401,7 @@ END_TEST
 static int open_fails(pid_t pid, const char *path, char *err, size_t errlen)
 {
 	struct dirty_map *m = (struct dirty_map *)1;
-	int ret = dirty_open(&m, pid, path, 1 << 20, err, errlen);
+	int ret = open_pid(&m, pid, path, 1 << 20, err, errlen);
 
 	ck_assert_ptr_null(m);
 	fprintf(stderr, "dirty_open(%d, %s): %d %s\n", (int)pid, path, ret, err);

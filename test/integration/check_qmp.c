@@ -307,6 +307,39 @@ START_TEST(unshared_guest_ram_refused)
 }
 END_TEST
 
+/* A QEMU that maps its guest RAM file read-only (readonly=on, r--s) could
+ * be anyone posing as QEMU: a file it may only read must not be handed to
+ * a command that would open it read-write with its own, often root,
+ * rights and write the source's memory into it. */
+START_TEST(readonly_guest_ram_refused)
+{
+	char dir[64], obj[256], ram[128], err[1024] = "";
+	const char *args[] = { "-machine", "pc,memory-backend=mem", "-object", obj,
+			       "-incoming", "defer", NULL };
+	struct qmp_backend *b = NULL;
+	size_t n = 0;
+	struct vm v;
+	int fd, r;
+
+	vm_dir(dir, sizeof(dir), "qmp");
+	snprintf(ram, sizeof(ram), "%s/ro.ram", dir);
+	fd = open(ram, O_RDWR | O_CREAT | O_EXCL, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 64 << 20), 0);
+	close(fd);
+	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s,share=on,"
+		 "readonly=on", ram);
+	vm_start(&v, dir, "readonly", args);
+	r = qmp_backends(v.q, &b, &n, err, sizeof(err));
+	free(b);
+	ck_assert_msg(r == -EACCES, "qmp_backends: %d %s", r, err);
+	ck_assert_msg(strstr(err, "mem") && strstr(err, "read-only"), "%s", err);
+	fprintf(stderr, "qmp: readonly: %s\n", err);
+	vm_stop(&v);
+	tu_rmdir(dir);
+}
+END_TEST
+
 /* Moves what @in yields to @out until EOF, as the commands will: the bytes
  * relayed, or -errno. */
 static long relay(int in, int out, int timeout_ms)
@@ -503,6 +536,7 @@ Suite *qmp_suite(void)
 	tcase_add_test(tc, stopped_or_dead_qemu_fails_by_deadline);
 	tcase_add_test(tc, backends_found_and_mapped);
 	tcase_add_test(tc, unshared_guest_ram_refused);
+	tcase_add_test(tc, readonly_guest_ram_refused);
 	tcase_add_test(tc, fd_migration_end_to_end);
 	tcase_add_test(tc, failed_incoming_load);
 	suite_add_tcase(s, tc);

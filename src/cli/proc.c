@@ -1,0 +1,92 @@
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* glibc 2.36 has wrappers, older ones do not: the system calls are the
+ * interface (Linux 5.3 and later). */
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int pidfd_signal_(int pidfd, int sig)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+int proc_open(struct proc_ref *p, pid_t pid, char *err, size_t errlen)
+{
+	char dir[32];
+	int e;
+
+	p->pid = pid;
+	p->pidfd = p->dirfd = -1;
+	if (pid <= 0)
+		return cli_errf(err, errlen, -EINVAL, "invalid process id %d", (int)pid);
+	p->pidfd = pidfd_open_(pid);
+	if (p->pidfd < 0) {
+		e = errno;
+		return cli_errf(err, errlen, -e, "no process %d (%s)", (int)pid,
+				e == ESRCH ? "it does not exist" : strerror(e));
+	}
+	snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
+	p->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	e = errno;
+	/* Alive after the directory was opened: the directory is its. */
+	if (p->dirfd < 0 || pidfd_signal_(p->pidfd, 0)) {
+		if (p->dirfd >= 0)
+			e = errno;
+		proc_close(p);
+		return cli_errf(err, errlen, e == ENOENT || e == ESRCH ? -ESRCH : -e,
+				"no process %d (%s: %s)", (int)pid, dir, strerror(e));
+	}
+	return 0;
+}
+
+int proc_dup(struct proc_ref *to, const struct proc_ref *from, char *err, size_t errlen)
+{
+	to->pid = from->pid;
+	to->pidfd = fcntl(from->pidfd, F_DUPFD_CLOEXEC, 0);
+	to->dirfd = to->pidfd < 0 ? -1 : fcntl(from->dirfd, F_DUPFD_CLOEXEC, 0);
+	if (to->dirfd >= 0)
+		return 0;
+	proc_close(to);
+	return cli_errf(err, errlen, -errno, "cannot duplicate a descriptor: %s", strerror(errno));
+}
+
+void proc_close(struct proc_ref *p)
+{
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	if (p->dirfd >= 0)
+		close(p->dirfd);
+	p->pidfd = p->dirfd = -1;
+}
+
+int proc_signal(const struct proc_ref *p, int sig)
+{
+	return pidfd_signal_(p->pidfd, sig) ? -errno : 0;
+}
+
+int proc_openat(const struct proc_ref *p, const char *rel, int flags)
+{
+	int fd = openat(p->dirfd, rel, flags | O_CLOEXEC);
+
+	/* Below a dead process's directory every name is gone. */
+	return fd >= 0 ? fd : errno == ENOENT && proc_signal(p, 0) ? -ESRCH : -errno;
+}
+
+int proc_path(const struct proc_ref *p, const char *rel, char *out, size_t len)
+{
+	int n = snprintf(out, len, "/proc/self/fd/%d/%s", p->dirfd, rel);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
