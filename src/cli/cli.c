@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -264,140 +263,11 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* The file system must have room for the pages of @len the file does not
- * hold yet.  This replaces a posix_fallocate() that allocated and cleared
- * the whole image before the first byte could move (and made mostly-zero
- * images occupy all their pages). */
-static int check_room(int fd, const struct cli_ram *r, const struct stat *st, uint64_t len,
-		      char *err, size_t errlen)
-{
-	uint64_t have = (uint64_t)st->st_blocks * 512, need = len > have ? len - have : 0, avail;
-	struct statvfs vfs;
-	char n[32], a[32];
-
-	if (fstatvfs(fd, &vfs))
-		return 0;
-	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-	if (need <= avail)
-		return 0;
-	close(fd);
-	snprintf(err, errlen, "cannot reserve %s for %s (%s free there): %s; free space or put "
-		 "the image on a larger tmpfs or hugetlbfs", cli_fmt_bytes(len, n, sizeof(n)),
-		 r->path, cli_fmt_bytes(avail, a, sizeof(a)), strerror(ENOSPC));
-	return -ENOSPC;
-}
-
-/* Checks, sizes, reserves and maps the open @fd (closed here). */
-static int map_fd(int fd, struct cli_ram *r, uint64_t len, char *err, size_t errlen)
-{
-	struct stat st;
-	void *p;
-
-	if (fstat(fd, &st))
-		return map_fail(fd, err, errlen, "cannot stat %s: %s", r->path);
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		snprintf(err, errlen, "%s is not a regular file", r->path);
-		return -EINVAL;
-	}
-	r->zeroed = st.st_size == 0;
-	if (!len) {
-		if (st.st_size <= 0) {
-			close(fd);
-			snprintf(err, errlen, "%s is empty", r->path);
-			return -EINVAL;
-		}
-		len = (uint64_t)st.st_size;
-	} else {
-		int rc = check_room(fd, r, &st, len, err, errlen);
-
-		if (rc)
-			return rc;
-		if ((uint64_t)st.st_size != len && ftruncate(fd, (off_t)len))
-			return map_fail(fd, err, errlen, "cannot resize %s: %s", r->path);
-	}
-	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return map_fail(fd, err, errlen, "cannot map %s: %s", r->path);
-	close(fd);
-	r->host = p;
-	r->len = len;
-	return 0;
-}
-
-int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err, size_t errlen)
-{
-	int oflags = O_RDWR | O_CLOEXEC | (len ? O_CREAT : 0) |
-		     (flags & CLI_RAM_FOLLOW ? 0 : O_NOFOLLOW);
-	int fd;
-
-	if (flags & CLI_RAM_NEW)
-		oflags |= O_EXCL;
-	fd = open(r->path, oflags, 0600);
-	/* A file we just made must not outlive a failure here: without its
-	 * marker it would look like a complete image, and a retry would find
-	 * it in the way. */
-	if (fd >= 0 && (flags & CLI_RAM_NEW)) {
-		int rc = map_fd(fd, r, len, err, errlen);
-
-		if (rc)
-			unlink(r->path);
-		return rc;
-	}
-	if (fd < 0 && errno == EEXIST) {
-		snprintf(err, errlen, "%s already exists: remove it, or name it with --ram to "
-			 "receive into it", r->path);
-		return -EEXIST;
-	}
-	if (fd < 0)
-		return map_fail(-1, err, errlen, "cannot open %s: %s", r->path);
-	return map_fd(fd, r, len, err, errlen);
-}
-
 void cli_ram_unmap(struct cli_ram *r)
 {
 	if (r->host && !r->borrowed)
 		munmap(r->host, (size_t)r->len);
 	r->host = NULL;
-}
-
-static void marker_path(const struct cli_ram *r, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s.incomplete", r->path);
-}
-
-int cli_ram_mark_incomplete(struct cli_ram *r, char *err, size_t errlen)
-{
-	char m[sizeof(r->path) + 16];
-	int fd;
-
-	marker_path(r, m, sizeof(m));
-	fd = open(m, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0)
-		return map_fail(-1, err, errlen, "cannot create %s: %s", m);
-	close(fd);
-	r->marker = 1;
-	return 0;
-}
-
-int cli_ram_sync(struct cli_ram *r, char *err, size_t errlen)
-{
-	if (r->host && msync(r->host, (size_t)r->len, MS_SYNC))
-		return map_fail(-1, err, errlen, "cannot sync %s: %s", r->path);
-	return 0;
-}
-
-int cli_ram_complete(struct cli_ram *r, char *err, size_t errlen)
-{
-	char m[sizeof(r->path) + 16];
-
-	if (!r->marker)
-		return 0;
-	marker_path(r, m, sizeof(m));
-	if (unlink(m) && errno != ENOENT)
-		return map_fail(-1, err, errlen, "cannot remove %s: %s", m);
-	r->marker = 0;
-	return 0;
 }
 
 /* ---- JSON ----------------------------------------------------------------- */

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <json-c/json.h>
 
 #include "rdmig.h"
@@ -75,32 +76,23 @@ struct cli_ram {
 	char path[4096];
 	void *host;
 	uint64_t len;
+	uint64_t pgsz;   /* the mapping's page size (a huge page on hugetlbfs) */
+	dev_t dev;       /* the file mapped */
+	ino_t ino;
 	int zeroed;      /* created or truncated here: known to be all zero */
+	int created;     /* made by this run (image.h): removed if it fails */
 	int marker;      /* PATH.incomplete exists because of us */
+	int complete;    /* the image was declared complete (its marker gone) */
 	int borrowed;    /* someone else's mapping: never unmapped through this */
+	int guard;       /* migrate-recv's faultguard slot + 1, 0 when none */
 };
 
 /* Source side: maps an existing, non-empty file (writable when permitted:
  * rxe cannot register read-only mappings; nothing is ever written).  On
- * failure writes the reason to @err and returns -errno. */
+ * failure writes the reason to @err and returns -errno.  The destination's
+ * files are image.h's. */
 int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen);
-/* Destination side: maps the file read-write and reserves its space
- * (fallocate), so a filesystem too small says so now, naming what is needed
- * and what is free, not later as a failed registration.  @len 0: the file
- * must exist and its length is used; otherwise it is created (O_NOFOLLOW)
- * or resized to @len.  CLI_RAM_NEW: the file must not exist yet (O_EXCL): a
- * fresh image, all zero, and never someone's file followed by a link.
- * CLI_RAM_FOLLOW: @path may be a link to follow (a QEMU memfd reached as
- * /proc/PID/fd/N); otherwise a link is refused. */
-enum { CLI_RAM_NEW = 1, CLI_RAM_FOLLOW = 2 };
-int cli_ram_map_rw(struct cli_ram *r, uint64_t len, unsigned flags, char *err,
-		   size_t errlen);
 void cli_ram_unmap(struct cli_ram *r);
-/* Creates PATH.incomplete; cli_ram_sync() writes the data back,
- * cli_ram_complete() then removes the marker. */
-int cli_ram_mark_incomplete(struct cli_ram *r, char *err, size_t errlen);
-int cli_ram_sync(struct cli_ram *r, char *err, size_t errlen);
-int cli_ram_complete(struct cli_ram *r, char *err, size_t errlen);
 
 /* ---- JSON events: one object per line on stdout ---------------------- */
 struct json_object *cli_event(const char *event);

@@ -35,6 +35,8 @@
 #include "cli.h"
 #include "opts.h"
 #include "control.h"
+#include "faultguard.h"
+#include "image.h"
 #include "qmp.h"
 #include "rdmig.h"
 #include "vmstate.h"
@@ -45,7 +47,9 @@ static const char usage_text[] =
 	"Receives RAM files (and device state) from migrate-send over RDMA.\n"
 	"\n"
 	"  -l, --listen HOST:PORT   address to listen on ([V6ADDR]:PORT for IPv6; port 0: any)\n"
-	"  -r, --ram NAME=PATH      put block NAME into the file PATH (repeatable)\n"
+	"  -r, --ram NAME=PATH      put block NAME into the new file PATH (repeatable)\n"
+	"      --use-existing       receive into --ram files that exist already (yours,\n"
+	"                           of the source's length); without it they are refused\n"
 	"  -d, --ram-dir DIR        put every block into a new file in DIR\n"
 	"  -s, --state-out FILE|-   write the device state to FILE (or standard output)\n"
 	"  -q, --qmp SOCK           receive into the QEMU (started with -incoming defer)\n"
@@ -57,12 +61,18 @@ static const char usage_text[] =
 	"      --daemon             serve migrations one after another and at once,\n"
 	"                           each into DIR/N/ (needs --ram-dir)\n"
 	"      --auth-key FILE      accept only sources holding this shared key\n"
+	"      --trusted-fabric     allow --qmp and --daemon without --auth-key: every\n"
+	"                           host that reaches HOST:PORT may then migrate into them\n"
 	"      --channels N         grant a source at most N connections, 1..64 (default 8)\n"
 	"      --max-migrations N   --daemon: migrations at once, 1..1024 (default 16)\n"
 	"      --max-handshakes N   connections not yet authenticated, 1..1024 (default 8)\n"
 	"      --max-image SIZE     largest image taken (default: this host's memory)\n"
-	"      --pinned-cap SIZE    bytes pinned per migration at most (default 0: no cap\n"
-	"                           beyond --max-image); pin-all of a larger image is refused\n"
+	"      --pinned-cap SIZE    bytes pinned per migration at most (default 256M;\n"
+	"                           0: no cap); pin-all of a larger image is refused\n"
+	"      --max-total-image SIZE   --daemon: all images at once (default: this\n"
+	"                           host's memory)\n"
+	"      --max-total-pinned SIZE  --daemon: bytes all migrations may pin at once\n"
+	"                           (default 1G)\n"
 	"  -t, --timeout S          bound on every wait for the peer (default 30)\n"
 	"  -v, --verbose            log what the library does\n"
 	"  -V, --version            print the version and exit\n"
@@ -72,7 +82,8 @@ static const char usage_text[] =
 
 enum {
 	OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY, OPT_CHANNELS, OPT_MAX_MIGRATIONS,
-	OPT_MAX_HANDSHAKES, OPT_MAX_IMAGE, OPT_PINNED_CAP, OPT_NO_START,
+	OPT_MAX_HANDSHAKES, OPT_MAX_IMAGE, OPT_PINNED_CAP, OPT_NO_START, OPT_USE_EXISTING,
+	OPT_TRUSTED, OPT_TOTAL_IMAGE, OPT_TOTAL_PINNED,
 };
 
 static const struct option long_opts[] = {
@@ -91,6 +102,10 @@ static const struct option long_opts[] = {
 	{ "max-handshakes", required_argument, NULL, OPT_MAX_HANDSHAKES },
 	{ "max-image", required_argument, NULL, OPT_MAX_IMAGE },
 	{ "pinned-cap", required_argument, NULL, OPT_PINNED_CAP },
+	{ "use-existing", no_argument, NULL, OPT_USE_EXISTING },
+	{ "trusted-fabric", no_argument, NULL, OPT_TRUSTED },
+	{ "max-total-image", required_argument, NULL, OPT_TOTAL_IMAGE },
+	{ "max-total-pinned", required_argument, NULL, OPT_TOTAL_PINNED },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "version", no_argument, NULL, 'V' },
@@ -109,10 +124,10 @@ struct recv_opts {
 	struct cli_ram *rams;   /* --ram: mapped up front when the file exists */
 	unsigned nrams;
 	const char *ram_dir, *state_out, *control, *qmp;
-	int json, daemon, verbose, no_start;
+	int json, daemon, verbose, no_start, use_existing, trusted;
 	uint64_t timeout_s, channels, max_migrations, max_handshakes;
-	uint64_t max_image, pinned_cap;
-	int have_max_migrations;
+	uint64_t max_image, pinned_cap, total_image, total_pinned;
+	int have_max_migrations, have_totals;
 	uint8_t *key;
 	size_t key_len;
 };
@@ -143,6 +158,10 @@ struct mig {
 	struct vmstate *vms;    /* --qmp: QEMU's incoming device state */
 	bool qemu_loading;      /* ... its migrate-incoming went out */
 	bool guest_started;     /* --qmp: cont went through, before the ACK */
+	bool discard;           /* daemon: failed, its files give their space back */
+	uint64_t image_bytes;   /* from admission: counted against the totals */
+	uint64_t pin_bytes;     /* ... the most it may pin */
+	bool final;             /* refused after it proved itself: single mode ends */
 };
 
 struct app {
@@ -192,6 +211,14 @@ static int one_opt(void *opts, int c, const char *arg)
 		return cli_opt_num("--max-handshakes", arg, 1, 1024, &o->max_handshakes);
 	case OPT_MAX_IMAGE: return cli_opt_size("--max-image", arg, &o->max_image);
 	case OPT_PINNED_CAP: return cli_opt_size("--pinned-cap", arg, &o->pinned_cap);
+	case OPT_USE_EXISTING: o->use_existing = 1; return 0;
+	case OPT_TRUSTED: o->trusted = 1; return 0;
+	case OPT_TOTAL_IMAGE:
+		o->have_totals = 1;
+		return cli_opt_size("--max-total-image", arg, &o->total_image);
+	case OPT_TOTAL_PINNED:
+		o->have_totals = 1;
+		return cli_opt_size("--max-total-pinned", arg, &o->total_pinned);
 	case 'v': o->verbose = 1; return 0;
 	default: return CLI_EX_INTERNAL;
 	}
@@ -220,6 +247,19 @@ static int check_args(struct recv_opts *o)
 		return cli_usage("--daemon writes the state to DIR/N/state: drop --state-out");
 	if (o->have_max_migrations && !o->daemon)
 		return cli_usage("--max-migrations needs --daemon (one migration otherwise)");
+	if (o->have_totals && !o->daemon)
+		return cli_usage("--max-total-image and --max-total-pinned need --daemon "
+				 "(--max-image and --pinned-cap bound one migration)");
+	if (o->use_existing && !o->nrams)
+		return cli_usage("--use-existing is only used with --ram NAME=PATH");
+	/* Without a key, any host that reaches the port is admitted: with
+	 * --qmp its device state is loaded and the guest started, a daemon
+	 * hands out its memory to whoever asks. */
+	if ((o->qmp || o->daemon) && !o->key && !o->trusted)
+		return cli_usage("%s without --auth-key would admit any host that reaches %s:%s: "
+				 "give --auth-key FILE (the source's key), or --trusted-fabric if "
+				 "nobody else can reach this port", o->qmp ? "--qmp" : "--daemon",
+				 o->host, o->port);
 	if (o->state_out && !strcmp(o->state_out, "-") && o->json)
 		return cli_usage("--state-out - and --json both need standard output");
 	return -1;
@@ -234,23 +274,34 @@ static int parse_args(struct recv_opts *o, int argc, char **argv)
 	o->timeout_s = 30;
 	o->max_migrations = 16;
 	o->max_handshakes = 8;
+	o->pinned_cap = 256ull << 20;
+	o->total_pinned = 1ull << 30;
 	rc = cli_getopt(&cmd, o, argc, argv);
 	if (rc >= 0)
 		return rc;
 	return check_args(o);
 }
 
-/* The directory that will hold @path must exist and be writable. */
+/* A directory files are made in must exist, be writable, and be safe from
+ * other local users (image.h). */
+static int check_dir(const char *what, const char *path, const char *dir)
+{
+	char err[4400];
+
+	if (access(dir, W_OK | X_OK))
+		return cli_usage("%s %s: directory %s: %s", what, path, dir, strerror(errno));
+	if (img_safe_dir(dir, err, sizeof(err)))
+		return cli_usage("%s %s: %s", what, path, err);
+	return 0;
+}
+
+/* The same for the directory that will hold @path. */
 static int check_dir_of(const char *what, const char *path)
 {
 	char tmp[4096];
-	const char *dir;
 
 	snprintf(tmp, sizeof(tmp), "%s", path);
-	dir = dirname(tmp);
-	if (access(dir, W_OK | X_OK))
-		return cli_usage("%s %s: directory %s: %s", what, path, dir, strerror(errno));
-	return 0;
+	return check_dir(what, path, dirname(tmp));
 }
 
 /* "DIR/BASE" with DIR resolved, so two spellings of one path compare equal. */
@@ -321,9 +372,10 @@ static int open_qemu(struct app *a)
 	return rc ? cli_usage("--qmp %s: %s", o->qmp, err) : 0;
 }
 
-/* Existing --ram files are mapped (and their space reserved) now: their
- * length is what the source must announce.  Missing ones are created when
- * an admitted source names them. */
+/* With --use-existing, existing --ram files are mapped now: their length
+ * is what the source must announce.  Without it an existing file is
+ * refused: it may be another local user's, made to receive the guest.
+ * Missing ones are created when an admitted source names them. */
 static int prepare_files(struct app *a)
 {
 	struct recv_opts *o = &a->o;
@@ -337,20 +389,26 @@ static int prepare_files(struct app *a)
 
 		/* QEMU's files exist already (a memfd only as /proc/PID/fd/N). */
 		if (o->qmp) {
-			if (cli_ram_map_rw(r, 0, CLI_RAM_FOLLOW, err, sizeof(err)))
+			if (img_open(r, 0, IMG_QEMU, err, sizeof(err)))
 				return cli_usage("--qmp block %s: %s", r->name, err);
 			continue;
 		}
 		rc = check_dir_of("--ram", r->path);
 		if (rc)
 			return rc;
-		if (stat(r->path, &st) && errno == ENOENT)
+		if (lstat(r->path, &st) && errno == ENOENT)
 			continue;
-		if (cli_ram_map_rw(r, 0, 0, err, sizeof(err)))
+		if (!o->use_existing)
+			return cli_usage("--ram %s: %s already exists: remove it, or give "
+					 "--use-existing to receive into it", r->name, r->path);
+		if (img_open(r, 0, IMG_EXISTING, err, sizeof(err)))
 			return cli_usage("--ram %s: %s", r->name, err);
 	}
-	if (o->ram_dir && access(o->ram_dir, W_OK | X_OK))
-		return cli_usage("--ram-dir %s: %s", o->ram_dir, strerror(errno));
+	if (o->ram_dir) {
+		rc = check_dir("--ram-dir", o->ram_dir, o->ram_dir);
+		if (rc)
+			return rc;
+	}
 	reserve_state_name(a);
 	if (o->state_out && strcmp(o->state_out, "-"))
 		return check_dir_of("--state-out", o->state_out);
@@ -373,6 +431,19 @@ static struct cli_ram *mig_add_file(struct mig *m, const char *name, const char 
 	return n;
 }
 
+/* Whether the block file @real, or its marker, would be the state file
+ * @state or its ".part". */
+static bool names_state(const char *real, const char *state)
+{
+	size_t n = strlen(real), k = strlen(state);
+
+	if (!strcmp(real, state))
+		return true;
+	if (k > n && !strncmp(real, state, n) && !strcmp(state + n, ".incomplete"))
+		return true;
+	return n > k && !strncmp(real, state, k) && !strcmp(real + k, ".part");
+}
+
 /* DIR/FILE for block @name, or why it cannot have one. */
 static const char *dir_path(const struct mig *m, const char *name, char *path, size_t len)
 {
@@ -383,8 +454,7 @@ static const char *dir_path(const struct mig *m, const char *name, char *path, s
 	if (m->app->o.daemon && !strcmp(file, "state"))
 		return "is reserved for the device state in --daemon mode";
 	if (m->app->state_real[0] && !real_path_of(m->dir, file, real, sizeof(real)) &&
-	    (!strcmp(real, m->app->state_real) ||
-	     !strncmp(real, m->app->state_real, strlen(m->app->state_real))))
+	    names_state(real, m->app->state_real))
 		return "is the --state-out file's name";
 	snprintf(path, len, "%s/%s", m->dir, file);
 	return NULL;
@@ -400,13 +470,65 @@ static const struct cli_ram *find_ram(const struct recv_opts *o, const char *nam
 	return NULL;
 }
 
+/* ---- room: what the image files may still claim ------------------------------- */
+
+/* Bytes the files of admitted migrations on device @dev may still take from
+ * it as their data lands, @skip's file excepted. */
+static uint64_t promised(const struct app *a, dev_t dev, const struct cli_ram *skip)
+{
+	const struct mig *m;
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (m = a->migs; m; m = m->next)
+		for (i = 0; m->admitted && i < m->nfiles; i++)
+			if (&m->files[i] != skip && m->files[i].host && m->files[i].dev == dev)
+				sum += img_unallocated(&m->files[i]);
+	return sum;
+}
+
+/* Whether the filesystem holding @dir can take @need more bytes besides
+ * what is promised to the images in progress; the refusal names the
+ * numbers.  A full tmpfs would otherwise be found by a SIGBUS mid-way. */
+static int check_room(struct mig *m, const char *dir, const char *what, uint64_t need,
+		      const struct cli_ram *skip, char *err, size_t errlen)
+{
+	uint64_t avail, other;
+	char n[32], f[32], p[32];
+	dev_t dev;
+
+	if (img_fs_free(dir, &avail, &dev))
+		return 0;
+	other = promised(m->app, dev, skip);
+	if (need <= avail && need <= avail - other)
+		return 0;
+	snprintf(err, errlen, "no room for %s: it needs %s, %s has %s free%s%s%s; free space, "
+		 "or put the images on a larger tmpfs or hugetlbfs", what,
+		 cli_fmt_bytes(need, n, sizeof(n)), dir, cli_fmt_bytes(avail, f, sizeof(f)),
+		 other ? " of which " : "", other ? cli_fmt_bytes(other, p, sizeof(p)) : "",
+		 other ? " are promised to images in progress" : "");
+	return -ENOSPC;
+}
+
+/* Watches the file's mapping: a page its filesystem cannot provide fails
+ * this migration (faultguard.h). */
+static int guard_file(struct mig *m, struct cli_ram *f, char *err, size_t errlen)
+{
+	int slot = fg_watch(f->host, f->len, f->pgsz, m);
+
+	if (slot < 0)
+		return cli_errf(err, errlen, slot, "too many block files at once to watch");
+	f->guard = slot + 1;
+	return 0;
+}
+
 /* Only called for an admitted source: every block it names gets a file. */
 static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_size,
 		  void **host, int *zeroed, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
 	struct cli_ram *f;
-	char path[4096];
+	char path[4096], dir[4096];
 	const char *why;
 	int rc;
 
@@ -428,24 +550,24 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 		}
 		snprintf(path, sizeof(path), "%s", given->path);
 	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	rc = check_room(m, dirname(dir), path, length, NULL, errbuf, errlen);
+	if (rc)
+		return rc;
 	f = mig_add_file(m, name, path);
 	if (!f) {
 		snprintf(errbuf, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	/* --ram-dir holds images we make: each a new file, which also spares
-	 * sending zero pages; existing files only through an explicit --ram. */
-	rc = cli_ram_map_rw(f, length, m->dir[0] ? CLI_RAM_NEW : 0, errbuf, errlen);
+	/* Every file made here is new (O_EXCL): nobody else's, and known to be
+	 * all zero, which spares sending zero pages. */
+	rc = img_open(f, length, IMG_NEW, errbuf, errlen);
+	if (!rc)
+		rc = img_mark_incomplete(f, errbuf, errlen);
+	if (!rc)
+		rc = guard_file(m, f, errbuf, errlen);
 	if (rc)
-		return rc;
-	rc = cli_ram_mark_incomplete(f, errbuf, errlen);
-	if (rc && m->dir[0]) {
-		/* Unmarked, our new file would look like a complete image. */
-		cli_ram_unmap(f);
-		unlink(f->path);
-	}
-	if (rc)
-		return rc;
+		return rc; /* the file goes with the migration (mig_free) */
 	*host = f->host;
 	*zeroed = f->zeroed;
 	m->usage_err = false;
@@ -496,6 +618,29 @@ static int state_cb(void *ctx, const void *data, size_t len, char *err, size_t e
 	return 0;
 }
 
+/* FILE.part, made by us alone (O_EXCL): one another user made first would
+ * receive the device state.  A leftover of ours from a failed run goes. */
+static int create_part(const char *part, char *err, size_t errlen)
+{
+	int fd, tries;
+	struct stat st;
+
+	for (tries = 0; tries < 2; tries++) {
+		fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+		if (lstat(part, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+		    unlink(part)) {
+			snprintf(err, errlen, "%s already exists and is not a leftover of ours: "
+				 "remove it", part);
+			return -EEXIST;
+		}
+	}
+	if (fd < 0)
+		return cli_errf(err, errlen, -errno, "cannot create %s: %s", part, strerror(errno));
+	return fd;
+}
+
 static int open_state(struct mig *m, char *err, size_t errlen)
 {
 	const char *out = m->app->o.state_out;
@@ -510,13 +655,27 @@ static int open_state(struct mig *m, char *err, size_t errlen)
 	else
 		return 0;
 	snprintf(m->state_part, sizeof(m->state_part), "%s.part", m->state_path);
-	m->state_fd = open(m->state_part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-			   0600);
+	m->state_fd = create_part(m->state_part, err, errlen);
 	if (m->state_fd < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", m->state_part, strerror(errno));
 		m->state_part[0] = '\0';
-		return -errno;
+		return m->state_fd;
 	}
+	return 0;
+}
+
+/* Whether a page of this migration's files could not be provided
+ * (faultguard.h): the image is not whole, the migration fails. */
+static int check_faults(struct mig *m, char *err, size_t errlen)
+{
+	uint64_t off;
+	unsigned i;
+
+	for (i = 0; i < m->nfiles; i++)
+		if (fg_faulted(m->files[i].guard - 1, &off))
+			return cli_errf(err, errlen, -ENOSPC, "%s lost a page at offset %" PRIu64
+					" (SIGBUS): its filesystem could not provide it (full?) or "
+					"the file was cut short; the image is not whole",
+					m->files[i].path, off);
 	return 0;
 }
 
@@ -527,8 +686,10 @@ static int open_state(struct mig *m, char *err, size_t errlen)
 static int sync_files(struct mig *m, char *err, size_t errlen)
 {
 	unsigned i;
-	int rc;
+	int rc = check_faults(m, err, errlen);
 
+	if (rc)
+		return rc;
 	if (m->state_part[0] && fsync(m->state_fd)) {
 		snprintf(err, errlen, "cannot write %s: %s", m->state_part, strerror(errno));
 		return -EIO;
@@ -539,7 +700,7 @@ static int sync_files(struct mig *m, char *err, size_t errlen)
 		return -EIO;
 	}
 	for (i = 0; i < m->nfiles; i++) {
-		rc = cli_ram_sync(&m->files[i], err, errlen);
+		rc = img_sync(&m->files[i], err, errlen);
 		if (rc)
 			return rc;
 	}
@@ -568,7 +729,7 @@ static int finish_files(struct mig *m, char *err, size_t errlen)
 		m->state_part[0] = '\0';
 	}
 	for (i = 0; i < m->nfiles; i++) {
-		rc = cli_ram_complete(&m->files[i], err, errlen);
+		rc = img_complete(&m->files[i], err, errlen);
 		if (rc)
 			return rc;
 	}
@@ -698,8 +859,10 @@ static void mig_free(struct mig *m)
 	/* A half-written state never takes the final name. */
 	if (m->state_part[0])
 		unlink(m->state_part);
-	for (i = 0; i < (int)m->nfiles; i++)
-		cli_ram_unmap(&m->files[i]);
+	for (i = 0; i < (int)m->nfiles; i++) {
+		fg_unwatch(m->files[i].guard - 1);
+		img_close(&m->files[i], m->discard);
+	}
 	/* A daemon migration that failed before any block keeps no empty DIR/N. */
 	if (a->o.daemon && m->id)
 		rmdir(m->dir);
@@ -763,6 +926,9 @@ static void mig_end(struct mig *m, int code, const char *msg)
 		a->ended = true;
 		ev_break(a->loop, EVBREAK_ALL);
 	}
+	/* A source that fails on purpose, again and again, must not fill the
+	 * daemon's filesystem with partial images. */
+	m->discard = code != CLI_EX_OK && a->o.daemon;
 	mig_free(m);
 }
 
@@ -845,7 +1011,7 @@ static void mig_failed(struct mig *m, int rc)
 	char err[8192];
 	int code;
 
-	if (!m->admitted) {
+	if (!m->admitted && !(m->final && !m->app->o.daemon)) {
 		snprintf(err, sizeof(err), "%s", msg);
 		turn_away(m, rc, err);
 		return;
@@ -872,6 +1038,12 @@ static void mig_step(struct mig *m)
 {
 	char err[8192];
 	int rc = rdmig_dest_process(m->d);
+
+	if (rc >= 0 && check_faults(m, err, sizeof(err))) {
+		rdmig_dest_cancel(m->d, err);
+		mig_end(m, CLI_EX_TRANSFER, err);
+		return;
+	}
 
 	if (rc == 0) {
 		rc = check_set(m, err, sizeof(err));
@@ -940,21 +1112,89 @@ static int claim_files(struct mig *m, char *err, size_t errlen)
 	}
 	/* QEMU's memory gets no file next to it: QEMU itself runs only once
 	 * the migration completed. */
-	for (i = 0; !a->q && i < m->nfiles; i++) {
-		rc = cli_ram_mark_incomplete(&m->files[i], err, errlen);
+	for (i = 0; i < m->nfiles; i++) {
+		rc = a->q ? 0 : img_mark_incomplete(&m->files[i], err, errlen);
+		if (!rc)
+			rc = guard_file(m, &m->files[i], err, errlen);
 		if (rc)
 			return rc;
 	}
 	return open_state(m, err, errlen);
 }
 
+static uint64_t host_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
+
+	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : UINT64_MAX;
+}
+
+/* --daemon: what all migrations at once may hold; the refusal names the
+ * limit and its option. */
+static int check_totals(struct mig *m, char *err, size_t errlen)
+{
+	const struct app *a = m->app;
+	uint64_t img = m->image_bytes, pin = m->pin_bytes;
+	uint64_t max_img = a->o.total_image ? a->o.total_image : host_memory();
+	const struct mig *o;
+	char x[32], y[32], z[32];
+
+	if (!a->o.daemon)
+		return 0;
+	for (o = a->migs; o; o = o->next) {
+		if (!o->admitted)
+			continue;
+		img += o->image_bytes;
+		pin += o->pin_bytes;
+	}
+	if (img > max_img)
+		return cli_errf(err, errlen, -ENOSPC, "busy: this image of %s and those in progress "
+				"would hold %s, more than --max-total-image %s",
+				cli_fmt_bytes(m->image_bytes, x, sizeof(x)),
+				cli_fmt_bytes(img, y, sizeof(y)), cli_fmt_bytes(max_img, z, sizeof(z)));
+	if (a->o.total_pinned && pin > a->o.total_pinned)
+		return cli_errf(err, errlen, -ENOSPC, "busy: this migration (up to %s pinned) and "
+				"those in progress could pin %s, more than --max-total-pinned %s",
+				cli_fmt_bytes(m->pin_bytes, x, sizeof(x)), cli_fmt_bytes(pin, y, sizeof(y)),
+				cli_fmt_bytes(a->o.total_pinned, z, sizeof(z)));
+	return 0;
+}
+
+/* The image must fit its filesystem beside the images in progress: the
+ * whole image for --ram-dir, the holes of files given with --ram or QEMU's. */
+static int admit_room(struct mig *m, char *err, size_t errlen)
+{
+	const struct app *a = m->app;
+	uint64_t need;
+	unsigned i, j;
+	int rc;
+
+	if (a->o.ram_dir)
+		return check_room(m, a->o.ram_dir, "the image", m->image_bytes, NULL, err, errlen);
+	for (i = 0; i < m->nfiles; i++) {
+		for (j = 0; j < i && m->files[j].dev != m->files[i].dev; j++)
+			;
+		if (j < i)
+			continue; /* its filesystem was counted with an earlier file */
+		for (need = 0, j = i; j < m->nfiles; j++)
+			if (m->files[j].dev == m->files[i].dev)
+				need += img_unallocated(&m->files[j]);
+		rc = check_room(m, m->files[i].path, "the image", need, NULL, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
 	struct app *a = m->app;
+	uint64_t cap = a->o.pinned_cap;
 	int rc;
 
-	(void)image_bytes;
+	m->image_bytes = image_bytes;
+	m->pin_bytes = cap && cap < image_bytes ? cap : image_bytes;
 	if (!a->o.daemon && a->admitted) {
 		snprintf(errbuf, errlen, "busy: another source is migrating to this destination");
 		return -EBUSY;
@@ -975,12 +1215,26 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 			return -EBUSY;
 		}
 	}
+	rc = check_totals(m, errbuf, errlen);
+	if (!rc)
+		rc = admit_room(m, errbuf, errlen);
+	if (rc) {
+		/* The source this run waits for sent an image that cannot be
+		 * taken here: waiting on would not change that. */
+		m->final = m->usage_err = true;
+		return rc;
+	}
 	/* QEMU first: what it refuses leaves no file touched. */
 	rc = a->q ? vms_prepare(&m->vms, a->q, false, errbuf, errlen) : 0;
-	if (!rc)
-		rc = claim_files(m, errbuf, errlen);
 	if (rc) {
 		m->usage_err = true;
+		return rc;
+	}
+	/* The files are this side's to make: failing that, waiting on for
+	 * another source would fail the same way. */
+	rc = claim_files(m, errbuf, errlen);
+	if (rc) {
+		m->final = m->usage_err = true;
 		return rc;
 	}
 	m->admitted = true;
@@ -1276,9 +1530,12 @@ static int start_listening(struct app *a)
 
 		cli_json_str(o, "host", a->o.host);
 		cli_json_u64(o, "port", (uint64_t)rdmig_listener_port(a->l));
+		json_object_object_add(o, "auth-key", json_object_new_boolean(a->o.key != NULL));
 		cli_emit(o);
 	} else {
-		cli_err("listening on %s:%d", a->o.host, rdmig_listener_port(a->l));
+		cli_err("listening on %s:%d%s", a->o.host, rdmig_listener_port(a->l),
+			a->o.key ? "" : " (no --auth-key: any host that reaches it may migrate "
+			"into it)");
 	}
 	return 0;
 }
@@ -1291,6 +1548,10 @@ static int setup(struct app *a)
 	int rc;
 
 	cli_bar_init(&a->bar, a->o.json);
+	/* A migration has at most 1024 blocks (rdmig(7)). */
+	if (fg_install((unsigned)(a->o.daemon ? a->o.max_migrations : 1) * 1024 + a->o.nrams + 1,
+		       err, sizeof(err)))
+		return cli_usage("%s", err);
 	rc = open_qemu(a);
 	if (!rc)
 		rc = prepare_files(a);

@@ -52,7 +52,8 @@ static const char usage_text[] =
 	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
 	"      --verify              compare digests of every block at the end\n"
 	"      --auth-key FILE       shared key file; the destination must hold the same key\n"
-
+	"      --trusted-fabric      allow --qmp without --auth-key: whatever answers at\n"
+	"                            HOST:PORT then receives the guest\n"
 	"  -j, --json                JSON events on stdout, one per line\n"
 	"      --control SOCK        control socket (status, cancel, set)\n"
 	"  -t, --timeout S           bound on every wait for the peer (default 30)\n"
@@ -65,6 +66,7 @@ static const char usage_text[] =
 enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
+	OPT_TRUSTED,
 };
 
 static const struct option long_opts[] = {
@@ -85,6 +87,7 @@ static const struct option long_opts[] = {
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "verify", no_argument, NULL, OPT_VERIFY },
 	{ "auth-key", required_argument, NULL, OPT_AUTH_KEY },
+	{ "trusted-fabric", no_argument, NULL, OPT_TRUSTED },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "version", no_argument, NULL, 'V' },
@@ -104,7 +107,7 @@ struct send_opts {
 	pid_t pid;
 	uint64_t max_downtime_ms, max_iterations, max_bandwidth, channels;
 	const char *control;
-	int verify;
+	int verify, trusted;
 	uint8_t *key;
 	size_t key_len;
 };
@@ -199,6 +202,7 @@ static int one_opt(void *opts, int c, const char *arg)
 	case OPT_CONTROL: o->control = arg; return 0;
 	case OPT_VERIFY: o->verify = 1; return 0;
 	case OPT_AUTH_KEY: return cli_opt_key(&o->key, &o->key_len, arg);
+	case OPT_TRUSTED: o->trusted = 1; return 0;
 	case 't': return cli_opt_num("--timeout", arg, 1, 86400, &o->timeout_s);
 	case 'v': o->verbose = 1; return 0;
 	default: return CLI_EX_INTERNAL;
@@ -225,6 +229,13 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 	if (o->qmp && (o->pid || o->state_in))
 		return cli_usage("--qmp takes the pid and the device state from QEMU: drop %s",
 				 o->pid ? "--pid" : "--state-in");
+	/* Without a key, whoever answers at HOST:PORT gets the guest's memory
+	 * and device state. */
+	if (o->qmp && !o->key && !o->trusted)
+		return cli_usage("--qmp without --auth-key would hand the guest to whatever answers "
+				 "at %s:%s: give --auth-key FILE (the destination's key), or "
+				 "--trusted-fabric if nobody else can reach that address", o->host,
+				 o->port);
 	if (o->qmp)
 		o->live = 1;
 	if (o->live && !o->pid && !o->qmp)

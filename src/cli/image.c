@@ -1,0 +1,282 @@
+#include "image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#define HUGETLBFS_MAGIC_ 0x958458f6
+
+static int sys_fail(int fd, char *err, size_t errlen, const char *what, const char *path)
+{
+	int e = errno;
+
+	if (fd >= 0)
+		close(fd);
+	snprintf(err, errlen, "cannot %s %s: %s", what, path, strerror(e));
+	return -e;
+}
+
+/* One directory of the chain: root's or ours, and only we (or root) may
+ * rename and remove entries in it. */
+static int dir_ok(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(dir, &st))
+		return sys_fail(-1, err, errlen, "examine", dir);
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(err, errlen, "directory %s belongs to uid %u, who could replace the image "
+			 "files in it: use a directory of root's or your own", dir,
+			 (unsigned)st.st_uid);
+		return -EPERM;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		snprintf(err, errlen, "directory %s can be written by other users (mode %04o) and "
+			 "has no sticky bit, so they could replace the image files in it: run "
+			 "chmod go-w %s (or chmod +t %s)", dir, (unsigned)(st.st_mode & 07777), dir,
+			 dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int img_safe_dir(const char *dir, char *err, size_t errlen)
+{
+	char real[PATH_MAX], *slash;
+	int rc;
+
+	if (!realpath(dir, real))
+		return sys_fail(-1, err, errlen, "resolve", dir);
+	/* From the directory up to /: a writable parent could move the whole
+	 * subtree aside and put its own in place. */
+	for (;;) {
+		rc = dir_ok(real[0] ? real : "/", err, errlen);
+		if (rc || !real[0])
+			return rc;
+		slash = strrchr(real, '/');
+		*slash = '\0';
+	}
+}
+
+static int page_size_of(int fd, uint64_t *psz)
+{
+	struct statfs sfs;
+
+	*psz = (uint64_t)sysconf(_SC_PAGESIZE);
+	if (!fstatfs(fd, &sfs) && (uint32_t)sfs.f_type == HUGETLBFS_MAGIC_)
+		*psz = (uint64_t)sfs.f_bsize;
+	return 0;
+}
+
+static int open_file(struct cli_ram *r, uint64_t len, enum img_mode mode, char *err,
+		     size_t errlen)
+{
+	int oflags = O_RDWR | O_CLOEXEC;
+	int fd;
+
+	if (mode == IMG_NEW)
+		oflags |= O_CREAT | O_EXCL | O_NOFOLLOW;
+	else if (mode == IMG_EXISTING)
+		oflags |= O_NOFOLLOW;
+	fd = open(r->path, oflags, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		snprintf(err, errlen, "%s already exists: remove it%s", r->path,
+			 len ? ", or give --use-existing to receive into it" : "");
+		return -EEXIST;
+	}
+	if (fd < 0 && errno == ELOOP && mode != IMG_QEMU) {
+		snprintf(err, errlen, "%s is a symbolic link: give the file itself", r->path);
+		return -ELOOP;
+	}
+	if (fd < 0)
+		return sys_fail(-1, err, errlen, mode == IMG_NEW ? "create" : "open", r->path);
+	r->created = mode == IMG_NEW;
+	return fd;
+}
+
+/* An existing file of the operator's is used only when it is a plain file
+ * of ours: one another user made could be read by them all along. */
+static int check_owner(int fd, const struct cli_ram *r, const struct stat *st,
+		       enum img_mode mode, char *err, size_t errlen)
+{
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		snprintf(err, errlen, "%s is not a regular file", r->path);
+		return -EINVAL;
+	}
+	if (mode != IMG_EXISTING || st->st_uid == geteuid())
+		return 0;
+	close(fd);
+	snprintf(err, errlen, "%s belongs to uid %u, not to us (uid %u): another user's file "
+		 "is never written into; remove it or give a path of your own", r->path,
+		 (unsigned)st->st_uid, (unsigned)geteuid());
+	return -EPERM;
+}
+
+static int map_fd(int fd, struct cli_ram *r, uint64_t len, enum img_mode mode, char *err,
+		  size_t errlen)
+{
+	struct stat st;
+	void *p;
+	int rc;
+
+	if (fstat(fd, &st))
+		return sys_fail(fd, err, errlen, "examine", r->path);
+	rc = check_owner(fd, r, &st, mode, err, errlen);
+	if (rc)
+		return rc;
+	r->zeroed = st.st_size == 0;
+	if (!len && st.st_size <= 0) {
+		close(fd);
+		snprintf(err, errlen, "%s is empty", r->path);
+		return -EINVAL;
+	}
+	if (!len)
+		len = (uint64_t)st.st_size;
+	else if ((uint64_t)st.st_size != len && ftruncate(fd, (off_t)len))
+		return sys_fail(fd, err, errlen, "resize", r->path);
+	page_size_of(fd, &r->pgsz);
+	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return sys_fail(fd, err, errlen, "map", r->path);
+	close(fd);
+	r->host = p;
+	r->len = len;
+	r->dev = st.st_dev;
+	r->ino = st.st_ino;
+	return 0;
+}
+
+int img_open(struct cli_ram *r, uint64_t len, enum img_mode mode, char *err, size_t errlen)
+{
+	int fd = open_file(r, len, mode, err, errlen), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = map_fd(fd, r, len, mode, err, errlen);
+	/* Without its marker a file we just made would look like a complete
+	 * image, and a retry would find it in the way. */
+	if (rc && r->created) {
+		unlink(r->path);
+		r->created = 0;
+	}
+	return rc;
+}
+
+uint64_t img_unallocated(const struct cli_ram *r)
+{
+	struct stat st;
+	uint64_t have;
+
+	if (!r->host)
+		return 0;
+	if (stat(r->path, &st) || st.st_dev != r->dev || st.st_ino != r->ino)
+		return r->len;
+	have = (uint64_t)st.st_blocks * 512;
+	return have < r->len ? r->len - have : 0;
+}
+
+int img_fs_free(const char *path, uint64_t *bytes, dev_t *dev)
+{
+	struct statvfs vfs;
+	struct stat st;
+
+	if (statvfs(path, &vfs) || stat(path, &st))
+		return -errno;
+	*bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	*dev = st.st_dev;
+	return 0;
+}
+
+static void marker_path(const struct cli_ram *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.incomplete", r->path);
+}
+
+/* A marker left by an earlier run of ours says what ours would say. */
+static int stale_marker_ours(const char *m, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(m, &st))
+		return sys_fail(-1, err, errlen, "examine", m);
+	if (S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1)
+		return 0;
+	snprintf(err, errlen, "%s already exists and is not a marker of ours (uid %u, %s): "
+		 "remove it", m, (unsigned)st.st_uid, S_ISREG(st.st_mode) ? "a file" :
+		 S_ISLNK(st.st_mode) ? "a symbolic link" : "not a plain file");
+	return -EEXIST;
+}
+
+int img_mark_incomplete(struct cli_ram *r, char *err, size_t errlen)
+{
+	char m[sizeof(r->path) + 16];
+	int fd, rc;
+
+	marker_path(r, m, sizeof(m));
+	fd = open(m, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		rc = stale_marker_ours(m, err, errlen);
+		if (rc)
+			return rc;
+		r->marker = 1;
+		return 0;
+	}
+	if (fd < 0)
+		return sys_fail(-1, err, errlen, "create", m);
+	close(fd);
+	r->marker = 1;
+	return 0;
+}
+
+int img_sync(struct cli_ram *r, char *err, size_t errlen)
+{
+	if (r->host && msync(r->host, (size_t)r->len, MS_SYNC))
+		return sys_fail(-1, err, errlen, "sync", r->path);
+	return 0;
+}
+
+int img_complete(struct cli_ram *r, char *err, size_t errlen)
+{
+	char m[sizeof(r->path) + 16];
+
+	if (!r->marker) {
+		r->complete = 1;
+		return 0;
+	}
+	marker_path(r, m, sizeof(m));
+	if (unlink(m) && errno != ENOENT)
+		return sys_fail(-1, err, errlen, "remove", m);
+	r->marker = 0;
+	r->complete = 1;
+	return 0;
+}
+
+void img_close(struct cli_ram *r, int discard)
+{
+	char m[sizeof(r->path) + 16];
+
+	cli_ram_unmap(r);
+	/* A file we made that is neither marked incomplete nor complete would
+	 * pass for a complete image: it goes in every case. */
+	if (r->created && !r->marker && !r->complete)
+		discard = 1;
+	if (!discard || !r->created)
+		return;
+	unlink(r->path);
+	if (r->marker) {
+		marker_path(r, m, sizeof(m));
+		unlink(m);
+		r->marker = 0;
+	}
+	r->created = 0;
+}
