@@ -232,7 +232,8 @@ START_TEST(cold_two_files_and_state)
 	snprintf(sbig, sizeof(sbig), "big=%s", big);
 	snprintf(ssparse, sizeof(ssparse), "sparse=%s", sparse);
 
-	fx_recv(&f, (const char *[]){ "--ram", rbig, "--ram", rsparse, "--state-out", dstate, NULL });
+	fx_recv(&f, (const char *[]){ "--ram", rbig, "--ram", rsparse, "--use-existing",
+				     "--state-out", dstate, NULL });
 	fx_send(&f, (const char *[]){ "--ram", sbig, "--ram", ssparse, "--state-in", state,
 				      "--json", NULL });
 	both_ok(&f, 120000);
@@ -525,7 +526,7 @@ END_TEST
 START_TEST(daemon_two_at_once)
 {
 	struct fixture f;
-	char a[400], b[400], ra[500], rb[500], d1[400], d2[400];
+	char a[400], b[400], ra[500], rb[500], d1[400], d2[400], key[400];
 	struct tu_run s2 = { .p.pid = 0 };
 	void *buf = malloc(8 * MIB);
 	int c1, c2;
@@ -540,10 +541,15 @@ START_TEST(daemon_two_at_once)
 	free(buf);
 	snprintf(ra, sizeof(ra), "ram=%s", a);
 	snprintf(rb, sizeof(rb), "ram=%s", b);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", NULL });
-	fx_send(&f, (const char *[]){ "--ram", ra, NULL });
+	/* A daemon admits keyed sources only (or --trusted-fabric). */
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	write_file(key, "the daemon's shared secret key", 30);
+	ck_assert_int_eq(chmod(key, 0600), 0);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--auth-key", key, NULL });
+	fx_send(&f, (const char *[]){ "--ram", ra, "--auth-key", key, NULL });
 	{
-		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, NULL };
+		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, "--auth-key", key,
+				 NULL };
 
 		tu_run_spawn(&s2, f.dir, "send2", argv);
 	}
@@ -639,7 +645,7 @@ START_TEST(size_mismatch_existing_file)
 	free(buf);
 	snprintf(rs, sizeof(rs), "vm=%s", src);
 	snprintf(rd, sizeof(rd), "vm=%s", dst);
-	fx_recv(&f, (const char *[]){ "--ram", rd, NULL });
+	fx_recv(&f, (const char *[]){ "--ram", rd, "--use-existing", NULL });
 	fx_send(&f, (const char *[]){ "--ram", rs, NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	rc = tu_run_finish(&f.recv, 60000);
@@ -816,7 +822,8 @@ START_TEST(auth_wrong_key_rejected)
 	ck_assert_int_eq(truncate(dst, 1 << 20), 0);
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	snprintf(rd, sizeof(rd), "ram=%s", dst);
-	fx_recv(&f, (const char *[]){ "--ram", rd, "--state-out", state, "--auth-key", k1, NULL });
+	fx_recv(&f, (const char *[]){ "--ram", rd, "--use-existing", "--state-out", state,
+				     "--auth-key", k1, NULL });
 	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", k2, NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	err = tu_slurp(f.send.err, NULL);

@@ -193,7 +193,7 @@ static struct json_object *status_of(const char *sock, struct json_object **whol
 
 struct fx {
 	char dir[256], src[300], dst[300], recvbin[512], sendbin[512], memload[512];
-	char port[16], addr[64], ctl[320];
+	char port[16], addr[64], ctl[320], key[320];
 	struct tu_run recv, send, load;
 };
 
@@ -209,6 +209,15 @@ static void fx_init(struct fx *f)
 	bin("migrate-recv", f->recvbin, sizeof(f->recvbin));
 	bin("migrate-send", f->sendbin, sizeof(f->sendbin));
 	bin("memload", f->memload, sizeof(f->memload));
+	/* A daemon needs a key (or --trusted-fabric): its sources get this. */
+	snprintf(f->key, sizeof(f->key), "%s/key", f->dir);
+	{
+		int fd = open(f->key, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(write(fd, "the daemon's shared secret key", 30), 30);
+		close(fd);
+	}
 }
 
 /* Starts migrate-recv --json (@pre: argv words before it, e.g. setpriv) and
@@ -728,7 +737,7 @@ START_TEST(version_mismatch_daemon_survives)
 	snprintf(ram, sizeof(ram), "a=%s", file);
 	snprintf(got, sizeof(got), "%s/1/a", f.dst);
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--timeout", TMO_ARG,
-				     NULL });
+				     "--auth-key", f.key, NULL });
 	rc = raw_request(tu_addr(), f.port, 7, 9, &rej, &e);
 	ck_assert_msg(rc == -ECONNREFUSED, "raw REQUEST 7..9: %d (%s)", rc, e.msg);
 	ck_assert_uint_eq(rej.reason, PD_REJ_VERSION);
@@ -753,7 +762,8 @@ START_TEST(version_mismatch_daemon_survives)
 	free(err);
 	ck_assert_int_eq(waitpid(f.recv.p.pid, NULL, WNOHANG), 0);
 
-	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, NULL });
+	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, "--auth-key", f.key,
+				      NULL });
 	rc = tu_run_finish(&f.send, 60000);
 	if (rc)
 		tu_run_dump(&f.send, "send");
@@ -933,8 +943,9 @@ static void batch(struct fx *f, unsigned b, char files[4][320])
 	for (i = 0; i < 5; i++) {
 		const char *file = files[(b + i) % 4];
 		char *argv[] = { f->sendbin, "--connect", f->addr, "--json", "--ram", ram[i],
-				 "--timeout", TMO_ARG, NULL, NULL, NULL, NULL, NULL };
-		int n = 8;
+				 "--timeout", TMO_ARG, "--auth-key", f->key, NULL, NULL, NULL, NULL,
+				 NULL };
+		int n = 10;
 
 		k[i] = i < 3 ? K_OK : i == 3 ? K_KILLED : K_BAD_NAME;
 		snprintf(ram[i], sizeof(ram[i]), "%s=%s", k[i] == K_BAD_NAME ? "state" : "ram",
@@ -996,7 +1007,7 @@ START_TEST(daemon_resources_over_50_migrations)
 		write_random(files[i], (i + 1) * MIB, 20 + i);
 	}
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--timeout", TMO_ARG,
-				     NULL });
+				     "--auth-key", f.key, NULL });
 	t0 = tu_now_ms();
 	for (b = 0; b < 10; b++) {
 		batch(&f, b, files);

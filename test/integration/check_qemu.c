@@ -13,6 +13,7 @@
  * figures. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <signal.h>
@@ -36,7 +37,7 @@
 struct qfx {
 	char dir[128], work[256], addr[64];
 	char src_ram[256], dst_ram[256], src_serial[256], dst_serial[256];
-	char src_img[256], dst_img[256];
+	char src_img[256], dst_img[256], key[300];
 	char sendbin[512], recvbin[512];
 	struct vm src, dst;
 	struct tu_run send, recv;
@@ -58,6 +59,15 @@ static void qfx_init(struct qfx *f)
 	guest_image(f->dst_img, GUEST_DELAY);
 	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
 	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
+	/* --qmp on either side needs a key, as operators should use one. */
+	snprintf(f->key, sizeof(f->key), "%s/key", f->work);
+	{
+		int fd = open(f->key, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(write(fd, "the migration's shared secret", 29), 29);
+		close(fd);
+	}
 }
 
 /* A QEMU whose RAM is the shared file @ram (NULL: plain anonymous -m RAM),
@@ -109,8 +119,8 @@ static void qfx_pair(struct qfx *f, const char *dst_machine)
 /* migrate-recv --qmp on the destination QEMU's command monitor. */
 static void qfx_recv(struct qfx *f, const char *const *extra)
 {
-	const char *args[24] = { "--timeout", "10" };
-	int n = 2;
+	const char *args[24] = { "--timeout", "10", "--auth-key", f->key };
+	int n = 4;
 
 	while (extra && *extra && n < 23)
 		args[n++] = *extra++;
@@ -130,6 +140,8 @@ static void qfx_send(struct qfx *f, const char *const *extra)
 	argv[n++] = "--json";
 	argv[n++] = "--timeout";
 	argv[n++] = "10";
+	argv[n++] = "--auth-key";
+	argv[n++] = f->key;
 	while (extra && *extra && n < 23)
 		argv[n++] = (char *)*extra++;
 	argv[n] = NULL;

@@ -10,4 +10,5 @@ Suite *qemu_suite(void);
 Suite *qmp_suite(void);
 Suite *security_suite(void);
 Suite *embed_suite(void);
+Suite *local_suite(void);
 #endif

@@ -1,0 +1,766 @@
+/* Test as a second local user, and as the host's own limits: what another
+ * account on the destination host gains by creating migrate-recv's files
+ * first (nothing: each is refused, nothing is written into it), what a full
+ * filesystem does to a daemon (a refusal with the numbers, the space of a
+ * failed migration given back, a migration that loses a page fails alone),
+ * the limits that hold without options, and a reused pid on the source
+ * host (it gets no signal).
+ *
+ * The second user is real: a child that drops to uid and gid 1234 before
+ * it touches anything.  Every test prints one "local:" line with what it
+ * saw, for the README's Security table.  Like the security suite they run
+ * against whatever build RDMIG_BUILD names, so an older build can be shown
+ * to fail them. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runs.h"
+#include "suites.h"
+#include "testutil.h"
+
+#define MIB (1ull << 20)
+#define OTHER_UID 1234
+#define PLANTED 0x5a
+
+struct lx {
+	char dir[256], recvbin[512], sendbin[512], key[320], addr[64];
+	struct tu_run recv, send[3];
+};
+
+static void lx_init(struct lx *f)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	memset(f, 0, sizeof(*f));
+	tu_tmpdir(f->dir, sizeof(f->dir));
+	/* The other user must reach the directories made for it below. */
+	ck_assert_int_eq(chmod(f->dir, 0755), 0);
+	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
+	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
+	snprintf(f->key, sizeof(f->key), "%s/key", f->dir);
+	{
+		int fd = open(f->key, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(write(fd, "a shared secret of 32 bytes here", 32), 32);
+		close(fd);
+	}
+}
+
+static void stop(struct tu_run *r)
+{
+	if (r->p.pid > 0 && !r->p.reaped) {
+		kill(-r->p.pid, SIGKILL);
+		tu_wait(&r->p, 5000);
+	}
+}
+
+static void lx_free(struct lx *f)
+{
+	unsigned i;
+
+	for (i = 0; i < 3; i++)
+		stop(&f->send[i]);
+	stop(&f->recv);
+	tu_rmdir(f->dir);
+}
+
+static void write_random(const char *path, size_t len, uint64_t seed)
+{
+	void *buf = malloc(len);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	tu_fill_random(buf, len, seed);
+	ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+	free(buf);
+}
+
+/* Data in every other page, zero between: the destination gets these pages
+ * one by one inside control messages, written there by the CPU. */
+static void write_striped(const char *path, size_t len, uint64_t seed)
+{
+	char *buf = calloc(1, len);
+	size_t off;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_ge(fd, 0);
+	for (off = 0; off < len; off += 8192)
+		tu_fill_random(buf + off, 4096, seed + off);
+	ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+	free(buf);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	size_t la, lb;
+	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
+	bool same = da && db && la == lb && !memcmp(da, db, la);
+
+	free(da);
+	free(db);
+	return same;
+}
+
+static void one_line(const char *path, char *buf, size_t len)
+{
+	char *t = tu_slurp(path, NULL), *p;
+
+	snprintf(buf, len, "%s", t ? t : "");
+	for (p = buf; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	free(t);
+}
+
+static int count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	ck_assert_msg(d != NULL, "%s: %s", dir, strerror(errno));
+	while ((de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+static void mount_tmpfs(const char *dir, const char *size)
+{
+	char opts[64];
+
+	snprintf(opts, sizeof(opts), "size=%s,mode=1777", size);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	ck_assert_msg(mount("tmpfs", dir, "tmpfs", 0, opts) == 0, "mount -t tmpfs %s: %s "
+		      "(needs root: run it in tools/softroce)", dir, strerror(errno));
+}
+
+/* ---- the other user ------------------------------------------------------------ */
+
+enum act { PLANT, FILL };
+
+/* In a child running as uid/gid OTHER_UID: PLANT creates @path (O_EXCL) with
+ * mode 0666 holding @len bytes of PLANTED; FILL writes @path until its
+ * filesystem is full.  Plain C: Check's asserts do not cross this fork. */
+static void as_other(enum act what, const char *path, size_t len)
+{
+	static char buf[1 << 16];
+	pid_t pid = fork();
+	int st = 0, fd;
+	ssize_t n;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(OTHER_UID) || setuid(OTHER_UID))
+			_exit(3);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+		if (fd < 0 || fchmod(fd, 0666))
+			_exit(4);
+		memset(buf, PLANTED, sizeof(buf));
+		if (what == PLANT) {
+			while (len) {
+				n = write(fd, buf, len < sizeof(buf) ? len : sizeof(buf));
+				if (n <= 0)
+					_exit(5);
+				len -= (size_t)n;
+			}
+		} else {
+			while (write(fd, buf, sizeof(buf)) > 0)
+				;
+		}
+		_exit(close(fd) ? 6 : 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "uid %d could not %s %s (%d)",
+		      OTHER_UID, what == PLANT ? "create" : "fill", path, WEXITSTATUS(st));
+}
+
+/* The planted file is as the other user left it: theirs, @len bytes of
+ * PLANTED, nothing of the guest's in it. */
+static void assert_untouched(const char *path, size_t len)
+{
+	struct stat st;
+	size_t n, i;
+	unsigned char *d;
+
+	ck_assert_msg(lstat(path, &st) == 0, "%s is gone", path);
+	ck_assert_msg(st.st_uid == OTHER_UID, "%s now belongs to uid %u", path,
+		      (unsigned)st.st_uid);
+	d = (unsigned char *)tu_slurp(path, &n);
+	ck_assert_msg(n == len, "%s holds %zu bytes, the other user left %zu", path, n, len);
+	for (i = 0; i < n; i++)
+		ck_assert_msg(d[i] == PLANTED, "%s: byte %zu was written (0x%02x)", path, i, d[i]);
+	free(d);
+}
+
+/* ---- the commands ------------------------------------------------------------------ */
+
+/* migrate-recv --listen ADDR:0 --json @args, not waiting for it to listen. */
+static void recv_spawn(struct lx *f, const char *const *args)
+{
+	char listen[64], *argv[40];
+	int n = 0;
+
+	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
+	argv[n++] = f->recvbin;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--json";
+	while (*args && n < 38)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	tu_run_spawn(&f->recv, f->dir, "recv", argv);
+}
+
+static void recv_listen(struct lx *f, const char *const *args)
+{
+	tu_recv_listen(&f->recv, f->dir, f->recvbin, NULL, args, 20000, NULL, 0, f->addr,
+		       sizeof(f->addr));
+}
+
+/* migrate-send --connect ADDR --json --auth-key KEY --timeout 10 --ram @ram @args. */
+static void send_spawn(struct lx *f, int i, const char *ram, const char *const *args)
+{
+	char tag[16], *argv[40];
+	int n = 0;
+
+	snprintf(tag, sizeof(tag), "send%d", i);
+	argv[n++] = f->sendbin;
+	argv[n++] = "--connect";
+	argv[n++] = f->addr;
+	argv[n++] = "--json";
+	argv[n++] = "--auth-key";
+	argv[n++] = f->key;
+	argv[n++] = "--timeout";
+	argv[n++] = "10";
+	argv[n++] = "--ram";
+	argv[n++] = (char *)ram;
+	while (args && *args && n < 38)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	tu_run_spawn(&f->send[i], f->dir, tag, argv);
+}
+
+/* migrate-recv exits @want at start-up and says what @needle says. */
+static void recv_refuses(struct lx *f, const char *const *args, int want, const char *needle,
+			 char *said, size_t len)
+{
+	int rc;
+
+	recv_spawn(f, args);
+	rc = tu_run_finish(&f->recv, 20000);
+	one_line(f->recv.err, said, len);
+	if (rc != want || !strstr(said, needle))
+		tu_run_dump(&f->recv, "recv");
+	ck_assert_msg(rc == want, "migrate-recv exited %d, not %d: %s", rc, want, said);
+	ck_assert_msg(strstr(said, needle), "migrate-recv did not say \"%s\": %s", needle, said);
+}
+
+/* ---- files nobody else can have first --------------------------------------------- */
+
+/* One keyed migration into --ram a=@ram --state-out @state: it must fail
+ * on a file the other user made, naming it; returns migrate-recv's line. */
+static void planted_fails(struct lx *f, const char *src, const char *ram, const char *state,
+			  const char *needle, char *said, size_t len)
+{
+	char rd[400], rs[400];
+	int sc, rc;
+
+	snprintf(rd, sizeof(rd), "a=%s", ram);
+	snprintf(rs, sizeof(rs), "a=%s", src);
+	recv_listen(f, (const char *const[]){ "--ram", rd, "--state-out", state, "--auth-key",
+					      f->key, "--timeout", "10", NULL });
+	send_spawn(f, 0, rs, NULL);
+	sc = tu_run_finish(&f->send[0], 60000);
+	rc = tu_run_finish(&f->recv, 30000);
+	one_line(f->recv.err, said, len);
+	if (!sc || !rc || !strstr(said, needle)) {
+		tu_run_dump(&f->send[0], "send");
+		tu_run_dump(&f->recv, "recv");
+	}
+	ck_assert_msg(sc != 0 && rc != 0, "send exit %d, recv exit %d", sc, rc);
+	ck_assert_msg(strstr(said, needle), "migrate-recv did not name %s: %s", needle, said);
+	ck_assert(!tu_has_event(f->recv.out, "completed"));
+}
+
+START_TEST(precreated_files_refused)
+{
+	char shared[300], open_dir[300], src[300], ram[400], mark[420], state[400], part[420];
+	char rd[420], said[8192], s1[8192], s2[8192], s3[8192];
+	struct lx f;
+
+	lx_init(&f);
+	/* Like /dev/shm: every user may create files, nobody may remove
+	 * another's (sticky). */
+	snprintf(shared, sizeof(shared), "%s/shared", f.dir);
+	ck_assert_int_eq(mkdir(shared, 0755), 0);
+	ck_assert_int_eq(chmod(shared, 01777), 0);
+	snprintf(src, sizeof(src), "%s/src.ram", f.dir);
+	write_random(src, 4 * MIB, 1);
+	snprintf(ram, sizeof(ram), "%s/a.ram", shared);
+	snprintf(mark, sizeof(mark), "%s.incomplete", ram);
+	snprintf(state, sizeof(state), "%s/st", shared);
+	snprintf(part, sizeof(part), "%s.part", state);
+	snprintf(rd, sizeof(rd), "a=%s", ram);
+
+	/* The image itself: refused as it is, and with --use-existing. */
+	as_other(PLANT, ram, 4 * MIB);
+	recv_refuses(&f, (const char *const[]){ "--ram", rd, "--auth-key", f.key, NULL }, 2,
+		     "already exists", s1, sizeof(s1));
+	recv_refuses(&f, (const char *const[]){ "--ram", rd, "--use-existing", "--auth-key",
+						 f.key, NULL }, 2, "belongs to uid 1234", s2, sizeof(s2));
+	assert_untouched(ram, 4 * MIB);
+	ck_assert_int_eq(unlink(ram), 0);
+
+	/* Its marker: a migration that cannot mark its image fails, and leaves
+	 * no unmarked file that would pass for a complete image. */
+	as_other(PLANT, mark, 0);
+	planted_fails(&f, src, ram, state, mark, s3, sizeof(s3));
+	assert_untouched(mark, 0);
+	ck_assert_msg(!exists(ram), "%s was left without its marker", ram);
+	ck_assert_int_eq(unlink(mark), 0);
+
+	/* The device state's .part file. */
+	as_other(PLANT, part, 0);
+	planted_fails(&f, src, ram, state, part, said, sizeof(said));
+	assert_untouched(part, 0);
+	ck_assert(!exists(state));
+	printf("local: uid %d pre-created the files in a sticky 1777 directory: the image -> "
+	       "%s; with --use-existing -> %s; the marker -> %s; the state's .part -> %s; each "
+	       "of the other user's files still holds only what they wrote\n", OTHER_UID, s1,
+	       s2, s3, said);
+
+	/* A directory others may write without the sticky bit is refused
+	 * outright: they could rename our files away and put theirs. */
+	snprintf(open_dir, sizeof(open_dir), "%s/open", f.dir);
+	ck_assert_int_eq(mkdir(open_dir, 0755), 0);
+	ck_assert_int_eq(chmod(open_dir, 0777), 0);
+	snprintf(rd, sizeof(rd), "a=%s/a.ram", open_dir);
+	recv_refuses(&f, (const char *const[]){ "--ram", rd, "--auth-key", f.key, NULL }, 2,
+		     "has no sticky bit", s1, sizeof(s1));
+	recv_refuses(&f, (const char *const[]){ "--ram-dir", open_dir, "--auth-key", f.key,
+						 NULL }, 2, "has no sticky bit", s2, sizeof(s2));
+	ck_assert_int_eq(count_entries(open_dir), 0);
+	printf("local: a 0777 directory without the sticky bit: --ram -> %s; --ram-dir -> %s\n",
+	       s1, s2);
+	lx_free(&f);
+}
+END_TEST
+
+/* ---- room -------------------------------------------------------------------------- */
+
+/* migrate-recv --daemon --ram-dir @dir with the key, listening. */
+static void daemon_start(struct lx *f, const char *dir, const char *const *more)
+{
+	const char *args[24] = { "--daemon", "--ram-dir", dir, "--auth-key", f->key,
+				 "--timeout", "10" };
+	int n = 7;
+
+	while (more && *more && n < 23)
+		args[n++] = *more++;
+	args[n] = NULL;
+	recv_listen(f, args);
+}
+
+/* Daemon events on migrate-recv's stdout whose "event" is @ev. */
+static int count_events(struct lx *f, const char *ev)
+{
+	char *text = tu_slurp(f->recv.out, NULL), *p, pat[64];
+	int n = 0;
+
+	snprintf(pat, sizeof(pat), "\"event\":\"%s\"", ev);
+	for (p = text; p && (p = strstr(p, pat)); p++)
+		n++;
+	free(text);
+	return n;
+}
+
+static void wait_events(struct lx *f, const char *ev, int n, int timeout_ms)
+{
+	uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
+
+	while (count_events(f, ev) < n && tu_now_ms() < end)
+		usleep(50000);
+	if (count_events(f, ev) < n)
+		tu_run_dump(&f->recv, "daemon");
+	ck_assert_msg(count_events(f, ev) >= n, "%d %s events, %d expected",
+		      count_events(f, ev), ev, n);
+}
+
+static uint64_t fs_free(const char *dir)
+{
+	struct statvfs v;
+
+	ck_assert_int_eq(statvfs(dir, &v), 0);
+	return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+/* The image of daemon migration @id in @mnt is the source @src. */
+static void assert_image(const char *mnt, int id, const char *name, const char *src)
+{
+	char img[400], mark[420];
+
+	snprintf(img, sizeof(img), "%s/%d/%s", mnt, id, name);
+	snprintf(mark, sizeof(mark), "%s.incomplete", img);
+	ck_assert_msg(same_file(src, img), "%s differs from %s", img, src);
+	ck_assert_msg(!exists(mark), "%s left behind", mark);
+}
+
+/* Two 6 MiB blocks into an 8 MiB tmpfs: refused at admission with the
+ * numbers, nothing created; a killed migration gives its space back; the
+ * daemon then serves a small one. */
+START_TEST(room_refused_and_given_back)
+{
+	char mnt[300], a[300], b[300], c[300], ra[400], rb[400], rc_[400], said[8192];
+	char dead[32];
+	uint64_t before, after;
+	struct lx f;
+	int sc;
+
+	lx_init(&f);
+	snprintf(mnt, sizeof(mnt), "%s/small", f.dir);
+	mount_tmpfs(mnt, "8m");
+	snprintf(a, sizeof(a), "%s/a", f.dir);
+	snprintf(b, sizeof(b), "%s/b", f.dir);
+	snprintf(c, sizeof(c), "%s/c", f.dir);
+	write_random(a, 6 * MIB, 2);
+	write_random(b, 6 * MIB, 3);
+	write_random(c, 4 * MIB, 4);
+	snprintf(ra, sizeof(ra), "a=%s", a);
+	snprintf(rb, sizeof(rb), "b=%s", b);
+	snprintf(rc_, sizeof(rc_), "c=%s", c);
+	daemon_start(&f, mnt, NULL);
+	before = fs_free(mnt);
+
+	send_spawn(&f, 0, ra, (const char *const[]){ "--ram", rb, NULL });
+	sc = tu_run_finish(&f.send[0], 60000);
+	wait_events(&f, "refused", 1, 10000);
+	one_line(f.recv.out, said, sizeof(said));
+	ck_assert_msg(sc != 0, "two 6 MiB blocks into 8 MiB: migrate-send exit 0");
+	ck_assert_msg(strstr(said, "12.0 MiB") && strstr(said, "free"), "daemon said: %s", said);
+	ck_assert_int_eq(count_entries(mnt), 0);
+
+	/* A source killed mid-stream: its partial image goes. */
+	send_spawn(&f, 1, rc_, (const char *const[]){ "--max-bandwidth", "1M", NULL });
+	ck_assert_ptr_nonnull(tu_wait_event(&f.send[1], "setup", 30000));
+	usleep(1500 * 1000);
+	ck_assert_msg(fs_free(mnt) < before, "nothing landed before the kill");
+	tu_kill(&f.send[1].p, SIGKILL);
+	tu_run_finish(&f.send[1], 10000);
+	wait_events(&f, "failed", 1, 20000);
+	after = fs_free(mnt);
+	snprintf(dead, sizeof(dead), "%s", count_entries(mnt) ? "kept" : "removed");
+	ck_assert_msg(!count_entries(mnt), "the failed migration's files stayed in %s", mnt);
+	ck_assert_uint_eq(after, before);
+
+	/* And the next one fits. */
+	send_spawn(&f, 2, rc_, NULL);
+	sc = tu_run_finish(&f.send[2], 60000);
+	if (sc)
+		tu_run_dump(&f.send[2], "send");
+	ck_assert_int_eq(sc, 0);
+	wait_events(&f, "completed", 1, 10000);
+	printf("local: daemon on an 8 MiB tmpfs: two 6 MiB blocks refused at admission (%s); a "
+	       "source killed mid-stream: its files %s, %" PRIu64 " of %" PRIu64 " bytes free "
+	       "again; the next 4 MiB migration completed\n", said, dead, after, before);
+	lx_free(&f);
+}
+END_TEST
+
+/* Three 6 MiB migrations at once into a 16 MiB tmpfs: two fit, the third
+ * is refused up front naming the room promised to the others. */
+START_TEST(concurrent_overfill_refused)
+{
+	char mnt[300], src[3][300], ram[3][1000], said[8192];
+	int i, sc[3], ok = 0, refused = -1;
+	struct lx f;
+
+	lx_init(&f);
+	snprintf(mnt, sizeof(mnt), "%s/mid", f.dir);
+	mount_tmpfs(mnt, "16m");
+	for (i = 0; i < 3; i++) {
+		snprintf(src[i], sizeof(src[i]), "%s/s%d", f.dir, i);
+		write_random(src[i], 6 * MIB, 10 + (uint64_t)i);
+		snprintf(ram[i], sizeof(ram[i]), "r=%s", src[i]);
+	}
+	daemon_start(&f, mnt, NULL);
+	for (i = 0; i < 3; i++) {
+		send_spawn(&f, i, ram[i], (const char *const[]){ "--max-bandwidth", "2M", NULL });
+		if (i < 2)
+			ck_assert_ptr_nonnull(tu_wait_event(&f.send[i], "setup", 30000));
+	}
+	for (i = 0; i < 3; i++) {
+		sc[i] = tu_run_finish(&f.send[i], 60000);
+		if (sc[i] == 0)
+			ok++;
+		else
+			refused = i;
+	}
+	wait_events(&f, "completed", 2, 10000);
+	one_line(f.recv.out, said, sizeof(said));
+	ck_assert_msg(ok == 2 && refused == 2, "exits %d %d %d", sc[0], sc[1], sc[2]);
+	ck_assert_msg(strstr(said, "no room for the image: it needs 6.0 MiB"), "daemon said: %s",
+		      said);
+	assert_image(mnt, 1, "r", src[0]);
+	assert_image(mnt, 2, "r", src[1]);
+	printf("local: three 6 MiB migrations at once into a 16 MiB tmpfs: two completed, the "
+	       "third refused at admission (migrate-send exit %d)\n", sc[2]);
+	lx_free(&f);
+}
+END_TEST
+
+/* The other user fills the tmpfs while a migration writes into it: that
+ * migration fails, saying why; the daemon lives, gives the space back and
+ * serves the next one. */
+START_TEST(filled_mid_migration_fails_alone)
+{
+	char mnt[300], src[300], small[300], ram[400], rsm[400], filler[400], said[8192];
+	struct json_object *ev;
+	struct lx f;
+	int sc;
+
+	lx_init(&f);
+	snprintf(mnt, sizeof(mnt), "%s/fill", f.dir);
+	mount_tmpfs(mnt, "16m");
+	snprintf(src, sizeof(src), "%s/striped", f.dir);
+	write_striped(src, 12 * MIB, 20);
+	snprintf(small, sizeof(small), "%s/small", f.dir);
+	write_random(small, MIB, 21);
+	snprintf(ram, sizeof(ram), "s=%s", src);
+	snprintf(rsm, sizeof(rsm), "m=%s", small);
+	snprintf(filler, sizeof(filler), "%s/filler", mnt);
+	daemon_start(&f, mnt, NULL);
+	send_spawn(&f, 0, ram, (const char *const[]){ "--max-bandwidth", "2M", NULL });
+	ck_assert_ptr_nonnull(tu_wait_event(&f.send[0], "setup", 30000));
+	usleep(800 * 1000);
+	as_other(FILL, filler, 0);
+	sc = tu_run_finish(&f.send[0], 60000);
+	wait_events(&f, "failed", 1, 20000);
+	ev = tu_event_in(f.recv.out, "failed");
+	snprintf(said, sizeof(said), "%s", json_object_get_string(json_object_object_get(ev,
+										     "error")));
+	json_object_put(ev);
+	ck_assert_msg(sc != 0, "migrate-send exit 0 into a full filesystem");
+	ck_assert_msg(strstr(said, "full") || strstr(said, "space"), "daemon said: %s", said);
+	/* Still serving: its failed image is gone, the filler goes, the next
+	 * migration completes. */
+	ck_assert_int_eq(count_entries(mnt), 1);
+	ck_assert_int_eq(unlink(filler), 0);
+	send_spawn(&f, 1, rsm, NULL);
+	ck_assert_int_eq(tu_run_finish(&f.send[1], 60000), 0);
+	wait_events(&f, "completed", 1, 10000);
+	assert_image(mnt, 2, "m", small);
+	printf("local: uid %d filled the daemon's tmpfs mid-migration: that migration failed "
+	       "(migrate-send exit %d; %s); the daemon went on and completed the next\n",
+	       OTHER_UID, sc, said);
+	lx_free(&f);
+}
+END_TEST
+
+/* ---- limits that hold by default ----------------------------------------------------- */
+
+START_TEST(limits_hold_by_default)
+{
+	char src[300], dir[300], ram[400], mnt[300], a[300], b[300], ra[400], rb[400];
+	char s1[8192], s2[8192], s3[8192], s4[8192], s5[8192];
+	struct lx f;
+	int sc;
+
+	lx_init(&f);
+	/* Keyless --daemon and --qmp are refused before anything listens. */
+	snprintf(dir, sizeof(dir), "%s/dst", f.dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	recv_refuses(&f, (const char *const[]){ "--daemon", "--ram-dir", dir, NULL }, 2,
+		     "--auth-key", s1, sizeof(s1));
+	recv_refuses(&f, (const char *const[]){ "--qmp", "/nonexistent.sock", NULL }, 2,
+		     "--trusted-fabric", s2, sizeof(s2));
+	{
+		struct tu_run r;
+
+		memset(&r, 0, sizeof(r));
+		tu_run_spawn(&r, f.dir, "sendqmp", (char *[]){ f.sendbin, "--connect",
+			     "10.77.0.1:1", "--qmp", "/nonexistent.sock", NULL });
+		ck_assert_int_eq(tu_run_finish(&r, 20000), 2);
+		one_line(r.err, s3, sizeof(s3));
+		ck_assert_msg(strstr(s3, "--auth-key"), "migrate-send said: %s", s3);
+	}
+
+	/* Pin-all of more than 256 MiB is refused without any --pinned-cap. */
+	snprintf(src, sizeof(src), "%s/big", f.dir);
+	{
+		int fd = open(src, O_RDWR | O_CREAT | O_EXCL, 0644);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(ftruncate(fd, 300 * (off_t)MIB), 0);
+		close(fd);
+	}
+	snprintf(ram, sizeof(ram), "big=%s", src);
+	recv_listen(&f, (const char *const[]){ "--ram-dir", dir, "--auth-key", f.key, NULL });
+	send_spawn(&f, 0, ram, (const char *const[]){ "--pin-all", NULL });
+	sc = tu_run_finish(&f.send[0], 60000);
+	tu_run_finish(&f.recv, 30000);
+	one_line(f.send[0].err, s4, sizeof(s4));
+	ck_assert_msg(sc != 0 && strstr(s4, "pinned-bytes cap of 268435456"), "exit %d: %s", sc,
+		      s4);
+
+	/* Daemon-wide: two 6 MiB images at once over --max-total-image 10M. */
+	snprintf(mnt, sizeof(mnt), "%s/tot", f.dir);
+	mount_tmpfs(mnt, "64m");
+	snprintf(a, sizeof(a), "%s/a", f.dir);
+	snprintf(b, sizeof(b), "%s/b", f.dir);
+	write_random(a, 6 * MIB, 30);
+	write_random(b, 6 * MIB, 31);
+	snprintf(ra, sizeof(ra), "a=%s", a);
+	snprintf(rb, sizeof(rb), "b=%s", b);
+	daemon_start(&f, mnt, (const char *const[]){ "--max-total-image", "10M", NULL });
+	send_spawn(&f, 1, ra, (const char *const[]){ "--max-bandwidth", "2M", NULL });
+	ck_assert_ptr_nonnull(tu_wait_event(&f.send[1], "setup", 30000));
+	send_spawn(&f, 2, rb, NULL);
+	ck_assert_int_ne(tu_run_finish(&f.send[2], 60000), 0);
+	ck_assert_int_eq(tu_run_finish(&f.send[1], 60000), 0);
+	one_line(f.send[2].err, s5, sizeof(s5));
+	ck_assert_msg(strstr(s5, "--max-total-image"), "second source said: %s", s5);
+	printf("local: keyless --daemon -> %s; keyless --qmp -> %s; migrate-send --qmp -> %s; "
+	       "pin-all of 300 MiB with no --pinned-cap -> %s; a second image over "
+	       "--max-total-image 10M -> %s\n", s1, s2, s3, s4, s5);
+	lx_free(&f);
+}
+END_TEST
+
+/* ---- a reused pid ------------------------------------------------------------------- */
+
+/* A process that records every SIGCONT it gets in @mark. */
+static pid_t spawn_victim_at(pid_t want, const char *mark)
+{
+	char last[32];
+	pid_t pid;
+	int fd, tries;
+
+	for (tries = 0; tries < 20; tries++) {
+		fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+		ck_assert_msg(fd >= 0, "ns_last_pid: %s (needs root)", strerror(errno));
+		snprintf(last, sizeof(last), "%d", (int)want - 1);
+		ck_assert_int_gt(write(fd, last, strlen(last)), 0);
+		close(fd);
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			char *argv[] = { "/bin/sh", "-c", "trap 'echo cont >> \"$0\"' CONT; "
+					 "while :; do sleep 0.05; done", (char *)mark, NULL };
+
+			execv(argv[0], argv);
+			_exit(127);
+		}
+		if (pid == want)
+			return pid;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	ck_abort_msg("could not get pid %d back for the victim", (int)want);
+	return -1;
+}
+
+/* The workload exits mid-round and its pid goes to another process before
+ * migrate-send next stops the workload: that process gets neither SIGSTOP
+ * nor SIGCONT. */
+START_TEST(reused_pid_gets_no_signal)
+{
+	char ram[300], rs[400], dst[300], mark[300], load[512], said[8192], st[512];
+	struct tu_proc w;
+	struct lx f;
+	pid_t victim;
+	int sc;
+
+	lx_init(&f);
+	snprintf(ram, sizeof(ram), "/dev/shm/rdmig-local-%d.ram", (int)getpid());
+	snprintf(rs, sizeof(rs), "r=%s", ram);
+	snprintf(dst, sizeof(dst), "%s/dst", f.dir);
+	ck_assert_int_eq(mkdir(dst, 0700), 0);
+	snprintf(mark, sizeof(mark), "%s/victim.log", f.dir);
+	write_random(ram, 16 * MIB, 40);
+	tu_build_path("bin/memload", load, sizeof(load));
+	{
+		char out[400];
+		char *argv[] = { load, "run", ram, "--rate", "1", NULL };
+
+		snprintf(out, sizeof(out), "%s/memload.out", f.dir);
+		ck_assert_int_eq(tu_spawn(&w, out, argv), 0);
+	}
+	usleep(300 * 1000);
+	recv_listen(&f, (const char *const[]){ "--ram-dir", dst, "--auth-key", f.key, NULL });
+	{
+		char pid[16];
+
+		snprintf(pid, sizeof(pid), "%d", (int)w.pid);
+		send_spawn(&f, 0, rs, (const char *const[]){ "--live", "--pid", pid,
+							      "--max-bandwidth", "4M", NULL });
+	}
+	ck_assert_ptr_nonnull(tu_wait_event(&f.send[0], "setup", 30000));
+	usleep(500 * 1000);
+	tu_kill(&w, SIGKILL);
+	tu_wait(&w, 5000);
+	victim = spawn_victim_at(w.pid, mark);
+	sc = tu_run_finish(&f.send[0], 60000);
+	one_line(f.send[0].err, said, sizeof(said));
+	{
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)victim);
+		one_line(path, st, sizeof(st));
+	}
+	kill(victim, SIGKILL);
+	waitpid(victim, NULL, 0);
+	unlink(ram);
+	ck_assert_msg(sc != 0, "migrate-send exit 0 with its workload gone");
+	ck_assert_msg(!exists(mark), "pid %d, reused by another process, got SIGCONT from "
+		      "migrate-send (%s)", (int)victim, said);
+	ck_assert_msg(!strstr(st, ") T "), "pid %d, reused, was left stopped: %s", (int)victim,
+		      st);
+	printf("local: the workload exited mid-round and pid %d went to another process: it got "
+	       "no signal; migrate-send exit %d: %s\n", (int)victim, sc, said);
+	tu_rmdir(f.dir);
+	stop(&f.recv);
+}
+END_TEST
+
+Suite *local_suite(void)
+{
+	Suite *s = suite_create("local");
+	TCase *tc = tcase_create("softroce");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, precreated_files_refused);
+	tcase_add_test(tc, room_refused_and_given_back);
+	tcase_add_test(tc, concurrent_overfill_refused);
+	tcase_add_test(tc, filled_mid_migration_fails_alone);
+	tcase_add_test(tc, limits_hold_by_default);
+	tcase_add_test(tc, reused_pid_gets_no_signal);
+	suite_add_tcase(s, tc);
+	return s;
+}
