@@ -197,7 +197,7 @@ $(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
 $(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC) $(INTEG_SUPPORT)) \
-		$(COMMON_OBJ) $(B)/obj/cli/qmp.o $(B)/obj/cli/cli.o $(B)/obj/cli/proc.o $(LIB_A)
+		$(COMMON_OBJ) $(B)/obj/cli/qmp.o $(B)/obj/cli/qemu_ram.o $(B)/obj/cli/cli.o $(B)/obj/cli/proc.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
@@ -205,7 +205,15 @@ $(B)/test/%: $(B)/obj/test/integration/%.o $(COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
-tests: $(UNIT_BIN) $(INTEG_BIN) $(PEER_BIN) $(BINS) $(B)/guest/bootsect.img $(B)/bin/guestcheck
+# LD_PRELOAD shims the fault tests put into a command under test.
+SHIM_SRC := $(wildcard test/integration/shim/*.c)
+SHIM_SO  := $(patsubst test/integration/shim/%.c,$(B)/test/lib%.so,$(SHIM_SRC))
+
+$(B)/test/lib%.so: test/integration/shim/%.c
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+
+tests: $(UNIT_BIN) $(INTEG_BIN) $(PEER_BIN) $(BINS) $(SHIM_SO) $(B)/guest/bootsect.img $(B)/bin/guestcheck
 
 # Integration tests find the binaries they drive through this variable.
 export RDMIG_BUILD := $(abspath $(B))

@@ -220,6 +220,35 @@ static void fx_init(struct fx *f)
 	}
 }
 
+/* argv words that start migrate-recv with its open(@path) turned into an
+ * open of the FIFO @fifo (test/integration/shim/openas.c): a FIFO nobody
+ * reads holds it at that open, or at its writes once the pipe is full.
+ * (migrate-recv creates its own files with O_EXCL: a FIFO put at @path
+ * itself would be refused.)  @buf holds the strings. */
+struct openas {
+	char preload[600], spec[900];
+	const char *argv[4];
+};
+
+static const char *const *open_as(struct openas *o, const char *path, const char *fifo)
+{
+	char shim[512];
+	ssize_t n;
+
+	/* Part of this test, not of the build under test: next to it. */
+	n = readlink("/proc/self/exe", shim, sizeof(shim) - 32);
+	ck_assert_int_gt(n, 0);
+	shim[n] = '\0';
+	snprintf(strrchr(shim, '/'), 32, "/libopenas.so");
+	snprintf(o->preload, sizeof(o->preload), "LD_PRELOAD=%s", shim);
+	snprintf(o->spec, sizeof(o->spec), "RDMIG_TEST_OPEN_AS=%s=%s", path, fifo);
+	o->argv[0] = "/usr/bin/env";
+	o->argv[1] = o->preload;
+	o->argv[2] = o->spec;
+	o->argv[3] = NULL;
+	return o->argv;
+}
+
 /* Starts migrate-recv --json (@pre: argv words before it, e.g. setpriv) and
  * waits until it listens; fills f->addr. */
 static void fx_recv_as(struct fx *f, const char *const *pre, const char *const *args)
@@ -413,7 +442,8 @@ END_TEST
 START_TEST(recv_killed_after_accepting)
 {
 	struct fx f;
-	char ram[400], file[320], state[320], part[330];
+	char ram[400], file[320], state[320], part[330], fifo[340];
+	struct openas oa;
 	uint64_t t0, took;
 	int code;
 
@@ -423,9 +453,10 @@ START_TEST(recv_killed_after_accepting)
 	snprintf(ram, sizeof(ram), "a=%s", file);
 	snprintf(state, sizeof(state), "%s/state", f.dir);
 	snprintf(part, sizeof(part), "%s.part", state);
-	ck_assert_int_eq(mkfifo(part, 0600), 0);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--state-out", state, "--timeout",
-				     TMO_ARG, NULL });
+	snprintf(fifo, sizeof(fifo), "%s.fifo", part);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	fx_recv_as(&f, open_as(&oa, part, fifo), (const char *[]){ "--ram-dir", f.dst,
+				     "--state-out", state, "--timeout", TMO_ARG, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, NULL });
 	wait_wchan(&f.recv, "migrate-recv", "wait_for_partner", "fifo_open", 20000);
 	usleep(300 * 1000); /* the block map reaches the destination's queue */
@@ -443,7 +474,8 @@ END_TEST
 START_TEST(recv_killed_in_block_map)
 {
 	struct fx f;
-	char ram[400], file[320], marker[330], dfile[320];
+	char ram[400], file[320], marker[330], dfile[320], fifo[340];
+	struct openas oa;
 	uint64_t t0, took;
 	int code;
 
@@ -453,8 +485,10 @@ START_TEST(recv_killed_in_block_map)
 	snprintf(ram, sizeof(ram), "a=%s", file);
 	snprintf(dfile, sizeof(dfile), "%s/a", f.dst);
 	snprintf(marker, sizeof(marker), "%s/a.incomplete", f.dst);
-	ck_assert_int_eq(mkfifo(marker, 0600), 0);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
+	snprintf(fifo, sizeof(fifo), "%s/marker.fifo", f.dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	fx_recv_as(&f, open_as(&oa, marker, fifo), (const char *[]){ "--ram-dir", f.dst,
+				     "--timeout", TMO_ARG, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--pin-all", "--timeout", TMO_ARG, NULL });
 	wait_wchan(&f.recv, "migrate-recv", "wait_for_partner", "fifo_open", 20000);
 	ck_assert_msg(exists(dfile), "the block file was not created before its marker");
@@ -572,16 +606,19 @@ START_TEST(recv_hung_mid_stream)
 END_TEST
 
 /* A FIFO as the state file's .part, read by nobody: migrate-recv blocks
- * writing the state once the pipe (shrunk to one page) is full. */
-static int stall_state(struct fx *f, char *state, size_t len)
+ * writing the state once the pipe (shrunk to one page) is full.  @oa gets
+ * the argv words that make migrate-recv open the FIFO for the .part. */
+static int stall_state(struct fx *f, char *state, size_t len, struct openas *oa)
 {
-	char part[420];
+	char part[420], fifo[430];
 	int fd;
 
 	snprintf(state, len, "%s/state", f->dir);
 	snprintf(part, sizeof(part), "%s.part", state);
-	ck_assert_int_eq(mkfifo(part, 0600), 0);
-	fd = open(part, O_RDONLY | O_NONBLOCK);
+	snprintf(fifo, sizeof(fifo), "%s.fifo", part);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	open_as(oa, part, fifo);
+	fd = open(fifo, O_RDONLY | O_NONBLOCK);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_ge(fcntl(fd, F_SETPIPE_SZ, 4096), 4096);
 	return fd;
@@ -594,6 +631,7 @@ static void recv_killed_late(const char *fault, size_t bytes, int complete_phase
 {
 	struct fx f;
 	char ram[400], file[320], pid[32], state[400], sfile[320], marker[330];
+	struct openas oa;
 	struct json_object *w, *s;
 	uint64_t t0, took, sent;
 	int code, fd;
@@ -606,9 +644,9 @@ static void recv_killed_late(const char *fault, size_t bytes, int complete_phase
 	write_random(sfile, bytes, 6);
 	fx_load(&f, file, "4M", "1");
 	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
-	fd = stall_state(&f, state, sizeof(state));
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--state-out", state, "--timeout",
-				     TMO_ARG, NULL });
+	fd = stall_state(&f, state, sizeof(state), &oa);
+	fx_recv_as(&f, oa.argv, (const char *[]){ "--ram-dir", f.dst, "--state-out", state,
+						   "--timeout", TMO_ARG, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--state-in", sfile,
 				      "--control", f.ctl, "--timeout", TMO_ARG, NULL });
 	wait_wchan(&f.recv, "migrate-recv", "pipe_write", NULL, 60000);
