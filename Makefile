@@ -220,7 +220,7 @@ export RDMIG_BUILD := $(abspath $(B))
 
 SOFTROCE_TIMEOUT ?= 1800
 
-check: bootstrap-if-needed
+check: bootstrap-if-needed qemu-root-if-needed
 	$(MAKE) all tests
 	@echo "== unit tests (host)"
 	$(UNIT_BIN)
@@ -301,6 +301,12 @@ check-two-guests: tests
 bootstrap-if-needed:
 	@tools/bootstrap
 
+# The qemu suite runs every test on a second QEMU too (Debian 13's 10.0 in
+# its own root, chrooted): built once per machine, outside the checkout
+# (tools/qemu-root says where), silent when it is there.
+qemu-root-if-needed: bootstrap-if-needed
+	@tools/qemu-root
+
 # The main job, end to end on a fresh machine: live-migrate a running QEMU
 # guest with migrate-send/migrate-recv --qmp over Soft-RoCE; it runs on at
 # the destination with its memory whole.
@@ -356,7 +362,7 @@ all: lib $(BINS) $(EXAMPLES)
 clean:
 	rm -rf build build-san
 
-.PHONY: all lib examples check-install tests check check-unit check-valgrind lint fuzz demo demo-memload bootstrap-if-needed install clean
+.PHONY: all lib examples check-install tests check check-unit check-valgrind lint fuzz demo demo-memload bootstrap-if-needed qemu-root-if-needed install clean
 .DEFAULT_GOAL := all
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -1,16 +1,21 @@
 /* A stock QEMU guest migrated by migrate-send/migrate-recv --qmp over
- * Soft-RoCE: the distribution's qemu-system-x86_64 under TCG (nested inside
- * the bed's own TCG guest), running the boot-sector test guest of
- * test/guest, which increments one byte per page of [1 MiB, 101 MiB) pass
- * after pass and prints a marker per pass.
+ * Soft-RoCE: qemu-system-x86_64 under TCG (nested inside the bed's own TCG
+ * guest), running the boot-sector test guest of test/guest, which
+ * increments one byte per page of [1 MiB, 101 MiB) pass after pass and
+ * prints a marker per pass.
+ *
+ * Every test runs twice, one test case per QEMU (support/qemu_vm.h): the
+ * host's Debian 12 QEMU 7.2 ("qemu-7.2") and Debian 13's QEMU 10.0
+ * chrooted in the root of tools/qemu-root ("qemu-10.0"); both QEMUs of a
+ * test are the same one, and query-version checks which it is.
  *
  * What decides: the destination guest runs on (new markers after the
  * migration) and its RAM is consistent after it has done whole passes of
  * its own, so a page the migration lost or left stale shows up as a page
  * one behind its neighbours; a failure leaves the source guest running
  * (query-status, and its markers go on); RAM QEMU would not skip is refused
- * before anything moves.  Each test prints one "qemu:" line with its
- * figures. */
+ * before anything moves.  Each test prints one "qemu:" line with the QEMU
+ * version and its figures. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,13 +44,16 @@ struct qfx {
 	char src_ram[256], dst_ram[256], src_serial[256], dst_serial[256];
 	char src_img[256], dst_img[256], key[300];
 	char sendbin[512], recvbin[512];
+	const struct vm_qemu *qemu; /* runs both guests */
 	struct vm src, dst;
 	struct tu_run send, recv;
 };
 
-static void qfx_init(struct qfx *f)
+/* @which: the test's loop index, one of VM_QEMU_*. */
+static void qfx_init(struct qfx *f, int which)
 {
 	memset(f, 0, sizeof(*f));
+	f->qemu = &vm_qemus[which];
 	vm_dir(f->dir, sizeof(f->dir), "qemu");
 	tu_tmpdir(f->work, sizeof(f->work));
 	snprintf(f->src_ram, sizeof(f->src_ram), "%s/src.ram", f->dir);
@@ -103,7 +111,7 @@ static void qfx_qemu(struct qfx *f, struct vm *v, const char *name, const char *
 	while (extra && *extra && n < 23)
 		args[n++] = *extra++;
 	args[n] = NULL;
-	vm_start(v, f->dir, name, args);
+	vm_start_qemu(v, f->qemu, f->dir, name, args);
 }
 
 /* The usual pair: a source guest running its passes, a destination QEMU
@@ -193,7 +201,7 @@ START_TEST(live_migration_runs_on)
 	struct qfx f;
 	int sc, rc, m0;
 
-	qfx_init(&f);
+	qfx_init(&f, _i);
 	qfx_pair(&f, "pc");
 	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
 	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, "--max-downtime", "300", NULL });
@@ -225,10 +233,11 @@ START_TEST(live_migration_runs_on)
 	ck_assert_msg(qmp_stop(f.dst.q, err, sizeof(err)) == 0, "stop: %s", err);
 	rc = guest_check(f.dst_ram, line, sizeof(line));
 	ck_assert_msg(rc == 0, "destination RAM: %s", line);
-	printf("qemu: live migration of a running guest (128 MiB, TCG): %" PRIu64 " rounds, "
+	printf("qemu: QEMU %s: live migration of a running guest (128 MiB, TCG): %" PRIu64 " rounds, "
 	       "total %" PRIu64 " ms, downtime %" PRIu64 " ms (stop %" PRIu64 ", last round %"
 	       PRIu64 ", device state %" PRIu64 ", confirm %" PRIu64 "), %" PRIu64 " bytes sent, "
-	       "state %" PRIu64 " bytes; destination %s\n", tu_jnum(done, "dirty-sync-count"),
+	       "state %" PRIu64 " bytes; destination %s\n", f.src.version,
+	       tu_jnum(done, "dirty-sync-count"),
 	       tu_jnum(done, "total-time"), tu_jnum(done, "downtime"), dt[0], dt[1], dt[2], dt[3],
 	       tu_jnum(done, "transferred"), tu_jnum(done, "state-bytes"), line);
 	json_object_put(done);
@@ -269,7 +278,7 @@ START_TEST(recv_killed_guest_resumes)
 	uint64_t t0;
 	struct qfx f;
 
-	qfx_init(&f);
+	qfx_init(&f, _i);
 	qfx_pair(&f, "pc");
 	t0 = tu_now_ms();
 	ev = kill_recv_mid_stream(&f);
@@ -277,9 +286,9 @@ START_TEST(recv_killed_guest_resumes)
 		      "the failed event does not say the guest runs");
 	json_object_put(ev);
 	assert_source_runs(&f);
-	printf("qemu: migrate-recv killed mid-stream: migrate-send exit 5 %" PRIu64
+	printf("qemu: QEMU %s: migrate-recv killed mid-stream: migrate-send exit 5 %" PRIu64
 	       " ms after it started, the source guest running and making progress\n",
-	       tu_now_ms() - t0);
+	       f.src.version, tu_now_ms() - t0);
 	qfx_free(&f);
 }
 END_TEST
@@ -292,7 +301,7 @@ START_TEST(dest_rejects_state_guest_resumes)
 	struct qfx f;
 	int sc, rc;
 
-	qfx_init(&f);
+	qfx_init(&f, _i);
 	qfx_pair(&f, "q35");
 	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
 	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, NULL });
@@ -305,7 +314,7 @@ START_TEST(dest_rejects_state_guest_resumes)
 	ck_assert(!tu_has_event(f.recv.out, "completed"));
 	assert_source_runs(&f);
 	err = tu_slurp(f.send.err, NULL);
-	printf("qemu: destination QEMU of another machine type: %s", err);
+	printf("qemu: QEMU %s: destination QEMU of another machine type: %s", f.src.version, err);
 	free(err);
 	qfx_free(&f);
 }
@@ -319,7 +328,7 @@ START_TEST(unshared_ram_refused)
 	struct qfx f;
 	int sc;
 
-	qfx_init(&f);
+	qfx_init(&f, _i);
 	qfx_qemu(&f, &f.src, "src", "pc", NULL, f.src_serial, f.src_img, NULL);
 	guest_wait_markers(f.src_serial, 0, 1, 120000, "source guest");
 	snprintf(dst, sizeof(dst), "%s/ramdir", f.work);
@@ -333,7 +342,7 @@ START_TEST(unshared_ram_refused)
 	/* Nothing reached the destination, and the guest never paused. */
 	ck_assert(!tu_has_event(f.recv.out, "setup") && !tu_has_event(f.recv.out, "refused"));
 	vm_expect_status(&f.src, "running");
-	printf("qemu: guest RAM not shared: %s", err);
+	printf("qemu: QEMU %s: guest RAM not shared: %s", f.src.version, err);
 	free(err);
 	tu_kill(&f.recv.p, SIGTERM);
 	qfx_free(&f);
@@ -349,7 +358,7 @@ START_TEST(recv_killed_paused_guest_stays_paused)
 	const char *msg;
 	struct qfx f;
 
-	qfx_init(&f);
+	qfx_init(&f, _i);
 	qfx_pair(&f, "pc");
 	ck_assert_msg(qmp_stop(f.src.q, err, sizeof(err)) == 0, "stop: %s", err);
 	ev = kill_recv_mid_stream(&f);
@@ -359,7 +368,8 @@ START_TEST(recv_killed_paused_guest_stays_paused)
 	ck_assert_msg(msg && strstr(msg, "stays paused on the source (QEMU status paused)"),
 		      "error: %s", msg ? msg : "(none)");
 	vm_expect_status(&f.src, "paused");
-	printf("qemu: migrate-recv killed, guest paused beforehand: %s\n", msg);
+	printf("qemu: QEMU %s: migrate-recv killed, guest paused beforehand: %s\n",
+	       f.src.version, msg);
 	json_object_put(ev);
 	qfx_free(&f);
 }
@@ -367,15 +377,26 @@ END_TEST
 
 Suite *qemu_suite(void)
 {
+	const TTest *const tests[] = {
+		unshared_ram_refused,
+		live_migration_runs_on,
+		recv_killed_guest_resumes,
+		recv_killed_paused_guest_stays_paused,
+		dest_rejects_state_guest_resumes,
+	};
 	Suite *s = suite_create("qemu");
-	TCase *tc = tcase_create("softroce");
+	TCase *tc;
+	size_t t;
+	int i;
 
-	tcase_set_timeout(tc, 400);
-	tcase_add_test(tc, unshared_ram_refused);
-	tcase_add_test(tc, live_migration_runs_on);
-	tcase_add_test(tc, recv_killed_guest_resumes);
-	tcase_add_test(tc, recv_killed_paused_guest_stays_paused);
-	tcase_add_test(tc, dest_rejects_state_guest_resumes);
-	suite_add_tcase(s, tc);
+	/* One test case per QEMU, each test looped over that QEMU's index
+	 * only: CK_RUN_CASE=qemu-10.0 picks one QEMU. */
+	for (i = 0; i < VM_QEMUS; i++) {
+		tc = tcase_create(vm_qemus[i].name);
+		tcase_set_timeout(tc, 400);
+		for (t = 0; t < sizeof(tests) / sizeof(tests[0]); t++)
+			tcase_add_loop_test(tc, tests[t], i, i + 1);
+		suite_add_tcase(s, tc);
+	}
 	return s;
 }

@@ -3,13 +3,30 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+const struct vm_qemu vm_qemus[VM_QEMUS] = {
+	[VM_QEMU_HOST] = { "qemu-7.2", 7, 2, false },
+	[VM_QEMU_ROOT] = { "qemu-10.0", 10, 0, true },
+};
+
+/* Where the chrooted QEMU lives inside its root, and where the root is:
+ * the same variable and default as tools/qemu-root. */
+#define ROOT_QEMU "/usr/bin/qemu-system-x86_64"
+#define ROOT_DEFAULT "/var/cache/rdmig/qemu-10.0-root"
+
+/* What a chrooted QEMU sees of the host, at the same paths: /dev with
+ * /dev/shm (the tests' directories, sockets, images and RAM files; /dev/kvm
+ * too, unused: TCG only), /proc and /sys (QEMU reads both), /tmp. */
+static const char *const root_binds[] = { "/dev", "/proc", "/sys", "/tmp" };
 
 static void qemu_bin(char *buf, size_t len)
 {
@@ -25,14 +42,83 @@ static void qemu_bin(char *buf, size_t len)
 	ck_abort_msg("qemu-system-x86_64 not found in PATH");
 }
 
+static const char *qemu_root(void)
+{
+	const char *r = getenv("RDMIG_QEMU_ROOT");
+
+	return r && *r ? r : ROOT_DEFAULT;
+}
+
+/* Fails the test, naming the fix, when a chrooted QEMU cannot start: a
+ * missing root must never turn into a skipped test. */
+static void check_root(const struct vm_qemu *qemu, const char *root)
+{
+	char p[512];
+	size_t i;
+
+	snprintf(p, sizeof(p), "%s" ROOT_QEMU, root);
+	ck_assert_msg(!access(p, X_OK),
+		      "%s: %s: %s: build its root with tools/qemu-root (as root; make check does) "
+		      "or point RDMIG_QEMU_ROOT at one", qemu->name, p, strerror(errno));
+	ck_assert_msg(geteuid() == 0,
+		      "%s runs chrooted in a mount namespace of its own, which needs root: run the "
+		      "tests as root (tools/softroce does)", qemu->name);
+	for (i = 0; i < sizeof(root_binds) / sizeof(root_binds[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", root, root_binds[i]);
+		ck_assert_msg(!access(p, F_OK), "%s: %s: %s (an incomplete root? rebuild it with "
+			      "tools/qemu-root --refresh)", qemu->name, p, strerror(errno));
+	}
+}
+
+/* In the child: a mount namespace of its own, so that the bind mounts go
+ * away with QEMU and are never seen by the test, the host or another
+ * test; then the host's directories into @root and chroot.  Returns 0, or
+ * -errno after writing the reason to stderr (QEMU's log). */
+static int enter_root(const char *root)
+{
+	char target[512];
+	size_t i;
+	int r;
+
+	if (unshare(CLONE_NEWNS)) {
+		r = -errno;
+		dprintf(2, "vm_start: unshare(CLONE_NEWNS): %s\n", strerror(-r));
+		return r;
+	}
+	/* Mounts under a shared / would propagate back to the parent's
+	 * namespace. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		r = -errno;
+		dprintf(2, "vm_start: mount --make-rprivate /: %s\n", strerror(-r));
+		return r;
+	}
+	for (i = 0; i < sizeof(root_binds) / sizeof(root_binds[0]); i++) {
+		snprintf(target, sizeof(target), "%s%s", root, root_binds[i]);
+		/* MS_REC: /dev/shm and /dev/pts are mounts of their own. */
+		if (mount(root_binds[i], target, NULL, MS_BIND | MS_REC, NULL)) {
+			r = -errno;
+			dprintf(2, "vm_start: mount --rbind %s %s: %s\n", root_binds[i], target,
+				strerror(-r));
+			return r;
+		}
+	}
+	if (chroot(root) || chdir("/")) {
+		r = -errno;
+		dprintf(2, "vm_start: chroot %s: %s\n", root, strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
 void vm_dir(char *dir, size_t len, const char *tag)
 {
 	snprintf(dir, len, "/dev/shm/rdmig-%s.XXXXXX", tag);
 	ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
 }
 
-/* QEMU dies with the test process, whatever ends it. */
-static void spawn_qemu(struct tu_proc *p, const char *log, char *const argv[])
+/* QEMU dies with the test process, whatever ends it.  @root: chroot
+ * there first (argv[0] is then a path inside it). */
+static void spawn_qemu(struct tu_proc *p, const char *log, const char *root, char *const argv[])
 {
 	pid_t parent = getpid(), pid;
 	int fd;
@@ -53,7 +139,10 @@ static void spawn_qemu(struct tu_proc *p, const char *log, char *const argv[])
 		close(fd);
 		fd = open("/dev/null", O_RDONLY);
 		dup2(fd, 0);
+		if (root && enter_root(root) < 0)
+			_exit(126);
 		execv(argv[0], argv);
+		dprintf(2, "vm_start: exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
 	p->pid = pid;
@@ -66,17 +155,68 @@ int vm_exited(struct vm *v)
 	return v->p.reaped;
 }
 
-void vm_start(struct vm *v, const char *dir, const char *name, const char *const *args)
+/* The last line of @path, for a failure message. */
+static void last_line(const char *path, char *buf, size_t len)
 {
-	char bin[512], qmpopt[300], chr[320], err[512] = "";
+	char *text = tu_slurp(path, NULL), *end, *start;
+
+	snprintf(buf, len, "(empty log)");
+	if (!text)
+		return;
+	end = text + strlen(text);
+	while (end > text && end[-1] == '\n')
+		*--end = '\0';
+	start = strrchr(text, '\n');
+	start = start ? start + 1 : text;
+	if (*start)
+		snprintf(buf, len, "%s", start);
+	free(text);
+}
+
+/* query-version: which QEMU answers, whatever the test asked for. */
+static void check_version(struct vm *v)
+{
+	struct json_object *ret = NULL, *qemu, *x;
+	char err[512] = "";
+	int r = qmp_call(v->q, "query-version", NULL, &ret, err, sizeof(err));
+	int major = -1, minor = -1, micro = -1;
+
+	ck_assert_msg(r == 0, "%s: query-version: %s", v->name, err);
+	if (json_object_object_get_ex(ret, "qemu", &qemu)) {
+		if (json_object_object_get_ex(qemu, "major", &x))
+			major = json_object_get_int(x);
+		if (json_object_object_get_ex(qemu, "minor", &x))
+			minor = json_object_get_int(x);
+		if (json_object_object_get_ex(qemu, "micro", &x))
+			micro = json_object_get_int(x);
+	}
+	json_object_put(ret);
+	snprintf(v->version, sizeof(v->version), "%d.%d.%d", major, minor, micro);
+	if (v->qemu)
+		ck_assert_msg(major == v->qemu->major && minor == v->qemu->minor,
+			      "%s: started as %s, but query-version says QEMU %s", v->name,
+			      v->qemu->name, v->version);
+}
+
+void vm_start_qemu(struct vm *v, const struct vm_qemu *qemu, const char *dir,
+		   const char *name, const char *const *args)
+{
+	char bin[512], qmpopt[300], chr[320], err[512] = "", why[256];
 	const char *argv[48] = { bin, "-accel", "tcg", "-nographic", "-nodefaults", "-qmp", qmpopt,
 				 "-chardev", chr, "-mon", "chardev=cmd,mode=control" };
+	const char *root = qemu && qemu->chrooted ? qemu_root() : NULL;
 	size_t n = 11;
 	uint64_t end = tu_now_ms() + 30000;
 	int r;
 
 	memset(v, 0, sizeof(*v));
-	qemu_bin(bin, sizeof(bin));
+	v->qemu = qemu;
+	if (root) {
+		check_root(qemu, root);
+		snprintf(bin, sizeof(bin), "%s", ROOT_QEMU);
+	} else {
+		qemu_bin(bin, sizeof(bin));
+	}
 	snprintf(v->name, sizeof(v->name), "%s", name);
 	snprintf(v->sock, sizeof(v->sock), "%s/%s.sock", dir, name);
 	snprintf(v->log, sizeof(v->log), "%s/%s.log", dir, name);
@@ -86,15 +226,27 @@ void vm_start(struct vm *v, const char *dir, const char *name, const char *const
 	while (*args && n < 47)
 		argv[n++] = *args++;
 	argv[n] = NULL;
-	spawn_qemu(&v->p, v->log, (char *const *)argv);
+	spawn_qemu(&v->p, v->log, root, (char *const *)argv);
 	do {
 		r = qmp_open(&v->q, v->sock, 5000, err, sizeof(err));
 		if (r == -ENOENT || r == -ECONNREFUSED)
 			usleep(20000);
 	} while ((r == -ENOENT || r == -ECONNREFUSED) && !vm_exited(v) && tu_now_ms() < end);
-	if (r)
+	if (r) {
 		tu_dump(name, v->log);
+		if (vm_exited(v)) {
+			last_line(v->log, why, sizeof(why));
+			ck_abort_msg("%s: %s exited (status %d) before its QMP socket was there: %s",
+				     name, qemu ? qemu->name : "QEMU", tu_exit_code(&v->p), why);
+		}
+	}
 	ck_assert_msg(r == 0, "%s: qmp_open: %d %s", name, r, err);
+	check_version(v);
+}
+
+void vm_start(struct vm *v, const char *dir, const char *name, const char *const *args)
+{
+	vm_start_qemu(v, NULL, dir, name, args);
 }
 
 void vm_stop(struct vm *v)

@@ -1,22 +1,42 @@
 /* QEMU guests for the integration tests: started under TCG with a QMP
  * socket the test talks to through src/cli/qmp.c, killed with their test
  * (PR_SET_PDEATHSIG), and the boot-sector test guest (test/guest/) with its
- * serial markers and its RAM checker. */
+ * serial markers and its RAM checker.
+ *
+ * Two QEMUs can run a guest: the host's own qemu-system-x86_64 (Debian 12's
+ * 7.2), and Debian 13's 10.0 in the root tools/qemu-root builds, started
+ * with chroot the way a containerised QEMU runs: in a mount namespace of
+ * its own, with the host's /dev (so /dev/shm), /proc, /sys and /tmp bound
+ * at the same paths, so the QMP sockets, serial files, images and RAM files
+ * of a test are the same paths on both sides. */
 #ifndef RDMIG_TEST_QEMU_VM_H
 #define RDMIG_TEST_QEMU_VM_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "qmp.h"
 #include "testutil.h"
 
+/* A QEMU to run guests with. */
+struct vm_qemu {
+	const char *name;   /* "qemu-7.2", "qemu-10.0": names test cases */
+	int major, minor;   /* what its query-version must report */
+	bool chrooted;      /* in the root of tools/qemu-root (RDMIG_QEMU_ROOT) */
+};
+
+enum { VM_QEMU_HOST, VM_QEMU_ROOT, VM_QEMUS };
+extern const struct vm_qemu vm_qemus[VM_QEMUS];
+
 struct vm {
 	struct tu_proc p;
 	struct qmp *q;          /* the test's own monitor */
+	const struct vm_qemu *qemu; /* NULL: the host's, any version */
 	/* QEMU serves one client per QMP socket: @cmd_sock is a second monitor
 	 * for the command under test (migrate-send/migrate-recv --qmp). */
 	char name[32], sock[256], cmd_sock[256], log[256];
+	char version[32];       /* query-version's, "10.0.13" */
 };
 
 /* A fresh directory for @v's sockets and logs, on a filesystem that can
@@ -24,7 +44,13 @@ struct vm {
 void vm_dir(char *dir, size_t len, const char *tag);
 /* Starts qemu-system-x86_64 -accel tcg -nographic -nodefaults -qmp ... with
  * @args (NULL-terminated) after those, and connects to its QMP socket as
- * soon as QEMU listens. */
+ * soon as QEMU listens; fails the test unless query-version says @qemu's
+ * version.  A chrooted QEMU needs root and its root built (the test fails,
+ * naming the fix, when either is missing: it is never skipped).  @dir must
+ * be under /dev or /tmp, which the chroot sees at the same paths. */
+void vm_start_qemu(struct vm *v, const struct vm_qemu *qemu, const char *dir,
+		   const char *name, const char *const *args);
+/* The same with the host's QEMU, whatever its version. */
 void vm_start(struct vm *v, const char *dir, const char *name, const char *const *args);
 /* Kills QEMU (also a stopped one) and closes the connection. */
 void vm_stop(struct vm *v);
