@@ -432,6 +432,9 @@ static int on_zero_ranges(struct rdmig_dest *d, const Rdmig__ZeroRanges *z)
 	size_t i;
 	int rc;
 
+	if (!(d->ss.caps & PD_CAP_ZERO_PAGES))
+		return rd_err_set(&d->ss.err, -EPROTO, "ZERO_RANGES without the ZERO_PAGES "
+				  "capability (it was not negotiated)");
 	for (i = 0; i < z->n_block; i++) {
 		struct dst_block *b;
 
