@@ -66,9 +66,75 @@ START_TEST(zero_ranges_need_the_capability)
 	/* The control: granted, the same message clears its range. */
 	d = running_dest(ram, sizeof(ram), PD_CAP_ZERO_PAGES);
 	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	ck_assert_int_eq(dst_zero_step(d, 0), 1);
 	ck_assert(all(ram + off, len, 0));
 	ck_assert(all(ram, off, 0x5a) && all(ram + off + len, sizeof(ram) - off - len, 0x5a));
 	rdmig_dest_destroy(d);
+}
+END_TEST
+
+/* One ZERO_RANGES may cover 1 GiB: it is worked off a slice (1 MiB, or 256
+ * ranges shorter than a page) per look at the clock, so a step whose time
+ * is up does one slice and leaves the rest for the next, in order. */
+START_TEST(zero_ranges_in_slices)
+{
+	enum { MIB = 1 << 20, TINY = 1000 };
+	const size_t size = 6 * MIB;
+	uint8_t *ram = malloc(size);
+	struct ctrl_hdr h = { .type = CT_ZERO_RANGES };
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
+	uint32_t blk[TINY] = { 0 };
+	uint64_t off[TINY], len[TINY];
+	struct rdmig_dest *d;
+	int steps, i;
+
+	ck_assert_ptr_nonnull(ram);
+	memset(ram, 0x5a, size);
+	d = running_dest(ram, size, PD_CAP_ZERO_PAGES);
+	/* 4.5 MiB from offset 1 MiB - 100: five slices. */
+	off[0] = MIB - 100;
+	len[0] = 4 * MIB + MIB / 2;
+	z.n_block = z.n_offset = z.n_length = 1;
+	z.block = blk;
+	z.offset = off;
+	z.length = len;
+	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	ck_assert_msg(all(ram, size, 0x5a), "cleared before any step");
+	for (steps = 1; !dst_zero_step(d, 0); steps++) {
+		ck_assert_msg(ram[off[0] + (size_t)steps * MIB] == 0x5a, "step %d went past its "
+			      "slice", steps);
+		ck_assert_int_le(steps, 5);
+	}
+	ck_assert_int_eq(steps, 5);
+	ck_assert(all(ram + off[0], len[0], 0));
+	ck_assert(all(ram, off[0], 0x5a));
+	ck_assert(all(ram + off[0] + len[0], size - off[0] - len[0], 0x5a));
+	ck_assert_ptr_null(d->zero.z);
+
+	/* A thousand ranges of 16 bytes: 256 per slice, four steps. */
+	memset(ram, 0x5a, size);
+	for (i = 0; i < TINY; i++) {
+		off[i] = (uint64_t)i * 4096;
+		len[i] = 16;
+	}
+	z.n_block = z.n_offset = z.n_length = TINY;
+	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	for (steps = 1; !dst_zero_step(d, 0); steps++)
+		ck_assert_int_le(steps, 4);
+	ck_assert_int_eq(steps, 4);
+	for (i = 0; i < TINY; i++)
+		ck_assert(all(ram + off[i], 16, 0) && ram[off[i] + 16] == 0x5a);
+
+	/* With time to spare a step does it all. */
+	memset(ram, 0x5a, size);
+	z.n_block = z.n_offset = z.n_length = 1;
+	off[0] = 0;
+	len[0] = size;
+	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	ck_assert_int_eq(dst_zero_step(d, INT64_MAX), 1);
+	ck_assert(all(ram, size, 0));
+	rdmig_dest_destroy(d);
+	free(ram);
 }
 END_TEST
 
@@ -78,6 +144,7 @@ Suite *dest_suite(void)
 	TCase *tc = tcase_create("messages");
 
 	tcase_add_test(tc, zero_ranges_need_the_capability);
+	tcase_add_test(tc, zero_ranges_in_slices);
 	suite_add_tcase(s, tc);
 	return s;
 }
