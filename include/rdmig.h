@@ -244,13 +244,15 @@ RDMIG_API int rdmig_source_complete_async(struct rdmig_source *s);
  * for reading; valid from rdmig_source_create() on. */
 RDMIG_API int rdmig_source_fd(const struct rdmig_source *s);
 /* Milliseconds until rdmig_source_process() must run even without activity
- * (deadlines, keepalives, the bandwidth limit); -1 when nothing is due. */
+ * (deadlines, keepalives, the bandwidth limit); 0 means "call it again
+ * now" (the last step stopped at its bound with work left, which the fd may
+ * never announce); -1 when nothing is due. */
 RDMIG_API int rdmig_source_timeout(const struct rdmig_source *s);
-/* One non-blocking step: about step_us of work (and at most step_bytes of
- * WRITEs when set), then the one operation in hand is finished: a post of
- * at most 32 WRITEs or 1 MiB, one chunk or 16 MiB pin-all piece
- * registration, one MiB of a verify digest, or one connection-setup call.
- * See rdmig(3), "Bounded steps". */
+/* One non-blocking step: at most 256 completions, about step_us of work
+ * (and at most step_bytes of WRITEs when set), then the one operation in
+ * hand is finished: a post of at most 32 WRITEs or 1 MiB, one chunk or
+ * 16 MiB pin-all piece registration, one MiB of a verify digest, or one
+ * connection-setup call.  See rdmig(3), "Bounded steps". */
 RDMIG_API int rdmig_source_process(struct rdmig_source *s);
 /* The same with this call's own budget: @max_bytes of WRITEs (0: none
  * besides step_bytes) and @max_us of work (0: step_us).  For a save loop
