@@ -128,8 +128,9 @@ struct rdmig_config {
 	/* Source: page data per second at most (0: no limit); changeable while
 	 * running with rdmig_source_set_max_bandwidth(). */
 	uint64_t max_bandwidth;
-	/* Source: the work one rdmig_source_process() does at most: this many
-	 * microseconds (10000) and, when not 0, this many bytes of WRITEs. */
+	/* The work one rdmig_source_process() (or rdmig_dest_process()) does
+	 * at most: this many microseconds (10000) and, on a source, when not
+	 * 0, this many bytes of WRITEs. */
 	uint32_t step_us;
 	uint64_t step_bytes;
 	/* Destination: a helper thread makes the blocks' pages present ahead
@@ -243,13 +244,15 @@ RDMIG_API int rdmig_source_complete_async(struct rdmig_source *s);
  * for reading; valid from rdmig_source_create() on. */
 RDMIG_API int rdmig_source_fd(const struct rdmig_source *s);
 /* Milliseconds until rdmig_source_process() must run even without activity
- * (deadlines, keepalives, the bandwidth limit); -1 when nothing is due. */
+ * (deadlines, keepalives, the bandwidth limit); 0 means "call it again
+ * now" (the last step stopped at its bound with work left, which the fd may
+ * never announce); -1 when nothing is due. */
 RDMIG_API int rdmig_source_timeout(const struct rdmig_source *s);
-/* One non-blocking step: about step_us of work (and at most step_bytes of
- * WRITEs when set), then the one operation in hand is finished: a post of
- * at most 32 WRITEs or 1 MiB, one chunk or 16 MiB pin-all piece
- * registration, one MiB of a verify digest, or one connection-setup call.
- * See rdmig(3), "Bounded steps". */
+/* One non-blocking step: at most 256 completions, about step_us of work
+ * (and at most step_bytes of WRITEs when set), then the one operation in
+ * hand is finished: a post of at most 32 WRITEs or 1 MiB, one chunk or
+ * 16 MiB pin-all piece registration, one MiB of a verify digest, or one
+ * connection-setup call.  See rdmig(3), "Bounded steps". */
 RDMIG_API int rdmig_source_process(struct rdmig_source *s);
 /* The same with this call's own budget: @max_bytes of WRITEs (0: none
  * besides step_bytes) and @max_us of work (0: step_us).  For a save loop
@@ -321,11 +324,17 @@ RDMIG_API int rdmig_dest_run(struct rdmig_dest *d);
 #define RDMIG_DEST_MAX_FDS 4
 RDMIG_API int rdmig_dest_fds(const struct rdmig_dest *d, int *fds, int max);
 /* ... milliseconds until rdmig_dest_process() must run even without
- * activity (deadlines, keepalives), ... */
+ * activity (deadlines, keepalives); 0 means "call it again now": the last
+ * call stopped at its bound with work left, which the fds may never
+ * announce; -1 once it completed or failed ... */
 RDMIG_API int rdmig_dest_timeout(const struct rdmig_dest *d);
-/* ... and one non-blocking step: 0 while in progress, 1 once the migration
- * completed with a whole image and the source holds the confirmation, or a
- * negative errno when it failed. */
+/* ... and one non-blocking, bounded step: at most 32 control messages and
+ * 64 completions, and about step_us of work (read between messages and
+ * between 1 MiB slices of zero ranges or of a verify digest), so whatever
+ * the source sends, the call returns and the caller's loop goes on.
+ * 0 while in progress, 1 once the migration completed with a whole image
+ * and the source holds the confirmation, or a negative errno when it
+ * failed.  See rdmig(3), "Bounded steps". */
 RDMIG_API int rdmig_dest_process(struct rdmig_dest *d);
 /* Any thread. */
 RDMIG_API void rdmig_dest_stats(struct rdmig_dest *d, struct rdmig_stats *st);

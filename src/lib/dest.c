@@ -1,7 +1,8 @@
 /* dest: the receiving side of a migration, as a non-blocking state machine.
  *
- * rdmig_dest_process() handles every pending CM event and completion and
- * returns; rdmig_dest_run() is that in a poll() loop.  The destination never
+ * rdmig_dest_process() handles pending CM events and completions, up to a
+ * bound (drain_cq), and returns; rdmig_dest_run() is that in a poll()
+ * loop.  The destination never
  * writes its memory itself except to clear zero ranges: the source's RDMA
  * WRITEs do that, into memory this side registered.  This file holds the
  * connection, authentication and the API; dst_map.c the block map and what
@@ -27,6 +28,14 @@
  * the accept, whatever the peer sends meanwhile: a peer that never proves
  * itself must not hold a connection by sending keepalives. */
 #define HANDSHAKE_MS_MAX 10000
+/* What one rdmig_dest_process() handles at most besides its time budget
+ * (step_us): a ring's worth of messages at the default depth, and twice
+ * that of completions (each message may cost a send).  The rest waits for
+ * the next call, which the timeout (0) asks for at once; an event loop
+ * serving other migrations, deadlines and signals gets its turn between.
+ * See rdmig(3), "Bounded steps". */
+#define DST_STEP_MSGS 32
+#define DST_STEP_WCS 64
 
 struct rdmig_listener {
 	struct fab_listener *fl;
@@ -403,6 +412,7 @@ static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCM
 
 /* ---- driving ----------------------------------------------------------- */
 
+/* 1 when a message was delivered and handled, 0 for any other completion. */
 static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 {
 	struct ctrl_hdr h;
@@ -420,8 +430,12 @@ static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 	if (rc <= 0)
 		return rc;
 	rc = handle_msg(d, &h, m);
-	ctrl_msg_done(&d->ss.ch, m);
-	return rc;
+	/* A ZERO_RANGES worked off over several steps lives on until then. */
+	if (rc == 0 && d->zero.z)
+		d->zero_msg = m;
+	else
+		ctrl_msg_done(&d->ss.ch, m);
+	return rc < 0 ? rc : 1;
 }
 
 static int step_channels(struct rdmig_dest *d)
@@ -435,28 +449,74 @@ static int step_channels(struct rdmig_dest *d)
 	return d->state == DST_FLUSHING ? 0 : rc;
 }
 
-static int drain_cq(struct rdmig_dest *d)
+/* The next completion: from the batch in hand, else polled.  0 once the CQ
+ * is empty, and re-armed then, so its fd tells of the next one. */
+static int next_wc(struct rdmig_dest *d, const struct ibv_wc **wc)
 {
-	struct ibv_wc wc[16];
-	int n, i, rc;
+	int n, rc;
 
-	for (;;) {
-		n = fab_poll(d->ss.conn, wc, (int)RD_ARRAY_SIZE(wc));
-		if (n < 0)
-			return sess_conn_err(&d->ss, n);
+	if (d->wc_next == d->wc_n) {
+		n = fab_poll(d->ss.conn, d->wcs, (int)RD_ARRAY_SIZE(d->wcs));
 		if (n == 0) {
 			rc = fab_cq_rearm(d->ss.conn);
 			if (rc)
 				return sess_conn_err(&d->ss, rc);
-			n = fab_poll(d->ss.conn, wc, (int)RD_ARRAY_SIZE(wc));
-			if (n <= 0)
-				return n < 0 ? sess_conn_err(&d->ss, n) : 0;
+			n = fab_poll(d->ss.conn, d->wcs, (int)RD_ARRAY_SIZE(d->wcs));
 		}
-		for (i = 0; i < n; i++) {
-			rc = handle_wc(d, &wc[i]);
-			if (rc < 0)
-				return rc;
+		if (n <= 0)
+			return n < 0 ? sess_conn_err(&d->ss, n) : 0;
+		d->wc_n = (unsigned)n;
+		d->wc_next = 0;
+	}
+	*wc = &d->wcs[d->wc_next++];
+	return 1;
+}
+
+/* The ZERO_RANGES in hand, worked on until it is done (1) or the step's
+ * time is up (0); its message is let go once it is done. */
+static int finish_zero(struct rdmig_dest *d, int64_t until)
+{
+	int rc;
+
+	if (!d->zero.z)
+		return 1;
+	rc = dst_zero_step(d, until);
+	if (rc > 0 && d->zero_msg) {
+		ctrl_msg_done(&d->ss.ch, d->zero_msg);
+		d->zero_msg = NULL;
+	}
+	return rc;
+}
+
+/* Completions until the CQ is empty or this step's share is used up:
+ * DST_STEP_WCS completions, DST_STEP_MSGS messages, or its time, read after
+ * each message and between slices of zero ranges.  A source can keep the
+ * CQ from ever emptying (every ITER_ACK hands its credits back for more
+ * ZERO_RANGES and ITER_END): draining to the end would never return.
+ * d->more says whether work was left. */
+static int drain_cq(struct rdmig_dest *d, int64_t until)
+{
+	const struct ibv_wc *wc = NULL;
+	unsigned wcs = 0, msgs = 0;
+	int rc;
+
+	d->more = true;
+	for (;;) {
+		rc = finish_zero(d, until);
+		if (rc <= 0)
+			return rc;
+		if (wcs == DST_STEP_WCS || msgs == DST_STEP_MSGS || (msgs && rd_now_us() > until))
+			return 0;
+		rc = next_wc(d, &wc);
+		if (rc <= 0) {
+			d->more = rc < 0;
+			return rc;
 		}
+		wcs++;
+		rc = handle_wc(d, wc);
+		if (rc < 0)
+			return rc;
+		msgs += (unsigned)rc;
 	}
 }
 
@@ -477,13 +537,16 @@ static int step(struct rdmig_dest *d)
 	/* The CM fd is level-triggered: a few events per step is enough. */
 	for (i = 0; i < 4 && !cm_rc; i++)
 		cm_rc = fab_cm_process(d->ss.conn);
+	if (cm_rc && !d->cm_rc)
+		d->cm_rc = cm_rc;
 	/* Even after a disconnect, drain the CQ first: the source's last
-	 * message (an ERROR saying why) may be waiting there. */
-	rc = drain_cq(d);
+	 * message (an ERROR saying why) may be waiting there, possibly
+	 * behind more than one step's worth. */
+	rc = drain_cq(d, until);
 	if (rc)
 		return rc;
-	if (cm_rc)
-		return d->state == DST_FLUSHING ? 0 : sess_conn_err(&d->ss, cm_rc);
+	if (d->cm_rc && !d->more)
+		return d->state == DST_FLUSHING ? 0 : sess_conn_err(&d->ss, d->cm_rc);
 	if (d->chans) {
 		rc = step_channels(d);
 		if (rc)
@@ -581,6 +644,10 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 
 	if (d->state == DST_DONE || d->state == DST_FAILED)
 		return -1;
+	/* The last step stopped at its cap: the CQ was not emptied (nor
+	 * re-armed), so its fd may never become readable for what waits. */
+	if (d->more)
+		return 0;
 	/* Pin-all pieces still to register: each step does one. */
 	if (d->state == DST_RUNNING && (d->ss.caps & PD_CAP_PIN_ALL) &&
 	    (d->pin_block < d->nmap || d->pk_n))
@@ -662,6 +729,8 @@ void rdmig_dest_destroy(struct rdmig_dest *d)
 	/* The channels' QPs use the control connection's PD and CQ. */
 	chan_set_destroy(d->chans);
 	fab_disconnect(d->ss.conn);
+	if (d->zero_msg)
+		ctrl_msg_done(&d->ss.ch, d->zero_msg);
 	dst_map_destroy(d);
 	sess_fini(&d->ss);
 	free(d->blocks);

@@ -35,6 +35,20 @@ enum dst_state {
 	DST_FAILED,     /* terminal; ss.err holds the reason */
 };
 
+/* Completions polled at once; the ones a step could not handle wait in the
+ * handle for the next (a step stops at its cap, see dest.c). */
+#define DST_WC_BATCH 16
+
+/* A ZERO_RANGES being worked off.  Its ranges were all checked on arrival;
+ * they are checked for zero (and cleared) a slice at a time with the clock
+ * read between slices, so one message of 1 GiB of ranges costs many steps,
+ * not one long one.  The frames behind it wait, in order. */
+struct dst_zero_job {
+	const Rdmig__ZeroRanges *z; /* NULL: none in hand */
+	size_t range;               /* the range being worked on */
+	uint64_t off;               /* how far into it */
+};
+
 struct dst_block {
 	struct blk_desc d;
 	uint8_t *host;
@@ -85,6 +99,19 @@ struct rdmig_dest {
 	uint32_t iteration;
 	uint64_t state_bytes;
 
+	/* Bounded steps (rdmig(3)): completions polled and not handled yet,
+	 * the ZERO_RANGES in hand and the message it lives in (freed once the
+	 * job is done), a connection event held back until the completions
+	 * before it were handled, and whether the last step stopped with work
+	 * left: the CQ not seen empty (so not re-armed either) or a job
+	 * unfinished.  rdmig_dest_timeout() is 0 while it is. */
+	struct ibv_wc wcs[DST_WC_BATCH];
+	unsigned wc_next, wc_n;
+	struct dst_zero_job zero;
+	ProtobufCMessage *zero_msg;
+	int cm_rc;
+	bool more;
+
 	uint8_t nonce[AUTH_NONCE_LEN]; /* our challenge, sent in the ACCEPT */
 	struct auth_bind bind;      /* what the answers are bound to */
 	bool have_peer_nonce;
@@ -95,6 +122,10 @@ struct rdmig_dest {
 /* dst_map.c */
 int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r);
 int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
+/* Works on the ZERO_RANGES in hand (d->zero) a slice at a time until
+ * rd_now_us() passes @until_us (one slice at least): 1 once none is left,
+ * 0 while it goes on. */
+int dst_zero_step(struct rdmig_dest *d, int64_t until_us);
 /* pin-all: registers the next piece and sends keys; 1 while pieces remain. */
 int dst_pin_step(struct rdmig_dest *d);
 /* 0, or the failure of the thread making pages present, as ours. */

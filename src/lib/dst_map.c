@@ -17,9 +17,10 @@
 #include "privdata.h"
 #include "zero.h"
 
-/* Bytes hashed per slice when verifying: a step checks its clock between
- * slices. */
+/* Bytes hashed per slice when verifying, and bytes of zero ranges checked
+ * (and cleared) per slice: a step checks its clock between slices. */
 #define VERIFY_SLICE (1u << 20)
+#define ZERO_SLICE (1u << 20)
 
 /* ---- the block map ----------------------------------------------------------- */
 
@@ -426,12 +427,17 @@ static int on_register(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
 
 /* ---- data-path messages -------------------------------------------------------- */
 
+/* Every range is checked before any is worked on, so a bad one fails the
+ * migration with nothing cleared; the work itself is dst_zero_step()'s. */
 static int on_zero_ranges(struct rdmig_dest *d, const Rdmig__ZeroRanges *z)
 {
 	uint64_t pages = 0;
 	size_t i;
 	int rc;
 
+	if (!(d->ss.caps & PD_CAP_ZERO_PAGES))
+		return rd_err_set(&d->ss.err, -EPROTO, "ZERO_RANGES without the ZERO_PAGES "
+				  "capability (it was not negotiated)");
 	for (i = 0; i < z->n_block; i++) {
 		struct dst_block *b;
 
@@ -443,16 +449,48 @@ static int on_zero_ranges(struct rdmig_dest *d, const Rdmig__ZeroRanges *z)
 				     &d->ss.err);
 		if (rc)
 			return rc;
-		/* Reading a never-touched page is free; writing it would
-		 * allocate it. */
-		if (!zero_is_zero(b->host + z->offset[i], z->length[i]))
-			memset(b->host + z->offset[i], 0, z->length[i]);
 		pages += (z->length[i] + b->d.page_size - 1) / b->d.page_size;
 	}
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.zero_pages += pages;
 	pthread_mutex_unlock(&d->ss.stats.lock);
+	d->zero = (struct dst_zero_job){ .z = z };
 	return 0;
+}
+
+int dst_zero_step(struct rdmig_dest *d, int64_t until_us)
+{
+	struct dst_zero_job *j = &d->zero;
+	uint64_t cost, left, n;
+	uint8_t *p;
+
+	while (j->z) {
+		cost = 0;
+		while (j->range < j->z->n_block && cost < ZERO_SLICE) {
+			const struct dst_block *b = &d->blocks[d->map[j->z->block[j->range]]];
+
+			p = b->host + j->z->offset[j->range] + j->off;
+			left = j->z->length[j->range] - j->off;
+			n = left < ZERO_SLICE - cost ? left : ZERO_SLICE - cost;
+			/* Reading a never-touched page is free; writing it
+			 * would allocate it. */
+			if (!zero_is_zero(p, n))
+				memset(p, 0, n);
+			j->off += n;
+			if (j->off == j->z->length[j->range]) {
+				j->range++;
+				j->off = 0;
+			}
+			/* A range shorter than a page costs a page: a slice
+			 * of thousands of tiny ranges is bounded too. */
+			cost += n > 4096 ? n : 4096;
+		}
+		if (j->range == j->z->n_block)
+			j->z = NULL;
+		else if (rd_now_us() > until_us)
+			return 0;
+	}
+	return 1;
 }
 
 /* Short runs of data pages that came inside the message (PAGES): each run

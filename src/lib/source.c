@@ -1,8 +1,8 @@
 /* source: the sending side of a migration, as an explicit state machine.
  *
  * rdmig_source_process() handles what is pending (CM events, completions,
- * control messages), then advances the state it is in within a bounded
- * step, and returns 1 once the operation the caller started (connect,
+ * control messages, up to a bound: drain_cq), then advances the state it is
+ * in within a bounded step, and returns 1 once the operation the caller started (connect,
  * iterate, complete) is done.  The blocking calls are that in a poll()
  * loop.  Connecting, authenticating, the block map, data channels and
  * pin-all pieces are src_link.c's; iterations, state and completion are
@@ -340,21 +340,40 @@ static int handle_wc(struct rdmig_source *s, const struct ibv_wc *wc)
 	return rc;
 }
 
-/* Every completion pending, then the CQ re-armed for the fd. */
-static int drain_cq(struct rdmig_source *s)
+/* Completions one step handles at most: a ring's worth of the
+ * destination's messages and the WRITE completions of several windows.  A
+ * destination that keeps the CQ from emptying must not keep the caller's
+ * loop; the rest waits for the next step, at once (the timeout is 0).  See
+ * rdmig(3), "Bounded steps". */
+#define SRC_STEP_WCS 256
+
+/* Completions until the CQ is empty (then re-armed for the fd), or
+ * SRC_STEP_WCS of them, or the step's time is up after a batch:
+ * s->cq_more says which. */
+static int drain_cq(struct rdmig_source *s, int64_t until)
 {
 	struct ibv_wc wc[32];
+	unsigned done = 0, want;
 	int n, i, rc;
 
+	s->cq_more = false;
 	if (!s->ss.conn || !s->ss.conn->cq)
 		return 0;
 	for (;;) {
-		n = fab_poll(s->ss.conn, wc, (int)RD_ARRAY_SIZE(wc));
+		if (done == SRC_STEP_WCS || (done && rd_now_us() > until)) {
+			s->cq_more = true;
+			return 0;
+		}
+		/* Never more than the cap leaves room for: what is polled is
+		 * handled now. */
+		want = SRC_STEP_WCS - done < RD_ARRAY_SIZE(wc) ? SRC_STEP_WCS - done :
+		       (unsigned)RD_ARRAY_SIZE(wc);
+		n = fab_poll(s->ss.conn, wc, (int)want);
 		if (n == 0) {
 			rc = fab_cq_rearm(s->ss.conn);
 			if (rc)
 				return sess_conn_err(&s->ss, rc);
-			n = fab_poll(s->ss.conn, wc, (int)RD_ARRAY_SIZE(wc));
+			n = fab_poll(s->ss.conn, wc, (int)want);
 			if (n == 0)
 				return 0;
 		}
@@ -365,6 +384,7 @@ static int drain_cq(struct rdmig_source *s)
 			if (rc < 0)
 				return rc;
 		}
+		done += (unsigned)n;
 	}
 }
 
@@ -442,11 +462,16 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	 * running the guest already: the cancel waits for its answer (bounded
 	 * by the silence timeout) instead of contradicting it. */
 	cm = cm_events(s);
-	rc = drain_cq(s);
+	if (cm && !s->cm_rc)
+		s->cm_rc = cm;
+	rc = drain_cq(s, until);
 	if (!rc && s->state != SRC_COMPLETED &&
 	    !(s->state == SRC_COMPLETING && s->complete_sent))
 		rc = sess_check_cancel(&s->ss);
-	/* The destination disconnects once its confirmation went out. */
+	/* The destination disconnects once its confirmation went out: the
+	 * completions before the event are handled first, over as many
+	 * steps as that takes. */
+	cm = s->cq_more ? 0 : s->cm_rc;
 	if (!rc && cm && s->state != SRC_COMPLETED)
 		rc = cm == -ECONNRESET ? rd_err_set(&s->ss.err, cm, "the destination disconnected") :
 		     sess_conn_err(&s->ss, cm);
@@ -519,6 +544,9 @@ static int wait_ms(const struct rdmig_source *s)
 
 	if (s->state == SRC_NEW || s->state >= SRC_COMPLETED)
 		return -1;
+	/* Completions left in the CQ by a step at its cap. */
+	if (s->cq_more)
+		return 0;
 	if (s->pieces && s->pieces_local < s->nslots)
 		return 0;
 	if (s->state == SRC_ITERATING)

@@ -117,6 +117,11 @@ struct rdmig_source {
 	uint32_t iteration;     /* iterations acknowledged */
 	uint64_t iter_bytes;    /* this iteration's WRITEs */
 	bool more;              /* the last step stopped with work left */
+	/* The last step stopped at its cap with completions still in the CQ
+	 * (not re-armed: the fd may stay quiet), and a connection event held
+	 * back until the completions before it were handled. */
+	bool cq_more;
+	int cm_rc;
 	bool goal_done;         /* the operation finished; process() not told */
 	int64_t iter_start_ms;
 	uint64_t last_iter_bytes, last_iter_ms;

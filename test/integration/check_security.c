@@ -1126,10 +1126,183 @@ START_TEST(no_space_refused_up_front)
 }
 END_TEST
 
+/* ---- a source that keeps the destination's queue full --------------------------------- */
+
+/* How long the flood lasts unless the destination ends it, and how soon a
+ * cancel or SIGTERM must take effect while it runs. */
+#define FLOOD_S "40"
+#define FLOOD_BOUND_MS 1000
+
+/* Sends @line to the control socket @sock and waits up to @timeout_ms for
+ * the answer line in @out; returns how long that took, or -1 when no
+ * answer came (a daemon whose loop is held answers nothing). */
+static long ctl_call(const char *sock, const char *line, char *out, size_t len, int timeout_ms)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = timeout_ms % 1000 * 1000 };
+	uint64_t t0 = tu_now_ms();
+	size_t got = 0;
+	ssize_t n;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert(strlen(sock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	ck_assert_msg(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)), "connect %s: %s", sock,
+		      strerror(errno));
+	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	out[0] = '\0';
+	while (got < len - 1 && !memchr(out, '\n', got) && tu_now_ms() < t0 + (uint64_t)timeout_ms) {
+		n = read(fd, out + got, len - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		out[got] = '\0';
+	}
+	close(fd);
+	if (!memchr(out, '\n', got))
+		return -1;
+	out[strcspn(out, "\n")] = '\0';
+	return (long)(tu_now_ms() - t0);
+}
+
+/* When @r exited (tu_now_ms), waiting until @deadline; 0 if it still runs. */
+static uint64_t exited_by(struct tu_run *r, uint64_t deadline)
+{
+	while (running(r)) {
+		if (tu_now_ms() >= deadline)
+			return 0;
+		usleep(5000);
+	}
+	return tu_now_ms();
+}
+
+/* An authenticated source that alternates ZERO_RANGES of 1 GiB (a 64 MiB
+ * block sixteen times over) with ITER_END as fast as the ITER_ACKs hand its
+ * credits back.  A destination that handles completions until its queue is
+ * empty never returns to migrate-recv's loop: another migration, the
+ * control socket and signals all wait.  While the flood runs: an honest
+ * 4 MiB migration into the same daemon completes byte-identical, a cancel
+ * of the flooder's migration ends it within a second, and (with a second
+ * flood) so does SIGTERM the daemon. */
+START_TEST(flood_does_not_hold_the_daemon)
+{
+	struct sx f;
+	char key[320], src[320], sock[320], rs[400], path[512], cmd[128], reply[1024];
+	char line_a[2048], line_b[2048], said[1200];
+	struct json_object *o;
+	uint64_t t_send, t_cancel, t_term, end_a, end_recv;
+	long reply_ms, cancel_ms = -1, term_ms = -1, dropped;
+	int sc, code_a, code_b, rc_recv = -1;
+	unsigned id_a = 0;
+	bool flooding_a, flooding_b, flood_on, same = false, landed = false;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	snprintf(src, sizeof(src), "%s/ram", f.dir);
+	snprintf(sock, sizeof(sock), "%s/recv.ctl", f.dir);
+	write_key(key);
+	write_random(src, 4 * MIB, 16);
+	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", f.dst, "--auth-key", key,
+					   "--control", sock, "--timeout", "5", NULL });
+
+	/* Flood A, in full swing for a second before anything else. */
+	sx_evil(&f, "flood-a", "flood", (const char *const[]){ "--key", key, "--seconds", FLOOD_S,
+							       "--size", "67108864",
+							       "--timeout", "5000", NULL });
+	flooding_a = !tu_wait_line(f.evil.err, "evil_peer: flood: flooding", NULL, 0, 30000);
+	if (!flooding_a)
+		tu_run_dump(&f.evil, "evil_peer");
+	ck_assert_msg(flooding_a, "the flood never started");
+	o = tu_wait_event(&f.recv, "setup", 5000);
+	ck_assert_msg(o != NULL, "the daemon reported no setup for the flooder");
+	id_a = (unsigned)tu_jnum(o, "id");
+	json_object_put(o);
+	usleep(1000000);
+
+	/* (i) an honest migration meanwhile */
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	t_send = tu_now_ms();
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+						   "10", NULL });
+	sc = tu_run_finish(&f.send, 60000);
+	t_send = tu_now_ms() - t_send;
+	flood_on = running(&f.evil);
+	o = tu_event_in(f.recv.out, "completed");
+	if (o) {
+		struct json_object *d;
+
+		if (json_object_object_get_ex(o, "dir", &d)) {
+			snprintf(path, sizeof(path), "%s/ram", json_object_get_string(d));
+			same = same_file(src, path);
+			landed = true;
+		}
+		json_object_put(o);
+	}
+	if (sc)
+		tu_run_dump(&f.send, "send");
+
+	/* (ii) cancel the flooder's migration through the control socket */
+	snprintf(cmd, sizeof(cmd), "{\"command\":\"cancel\",\"id\":%u}\n", id_a);
+	t_cancel = tu_now_ms();
+	reply_ms = ctl_call(sock, cmd, reply, sizeof(reply), 5000);
+	end_a = exited_by(&f.evil, t_cancel + 5000);
+	code_a = evil_result(&f, 60000, line_a, sizeof(line_a));
+	dropped = kv_num(line_a, "dropped-at-ms");
+	if (end_a)
+		cancel_ms = dropped > 0 ? (long)(dropped - (long)t_cancel) :
+			    (long)(end_a - t_cancel);
+
+	/* (iii) flood B, then SIGTERM to the daemon */
+	sx_evil(&f, "flood-b", "flood", (const char *const[]){ "--key", key, "--seconds", FLOOD_S,
+							       "--size", "67108864",
+							       "--timeout", "5000", NULL });
+	flooding_b = !tu_wait_line(f.evil.err, "evil_peer: flood: flooding", NULL, 0, 10000);
+	usleep(500000);
+	t_term = tu_now_ms();
+	kill(f.recv.p.pid, SIGTERM);
+	end_recv = exited_by(&f.recv, t_term + 5000);
+	if (end_recv) {
+		term_ms = (long)(end_recv - t_term);
+		rc_recv = tu_exit_code(&f.recv.p);
+	}
+	/* The second flooder sees its migration end with the daemon. */
+	if (!exited_by(&f.evil, tu_now_ms() + 5000))
+		stop(&f.evil);
+	code_b = evil_result(&f, 30000, line_b, sizeof(line_b));
+	kv(line_a, "dest-said", said, sizeof(said));
+	printf("security: flood of ZERO_RANGES (1 GiB each) and ITER_END into migrate-recv "
+	       "--daemon: honest 4 MiB migration meanwhile: exit %d in %" PRIu64 " ms, image %s, "
+	       "flood still running then: %s | cancel of the flooder (id %u): control answer "
+	       "after %ld ms (%s), flooder ended after %ld ms: exit %d: %s | second flood %s, "
+	       "SIGTERM: daemon exit %d after %ld ms (bound %d ms); second flooder: exit %d: %s\n",
+	       sc, t_send, same ? "identical" : landed ? "DIFFERS" : "none", flood_on ? "yes" : "no",
+	       id_a, reply_ms,
+	       reply_ms < 0 ? "none" : reply, cancel_ms, code_a, line_a,
+	       flooding_b ? "flooding" : "never started", rc_recv, term_ms, FLOOD_BOUND_MS,
+	       code_b, line_b);
+	ck_assert_msg(sc == 0 && same, "the honest migration failed beside the flood: exit %d, "
+		      "image %s", sc, same ? "identical" : "missing or different");
+	ck_assert_msg(flood_on, "the flood was over before the honest migration completed: "
+		      "nothing was shown");
+	ck_assert_msg(kv_num(line_a, "iter-acks") > 0, "the flood was never served: %s", line_a);
+	ck_assert_msg(reply_ms >= 0 && reply_ms <= FLOOD_BOUND_MS,
+		      "the control socket answered the cancel after %ld ms", reply_ms);
+	ck_assert_msg(code_a == 1 && cancel_ms >= 0 && cancel_ms <= FLOOD_BOUND_MS,
+		      "the cancelled flood ended after %ld ms (exit %d, destination said \"%s\")",
+		      cancel_ms, code_a, said);
+	ck_assert_msg(flooding_b, "the second flood never started");
+	ck_assert_msg(term_ms >= 0 && term_ms <= FLOOD_BOUND_MS,
+		      "SIGTERM ended the daemon after %ld ms (-1: not within 5 s)", term_ms);
+	sx_free(&f);
+}
+END_TEST
+
 Suite *security_suite(void)
 {
 	Suite *s = suite_create("security");
-	TCase *tc = tcase_create("attacker");
+	TCase *tc = tcase_create("attacker"), *tf;
 
 	tcase_set_timeout(tc, 150);
 	tcase_add_test(tc, replay_refused);
@@ -1142,5 +1315,10 @@ Suite *security_suite(void)
 	tcase_add_test(tc, no_space_refused_up_front);
 	tcase_add_test(tc, pages_outside_the_block);
 	suite_add_tcase(s, tc);
+	/* A case of its own, so it can run alone (CK_RUN_CASE=flood). */
+	tf = tcase_create("flood");
+	tcase_set_timeout(tf, 240);
+	tcase_add_test(tf, flood_does_not_hold_the_daemon);
+	suite_add_tcase(s, tf);
 	return s;
 }

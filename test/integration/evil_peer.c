@@ -2,8 +2,8 @@
  * protocol of rdmig(7) with its own framing and its own receive buffers, so
  * it can do what an honest peer never does: pose as a destination to collect
  * a source's answer, replay it on a connection whose RTU it never sends, lie
- * about its rings and credits, squat on handshakes, and vanish after
- * COMPLETE.
+ * about its rings and credits, squat on handshakes, vanish after COMPLETE,
+ * and keep the destination's completion queue from ever emptying.
  *
  *   evil_peer harvest HOST:PORT --variant zero|relay [--listen HOST]
  *   evil_peer hold HOST:PORT N SECONDS
@@ -11,6 +11,8 @@
  *   evil_peer bigmap HOST:PORT --key FILE [--size BYTES] [--pin-all]
  *   evil_peer vanish HOST:PORT [--size BYTES]
  *   evil_peer pages HOST:PORT --variant outside|torn|index|honest [--size BYTES]
+ *   evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]
+ *                   [--zero-bytes BYTES]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
@@ -32,7 +34,12 @@
  * message of 0xAA bytes was taken without an ERROR within a second: a run
  * over the block's end (outside), not on a page boundary (torn), for a block
  * that does not exist (index), or a proper first page (honest: the control
- * that shows the attack path works).
+ * that shows the attack path works); flood, the destination took
+ * ZERO_RANGES and ITER_END for all of SECONDS without ending the
+ * migration (whether its other work went on meanwhile is the test's to
+ * see).  flood prints "evil_peer: flood: flooding ..." on stderr once it
+ * starts, and its result line gives when the destination ended it
+ * (dropped-at-ms, CLOCK_MONOTONIC, comparable with the test's clock).
  *
  * --proto auto (the default) speaks what the other side offers: as a fake
  * destination the source's version, as a source versions 1..2.  Version 1
@@ -127,6 +134,7 @@ struct opts {
 	uint64_t size, msg_max;
 	uint32_t depth, chunk_shift;
 	int pin_all, hold_ms, n, seconds;
+	uint64_t zero_bytes;    /* flood: bytes one ZERO_RANGES covers */
 	uint8_t key[AUTH_KEY_MAX];
 	size_t key_len;
 };
@@ -1289,6 +1297,113 @@ refused:
 	return rc;
 }
 
+/* ---- flood: a completion queue that never empties --------------------------------- */
+
+/* Our ring: room for the destination's ITER_ACKs, CREDITs and keepalives
+ * while FLOOD_AHEAD iterations are unacknowledged. */
+#define FLOOD_DEPTH 32
+#define FLOOD_AHEAD 8
+/* Ranges in one ZERO_RANGES: the block again and again, up to --zero-bytes. */
+#define FLOOD_RANGES_MAX 256
+
+/* An authenticated source that announces one block and then sends
+ * ZERO_RANGES covering --zero-bytes (by default the 1 GiB a message may
+ * cover, the same block over and over) and ITER_END, alternately, as fast
+ * as its credits come back, for --seconds.  Each ITER_ACK hands back the
+ * credits for the next pair, so a destination that handles completions
+ * until its queue is empty never gets there. */
+static int flood(const struct opts *o)
+{
+	static uint32_t blk[FLOOD_RANGES_MAX];
+	static uint64_t off[FLOOD_RANGES_MAX], len[FLOOD_RANGES_MAX];
+	Rdmig__ZeroRanges zr = RDMIG__ZERO_RANGES__INIT;
+	Rdmig__IterEnd ie = RDMIG__ITER_END__INIT;
+	uint64_t nzr = 0, nie = 0, acks = 0, covered = 0;
+	int64_t t0 = 0, t_end, dropped = -1;
+	uint8_t req[PD_REQUEST_LEN];
+	struct pd_accept acc;
+	struct peer p;
+	struct frame f;
+	char q[1200];
+	size_t n = 0;
+	bool sent;
+	int rc;
+
+	while (n < FLOOD_RANGES_MAX && covered + o->size <= o->zero_bytes) {
+		len[n++] = o->size;
+		covered += o->size;
+	}
+	if (!n)
+		return result(2, "zero-bytes=%" PRIu64 " is less than the block (%" PRIu64 ")",
+			      o->zero_bytes, o->size);
+	zr.n_block = zr.n_offset = zr.n_length = n;
+	zr.block = blk;
+	zr.offset = off;
+	zr.length = len;
+	memset(&p, 0, sizeof(p));
+	rc = dial_source(&p, o, PD_CAP_AUTH | PD_CAP_ZERO_PAGES, FLOOD_DEPTH, 4096, FLOOD_DEPTH,
+			 4096, req, &acc);
+	if (!rc && !(acc.caps & PD_CAP_ZERO_PAGES))
+		rc = rd_err_set(&p.err, -EPROTO, "ZERO_PAGES not granted");
+	if (!rc && (acc.caps & PD_CAP_AUTH))
+		rc = authenticate(&p, o, acc.version, req);
+	if (!rc)
+		rc = send_block_map(&p, o, -1);
+	if (!rc)
+		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (rc) {
+		rc = result(1, "started=no dest-said=\"%s\"",
+			    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
+				   sizeof(q)));
+		peer_close(&p);
+		return rc;
+	}
+	ctrl_msg_free(NULL, f.m);
+	note("flooding: ZERO_RANGES of %zu x %" PRIu64 " bytes and ITER_END, for %d s", n,
+	     o->size, o->seconds);
+	t0 = rd_now_ms();
+	t_end = t0 + (int64_t)o->seconds * 1000;
+	while (rd_now_ms() < t_end) {
+		while ((rc = pump(&p, &f)) > 0) {
+			acks += f.h.type == CT_ITER_ACK;
+			ctrl_msg_free(NULL, f.m);
+			if (f.h.type == CT_ERROR)
+				break;
+		}
+		if (rc < 0 || p.said[0] || p.closed) {
+			dropped = rd_now_ms();
+			break;
+		}
+		/* Within the credits, as an honest source would: the point is
+		 * to be served, not to overrun the ring. */
+		sent = false;
+		while (p.w.credits >= 2 && nie - acks < FLOOD_AHEAD) {
+			ie.iteration = (uint32_t)nie + 1;
+			if (nzr == nie ? send_msg(&p, CT_ZERO_RANGES, &zr.base, -1) :
+			    send_msg(&p, CT_ITER_END, &ie.base, -1))
+				break; /* every send slot busy: pump first */
+			if (nzr == nie)
+				nzr++;
+			else
+				nie++;
+			sent = true;
+		}
+		if (!sent)
+			usleep(200);
+	}
+	if (dropped >= 0)
+		note("the destination ended it after %" PRId64 " ms: %s", dropped - t0,
+		     p.said[0] ? p.said : "disconnected");
+	rc = result(dropped < 0 ? 0 : 1, "seconds=%d zero-ranges=%" PRIu64 " iter-ends=%" PRIu64
+		    " iter-acks=%" PRIu64 " zero-bytes-per-msg=%" PRIu64 " flooded-ms=%" PRId64
+		    " dropped-at-ms=%" PRId64 " dest-said=\"%s\"", o->seconds, nzr, nie, acks,
+		    covered, (dropped < 0 ? rd_now_ms() : dropped) - t0, dropped,
+		    quoted(p.said[0] ? p.said : dropped < 0 ? "nothing" : "disconnected", q,
+			   sizeof(q)));
+	peer_close(&p);
+	return rc;
+}
+
 /* ---- command line ------------------------------------------------------------------ */
 
 static int usage(void)
@@ -1299,6 +1414,8 @@ static int usage(void)
 		"       evil_peer bigmap HOST:PORT --key FILE [--size BYTES] [--pin-all]\n"
 		"       evil_peer vanish HOST:PORT [--size BYTES]\n"
 		"       evil_peer pages HOST:PORT --variant outside|torn|index|honest [--size BYTES]\n"
+		"       evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]\n"
+		"                       [--zero-bytes BYTES]\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
 }
@@ -1379,6 +1496,10 @@ static int parse(struct opts *o, int argc, char **argv)
 			o->hold_ms = atoi(argv[++i]);
 		} else if (!strcmp(a, "--name") && v) {
 			o->name = argv[++i];
+		} else if (!strcmp(a, "--seconds") && v) {
+			o->seconds = atoi(argv[++i]);
+		} else if (!strcmp(a, "--zero-bytes") && v) {
+			o->zero_bytes = strtoull(argv[++i], NULL, 0);
 		} else if (!strcmp(a, "--chunk-shift") && v) {
 			o->chunk_shift = (uint32_t)atoi(argv[++i]);
 		} else if (!strcmp(a, "--pin-all")) {
@@ -1400,7 +1521,7 @@ static int parse(struct opts *o, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct opts o = { .size = 1u << 20, .depth = 64, .msg_max = 16u << 20, .hold_ms = 3000,
-			  .name = "ram", .chunk_shift = 20 };
+			  .name = "ram", .chunk_shift = 20, .zero_bytes = 1u << 30 };
 	unsigned bound;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1437,6 +1558,12 @@ int main(int argc, char **argv)
 	if (!strcmp(o.mode, "pages")) {
 		alarm((unsigned)(timeout_ms / 1000) * 3 + 10);
 		return pages(&o);
+	}
+	if (!strcmp(o.mode, "flood")) {
+		if (!o.key_path || read_key(&o) || o.seconds < 1)
+			return usage();
+		alarm((unsigned)o.seconds + (unsigned)(timeout_ms / 1000) * 4 + 10);
+		return flood(&o);
 	}
 	if (!strcmp(o.mode, "vanish")) {
 		alarm((unsigned)(timeout_ms / 1000) * 5 + 10);

@@ -16,4 +16,5 @@ Suite *wpipe_suite(void);
 Suite *dreg_suite(void);
 Suite *populate_suite(void);
 Suite *pack_suite(void);
+Suite *dest_suite(void);
 #endif

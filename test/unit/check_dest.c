@@ -1,0 +1,150 @@
+/* The destination's handling of the source's data-path messages, driven
+ * without a connection: a handle made through the API, put in the state
+ * the block map leaves (one announced block), and given messages as the
+ * control channel would deliver them. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "dest.h"
+#include "privdata.h"
+#include "suites.h"
+
+/* A destination past its block map: @ram is block 0, @caps were granted. */
+static struct rdmig_dest *running_dest(void *ram, size_t len, uint32_t caps)
+{
+	struct rdmig_dest *d;
+
+	ck_assert_int_eq(rdmig_dest_create(&d, NULL), 0);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "ram", ram, len, 0), 0);
+	d->map = calloc(1, sizeof(*d->map));
+	ck_assert_ptr_nonnull(d->map);
+	d->nmap = 1;
+	d->blocks[0].announced = true;
+	d->blocks[0].d.page_size = 4096;
+	d->ss.caps = caps;
+	d->state = DST_RUNNING;
+	return d;
+}
+
+static bool all(const uint8_t *p, size_t len, uint8_t v)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != v)
+			return false;
+	return true;
+}
+
+/* A source that did not ask for ZERO_PAGES (or was not granted it) has no
+ * business sending ZERO_RANGES: the migration fails naming the capability,
+ * and nothing is cleared. */
+START_TEST(zero_ranges_need_the_capability)
+{
+	static uint8_t ram[64 * 1024];
+	struct ctrl_hdr h = { .type = CT_ZERO_RANGES };
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
+	uint32_t blk = 0;
+	uint64_t off = 4096, len = 8192;
+	struct rdmig_dest *d;
+
+	z.n_block = z.n_offset = z.n_length = 1;
+	z.block = &blk;
+	z.offset = &off;
+	z.length = &len;
+	memset(ram, 0x5a, sizeof(ram));
+	d = running_dest(ram, sizeof(ram), PD_CAP_PAGES);
+	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), -EPROTO);
+	ck_assert_msg(strstr(rdmig_dest_error(d), "ZERO_RANGES") &&
+		      strstr(rdmig_dest_error(d), "ZERO_PAGES"), "%s", rdmig_dest_error(d));
+	ck_assert(all(ram, sizeof(ram), 0x5a));
+	rdmig_dest_destroy(d);
+
+	/* The control: granted, the same message clears its range. */
+	d = running_dest(ram, sizeof(ram), PD_CAP_ZERO_PAGES);
+	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	ck_assert_int_eq(dst_zero_step(d, 0), 1);
+	ck_assert(all(ram + off, len, 0));
+	ck_assert(all(ram, off, 0x5a) && all(ram + off + len, sizeof(ram) - off - len, 0x5a));
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
+/* One ZERO_RANGES may cover 1 GiB: it is worked off a slice (1 MiB, or 256
+ * ranges shorter than a page) per look at the clock, so a step whose time
+ * is up does one slice and leaves the rest for the next, in order. */
+START_TEST(zero_ranges_in_slices)
+{
+	enum { MIB = 1 << 20, TINY = 1000 };
+	const size_t size = 6 * MIB;
+	uint8_t *ram = malloc(size);
+	struct ctrl_hdr h = { .type = CT_ZERO_RANGES };
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
+	uint32_t blk[TINY] = { 0 };
+	uint64_t off[TINY], len[TINY];
+	struct rdmig_dest *d;
+	int steps, i;
+
+	ck_assert_ptr_nonnull(ram);
+	memset(ram, 0x5a, size);
+	d = running_dest(ram, size, PD_CAP_ZERO_PAGES);
+	/* 4.5 MiB from offset 1 MiB - 100: five slices. */
+	off[0] = MIB - 100;
+	len[0] = 4 * MIB + MIB / 2;
+	z.n_block = z.n_offset = z.n_length = 1;
+	z.block = blk;
+	z.offset = off;
+	z.length = len;
+	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	ck_assert_msg(all(ram, size, 0x5a), "cleared before any step");
+	for (steps = 1; !dst_zero_step(d, 0); steps++) {
+		ck_assert_msg(ram[off[0] + (size_t)steps * MIB] == 0x5a, "step %d went past its "
+			      "slice", steps);
+		ck_assert_int_le(steps, 5);
+	}
+	ck_assert_int_eq(steps, 5);
+	ck_assert(all(ram + off[0], len[0], 0));
+	ck_assert(all(ram, off[0], 0x5a));
+	ck_assert(all(ram + off[0] + len[0], size - off[0] - len[0], 0x5a));
+	ck_assert_ptr_null(d->zero.z);
+
+	/* A thousand ranges of 16 bytes: 256 per slice, four steps. */
+	memset(ram, 0x5a, size);
+	for (i = 0; i < TINY; i++) {
+		off[i] = (uint64_t)i * 4096;
+		len[i] = 16;
+	}
+	z.n_block = z.n_offset = z.n_length = TINY;
+	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	for (steps = 1; !dst_zero_step(d, 0); steps++)
+		ck_assert_int_le(steps, 4);
+	ck_assert_int_eq(steps, 4);
+	for (i = 0; i < TINY; i++)
+		ck_assert(all(ram + off[i], 16, 0) && ram[off[i] + 16] == 0x5a);
+
+	/* With time to spare a step does it all. */
+	memset(ram, 0x5a, size);
+	z.n_block = z.n_offset = z.n_length = 1;
+	off[0] = 0;
+	len[0] = size;
+	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	ck_assert_int_eq(dst_zero_step(d, INT64_MAX), 1);
+	ck_assert(all(ram, size, 0));
+	rdmig_dest_destroy(d);
+	free(ram);
+}
+END_TEST
+
+Suite *dest_suite(void)
+{
+	Suite *s = suite_create("dest");
+	TCase *tc = tcase_create("messages");
+
+	tcase_add_test(tc, zero_ranges_need_the_capability);
+	tcase_add_test(tc, zero_ranges_in_slices);
+	suite_add_tcase(s, tc);
+	return s;
+}
