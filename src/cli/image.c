@@ -77,8 +77,7 @@ static int page_size_of(int fd, uint64_t *psz)
 	return 0;
 }
 
-static int open_file(struct cli_ram *r, uint64_t len, enum img_mode mode, char *err,
-		     size_t errlen)
+static int open_file(struct cli_ram *r, enum img_mode mode, char *err, size_t errlen)
 {
 	int oflags = O_RDWR | O_CLOEXEC;
 	int fd;
@@ -89,8 +88,8 @@ static int open_file(struct cli_ram *r, uint64_t len, enum img_mode mode, char *
 		oflags |= O_NOFOLLOW;
 	fd = open(r->path, oflags, 0600);
 	if (fd < 0 && errno == EEXIST) {
-		snprintf(err, errlen, "%s already exists: remove it%s", r->path,
-			 len ? ", or give --use-existing to receive into it" : "");
+		snprintf(err, errlen, "%s already exists: remove it, or receive into it with "
+			 "--ram NAME=%s --use-existing", r->path, r->path);
 		return -EEXIST;
 	}
 	if (fd < 0 && errno == ELOOP && mode != IMG_QEMU) {
@@ -158,7 +157,7 @@ static int map_fd(int fd, struct cli_ram *r, uint64_t len, enum img_mode mode, c
 
 int img_open(struct cli_ram *r, uint64_t len, enum img_mode mode, char *err, size_t errlen)
 {
-	int fd = open_file(r, len, mode, err, errlen), rc;
+	int fd = open_file(r, mode, err, errlen), rc;
 
 	if (fd < 0)
 		return fd;
@@ -192,7 +191,9 @@ int img_fs_free(const char *path, uint64_t *bytes, dev_t *dev)
 
 	if (statvfs(path, &vfs) || stat(path, &st))
 		return -errno;
-	*bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	/* A filesystem without a size (the one memfds live on) has no room
+	 * to run out of but memory itself. */
+	*bytes = vfs.f_blocks ? (uint64_t)vfs.f_bavail * vfs.f_frsize : UINT64_MAX;
 	*dev = st.st_dev;
 	return 0;
 }

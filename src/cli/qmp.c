@@ -5,9 +5,7 @@
  * with pretty=on spreads one message over many lines, which parsing the
  * front of the buffer copes with too).
  *
- * Backend discovery ends in QEMU's /proc/PID: QMP says which backends
- * exist and where they sit in guest memory, "gpa2hva" where QEMU maps them,
- * and /proc/PID/maps and /proc/PID/fd which file that mapping is. */
+ * What QEMU's RAM is made of is qemu_ram.c's: this is the protocol. */
 #include "qmp.h"
 
 #include <ctype.h>
@@ -37,9 +35,6 @@
 #define MIG_POLL_FIRST_MS 1
 #define MIG_POLL_MS 20
 #define BUF_MIN (64u << 10)
-/* QEMU names every memfd after the backend type, never after the object:
- * the name tells a backend's memfd from other memfds, not which backend. */
-#define MEMFD_NAME "/memfd:memory-backend-memfd"
 
 struct qmp {
 	int fd;
@@ -412,6 +407,33 @@ int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 	return 0;
 }
 
+int qmp_pump(struct qmp *q, char *err, size_t errlen)
+{
+	struct waitfor w = wait_for("event", 0);
+	struct json_object *msg;
+	int r;
+
+	for (;;) {
+		r = read_msg(q, &w, &msg, err, errlen);
+		if (r == -ETIMEDOUT) {
+			if (err && errlen)
+				err[0] = '\0';
+			return 0; /* all there was */
+		}
+		if (r < 0)
+			return r;
+		if (jstr(msg, "event"))
+			keep_event(q, msg);
+		else
+			json_object_put(msg); /* a late reply */
+	}
+}
+
+int qmp_fd(const struct qmp *q)
+{
+	return q->fd;
+}
+
 /* ---- connection ---------------------------------------------------------- */
 
 static int connect_unix(const char *path, int *out, char *err, size_t errlen)
@@ -684,9 +706,9 @@ int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 	}
 }
 
-/* ---- RAM backends -------------------------------------------------------- */
+/* ---- monitor commands --------------------------------------------------- */
 
-static int hmp(struct qmp *q, const char *line, char **out, char *err, size_t errlen)
+int qmp_hmp(struct qmp *q, const char *line, char **out, char *err, size_t errlen)
 {
 	struct json_object *ret;
 	int r = qmp_call(q, "human-monitor-command",
@@ -699,469 +721,24 @@ static int hmp(struct qmp *q, const char *line, char **out, char *err, size_t er
 	return *out ? 0 : cli_errf(err, errlen, -EPROTO, "HMP %s returned no text", line);
 }
 
-static int qom_get(struct qmp *q, const char *id, const char *prop,
-		   struct json_object **ret, char *err, size_t errlen)
+int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen)
 {
-	char path[192];
-	struct json_object *a = json_object_new_object();
+	struct json_object *ret, *qemu, *n;
+	int r = qmp_call(q, "query-version", NULL, &ret, err, errlen);
 
-	snprintf(path, sizeof(path), "/objects/%s", id);
-	json_object_object_add(a, "path", json_object_new_string(path));
-	json_object_object_add(a, "property", json_object_new_string(prop));
-	return qmp_call(q, "qom-get", a, ret, err, errlen);
-}
-
-static int backend_kind(const char *type, enum qmp_backend_kind *kind)
-{
-	if (!strcmp(type, "child<memory-backend-file>"))
-		*kind = QMP_BACKEND_FILE;
-	else if (!strcmp(type, "child<memory-backend-memfd>"))
-		*kind = QMP_BACKEND_MEMFD;
-	else if (!strcmp(type, "child<memory-backend-ram>"))
-		*kind = QMP_BACKEND_RAM;
-	else
-		return 0;
-	return 1;
-}
-
-static const char *kind_name(enum qmp_backend_kind kind)
-{
-	switch (kind) {
-	case QMP_BACKEND_FILE:
-		return "memory-backend-file";
-	case QMP_BACKEND_MEMFD:
-		return "memory-backend-memfd";
-	case QMP_BACKEND_RAM:
-		return "memory-backend-ram";
-	}
-	return "?";
-}
-
-/* The backends among /objects, with id and kind only. */
-static int list_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
-			 char *err, size_t errlen)
-{
-	struct json_object *ret, *o;
-	struct qmp_backend *b = NULL;
-	enum qmp_backend_kind kind;
-	size_t i, len;
-	const char *name, *type;
-	int r = qmp_call(q, "qom-list", args1("path", json_object_new_string("/objects")), &ret,
-			 err, errlen);
-
-	*n = 0;
 	if (r < 0)
 		return r;
-	len = json_object_is_type(ret, json_type_array) ? json_object_array_length(ret) : 0;
-	if (len && !(b = calloc(len, sizeof(*b))))
-		r = cli_errf(err, errlen, -ENOMEM, "out of memory for %zu objects", len);
-	for (i = 0; i < len && r == 0; i++) {
-		o = json_object_array_get_idx(ret, i);
-		name = jstr(o, "name");
-		type = jstr(o, "type");
-		if (!name || !type || !backend_kind(type, &kind))
-			continue;
-		if (strlen(name) >= sizeof(b->id))
-			r = cli_errf(err, errlen, -ENAMETOOLONG, "backend id %.32s... is too long", name);
-		snprintf(b[*n].id, sizeof(b->id), "%s", name);
-		b[(*n)++].kind = kind;
+	memset(v, 0, sizeof(*v));
+	if (!json_object_object_get_ex(ret, "qemu", &qemu)) {
+		json_object_put(ret);
+		return cli_errf(err, errlen, -EPROTO, "query-version answered without a version");
 	}
+	if (json_object_object_get_ex(qemu, "major", &n))
+		v->major = json_object_get_int(n);
+	if (json_object_object_get_ex(qemu, "minor", &n))
+		v->minor = json_object_get_int(n);
+	if (json_object_object_get_ex(qemu, "micro", &n))
+		v->micro = json_object_get_int(n);
 	json_object_put(ret);
-	if (r < 0 || !*n) {
-		free(b);
-		b = NULL;
-		*n = 0;
-	}
-	*out = b;
-	return r;
-}
-
-static int fetch_props(struct qmp *q, struct qmp_backend *b, char *mem_path,
-		       char *err, size_t errlen)
-{
-	struct json_object *v;
-	int r = qom_get(q, b->id, "size", &v, err, errlen);
-
-	if (r < 0)
-		return r;
-	b->size = (uint64_t)json_object_get_int64(v);
-	json_object_put(v);
-	r = qom_get(q, b->id, "share", &v, err, errlen);
-	if (r < 0)
-		return r;
-	b->shared = json_object_get_boolean(v);
-	json_object_put(v);
-	*mem_path = '\0';
-	if (b->kind != QMP_BACKEND_FILE)
-		return 0;
-	r = qom_get(q, b->id, "mem-path", &v, err, errlen);
-	if (r < 0)
-		return r;
-	snprintf(mem_path, PATH_MAX, "%s", json_object_get_string(v));
-	json_object_put(v);
-	return 0;
-}
-
-/* A memory region is named after its backend's id, or after the backend's
- * canonical path on machine types before 4.0
- * (x-use-canonical-path-for-ramblock-id). */
-static int region_is(const char *name, size_t len, const char *id)
-{
-	if (len == strlen(id) && !strncmp(name, id, len))
-		return 1;
-	return len == strlen(id) + 9 && !strncmp(name, "/objects/", 9) &&
-	       !strncmp(name + 9, id, len - 9);
-}
-
-/* Finds @id in "info mtree -f": one line per flat range,
- * "  START-END (prio P, ram): NAME [@OFFSET_IN_REGION]".  1 with the guest
- * address of the range and where in the backend it starts, 0 when the
- * backend is in no guest memory. */
-static int find_in_flatview(const char *mtree, const char *id, uint64_t *gpa, uint64_t *off)
-{
-	const char *p, *nl;
-	char line[512], type[32];
-	uint64_t start, end;
-	size_t len;
-	int at;
-
-	for (p = mtree; *p; p = *nl ? nl + 1 : nl) {
-		nl = p + strcspn(p, "\n");
-		if ((size_t)(nl - p) >= sizeof(line))
-			continue;
-		memcpy(line, p, (size_t)(nl - p));
-		line[nl - p] = '\0';
-		if (sscanf(line, " %" SCNx64 "-%" SCNx64 " (prio %*d, %31[^)]): %n", &start, &end,
-			   type, &at) != 3 || (!strstr(type, "ram") && !strstr(type, "rom")))
-			continue;
-		len = strcspn(line + at, " \r");
-		if (!region_is(line + at, len, id))
-			continue;
-		if (sscanf(line + at + len, " @%" SCNx64, off) != 1)
-			*off = 0;
-		*gpa = start;
-		return 1;
-	}
-	return 0;
-}
-
-static int gpa_to_hva(struct qmp *q, const char *id, uint64_t gpa, uint64_t *hva,
-		      char *err, size_t errlen)
-{
-	char cmd[64], *text, *is;
-	int r;
-
-	snprintf(cmd, sizeof(cmd), "gpa2hva 0x%" PRIx64, gpa);
-	r = hmp(q, cmd, &text, err, errlen);
-	if (r < 0)
-		return r;
-	/* "Host virtual address for 0x100000000 (extra) is 0x7f54037fe000" */
-	is = strstr(text, ") is 0x");
-	if (is)
-		*hva = strtoull(is + 5, NULL, 16);
-	else
-		r = cli_errf(err, errlen, -EPROTO, "backend %s: %s: %.*s", id, cmd,
-			 (int)strcspn(text, "\r\n"), text);
-	free(text);
-	return r;
-}
-
-/* The shared file mapping of QEMU's that holds @hva: its file and the file
- * offset at @hva.  QEMU must be able to write it: a read-only mapping
- * (r--s) names a file QEMU may only read, which we would otherwise reopen
- * with our own, often root, rights and write the source's memory into. */
-static int find_mapping(const struct proc_ref *p, const char *id, uint64_t hva, dev_t *dev,
-			ino_t *ino, uint64_t *off, char *err, size_t errlen)
-{
-	char path[64], line[512], perms[8];
-	unsigned long long inode;
-	unsigned int maj, min;
-	uint64_t s, e, pgoff;
-	int r = -ENOENT, fd;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
-	fd = proc_openat(p, "maps", O_RDONLY);
-	f = fd < 0 ? NULL : fdopen(fd, "r");
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return cli_errf(err, errlen, fd < 0 ? fd : -ENOMEM, "Unable to read %s: %s (run as "
-				"QEMU's user or root)", path, strerror(fd < 0 ? -fd : ENOMEM));
-	}
-	while (r == -ENOENT && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %llu", &s, &e, perms,
-			   &pgoff, &maj, &min, &inode) != 7 || hva < s || hva >= e)
-			continue;
-		if (perms[3] != 's' || !inode)
-			r = cli_errf(err, errlen, -ENOTSUP,
-				 "backend %s: QEMU maps it without a shared file behind it", id);
-		else if (perms[1] != 'w')
-			r = cli_errf(err, errlen, -EACCES,
-				 "backend %s: QEMU maps its file read-only (%s at 0x%" PRIx64 "): "
-				 "guest RAM must be a file QEMU can write (share=on, not readonly)",
-				 id, perms, s);
-		else
-			r = 0;
-		*dev = makedev(maj, min);
-		*ino = (ino_t)inode;
-		*off = pgoff + (hva - s);
-	}
-	fclose(f);
-	if (r == -ENOENT)
-		r = cli_errf(err, errlen, r, "backend %s: nothing in %s at 0x%" PRIx64, id, path, hva);
-	return r;
-}
-
-/* QEMU's fd directory, read through the process held (proc.h). */
-static DIR *open_fd_dir(const struct proc_ref *p)
-{
-	int fd = proc_openat(p, "fd", O_RDONLY | O_DIRECTORY);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-
-	if (!d && fd >= 0) {
-		close(fd);
-		errno = ENOMEM;
-	} else if (!d) {
-		errno = -fd;
-	}
-	return d;
-}
-
-/* /proc/PID/fd/N for QEMU's fd to the file (@dev, @ino), or -ENOENT. */
-static int find_fd(const struct proc_ref *p, dev_t dev, ino_t ino, char *out, size_t len)
-{
-	char rel[300];
-	struct dirent *de;
-	struct stat st;
-	DIR *d = open_fd_dir(p);
-	int r = -ENOENT;
-
-	if (!d)
-		return -errno;
-	while (r == -ENOENT && (de = readdir(d))) {
-		snprintf(rel, sizeof(rel), "fd/%.255s", de->d_name);
-		if (de->d_name[0] != '.' && !fstatat(p->dirfd, rel, &st, 0) && st.st_dev == dev &&
-		    st.st_ino == ino) {
-			snprintf(out, len, "/proc/%d/%s", (int)p->pid, rel);
-			r = 0;
-		}
-	}
-	closedir(d);
-	return r;
-}
-
-static int path_for_file(struct qmp_backend *b, const char *mem_path, const struct proc_ref *p,
-			 char *err, size_t errlen)
-{
-	struct stat st;
-	int r;
-
-	/* A mem-path that is a directory holds an unlinked file of QEMU's. */
-	if (b->kind == QMP_BACKEND_FILE && !stat(mem_path, &st) && S_ISREG(st.st_mode)) {
-		if (st.st_dev != b->dev || st.st_ino != b->ino)
-			return cli_errf(err, errlen, -ESTALE,
-				    "backend %s: %s is not the file QEMU maps (replaced since QEMU opened it?)",
-				    b->id, mem_path);
-		snprintf(b->path, sizeof(b->path), "%s", mem_path);
-		return 0;
-	}
-	r = find_fd(p, b->dev, b->ino, b->path, sizeof(b->path));
-	if (r == -ENOENT)
-		return cli_errf(err, errlen, r, "backend %s: QEMU (pid %d) holds no fd to the file it maps",
-			    b->id, (int)p->pid);
-	if (r < 0)
-		return cli_errf(err, errlen, r, "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
-			    (int)p->pid, strerror(-r));
-	return 0;
-}
-
-/* A backend in guest memory: where QEMU maps it names the file exactly. */
-static int resolve_in_guest(struct qmp *q, struct qmp_backend *b, const char *mem_path,
-			    uint64_t gpa, uint64_t off, char *err, size_t errlen)
-{
-	uint64_t hva = 0, foff;
-	int r = gpa_to_hva(q, b->id, gpa, &hva, err, errlen);
-
-	if (r == 0)
-		r = find_mapping(&q->proc, b->id, hva, &b->dev, &b->ino, &foff, err, errlen);
-	if (r < 0)
-		return r;
-	if (foff != off)
-		return cli_errf(err, errlen, -EPROTO,
-			    "backend %s: QEMU maps its offset 0x%" PRIx64 " from file offset 0x%" PRIx64,
-			    b->id, off, foff);
-	return path_for_file(b, mem_path, &q->proc, err, errlen);
-}
-
-static void resolve_plain_file(struct qmp_backend *b, const char *mem_path)
-{
-	struct stat st;
-
-	if (stat(mem_path, &st) || !S_ISREG(st.st_mode))
-		return;
-	snprintf(b->path, sizeof(b->path), "%s", mem_path);
-	b->dev = st.st_dev;
-	b->ino = st.st_ino;
-}
-
-static int resolve_one(struct qmp *q, struct qmp_backend *b, const char *mtree,
-		       const char *mem_path, char *err, size_t errlen)
-{
-	uint64_t gpa, off;
-
-	b->in_guest = find_in_flatview(mtree, b->id, &gpa, &off);
-	if (!b->shared || b->kind == QMP_BACKEND_RAM)
-		return 0;
-	if (b->in_guest)
-		return resolve_in_guest(q, b, mem_path, gpa, off, err, errlen);
-	if (b->kind == QMP_BACKEND_FILE)
-		resolve_plain_file(b, mem_path);
-	return 0;
-}
-
-static int claimed(const struct qmp_backend *b, size_t n, dev_t dev, ino_t ino)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (*b[i].path && b[i].dev == dev && b[i].ino == ino)
-			return 1;
-	return 0;
-}
-
-/* How many of QEMU's backend memfds, other than those already named, have
- * @size; the last one seen goes to @b. */
-static int count_spare_memfds(const struct proc_ref *pr, const struct qmp_backend *all,
-			      size_t n, uint64_t size, struct qmp_backend *b)
-{
-	char rel[300], link[64];
-	struct dirent *de;
-	struct stat st;
-	ssize_t l;
-	DIR *d = open_fd_dir(pr);
-	int count = 0;
-
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		snprintf(rel, sizeof(rel), "fd/%.255s", de->d_name);
-		l = readlinkat(pr->dirfd, rel, link, sizeof(link) - 1);
-		if (l < 0 || fstatat(pr->dirfd, rel, &st, 0))
-			continue;
-		link[l] = '\0';
-		if (strncmp(link, MEMFD_NAME, strlen(MEMFD_NAME)) || (uint64_t)st.st_size != size ||
-		    claimed(all, n, st.st_dev, st.st_ino) ||
-		    (count && st.st_dev == b->dev && st.st_ino == b->ino))
-			continue;
-		count++;
-		snprintf(b->path, sizeof(b->path), "/proc/%d/%s", (int)pr->pid, rel);
-		b->dev = st.st_dev;
-		b->ino = st.st_ino;
-	}
-	closedir(d);
-	return count;
-}
-
-/* A memfd backend in no guest memory has no address to ask QEMU about: it
- * is named only when it is the one such backend of its size and QEMU holds
- * exactly one memfd of that size that no other backend took. */
-static void resolve_spare_memfds(const struct proc_ref *p, struct qmp_backend *b, size_t n)
-{
-	struct qmp_backend found;
-	size_t i, j, same;
-
-	for (i = 0; i < n; i++) {
-		if (b[i].kind != QMP_BACKEND_MEMFD || !b[i].shared || b[i].in_guest)
-			continue;
-		for (j = 0, same = 0; j < n; j++)
-			same += b[j].kind == QMP_BACKEND_MEMFD && b[j].shared && !b[j].in_guest &&
-				b[j].size == b[i].size;
-		memset(&found, 0, sizeof(found));
-		if (same == 1 && count_spare_memfds(p, b, n, b[i].size, &found) == 1) {
-			memcpy(b[i].path, found.path, sizeof(found.path));
-			b[i].dev = found.dev;
-			b[i].ino = found.ino;
-		}
-	}
-}
-
-int qmp_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
-		 char *err, size_t errlen)
-{
-	struct qmp_backend *b;
-	char *mtree = NULL, *mem_path = malloc(PATH_MAX);
-	size_t i;
-	int r;
-
-	*out = NULL;
-	*n = 0;
-	if (!mem_path)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	r = list_backends(q, &b, n, err, errlen);
-	if (r == 0 && *n && q->pid <= 0)
-		r = cli_errf(err, errlen, -ESRCH, "QEMU's pid is not visible from here (another pid namespace?)");
-	if (r == 0 && *n)
-		r = hmp(q, "info mtree -f", &mtree, err, errlen);
-	for (i = 0; r == 0 && i < *n; i++) {
-		r = fetch_props(q, &b[i], mem_path, err, errlen);
-		if (r == 0)
-			r = resolve_one(q, &b[i], mtree, mem_path, err, errlen);
-	}
-	if (r == 0 && *n)
-		resolve_spare_memfds(&q->proc, b, *n);
-	free(mtree);
-	free(mem_path);
-	if (r < 0) {
-		free(b);
-		*n = 0;
-		return r;
-	}
-	*out = b;
-	return 0;
-}
-
-#define SHARED_FIX "start QEMU with -object memory-backend-file,id=mem,size=SIZE," \
-		   "mem-path=FILE,share=on -machine memory-backend=mem"
-
-static int guest_ram_size(struct qmp *q, uint64_t *size, char *err, size_t errlen)
-{
-	struct json_object *ret, *v;
-	int r = qmp_call(q, "query-memory-size-summary", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	*size = 0;
-	if (json_object_object_get_ex(ret, "base-memory", &v))
-		*size += (uint64_t)json_object_get_int64(v);
-	if (json_object_object_get_ex(ret, "plugged-memory", &v))
-		*size += (uint64_t)json_object_get_int64(v);
-	json_object_put(ret);
-	return 0;
-}
-
-int qmp_guest_ram_shared(struct qmp *q, const struct qmp_backend *b, size_t n,
-			 char *err, size_t errlen)
-{
-	uint64_t guest, carried = 0;
-	size_t i;
-	int r = guest_ram_size(q, &guest, err, errlen);
-
-	if (r < 0)
-		return r;
-	for (i = 0; i < n; i++) {
-		if (!b[i].in_guest)
-			continue;
-		if (!b[i].shared || !*b[i].path)
-			return cli_errf(err, errlen, -ENOTSUP,
-				    "guest RAM is not shared: backend %s is a %s with share=%s; " SHARED_FIX,
-				    b[i].id, kind_name(b[i].kind), b[i].shared ? "on" : "off");
-		carried += b[i].size;
-	}
-	if (carried < guest)
-		return cli_errf(err, errlen, -ENOTSUP,
-			    "guest RAM is not shared: %" PRIu64 " of its %" PRIu64
-			    " bytes are in no shared memory backend; " SHARED_FIX,
-			    guest - carried, guest);
 	return 0;
 }

@@ -92,6 +92,12 @@ int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev);
 int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 		   struct json_object **ev, char *err, size_t errlen);
 
+/* Reads what QEMU has sent without waiting and keeps the events among it
+ * (for qmp_event_take): for an event loop watching qmp_fd(). */
+int qmp_pump(struct qmp *q, char *err, size_t errlen);
+/* The socket, to watch for reading. */
+int qmp_fd(const struct qmp *q);
+
 /* query-status: "running", "paused", "inmigrate", "postmigrate",
  * "finish-migrate", "prelaunch", "shutdown", ... */
 int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen);
@@ -137,56 +143,19 @@ int qmp_migrate_query(struct qmp *q, struct qmp_migration *m,
 int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 		     char *err, size_t errlen);
 
-enum qmp_backend_kind {
-	QMP_BACKEND_FILE,  /* memory-backend-file */
-	QMP_BACKEND_MEMFD, /* memory-backend-memfd */
-	QMP_BACKEND_RAM,   /* memory-backend-ram: anonymous memory */
+/* human-monitor-command: @out receives HMP's text (free() it). */
+int qmp_hmp(struct qmp *q, const char *line, char **out, char *err, size_t errlen);
+
+struct qmp_version {
+	int major, minor, micro;
 };
 
-/* One RAM backend object of QEMU's (/objects/ID). */
-struct qmp_backend {
-	char id[128]; /* QEMU names the RAMBlock after it */
-	enum qmp_backend_kind kind;
-	uint64_t size;
-	bool shared;   /* share=on: QEMU maps it MAP_SHARED */
-	bool in_guest; /* mapped into guest memory (the machine's RAM or a
-			* DIMM's), hence a RAMBlock QEMU migrates */
-	/* A file to open and mmap MAP_SHARED to reach the same memory as QEMU:
-	 * the mem-path of a file backend, /proc/PID/fd/N for a memfd (valid
-	 * while QEMU runs).  "" when there is none: a backend that is not
-	 * shared (its file, if any, is not the guest's memory) or is a
-	 * memory-backend-ram; a file backend whose mem-path is a directory and
-	 * that is in no guest memory; a memfd backend in no guest memory whose
-	 * size another such memfd shares, so that nothing tells them apart. */
-	char path[PATH_MAX];
-	dev_t dev; /* the file QEMU maps, when path is set */
-	ino_t ino;
-};
-
-/**
- * qmp_backends - list QEMU's RAM backends and the files behind them
- * @out: receives a malloc'd array (free() it), NULL when there is none
- *
- * Uses qom-list/qom-get, and for memory in the guest the HMP commands
- * "info mtree -f" (where the backend sits in guest memory) and "gpa2hva"
- * (where QEMU maps it), then QEMU's /proc/PID/maps and /proc/PID/fd to name
- * the very file QEMU maps: memfds all carry the same name, and a mem-path
- * may have been replaced since QEMU opened it (-ESTALE).  Needs to run as
- * QEMU's user (or root) to read those /proc files.
- */
-int qmp_backends(struct qmp *q, struct qmp_backend **out, size_t *n,
-		 char *err, size_t errlen);
-
-/**
- * qmp_guest_ram_shared - check that rdmig can carry all of the guest's RAM
- * @b, @n: from qmp_backends
- *
- * 0 when every backend in guest memory is shared and has a path, and they
- * add up to query-memory-size-summary's base plus plugged memory; else
- * -ENOTSUP with what to change ("start QEMU with -object
- * memory-backend-file,...,share=on -machine memory-backend=ID").
- */
-int qmp_guest_ram_shared(struct qmp *q, const struct qmp_backend *b, size_t n,
-			 char *err, size_t errlen);
+/* query-version: QEMU's own version. */
+int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen);
+/* Whether @v is at least @major.@minor. */
+static inline bool qmp_version_ge(const struct qmp_version *v, int major, int minor)
+{
+	return v->major > major || (v->major == major && v->minor >= minor);
+}
 
 #endif

@@ -35,11 +35,11 @@
 #include "cli.h"
 #include "opts.h"
 #include "control.h"
+#include "devstate.h"
+#include "ends.h"
 #include "faultguard.h"
 #include "image.h"
-#include "qmp.h"
 #include "rdmig.h"
-#include "vmstate.h"
 
 static const char usage_text[] =
 	"usage: migrate-recv --listen HOST:PORT (--ram NAME=PATH... | --ram-dir DIR) [options]\n"
@@ -152,12 +152,8 @@ struct mig {
 	char dir[2048];         /* where blocks named by the source go */
 	struct cli_ram *files;  /* every block file of this migration */
 	unsigned nfiles;
-	int state_fd;
-	char state_path[2100], state_part[2200];
+	struct devstate *ds;    /* where the device state goes, from admission on */
 	bool usage_err;         /* the failure is this side's configuration */
-	struct vmstate *vms;    /* --qmp: QEMU's incoming device state */
-	bool qemu_loading;      /* ... its migrate-incoming went out */
-	bool guest_started;     /* --qmp: cont went through, before the ACK */
 	bool discard;           /* daemon: failed, its files give their space back */
 	uint64_t image_bytes;   /* from admission: counted against the totals */
 	uint64_t pin_bytes;     /* ... the most it may pin */
@@ -171,7 +167,7 @@ struct app {
 	ev_io listen_w;
 	ev_signal sigs[3];
 	struct ctl_server *ctl;
-	struct qmp *q;          /* --qmp: the destination QEMU */
+	struct dst_ends e;      /* the blocks mapped up front, and where state goes */
 	struct mig *migs;       /* accepted connections, newest first */
 	unsigned handshakes;    /* of which not admitted yet */
 	unsigned admitted;
@@ -329,81 +325,27 @@ static void reserve_state_name(struct app *a)
 		a->state_real[0] = '\0';
 }
 
-/* --qmp: QEMU must be waiting for its incoming migration.  Without --ram
- * its guest RAM backends are the blocks, named by their ids as QEMU names
- * the RAMBlocks, reached through the very files QEMU maps. */
-static int open_qemu(struct app *a)
-{
-	struct recv_opts *o = &a->o;
-	struct qmp_backend *b = NULL;
-	char err[1024], st[32];
-	size_t n = 0, i;
-	int rc;
-
-	if (!o->qmp)
-		return 0;
-	rc = qmp_open(&a->q, o->qmp, (int)(o->timeout_s * 1000), err, sizeof(err));
-	if (!rc)
-		rc = qmp_status(a->q, st, sizeof(st), err, sizeof(err));
-	if (!rc && strcmp(st, "inmigrate"))
-		return cli_usage("--qmp %s: QEMU is %s, not waiting for an incoming migration: "
-				 "start it with -incoming defer", o->qmp, st);
-	if (!rc && !o->nrams)
-		rc = qmp_backends(a->q, &b, &n, err, sizeof(err));
-	if (!rc && !o->nrams)
-		rc = qmp_guest_ram_shared(a->q, b, n, err, sizeof(err));
-	for (i = 0; !rc && i < n; i++) {
-		struct cli_ram *r;
-
-		if (!b[i].in_guest)
-			continue;
-		r = realloc(o->rams, (o->nrams + 1) * sizeof(*r));
-		if (!r) {
-			free(b);
-			return cli_usage("out of memory");
-		}
-		o->rams = r;
-		r = &r[o->nrams++];
-		memset(r, 0, sizeof(*r));
-		snprintf(r->name, sizeof(r->name), "%s", b[i].id);
-		snprintf(r->path, sizeof(r->path), "%s", b[i].path);
-	}
-	free(b);
-	return rc ? cli_usage("--qmp %s: %s", o->qmp, err) : 0;
-}
-
-/* With --use-existing, existing --ram files are mapped now: their length
- * is what the source must announce.  Without it an existing file is
- * refused: it may be another local user's, made to receive the guest.
- * Missing ones are created when an admitted source names them. */
+/* The blocks that exist already (QEMU's, or --ram files with
+ * --use-existing) are mapped now: their length is what the source must
+ * announce.  Missing ones are created when an admitted source names them,
+ * in directories no other user can replace them in. */
 static int prepare_files(struct app *a)
 {
 	struct recv_opts *o = &a->o;
+	struct dst_spec sp = {
+		.qmp = o->qmp, .use_existing = o->use_existing, .start = !o->no_start,
+		.state_sink = o->state_out || o->daemon,
+		.timeout_ms = (int)(o->timeout_s * 1000),
+	};
 	char err[8192];
-	struct stat st;
-	unsigned i;
 	int rc;
 
-	for (i = 0; i < o->nrams; i++) {
-		struct cli_ram *r = &o->rams[i];
-
-		/* QEMU's files exist already (a memfd only as /proc/PID/fd/N). */
-		if (o->qmp) {
-			if (img_open(r, 0, IMG_QEMU, err, sizeof(err)))
-				return cli_usage("--qmp block %s: %s", r->name, err);
-			continue;
-		}
-		rc = check_dir_of("--ram", r->path);
-		if (rc)
-			return rc;
-		if (lstat(r->path, &st) && errno == ENOENT)
-			continue;
-		if (!o->use_existing)
-			return cli_usage("--ram %s: %s already exists: remove it, or give "
-					 "--use-existing to receive into it", r->name, r->path);
-		if (img_open(r, 0, IMG_EXISTING, err, sizeof(err)))
-			return cli_usage("--ram %s: %s", r->name, err);
-	}
+	rc = ends_open_dest(&a->e, &sp, o->rams, o->nrams, err, sizeof(err));
+	/* The ends own the blocks now. */
+	o->rams = NULL;
+	o->nrams = 0;
+	if (rc)
+		return cli_usage("%s", err);
 	if (o->ram_dir) {
 		rc = check_dir("--ram-dir", o->ram_dir, o->ram_dir);
 		if (rc)
@@ -460,13 +402,13 @@ static const char *dir_path(const struct mig *m, const char *name, char *path, s
 	return NULL;
 }
 
-static const struct cli_ram *find_ram(const struct recv_opts *o, const char *name)
+static const struct cli_ram *find_ram(const struct dst_ends *e, const char *name)
 {
 	unsigned i;
 
-	for (i = 0; i < o->nrams; i++)
-		if (!strcmp(o->rams[i].name, name))
-			return &o->rams[i];
+	for (i = 0; i < e->nrams; i++)
+		if (!strcmp(e->rams[i].name, name))
+			return &e->rams[i];
 	return NULL;
 }
 
@@ -500,7 +442,7 @@ static int check_room(struct mig *m, const char *dir, const char *what, uint64_t
 	if (img_fs_free(dir, &avail, &dev))
 		return 0;
 	other = promised(m->app, dev, skip);
-	if (need <= avail && need <= avail - other)
+	if (other <= avail && need <= avail - other)
 		return 0;
 	snprintf(err, errlen, "no room for %s: it needs %s, %s has %s free%s%s%s; free space, "
 		 "or put the images on a larger tmpfs or hugetlbfs", what,
@@ -541,7 +483,7 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 			return -EINVAL;
 		}
 	} else {
-		const struct cli_ram *given = find_ram(&m->app->o, name);
+		const struct cli_ram *given = find_ram(&m->app->e, name);
 
 		if (!given) {
 			snprintf(errbuf, errlen, "not configured on the destination (no --ram %s=PATH)",
@@ -574,93 +516,14 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	return 0;
 }
 
-/* --qmp: the first bytes of device state start QEMU's incoming migration
- * (prepared at admission, so this is one QMP command in the downtime). */
-static int state_to_qemu(struct mig *m, const void *data, size_t len, char *err,
-			 size_t errlen)
-{
-	int rc = 0;
-
-	if (!m->vms)
-		return cli_errf(err, errlen, -EPROTO, "device state before the migration was "
-				"admitted");
-	if (!m->qemu_loading) {
-		rc = vms_begin(m->vms, err, errlen);
-		m->qemu_loading = rc == 0;
-	}
-	if (!rc)
-		rc = vms_write(m->vms, data, len, (int)(m->app->o.timeout_s * 1000), err, errlen);
-	return rc;
-}
-
 static int state_cb(void *ctx, const void *data, size_t len, char *err, size_t errlen)
 {
 	struct mig *m = ctx;
-	const char *p = data;
-	ssize_t n;
 
-	if (m->app->q)
-		return state_to_qemu(m, data, len, err, errlen);
-	if (m->state_fd < 0)
-		return -EBADF;
-	while (len) {
-		n = write(m->state_fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			snprintf(err, errlen, "writing %s: %s", m->state_part[0] ? m->state_part :
-				 "the state", strerror(errno));
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* FILE.part, made by us alone (O_EXCL): one another user made first would
- * receive the device state.  A leftover of ours from a failed run goes. */
-static int create_part(const char *part, char *err, size_t errlen)
-{
-	int fd, tries;
-	struct stat st;
-
-	for (tries = 0; tries < 2; tries++) {
-		fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-		if (lstat(part, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-		    unlink(part)) {
-			snprintf(err, errlen, "%s already exists and is not a leftover of ours: "
-				 "remove it", part);
-			return -EEXIST;
-		}
-	}
-	if (fd < 0)
-		return cli_errf(err, errlen, -errno, "cannot create %s: %s", part, strerror(errno));
-	return fd;
-}
-
-static int open_state(struct mig *m, char *err, size_t errlen)
-{
-	const char *out = m->app->o.state_out;
-
-	if (m->app->o.daemon)
-		snprintf(m->state_path, sizeof(m->state_path), "%s/state", m->dir);
-	else if (out && !strcmp(out, "-")) {
-		m->state_fd = 1;
-		return 0;
-	} else if (out)
-		snprintf(m->state_path, sizeof(m->state_path), "%s", out);
-	else
-		return 0;
-	snprintf(m->state_part, sizeof(m->state_part), "%s.part", m->state_path);
-	m->state_fd = create_part(m->state_part, err, errlen);
-	if (m->state_fd < 0) {
-		m->state_part[0] = '\0';
-		return m->state_fd;
-	}
-	return 0;
+	if (!m->ds)
+		return cli_errf(err, errlen, -EPROTO, "device state before the migration was "
+				"admitted");
+	return ds_write(m->ds, data, len, err, errlen);
 }
 
 /* Whether a page of this migration's files could not be provided
@@ -688,23 +551,9 @@ static int sync_files(struct mig *m, char *err, size_t errlen)
 	unsigned i;
 	int rc = check_faults(m, err, errlen);
 
-	if (rc)
-		return rc;
-	if (m->state_part[0] && fsync(m->state_fd)) {
-		snprintf(err, errlen, "cannot write %s: %s", m->state_part, strerror(errno));
-		return -EIO;
-	}
-	if (m->state_fd == 1 && fflush(stdout)) {
-		snprintf(err, errlen, "cannot write the state to standard output: %s",
-			 strerror(errno));
-		return -EIO;
-	}
-	for (i = 0; i < m->nfiles; i++) {
+	for (i = 0; !rc && i < m->nfiles; i++)
 		rc = img_sync(&m->files[i], err, errlen);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return rc;
 }
 
 /* The source holds the confirmation: the image becomes usable, the state
@@ -712,59 +561,23 @@ static int sync_files(struct mig *m, char *err, size_t errlen)
 static int finish_files(struct mig *m, char *err, size_t errlen)
 {
 	unsigned i;
-	int rc;
+	int rc = ds_finish(m->ds, err, errlen);
 
-	if (m->state_part[0]) {
-		if (close(m->state_fd)) {
-			m->state_fd = -1;
-			snprintf(err, errlen, "cannot write %s: %s", m->state_part, strerror(errno));
-			return -EIO;
-		}
-		m->state_fd = -1;
-		if (rename(m->state_part, m->state_path)) {
-			snprintf(err, errlen, "cannot rename %s to %s: %s", m->state_part,
-				 m->state_path, strerror(errno));
-			return -EIO;
-		}
-		m->state_part[0] = '\0';
-	}
-	for (i = 0; i < m->nfiles; i++) {
+	for (i = 0; !rc && i < m->nfiles; i++)
 		rc = img_complete(&m->files[i], err, errlen);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return rc;
 }
 
-/* The library calls this before it confirms completion to the source: a
- * file that cannot be saved fails the migration on both sides, so the source
- * resumes its workload instead of believing it moved. */
+/* The library calls this before it confirms completion to the source: what
+ * cannot be saved (or a QEMU that cannot load the state and run) fails the
+ * migration on both sides, so the source resumes its workload instead of
+ * believing it moved. */
 static int commit_cb(void *ctx, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
-	char why[1024];
 	int rc = sync_files(m, errbuf, errlen);
 
-	if (rc || !m->app->q)
-		return rc;
-	/* --qmp: the source hears "completed" only once its guest runs here
-	 * (or, with --no-start, is loaded and paused). */
-	if (!m->vms) {
-		snprintf(errbuf, errlen, "the source sent no device state for QEMU (is it "
-			 "migrate-send --qmp?)");
-		return -EPROTO;
-	}
-	/* The source waits --timeout for our answer from the keepalive sent
-	 * before this callback: QEMU must be done well within that, or the
-	 * source gives up while the guest starts here. */
-	rc = vms_load_finish(m->vms, (int)(m->app->o.timeout_s * 1000) * 3 / 4, why, sizeof(why));
-	if (!rc && !m->app->o.no_start) {
-		rc = qmp_cont(m->app->q, why, sizeof(why));
-		m->guest_started = rc == 0;
-	}
-	if (rc)
-		snprintf(errbuf, errlen, "%s", why);
-	return rc;
+	return rc ? rc : ds_commit(m->ds, errbuf, errlen);
 }
 
 /* ---- one connection's lifetime -------------------------------------------------- */
@@ -795,7 +608,6 @@ static struct mig *mig_new(struct app *a)
 	if (!m)
 		return NULL;
 	m->app = a;
-	m->state_fd = -1;
 	ev_timer_init(&m->timer, mig_timer_cb, 0.0, 0.0);
 	m->timer.data = m;
 	rdmig_config_init(&cfg);
@@ -820,7 +632,7 @@ static struct mig *mig_new(struct app *a)
 	cfg.map_block = map_cb;
 	cfg.map_ctx = m;
 	/* Without a sink the library refuses state, naming the reason. */
-	if (a->o.state_out || a->o.daemon || a->o.qmp) {
+	if (a->e.takes_state) {
 		cfg.state = state_cb;
 		cfg.state_ctx = m;
 	}
@@ -853,12 +665,8 @@ static void mig_free(struct mig *m)
 		ev_io_stop(a->loop, &m->io[i]);
 	ev_timer_stop(a->loop, &m->timer);
 	rdmig_dest_destroy(m->d);
-	vms_close(m->vms);
-	if (m->state_fd > 2)
-		close(m->state_fd);
 	/* A half-written state never takes the final name. */
-	if (m->state_part[0])
-		unlink(m->state_part);
+	ds_close(m->ds, NULL, 0);
 	for (i = 0; i < (int)m->nfiles; i++) {
 		fg_unwatch(m->files[i].guard - 1);
 		img_close(&m->files[i], m->discard);
@@ -943,8 +751,8 @@ static void report_done(struct mig *m)
 
 		cli_json_str(o, "status", "completed");
 		cli_json_stats(o, &st);
-		if (m->app->q)
-			cli_json_str(o, "guest", m->guest_started ? "running" : "paused");
+		if (ds_guest(m->ds))
+			cli_json_str(o, "guest", ds_guest(m->ds));
 		cli_emit(o);
 		return;
 	}
@@ -953,8 +761,7 @@ static void report_done(struct mig *m)
 		m->id ? m->dir : "", (double)(cli_now_ms() - m->t0) / 1000.0,
 		cli_fmt_bytes(st.total, a, sizeof(a)), st.iterations,
 		st.iterations == 1 ? "" : "s", cli_fmt_bytes(st.normal_bytes, b, sizeof(b)),
-		st.state_bytes, !m->app->q ? "" : m->guest_started ? "; the guest runs here" :
-		"; the guest is loaded and paused (--no-start)");
+		st.state_bytes, m->ds ? ds_outcome(m->ds) : "");
 }
 
 static int failure_code(struct mig *m, int rc, const char *msg)
@@ -982,12 +789,14 @@ static int check_set(struct mig *m, char *err, size_t errlen)
 	if (!st.total)
 		return 0;
 	m->set_checked = true;
-	for (i = 0; i < o->nrams; i++) {
+	for (i = 0; i < m->app->e.nrams; i++) {
+		const char *name = m->app->e.rams[i].name;
+
 		for (j = 0; j < m->nfiles; j++)
-			if (!strcmp(m->files[j].name, o->rams[i].name))
+			if (!strcmp(m->files[j].name, name))
 				break;
 		if (j == m->nfiles) {
-			snprintf(err, errlen, "block \"%s\" was not sent by the source", o->rams[i].name);
+			snprintf(err, errlen, "block \"%s\" was not sent by the source", name);
 			return -ENOENT;
 		}
 	}
@@ -1019,17 +828,13 @@ static void mig_failed(struct mig *m, int rc)
 	code = failure_code(m, rc, msg);
 	snprintf(err, sizeof(err), "%s%s", msg, code == CLI_EX_USAGE &&
 		 strstr(msg, "no state sink") ? " (give --state-out FILE)" : "");
-	/* The source was not told it completed, so it resumes its guest:
-	 * this copy must not run on beside it. */
-	if (m->guest_started) {
-		char why[512];
+	/* The source was not told it completed: what was started here must
+	 * not run on beside what it resumes. */
+	if (m->ds) {
+		char note[600];
 
-		if (qmp_stop(m->app->q, why, sizeof(why)))
-			snprintf(err + strlen(err), sizeof(err) - strlen(err), "; the guest here "
-				 "could not be paused again: %s", why);
-		else
-			snprintf(err + strlen(err), sizeof(err) - strlen(err), "; the source was "
-				 "not told, so the guest here was paused again");
+		ds_abort(m->ds, note, sizeof(note));
+		snprintf(err + strlen(err), sizeof(err) - strlen(err), "%s", note);
 	}
 	mig_end(m, code, err);
 }
@@ -1110,16 +915,30 @@ static int claim_files(struct mig *m, char *err, size_t errlen)
 	} else if (a->o.ram_dir) {
 		snprintf(m->dir, sizeof(m->dir), "%s", a->o.ram_dir);
 	}
-	/* QEMU's memory gets no file next to it: QEMU itself runs only once
-	 * the migration completed. */
 	for (i = 0; i < m->nfiles; i++) {
-		rc = a->q ? 0 : img_mark_incomplete(&m->files[i], err, errlen);
+		rc = a->e.markers ? img_mark_incomplete(&m->files[i], err, errlen) : 0;
 		if (!rc)
 			rc = guard_file(m, &m->files[i], err, errlen);
 		if (rc)
 			return rc;
 	}
-	return open_state(m, err, errlen);
+	return 0;
+}
+
+/* Where this migration's device state goes: DIR/N/state for a daemon, else
+ * --state-out, or the destination QEMU (which must be waiting for it). */
+static int claim_state(struct mig *m, char *err, size_t errlen)
+{
+	char path[2100];
+	const char *p = m->app->o.state_out;
+	int rc;
+
+	if (m->app->o.daemon) {
+		snprintf(path, sizeof(path), "%s/state", m->dir);
+		p = path;
+	}
+	rc = ends_dest_state(&m->app->e, p, &m->ds, err, errlen);
+	return rc ? rc : ds_prepare(m->ds, err, errlen);
 }
 
 static uint64_t host_memory(void)
@@ -1204,17 +1023,6 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 			 a->admitted);
 		return -EBUSY;
 	}
-	if (a->q) {
-		char st[32] = "";
-
-		if (qmp_status(a->q, st, sizeof(st), errbuf, errlen) || strcmp(st, "inmigrate")) {
-			if (st[0])
-				snprintf(errbuf, errlen, "the destination QEMU is %s, not waiting "
-					 "for an incoming migration", st);
-			m->usage_err = true;
-			return -EBUSY;
-		}
-	}
 	rc = check_totals(m, errbuf, errlen);
 	if (!rc)
 		rc = admit_room(m, errbuf, errlen);
@@ -1224,15 +1032,12 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 		m->final = m->usage_err = true;
 		return rc;
 	}
-	/* QEMU first: what it refuses leaves no file touched. */
-	rc = a->q ? vms_prepare(&m->vms, a->q, false, errbuf, errlen) : 0;
-	if (rc) {
-		m->usage_err = true;
-		return rc;
-	}
-	/* The files are this side's to make: failing that, waiting on for
-	 * another source would fail the same way. */
+	/* This side's to get ready: failing that, waiting on for another
+	 * source would fail the same way.  The files first: the daemon's
+	 * DIR/N holds the state too. */
 	rc = claim_files(m, errbuf, errlen);
+	if (!rc)
+		rc = claim_state(m, errbuf, errlen);
 	if (rc) {
 		m->final = m->usage_err = true;
 		return rc;
@@ -1260,8 +1065,8 @@ static int lend_files(struct mig *m)
 	struct app *a = m->app;
 	unsigned i;
 
-	for (i = 0; i < a->o.nrams; i++) {
-		struct cli_ram *r = &a->o.rams[i], *f;
+	for (i = 0; i < a->e.nrams; i++) {
+		struct cli_ram *r = &a->e.rams[i], *f;
 
 		if (!r->host)
 			continue;
@@ -1552,9 +1357,7 @@ static int setup(struct app *a)
 	if (fg_install((unsigned)(a->o.daemon ? a->o.max_migrations : 1) * 1024 + a->o.nrams + 1,
 		       err, sizeof(err)))
 		return cli_usage("%s", err);
-	rc = open_qemu(a);
-	if (!rc)
-		rc = prepare_files(a);
+	rc = prepare_files(a);
 	if (rc)
 		return rc;
 	a->loop = ev_default_loop(EVFLAG_AUTO);
@@ -1585,9 +1388,7 @@ static void teardown(struct app *a)
 			ev_signal_stop(a->loop, &a->sigs[i]);
 	}
 	rdmig_listener_destroy(a->l);
-	qmp_close(a->q);
-	for (i = 0; i < a->o.nrams; i++)
-		cli_ram_unmap(&a->o.rams[i]);
+	ends_close_dest(&a->e);
 	free(a->o.rams);
 	cli_free_key(a->o.key, a->o.key_len);
 	if (a->loop)

@@ -1,18 +1,19 @@
-/* migrate-send: pushes RAM files (and a state file) to a migrate-recv over
- * RDMA, cold or live.  Live: pre-copy while a process keeps writing its
- * mappings of the files, tracked with soft-dirty bits, then SIGSTOP it for
- * the last round.  With --qmp the workload is a QEMU guest: its shared RAM
- * backends are the blocks, the guest is paused with QMP stop for the last
- * round, and QEMU's own migration streams the device state into rdmig's
- * state stream.  See migrate-send(1). */
+/* migrate-send: pushes RAM (and device state) to a migrate-recv over RDMA,
+ * cold or live.  Live: pre-copy rounds while the workload keeps writing,
+ * its writes tracked with soft-dirty bits, then the workload stops for the
+ * last round.  What the workload is (a process writing RAM files, or a
+ * QEMU guest) and where the device state comes from (a file, or QEMU's own
+ * migration) is ends.h's: this file drives them without knowing which.
+ *
+ * One libev loop drives everything: the library's fd and timer, the
+ * device-state endpoint's fd, the control socket and the signals.  The
+ * migration is a state machine (enum phase), advanced by the callbacks.
+ * See migrate-send(1). */
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +23,18 @@
 #include <ev.h>
 
 #include "cli.h"
-#include "opts.h"
 #include "control.h"
-#include "qmp.h"
+#include "devstate.h"
+#include "ends.h"
+#include "opts.h"
 #include "rdmig.h"
-#include "vmstate.h"
 #include "workload.h"
 
 #define PAGE 4096u
+/* Device state moves in pieces of this much between library steps. */
+#define FWD_BUF (256u << 10)
+/* How often a workload that stops itself is asked whether it has. */
+#define STOP_POLL_S 0.002
 
 static const char usage_text[] =
 	"usage: migrate-send --connect HOST:PORT (--ram NAME=PATH... | --qmp SOCK) [options]\n"
@@ -122,47 +127,6 @@ static const char *const status_names[] = {
 	[ST_CANCELLED] = "cancelled",
 };
 
-struct sender {
-	struct send_opts o;
-	struct rdmig_source *s;
-	struct qmp *q;          /* --qmp */
-	struct workload *wl;    /* --live or --qmp */
-	struct vmstate *vms;    /* --qmp: QEMU saving its device state */
-	void *state;
-	size_t state_len;
-	struct cli_bar bar;
-
-	/* Shared with the control and signal threads. */
-	atomic_uint_fast64_t max_bandwidth;
-	atomic_uint_fast64_t max_downtime;
-	atomic_int status;
-	atomic_bool cancelled;
-	atomic_uint_fast64_t downtime_ms;
-
-	uint64_t stop_ms;       /* when the workload was last stopped */
-	/* The downtime's parts (ms): stopping and the last scan, the last
-	 * round, the device state, the destination's confirmation. */
-	uint64_t dt_stop, dt_round, dt_state, dt_confirm;
-	bool resumed;           /* after a failure: the workload runs again */
-	char resume_err[512];   /* ... or why it could not */
-
-	/* progress bar of the current iteration */
-	uint64_t iter_base, iter_planned, iter_t0, bar_ms;
-
-	/* last iteration, for convergence and the events */
-	uint64_t last_bytes, last_ms, bw;     /* bw: bytes per second */
-	uint64_t switch_ms;     /* --qmp: the switch-over's own cost, estimated */
-
-	struct ev_loop *ctl_loop;
-	ev_async ctl_stop;
-	struct ctl_server *ctl;
-	pthread_t ctl_thread, sig_thread;
-	bool ctl_running;
-	/* Held by the signal thread while it cancels, and by main while it
-	 * destroys the source. */
-	pthread_mutex_t sig_lock;
-};
-
 /* ---- command line ---------------------------------------------------- */
 
 static int one_opt(void *opts, int c, const char *arg)
@@ -247,162 +211,875 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 	return -1;
 }
 
-/* ---- preparation --------------------------------------------------------- */
 
-static int read_all(int fd, void **out, size_t *outlen)
+/* Where the migration is: each phase says what it waits for. */
+enum phase {
+	PH_CONNECT,     /* rdma_cm, authentication, the block map */
+	PH_ROUND,       /* a pre-copy round while the workload runs */
+	PH_CONVERGED,   /* the converged round while the workload still runs;
+			 * then the device-state end stops it itself (QEMU
+			 * pre-copies its own RAM, its bytes forwarded as they
+			 * come, then stops the guest) */
+	PH_STOPPING,    /* that round is done: waiting for the workload to stop,
+			 * with more rounds (PH_CONVERGED) if it takes a while */
+	PH_LAST_ROUND,  /* the workload stopped: the last dirty pages */
+	PH_STATE,       /* the rest of the device state, to its end */
+	PH_COMPLETE,    /* COMPLETE went: waiting for the confirmation */
+	PH_DONE,        /* succeeded or failed: the loop ends */
+};
+
+struct failure {
+	enum cli_phase phase;
+	bool local;             /* not the library's: the workload or its tracking */
+	int rc;
+	char msg[1100];
+};
+
+struct sender {
+	struct send_opts o;
+	struct ev_loop *loop;
+	struct rdmig_source *s;
+	struct src_ends e;
+	struct cli_bar bar;
+	enum phase ph;
+	enum send_status status;
+	bool cancelled;
+	bool kicked;            /* the library runs again at once: an operation
+				 * just started, its timeout may not say so */
+
+	ev_io src_io, ds_io;
+	ev_timer src_timer, stop_timer;
+	ev_signal sigs[3];
+	struct ctl_server *ctl;
+
+	/* device state on its way: read from the endpoint, not yet queued */
+	char *fwd;
+	size_t fwd_len, fwd_off;
+	bool ds_eof;
+
+	uint64_t max_bandwidth, max_downtime;
+	uint64_t stop_ms;       /* when the workload stopped (downtime start) */
+	bool stopped;           /* ... it has (PH_CONVERGED, PH_STOPPING) */
+	bool ds_started;        /* the device-state end was asked to stop it */
+	uint64_t stop_deadline; /* by when it must have stopped */
+	uint64_t next_round_at; /* PH_STOPPING: a round to keep up, if not yet */
+	uint64_t t_clear;       /* the last clear of the dirty bits */
+	uint64_t t_mark;        /* a phase's start, for downtime-parts */
+	uint64_t iterations;    /* rounds while the workload ran */
+	/* the downtime's parts (ms): until the last round began, the last
+	 * round, the device state, the destination's confirmation */
+	uint64_t dt_stop, dt_round, dt_state, dt_confirm, downtime_ms;
+	uint64_t switch_ms;     /* the switch-over's own cost, estimated */
+
+	/* progress bar of the current round */
+	uint64_t iter_base, iter_planned, iter_t0, bar_ms;
+	/* the last round, for convergence and the events */
+	uint64_t last_bytes, last_ms, bw;
+
+	struct failure f;
+	bool failed;
+	bool resumed;           /* after a failure: the workload runs again */
+	char resume_err[512];   /* ... or why it could not */
+};
+
+static void finish(struct sender *x);
+
+/* ---- failing ------------------------------------------------------------------ */
+
+static int lib_fail(struct sender *x, int rc, enum cli_phase phase)
 {
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap), *nb;
+	if (x->failed)
+		return rc;
+	x->failed = true;
+	x->f.rc = rc;
+	x->f.phase = phase;
+	snprintf(x->f.msg, sizeof(x->f.msg), "%s", rc == -ECANCELED ? "cancelled" :
+		 rdmig_source_error(x->s));
+	finish(x);
+	return rc;
+}
+
+static int local_fail(struct sender *x, int rc, const char *msg)
+{
+	if (x->failed)
+		return rc;
+	x->failed = true;
+	x->f.rc = rc ? rc : -EIO;
+	x->f.phase = CLI_PHASE_TRANSFER;
+	x->f.local = true;
+	snprintf(x->f.msg, sizeof(x->f.msg), "%s", msg);
+	finish(x);
+	return x->f.rc;
+}
+
+/* ---- the library's fd and timer ---------------------------------------------- */
+
+/* Runs the library now (from the timer at 0): right after an operation
+ * starts its fd may not be readable yet. */
+static void kick(struct sender *x)
+{
+	x->kicked = true;
+	ev_timer_stop(x->loop, &x->src_timer);
+	ev_timer_set(&x->src_timer, 0.0, 0.0);
+	ev_timer_start(x->loop, &x->src_timer);
+}
+
+static void arm_src_timer(struct sender *x)
+{
+	int t = rdmig_source_timeout(x->s);
+
+	ev_timer_stop(x->loop, &x->src_timer);
+	if (t < 0)
+		return;
+	ev_timer_set(&x->src_timer, (double)t / 1000.0, 0.0);
+	ev_timer_start(x->loop, &x->src_timer);
+}
+
+/* ---- progress ------------------------------------------------------------------ */
+
+static void draw_bar(struct sender *x, const struct rdmig_stats *st)
+{
+	uint64_t done = st->normal_bytes - x->iter_base, ms = cli_now_ms() - x->iter_t0;
+
+	if (done + st->remaining > x->iter_planned)
+		x->iter_planned = done + st->remaining;
+	if (!x->bar.enabled || cli_now_ms() - x->bar_ms < 100)
+		return;
+	x->bar_ms = cli_now_ms();
+	cli_bar_draw(&x->bar, x->iter_planned ? (double)done / (double)x->iter_planned : 0,
+		     ms ? (double)done * 1000.0 / (double)ms : 0, st->iterations + 1);
+}
+
+static void on_progress(void *ctx, const struct rdmig_stats *st)
+{
+	draw_bar(ctx, st);
+}
+
+static void emit_setup(struct sender *x)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+	struct json_object *o;
+
+	if (!x->o.json)
+		return;
+	rdmig_source_stats(x->s, &st);
+	o = cli_event("setup");
+	cli_json_u64(o, "setup-time", st.setup_time_ms);
+	cli_json_u64(o, "total", st.total);
+	json_object_object_add(o, "auth-key", json_object_new_boolean(x->o.key != NULL));
+	cli_emit(o);
+}
+
+/* @dirty: bytes found dirty for the next round (live), @dirty_ms: over how
+ * long they were written. */
+static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+	struct json_object *o;
+	uint64_t pages = x->last_bytes / PAGE;
+
+	if (!x->o.json)
+		return;
+	rdmig_source_stats(x->s, &st);
+	o = cli_event("iteration");
+	cli_json_str(o, "status", status_names[x->status]);
+	cli_json_stats(o, &st);
+	cli_json_u64(o, "remaining", dirty);
+	cli_json_u64(o, "dirty-pages-rate", dirty_ms ? dirty / PAGE * 1000 / dirty_ms : 0);
+	cli_json_u64(o, "pages-per-second", x->last_ms ? pages * 1000 / x->last_ms : pages * 1000);
+	cli_json_u64(o, "iteration-bytes", x->last_bytes);
+	cli_json_u64(o, "iteration-time", x->last_ms);
+	cli_emit(o);
+}
+
+/* ---- the workload's dirty pages ------------------------------------------------ */
+
+static int poll_source(void *ctx)
+{
+	struct sender *x = ctx;
+
+	return rdmig_source_poll(x->s);
+}
+
+static int freeze(struct sender *x)
+{
+	char err[1024] = "";
+	int rc = wl_freeze(x->e.wl, poll_source, x, err, sizeof(err));
+
+	if (rc && !err[0])
+		return lib_fail(x, rc, CLI_PHASE_TRANSFER);
+	return rc ? local_fail(x, rc, err) : 0;
+}
+
+static int mark_range(void *ctx, unsigned block, uint64_t off, uint64_t len)
+{
+	struct sender *x = ctx;
+
+	return rdmig_source_mark_dirty(x->s, block, off, len);
+}
+
+/* Marks what the workload wrote since the last clear. */
+static int collect(struct sender *x, uint64_t *bytes)
+{
+	char err[1024];
+	int rc;
+
+	*bytes = 0;
+	rc = wl_collect_dirty(x->e.wl, mark_range, x, bytes, err, sizeof(err));
+	return rc ? local_fail(x, rc, err) : 0;
+}
+
+static int clear_and_thaw(struct sender *x)
+{
+	char err[512];
+	int rc = wl_clear_dirty(x->e.wl, err, sizeof(err));
+
+	if (rc)
+		return local_fail(x, rc, err);
+	x->t_clear = cli_now_ms();
+	wl_thaw(x->e.wl);
+	return 0;
+}
+
+/* ---- convergence ------------------------------------------------------------------ */
+
+/* Whether the dirty bytes found can go out within the allowed downtime. */
+static bool converged(struct sender *x, uint64_t dirty)
+{
+	uint64_t max_ms = x->max_downtime, rate = x->max_bandwidth, bw = x->bw;
+
+	if (!dirty)
+		return true;
+	if (rate && (!bw || rate < bw))
+		bw = rate;
+	if (!bw)
+		return false;
+	/* The fixed cost of switching over counts against the downtime too,
+	 * but at most half of it: one slow monitor answer while it was timed
+	 * must not keep the pre-copy from ever converging. */
+	return dirty * 1000 / bw + (x->switch_ms < max_ms / 2 ? x->switch_ms : max_ms / 2) <=
+	       max_ms;
+}
+
+/* Converged, but would one more round still pay?  The workload dirties at
+ * the rate the last round saw; a round as long as sending @dirty (plus the
+ * scan, which the last round's overhead approximates) should leave less
+ * than half of it.  Worth it: the downtime is the part the workload feels,
+ * and a round this short adds little to the total. */
+static bool another_round_pays(struct sender *x, uint64_t dirty, uint64_t round_ms)
+{
+	uint64_t bw = x->bw, send_ms, overhead_ms, next_ms;
+
+	if (!dirty || !bw || !round_ms)
+		return false;
+	send_ms = dirty * 1000 / bw;
+	/* Data worth less than the fixed switch-over cost: no measurable gain. */
+	if (send_ms * 2 <= x->switch_ms || send_ms < 10)
+		return false;
+	overhead_ms = x->last_ms < round_ms ? round_ms - x->last_ms : 0;
+	next_ms = send_ms + overhead_ms;
+	/* dirty / round_ms is the dirtying rate; the next round's share of it: */
+	return dirty / round_ms * next_ms < dirty / 2;
+}
+
+/* ---- the phases ------------------------------------------------------------------ */
+
+static void start_round(struct sender *x, enum phase ph)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+	int rc;
+
+	rdmig_source_stats(x->s, &st);
+	x->iter_base = st.normal_bytes;
+	x->iter_planned = 0;
+	x->iter_t0 = cli_now_ms();
+	x->ph = ph;
+	rc = rdmig_source_iterate_async(x->s);
+	if (rc)
+		lib_fail(x, rc, CLI_PHASE_TRANSFER);
+	else
+		kick(x);
+}
+
+/* A round's figures, for convergence and the events. */
+static void round_ended(struct sender *x)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+
+	cli_bar_clear(&x->bar);
+	rdmig_source_stats(x->s, &st);
+	x->last_bytes = st.normal_bytes - x->iter_base;
+	x->last_ms = cli_now_ms() - x->iter_t0;
+	/* Too little to time: keep the last estimate. */
+	if (x->last_bytes >= (1u << 20) && x->last_ms)
+		x->bw = x->last_bytes * 1000 / x->last_ms;
+}
+
+static void watch_state(struct sender *x);
+
+/* Converged, frozen, the last pages collected: the workload stops, either
+ * right here (a frozen process stays frozen: the last round holds those
+ * pages) or, after one more round while it runs, by the device-state end's
+ * doing (QEMU stops its guest itself, inside its own migration). */
+static void converge(struct sender *x)
+{
+	uint64_t stop_ms;
+	char err[1024];
+	bool now;
+	int rc = wl_begin_stop(x->e.wl, &now, &stop_ms, err, sizeof(err));
+
+	if (rc) {
+		local_fail(x, rc, err);
+		return;
+	}
+	if (!now) {
+		x->t_clear = cli_now_ms();
+		x->stop_deadline = cli_now_ms() + x->o.timeout_s * 1000;
+		start_round(x, PH_CONVERGED);
+		return;
+	}
+	rc = ds_start(x->e.ds, err, sizeof(err));
+	if (rc) {
+		local_fail(x, rc, err);
+		return;
+	}
+	watch_state(x);
+	x->stop_ms = stop_ms;
+	x->status = ST_DEVICE;
+	x->dt_stop = cli_now_ms() - stop_ms;
+	x->t_mark = cli_now_ms();
+	start_round(x, PH_LAST_ROUND);
+}
+
+static void round_done(struct sender *x)
+{
+	uint64_t dirty, t_freeze, since;
+
+	round_ended(x);
+	x->iterations++;
+	t_freeze = cli_now_ms();
+	if (freeze(x) || collect(x, &dirty))
+		return;
+	since = t_freeze - x->t_clear;
+	emit_iteration(x, dirty, since);
+	if (x->iterations >= x->o.max_iterations ||
+	    (converged(x, dirty) && !another_round_pays(x, dirty, since))) {
+		converge(x);
+		return;
+	}
+	if (!clear_and_thaw(x))
+		start_round(x, PH_ROUND);
+}
+
+/* The converged round is done; the workload stops by the device-state
+ * end's doing: asked every STOP_POLL_S, for at most the timeout. */
+static void stopped(struct sender *x);
+
+/* A converged round is done.  The first time, the device-state end is
+ * asked to stop the workload now (QEMU's own migration starts: it copies
+ * its own RAM, then stops the guest and waits): starting it only now keeps
+ * the round just sent out of the downtime.  Then it is asked every
+ * STOP_POLL_S; one that takes longer than a round gets another round, so
+ * the pages written meanwhile do not pile up for the downtime. */
+static void converged_done(struct sender *x)
+{
+	char err[1024];
+	int rc;
+
+	round_ended(x);
+	emit_iteration(x, 0, 0);
+	x->ph = PH_STOPPING;
+	if (!x->ds_started) {
+		rc = ds_start(x->e.ds, err, sizeof(err));
+		if (rc) {
+			local_fail(x, rc, err);
+			return;
+		}
+		x->ds_started = true;
+		watch_state(x);
+	}
+	if (x->stopped) {
+		stopped(x);
+		return;
+	}
+	x->next_round_at = cli_now_ms() + (x->last_ms > 50 ? x->last_ms : 50);
+	ev_timer_set(&x->stop_timer, 0.0, STOP_POLL_S);
+	ev_timer_again(x->loop, &x->stop_timer);
+}
+
+/* The workload stopped: what it wrote since the last clear is the last
+ * round. */
+static void stopped(struct sender *x)
+{
+	uint64_t more;
+
+	ev_timer_stop(x->loop, &x->stop_timer);
+	x->status = ST_DEVICE;
+	if (collect(x, &more))
+		return;
+	x->t_mark = cli_now_ms();
+	x->dt_stop = x->t_mark - x->stop_ms;
+	start_round(x, PH_LAST_ROUND);
+}
+
+/* While waiting: one more round of what was written since the last. */
+static void keep_up(struct sender *x)
+{
+	uint64_t dirty, t_freeze = cli_now_ms();
+
+	if (freeze(x) || collect(x, &dirty))
+		return;
+	emit_iteration(x, dirty, t_freeze - x->t_clear);
+	if (!clear_and_thaw(x))
+		start_round(x, PH_CONVERGED);
+}
+
+static void check_stopped(struct sender *x)
+{
+	uint64_t stop_ms = 0;
+	char err[1024];
+	int rc;
+
+	if (x->cancelled) {
+		local_fail(x, -ECANCELED, "cancelled");
+		return;
+	}
+	rc = ds_stopped(x->e.ds, &stop_ms, err, sizeof(err));
+	if (rc < 0) {
+		local_fail(x, rc, err);
+		return;
+	}
+	if (rc == 1 && !x->stopped) {
+		x->stopped = true;
+		x->stop_ms = stop_ms;
+	}
+	/* A round under way finishes first (converged_done). */
+	if (x->ph != PH_STOPPING)
+		return;
+	if (x->stopped) {
+		stopped(x);
+		return;
+	}
+	if (cli_now_ms() >= x->next_round_at) {
+		ev_timer_stop(x->loop, &x->stop_timer);
+		keep_up(x);
+		ev_timer_again(x->loop, &x->stop_timer);
+		return;
+	}
+	if (cli_now_ms() > x->stop_deadline) {
+		snprintf(err, sizeof(err), "the %s was not stopped for the switch-over within %"
+			 PRIu64 " s (--timeout)", wl_kind(x->e.wl), x->o.timeout_s);
+		local_fail(x, -ETIMEDOUT, err);
+	}
+}
+
+static void pump_state(struct sender *x);
+
+/* The last round is in: the rest of the device state follows it. */
+static void last_round_done(struct sender *x)
+{
+	char err[1024];
+	int rc;
+
+	round_ended(x);
+	if (!x->o.live)
+		emit_iteration(x, 0, 0);
+	x->dt_round = cli_now_ms() - x->t_mark;
+	x->t_mark = cli_now_ms();
+	x->ph = PH_STATE;
+	rc = ds_release(x->e.ds, err, sizeof(err));
+	if (rc) {
+		local_fail(x, rc, err);
+		return;
+	}
+	watch_state(x);
+	pump_state(x);
+}
+
+static void state_done(struct sender *x)
+{
+	char err[1024];
+	int rc = ds_commit(x->e.ds, err, sizeof(err));
+
+	if (rc) {
+		local_fail(x, rc, err);
+		return;
+	}
+	x->dt_state = cli_now_ms() - x->t_mark;
+	x->t_mark = cli_now_ms();
+	ev_io_stop(x->loop, &x->ds_io);
+	x->ph = PH_COMPLETE;
+	rc = rdmig_source_complete_async(x->s);
+	if (rc)
+		lib_fail(x, rc, CLI_PHASE_TRANSFER);
+	else
+		kick(x);
+}
+
+static void completed(struct sender *x)
+{
+	x->dt_confirm = cli_now_ms() - x->t_mark;
+	if (x->o.live)
+		x->downtime_ms = cli_now_ms() - x->stop_ms;
+	x->status = ST_COMPLETED;
+	finish(x);
+}
+
+/* Connected and admitted: the device-state end gets ready while the
+ * workload runs (for QEMU, its settings and the pipe: also a measure of how
+ * fast its monitor answers, which the switch-over pays a few times), then
+ * the first round, or the only one of a cold migration. */
+static void connected(struct sender *x)
+{
+	uint64_t t0 = cli_now_ms();
+	char err[1024];
+	int rc;
+
+	x->status = ST_ACTIVE;
+	emit_setup(x);
+	rc = ds_prepare(x->e.ds, err, sizeof(err));
+	if (rc) {
+		local_fail(x, rc, err);
+		return;
+	}
+	x->switch_ms = 2 * (cli_now_ms() - t0) + 1;
+	rdmig_source_mark_all(x->s);
+	if (!x->o.live) {
+		x->t_mark = cli_now_ms();
+		start_round(x, PH_LAST_ROUND);
+		return;
+	}
+	/* The first clear happens with the workload frozen too, so its first
+	 * round starts from a known point. */
+	if (!freeze(x) && !clear_and_thaw(x))
+		start_round(x, PH_ROUND);
+}
+
+/* The operation in hand finished. */
+static void op_done(struct sender *x)
+{
+	switch (x->ph) {
+	case PH_CONNECT: connected(x); break;
+	case PH_ROUND: round_done(x); break;
+	case PH_CONVERGED: converged_done(x); break;
+	case PH_LAST_ROUND: last_round_done(x); break;
+	case PH_COMPLETE: completed(x); break;
+	case PH_STOPPING: case PH_STATE: case PH_DONE: break;
+	}
+}
+
+static void src_step(struct sender *x)
+{
+	int rc;
+
+	x->kicked = false;
+	rc = rdmig_source_process(x->s);
+	if (x->ph == PH_DONE)
+		return;
+	if (rc < 0) {
+		lib_fail(x, rc, x->ph == PH_CONNECT ? CLI_PHASE_CONNECT : CLI_PHASE_TRANSFER);
+		return;
+	}
+	if (rc == 1)
+		op_done(x);
+	/* Credits may have come back for device state waiting to go. */
+	if (x->ph != PH_DONE)
+		pump_state(x);
+	if (x->ph != PH_DONE && !x->kicked)
+		arm_src_timer(x);
+}
+
+static void src_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	src_step(w->data);
+}
+
+static void src_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	src_step(w->data);
+}
+
+static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	check_stopped(w->data);
+}
+
+/* ---- device state: from its end onto the library's stream ------------------------ */
+
+/* Reads from the endpoint while the buffer is empty and queues what it
+ * holds while the library takes it; the rest waits for the next step (no
+ * credits) or the fd (nothing to read). */
+static void pump_state(struct sender *x)
+{
+	char err[1024];
 	ssize_t n;
 
-	if (!buf)
-		return -ENOMEM;
 	for (;;) {
-		if (len == cap) {
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
+		if (x->fwd_off == x->fwd_len) {
+			if (x->ds_eof)
+				break;
+			n = ds_read(x->e.ds, x->fwd, FWD_BUF, err, sizeof(err));
+			if (n == -EAGAIN)
+				break;
+			if (n < 0) {
+				local_fail(x, (int)n, err);
+				return;
 			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
+			x->fwd_off = 0;
+			x->fwd_len = (size_t)n;
+			x->ds_eof = n == 0;
 			continue;
+		}
+		n = rdmig_source_write_state(x->s, x->fwd + x->fwd_off, x->fwd_len - x->fwd_off);
 		if (n < 0) {
-			n = -errno;
-			free(buf);
-			return (int)n;
+			lib_fail(x, (int)n, CLI_PHASE_TRANSFER);
+			return;
 		}
 		if (n == 0)
 			break;
-		len += (size_t)n;
+		x->fwd_off += (size_t)n;
 	}
-	*out = buf;
-	*outlen = len;
-	return 0;
+	/* A full buffer waits for credits, not for the fd. */
+	if (x->fwd_off < x->fwd_len || x->ds_eof)
+		ev_io_stop(x->loop, &x->ds_io);
+	else
+		watch_state(x);
+	if (x->ph == PH_STATE && x->ds_eof && x->fwd_off == x->fwd_len)
+		state_done(x);
 }
 
-static int load_state(struct sender *x)
+static void watch_state(struct sender *x)
 {
-	const char *path = x->o.state_in;
-	int fd, rc;
+	int fd = ds_fd(x->e.ds);
 
-	if (!path)
-		return 0;
-	fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
-	if (fd < 0)
-		return cli_usage("cannot open state file %s: %s", path, strerror(errno));
-	rc = read_all(fd, &x->state, &x->state_len);
-	if (fd)
-		close(fd);
-	if (rc)
-		return cli_usage("cannot read state file %s: %s", path, strerror(-rc));
-	return 0;
+	if (fd < 0 || ev_is_active(&x->ds_io))
+		return;
+	ev_io_set(&x->ds_io, fd, EV_READ);
+	ev_io_start(x->loop, &x->ds_io);
 }
 
-static int map_rams(struct sender *x)
+static void ds_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	pump_state(w->data);
+}
+
+/* ---- the end -------------------------------------------------------------------------- */
+
+/* After a failure: the device-state end is closed first (QEMU's own
+ * migration cancelled, its settings back: it refuses `cont` while its
+ * migration runs), then the workload runs again, or the report says why
+ * not. */
+static void resume_workload(struct sender *x)
 {
 	char err[512];
-	unsigned i;
 
-	for (i = 0; i < x->o.nrams; i++)
-		if (cli_ram_map_ro(&x->o.rams[i], err, sizeof(err)))
-			return cli_usage("--ram %s: %s", x->o.rams[i].name, err);
+	if (x->e.wl)
+		wl_thaw(x->e.wl);
+	if (ds_close(x->e.ds, err, sizeof(err)))
+		cli_err("warning: %s", err);
+	x->e.ds = NULL;
+	if (!x->e.wl)
+		return;
+	x->resumed = !wl_resume(x->e.wl, x->resume_err, sizeof(x->resume_err));
+}
+
+static void report_success(struct sender *x)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+	char a[32], b[32], c[32], left[200];
+	double secs, rate;
+
+	rdmig_source_stats(x->s, &st);
+	if (x->o.json) {
+		struct json_object *o = cli_event("completed");
+
+		cli_json_str(o, "status", "completed");
+		cli_json_stats(o, &st);
+		if (x->o.live) {
+			struct json_object *parts = json_object_new_object();
+
+			cli_json_u64(o, "downtime", x->downtime_ms);
+			cli_json_u64(parts, "stop", x->dt_stop);
+			cli_json_u64(parts, "last-round", x->dt_round);
+			cli_json_u64(parts, "device-state", x->dt_state);
+			cli_json_u64(parts, "confirm", x->dt_confirm);
+			json_object_object_add(o, "downtime-parts", parts);
+		}
+		cli_emit(o);
+		return;
+	}
+	secs = (double)st.total_time_ms / 1000.0;
+	rate = st.data_time_ms ? (double)st.normal_bytes * 1000.0 / (double)st.data_time_ms : 0;
+	cli_err("migration to %s:%s completed in %.2f s: %s in %" PRIu64 " iteration%s",
+		x->o.host, x->o.port, secs, cli_fmt_bytes(st.total, a, sizeof(a)), st.iterations,
+		st.iterations == 1 ? "" : "s");
+	fprintf(stderr, "  sent %s at %s/s; %" PRIu64 " zero pages (%s) not sent as data; "
+		"state %" PRIu64 " bytes\n", cli_fmt_bytes(st.normal_bytes, b, sizeof(b)),
+		cli_fmt_bytes((uint64_t)rate, c, sizeof(c)), st.zero_pages,
+		cli_fmt_bytes(st.zero_pages * PAGE, a, sizeof(a)), st.state_bytes);
+	fprintf(stderr, "  setup %" PRIu64 " ms", st.setup_time_ms);
+	if (x->e.wl) {
+		wl_left(x->e.wl, left, sizeof(left));
+		fprintf(stderr, ", downtime %" PRIu64 " ms; %s", x->downtime_ms, left);
+	}
+	fputc('\n', stderr);
+}
+
+/* What became of the workload after a failure, for the one line. */
+static const char *workload_fate(struct sender *x, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (!x->e.wl)
+		return buf;
+	if (!x->resumed)
+		snprintf(buf, len, "; %s", x->resume_err);
+	else
+		snprintf(buf, len, "; %s", wl_runs_again(x->e.wl));
+	return buf;
+}
+
+static int report_failure(struct sender *x)
+{
+	const struct failure *f = &x->f;
+	int code = cli_exit_code(f->rc, f->phase, f->msg);
+	char line[2048], fate[600];
+	struct json_object *o;
+
+	if (f->local && code == CLI_EX_TRANSFER)
+		code = CLI_EX_INTERNAL;
+	if (f->rc == -ECANCELED || x->cancelled)
+		code = CLI_EX_CANCELLED;
+	workload_fate(x, fate, sizeof(fate));
+	if (code == CLI_EX_CANCELLED)
+		snprintf(line, sizeof(line), "Migration to %s:%s cancelled%s", x->o.host,
+			 x->o.port, fate);
+	else if (f->phase == CLI_PHASE_CONNECT && code != CLI_EX_TRANSFER)
+		snprintf(line, sizeof(line), "Unable to connect to %s:%s: %s", x->o.host,
+			 x->o.port, f->msg);
+	else
+		snprintf(line, sizeof(line), "Migration to %s:%s failed: %s%s", x->o.host,
+			 x->o.port, f->msg, fate);
+	cli_bar_clear(&x->bar);
+	cli_err("%s", line);
+	if (!x->o.json)
+		return code;
+	o = cli_event("failed");
+	/* Whether the workload runs here again, for a script to act on. */
+	if (x->e.wl)
+		json_object_object_add(o, wl_running_key(x->e.wl),
+				       json_object_new_boolean(x->resumed));
+	cli_emit_failed(line, code, o);
+	return code;
+}
+
+static int exit_code;
+
+/* Success or failure: reported once, the loop ends. */
+static void finish(struct sender *x)
+{
+	x->ph = PH_DONE;
+	ev_timer_stop(x->loop, &x->stop_timer);
+	ev_io_stop(x->loop, &x->ds_io);
+	if (x->failed) {
+		resume_workload(x);
+		x->status = x->cancelled ? ST_CANCELLED : ST_FAILED;
+		exit_code = report_failure(x);
+	} else {
+		report_success(x);
+		exit_code = CLI_EX_OK;
+	}
+	ev_break(x->loop, EVBREAK_ALL);
+}
+
+/* ---- control socket and signals ----------------------------------------------------- */
+
+static struct json_object *status_reply(struct sender *x)
+{
+	struct json_object *o = json_object_new_object();
+	struct rdmig_stats st = { .size = sizeof(st) };
+
+	rdmig_source_stats(x->s, &st);
+	cli_json_str(o, "status", status_names[x->status]);
+	cli_json_stats(o, &st);
+	if (x->status == ST_COMPLETED && x->o.live)
+		cli_json_u64(o, "downtime", x->downtime_ms);
+	cli_json_u64(o, "max-bandwidth", x->max_bandwidth);
+	cli_json_u64(o, "max-downtime", x->max_downtime);
+	return ctl_return(o);
+}
+
+static void cancel(struct sender *x)
+{
+	x->cancelled = true;
+	if (x->status == ST_ACTIVE || x->status == ST_SETUP || x->status == ST_DEVICE)
+		x->status = ST_CANCELLING;
+	rdmig_source_cancel(x->s);
+}
+
+static int get_limit(struct json_object *req, const char *key, uint64_t *v, int *have)
+{
+	struct json_object *j;
+
+	if (!json_object_object_get_ex(req, key, &j))
+		return 0;
+	if (!json_object_is_type(j, json_type_int) || json_object_get_int64(j) < 0)
+		return -1;
+	*v = (uint64_t)json_object_get_int64(j);
+	*have = 1;
 	return 0;
 }
 
-/* --qmp without --ram: the guest's RAM backends are the blocks, named by
- * their ids as QEMU names the RAMBlocks.  RAM that is not shared would
- * not be skipped by x-ignore-shared: refused before anything is sent. */
-static int discover_blocks(struct sender *x)
+static struct json_object *set_reply(struct sender *x, struct json_object *req)
 {
-	struct qmp_backend *b = NULL;
-	char err[1024];
-	size_t n = 0, i;
-	int rc;
+	uint64_t dt = 0, bw = 0;
+	int have_dt = 0, have_bw = 0;
 
-	rc = qmp_backends(x->q, &b, &n, err, sizeof(err));
-	if (!rc)
-		rc = qmp_guest_ram_shared(x->q, b, n, err, sizeof(err));
-	for (i = 0; !rc && i < n; i++) {
-		struct cli_ram *r;
-
-		if (!b[i].in_guest)
-			continue;
-		r = realloc(x->o.rams, (x->o.nrams + 1) * sizeof(*r));
-		if (!r) {
-			rc = -ENOMEM;
-			snprintf(err, sizeof(err), "out of memory");
-			break;
-		}
-		x->o.rams = r;
-		r = &r[x->o.nrams++];
-		memset(r, 0, sizeof(*r));
-		snprintf(r->name, sizeof(r->name), "%s", b[i].id);
-		snprintf(r->path, sizeof(r->path), "%s", b[i].path);
+	if (get_limit(req, "max-downtime", &dt, &have_dt))
+		return ctl_error("max-downtime must be a non-negative integer (ms)");
+	if (get_limit(req, "max-bandwidth", &bw, &have_bw))
+		return ctl_error("max-bandwidth must be a non-negative integer (bytes/s)");
+	if (!have_dt && !have_bw)
+		return ctl_error("set needs max-downtime or max-bandwidth");
+	if (have_dt)
+		x->max_downtime = dt;
+	if (have_bw) {
+		x->max_bandwidth = bw;
+		rdmig_source_set_max_bandwidth(x->s, bw);
 	}
-	free(b);
-	if (!rc && !x->o.nrams)
-		return cli_usage("--qmp %s: QEMU has no guest RAM in a shared memory backend",
-				 x->o.qmp);
-	return rc ? cli_usage("--qmp %s: %s", x->o.qmp, err) : 0;
+	return ctl_return(NULL);
 }
 
-static int open_qemu(struct sender *x)
+static struct json_object *on_command(void *ctx, const char *cmd, struct json_object *req)
 {
-	char err[1024];
+	struct sender *x = ctx;
 
-	if (!x->o.qmp)
-		return 0;
-	if (qmp_open(&x->q, x->o.qmp, (int)(x->o.timeout_s * 1000), err, sizeof(err)))
-		return cli_usage("--qmp %s: %s", x->o.qmp, err);
-	x->o.pid = qmp_pid(x->q);
-	if (!x->o.pid)
-		return cli_usage("--qmp %s: QEMU runs in another pid namespace: its writes "
-				 "cannot be tracked from here", x->o.qmp);
-	return x->o.nrams ? 0 : discover_blocks(x);
-}
-
-static int open_workload(struct sender *x)
-{
-	struct proc_ref own = PROC_REF_INIT;
-	const struct proc_ref *proc = &own;
-	const char **paths;
-	uint64_t *lens;
-	char err[1024];
-	unsigned i;
-	int rc;
-
-	if (!x->o.live)
-		return 0;
-	/* Held by identity from here on: a pid reused by another process must
-	 * not get our SIGSTOPs (proc.h). */
-	if (x->q)
-		proc = qmp_proc(x->q);
-	else if (proc_open(&own, x->o.pid, err, sizeof(err)))
-		return cli_usage("--pid %d: %s", (int)x->o.pid, err);
-	paths = calloc(x->o.nrams, sizeof(*paths));
-	lens = calloc(x->o.nrams, sizeof(*lens));
-	rc = paths && lens ? 0 : -ENOMEM;
-	for (i = 0; !rc && i < x->o.nrams; i++) {
-		paths[i] = x->o.rams[i].path;
-		lens[i] = x->o.rams[i].len;
+	if (!strcmp(cmd, "status"))
+		return status_reply(x);
+	if (!strcmp(cmd, "cancel")) {
+		cancel(x);
+		return ctl_return(NULL);
 	}
-	if (!rc)
-		rc = wl_open(&x->wl, proc, x->q, paths, lens, x->o.nrams,
-			     (int)(x->o.timeout_s * 1000), err, sizeof(err));
-	proc_close(&own);
-	free(paths);
-	free(lens);
-	if (rc == -ENOMEM)
-		return cli_usage("out of memory");
-	return rc ? cli_usage("cannot track the writes of %s %d: %s", x->q ? "QEMU" :
-			      "process", (int)x->o.pid, err) : 0;
+	if (!strcmp(cmd, "set"))
+		return set_reply(x, req);
+	return NULL;
 }
 
-static void on_progress(void *ctx, const struct rdmig_stats *st);
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	cancel(w->data);
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
 
 static int create_source(struct sender *x)
 {
@@ -431,739 +1108,105 @@ static int create_source(struct sender *x)
 	rc = rdmig_source_create(&x->s, &cfg);
 	if (rc)
 		return cli_usage("%s", x->s ? rdmig_source_error(x->s) : strerror(-rc));
-	for (i = 0; i < x->o.nrams; i++) {
-		rc = rdmig_source_add_block(x->s, x->o.rams[i].name, x->o.rams[i].host,
-					    x->o.rams[i].len, PAGE);
+	for (i = 0; i < x->e.nrams; i++) {
+		rc = rdmig_source_add_block(x->s, x->e.rams[i].name, x->e.rams[i].host,
+					    x->e.rams[i].len, PAGE);
 		if (rc < 0)
-			return cli_usage("--ram %s: %s", x->o.rams[i].name,
+			return cli_usage("--ram %s: %s", x->e.rams[i].name,
 					 rdmig_source_error(x->s));
 	}
 	return 0;
 }
 
-/* ---- progress (library callback, main thread) ------------------------------ */
-
-static void draw_bar(struct sender *x, const struct rdmig_stats *st)
+static int open_ends(struct sender *x)
 {
-	uint64_t done = st->normal_bytes - x->iter_base, ms = cli_now_ms() - x->iter_t0;
+	struct src_spec sp = {
+		.qmp = x->o.qmp, .state_in = x->o.state_in, .pid = x->o.pid,
+		.live = x->o.live, .timeout_ms = (int)(x->o.timeout_s * 1000),
+	};
+	char err[2048];
+	int rc = ends_open_source(&x->e, &sp, x->o.rams, x->o.nrams, err, sizeof(err));
 
-	if (done + st->remaining > x->iter_planned)
-		x->iter_planned = done + st->remaining;
-	if (!x->bar.enabled || cli_now_ms() - x->bar_ms < 100)
-		return;
-	x->bar_ms = cli_now_ms();
-	cli_bar_draw(&x->bar, x->iter_planned ? (double)done / (double)x->iter_planned : 0,
-		     ms ? (double)done * 1000.0 / (double)ms : 0, st->iterations + 1);
+	/* The ends own the blocks now. */
+	x->o.rams = NULL;
+	x->o.nrams = 0;
+	return rc ? cli_usage("%s", err) : 0;
 }
 
-static void on_progress(void *ctx, const struct rdmig_stats *st)
+static void watch(struct sender *x)
 {
-	struct sender *x = ctx;
+	static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
+	unsigned i;
 
-	draw_bar(x, st);
-}
-
-/* ---- the workload: stop, continue, dirty pages ----------------------------- */
-
-struct failure {
-	enum cli_phase phase;
-	bool local;             /* not the library's: the workload or its tracking */
-	int rc;
-	char msg[1100];
-};
-
-static int lib_fail(struct sender *x, struct failure *f, int rc, enum cli_phase phase)
-{
-	f->rc = rc;
-	f->phase = phase;
-	snprintf(f->msg, sizeof(f->msg), "%s", rc == -ECANCELED ? "cancelled" :
-		 rdmig_source_error(x->s));
-	return rc;
-}
-
-static int local_fail(struct failure *f, int rc, const char *msg)
-{
-	f->rc = rc;
-	f->phase = CLI_PHASE_TRANSFER;
-	f->local = true;
-	snprintf(f->msg, sizeof(f->msg), "%s", msg);
-	return rc ? rc : -EIO;
-}
-
-static int check_cancel(struct sender *x, struct failure *f)
-{
-	return atomic_load(&x->cancelled) ? local_fail(f, -ECANCELED, "cancelled") : 0;
-}
-
-static int poll_source(void *ctx)
-{
-	struct sender *x = ctx;
-
-	return rdmig_source_poll(x->s);
-}
-
-static int freeze_workload(struct sender *x, struct failure *f)
-{
-	char err[1024] = "";
-	int rc;
-
-	x->stop_ms = cli_now_ms();
-	rc = wl_freeze(x->wl, poll_source, x, err, sizeof(err));
-	if (rc && !err[0])
-		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
-	return rc ? local_fail(f, rc, err) : 0;
-}
-
-static int mark_range(void *ctx, unsigned block, uint64_t off, uint64_t len)
-{
-	struct sender *x = ctx;
-
-	return rdmig_source_mark_dirty(x->s, block, off, len);
-}
-
-/* With the workload stopped: marks what it wrote since the last clear. */
-static int collect_dirty(struct sender *x, uint64_t *bytes, struct failure *f)
-{
-	char err[1024];
-	int rc;
-
-	*bytes = 0;
-	rc = wl_collect_dirty(x->wl, mark_range, x, bytes, err, sizeof(err));
-	return rc ? local_fail(f, rc, err) : 0;
-}
-
-/* After a failure: the workload runs again, or the report says why not. */
-static void resume_workload(struct sender *x)
-{
-	/* A frozen QEMU answers no QMP: thawed first, or each command below
-	 * would wait --timeout while the guest stays frozen. */
-	if (x->wl)
-		wl_thaw(x->wl);
-	vms_close(x->vms);
-	x->vms = NULL;
-	if (!x->wl)
-		return;
-	x->resumed = !wl_resume(x->wl, x->resume_err, sizeof(x->resume_err));
-	/* A guest paused before we came stays paused: say so, and how it is
-	 * left (after QEMU's own `migrate` completed, in postmigrate). */
-	if (x->resumed && x->q && !wl_was_running(x->wl)) {
-		char st[32] = "unknown";
-
-		qmp_status(x->q, st, sizeof(st), NULL, 0);
-		x->resumed = false;
-		snprintf(x->resume_err, sizeof(x->resume_err), "the guest was paused before "
-			 "the migration and stays paused on the source (QEMU status %s%s)", st,
-			 strcmp(st, "postmigrate") ? "" : "; `cont` resumes it there");
+	ev_io_init(&x->src_io, src_io_cb, rdmig_source_fd(x->s), EV_READ);
+	ev_timer_init(&x->src_timer, src_timer_cb, 0.0, 0.0);
+	ev_timer_init(&x->stop_timer, stop_timer_cb, 0.0, STOP_POLL_S);
+	ev_io_init(&x->ds_io, ds_io_cb, -1, EV_READ);
+	x->src_io.data = x->src_timer.data = x->stop_timer.data = x->ds_io.data = x;
+	ev_io_start(x->loop, &x->src_io);
+	for (i = 0; i < 3; i++) {
+		ev_signal_init(&x->sigs[i], signal_cb, signals[i]);
+		x->sigs[i].data = x;
+		ev_signal_start(x->loop, &x->sigs[i]);
 	}
 }
 
-/* ---- events ---------------------------------------------------------------- */
-
-static void set_status(struct sender *x, enum send_status st)
-{
-	atomic_store(&x->status, (int)st);
-}
-
-static void emit_setup(struct sender *x)
-{
-	struct rdmig_stats st = { .size = sizeof(st) };
-	struct json_object *o;
-
-	if (!x->o.json)
-		return;
-	rdmig_source_stats(x->s, &st);
-	o = cli_event("setup");
-	cli_json_u64(o, "setup-time", st.setup_time_ms);
-	cli_json_u64(o, "total", st.total);
-	cli_emit(o);
-}
-
-/* @dirty: bytes found dirty for the next round (live), @dirty_ms: over how
- * long they were written. */
-static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
-{
-	struct rdmig_stats st = { .size = sizeof(st) };
-	struct json_object *o;
-	uint64_t pages = x->last_bytes / PAGE;
-
-	if (!x->o.json)
-		return;
-	rdmig_source_stats(x->s, &st);
-	o = cli_event("iteration");
-	cli_json_str(o, "status", status_names[atomic_load(&x->status)]);
-	cli_json_stats(o, &st);
-	cli_json_u64(o, "remaining", dirty);
-	cli_json_u64(o, "dirty-pages-rate", dirty_ms ? dirty / PAGE * 1000 / dirty_ms : 0);
-	cli_json_u64(o, "pages-per-second", x->last_ms ? pages * 1000 / x->last_ms : pages * 1000);
-	cli_json_u64(o, "iteration-bytes", x->last_bytes);
-	cli_json_u64(o, "iteration-time", x->last_ms);
-	cli_emit(o);
-}
-
-/* ---- the migration ---------------------------------------------------------- */
-
-static int iterate(struct sender *x)
-{
-	struct rdmig_stats st = { .size = sizeof(st) };
-	uint64_t t0 = cli_now_ms();
-	int rc;
-
-	rdmig_source_stats(x->s, &st);
-	x->iter_base = st.normal_bytes;
-	x->iter_planned = 0;
-	x->iter_t0 = t0;
-	rc = rdmig_source_iterate(x->s);
-	cli_bar_clear(&x->bar);
-	if (rc)
-		return rc;
-	rdmig_source_stats(x->s, &st);
-	x->last_bytes = st.normal_bytes - x->iter_base;
-	x->last_ms = cli_now_ms() - t0;
-	/* Too little to time: keep the last estimate. */
-	if (x->last_bytes >= (1u << 20) && x->last_ms)
-		x->bw = x->last_bytes * 1000 / x->last_ms;
-	return 0;
-}
-
-/* Whether the dirty bytes found can go out within the allowed downtime. */
-static bool converged(struct sender *x, uint64_t dirty)
-{
-	uint64_t max_ms = atomic_load(&x->max_downtime), rate = atomic_load(&x->max_bandwidth);
-	uint64_t bw = x->bw;
-
-	if (!dirty)
-		return true;
-	if (rate && (!bw || rate < bw))
-		bw = rate;
-	if (!bw)
-		return false;
-	/* The fixed cost of switching over counts against the downtime too,
-	 * but at most half of it: one slow monitor answer while it was timed
-	 * must not keep the pre-copy from ever converging. */
-	return dirty * 1000 / bw + (x->switch_ms < max_ms / 2 ? x->switch_ms : max_ms / 2) <=
-	       max_ms;
-}
-
-/* Converged, but would one more round still pay?  The workload dirties at
- * the rate the last round saw; a round as long as sending @dirty (plus the
- * scan, which the last round's overhead approximates) should leave less
- * than half of it.  Worth it: the downtime is the part the guest feels,
- * and a round this short adds little to the total. */
-static bool another_round_pays(struct sender *x, uint64_t dirty, uint64_t round_ms)
-{
-	uint64_t bw = x->bw, send_ms, overhead_ms, next_ms;
-
-	if (!dirty || !bw || !round_ms)
-		return false;
-	send_ms = dirty * 1000 / bw;
-	/* Data worth less than the fixed switch-over cost: no measurable gain. */
-	if (send_ms * 2 <= x->switch_ms || send_ms < 10)
-		return false;
-	overhead_ms = x->last_ms < round_ms ? round_ms - x->last_ms : 0;
-	next_ms = send_ms + overhead_ms;
-	/* dirty / round_ms is the dirtying rate; the next round's share of it: */
-	return dirty / round_ms * next_ms < dirty / 2;
-}
-
-/* Pre-copy rounds while the workload runs; returns with it stopped and the
- * last dirty pages marked. */
-static int precopy(struct sender *x, struct failure *f)
-{
-	char err[512];
-	uint64_t t_clear, dirty, iterations = 0;
-	int rc;
-
-	for (;;) {
-		rc = wl_clear_dirty(x->wl, err, sizeof(err));
-		if (rc)
-			return local_fail(f, rc, err);
-		t_clear = cli_now_ms();
-		wl_thaw(x->wl);
-		rc = iterate(x);
-		if (rc)
-			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
-		iterations++;
-		rc = check_cancel(x, f);
-		if (!rc)
-			rc = freeze_workload(x, f);
-		if (!rc)
-			rc = collect_dirty(x, &dirty, f);
-		if (rc)
-			return rc;
-		/* The scan took a while: keep the destination from timing out. */
-		rc = rdmig_source_poll(x->s);
-		if (rc)
-			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
-		emit_iteration(x, dirty, x->stop_ms - t_clear);
-		if (iterations >= x->o.max_iterations)
-			return 0;
-		if (converged(x, dirty) &&
-		    !another_round_pays(x, dirty, x->stop_ms - t_clear))
-			return 0;
-	}
-}
-
-/* The downtime starts here.  A frozen process stays frozen; a guest is
- * paused with QMP stop (its monitor must keep answering), and what it wrote
- * between the freeze and the stop is collected on top (the bits were not
- * cleared since). */
-static int final_stop(struct sender *x, struct failure *f)
-{
-	char err[1024];
-	uint64_t more;
-	int rc;
-
-	if (!x->q)
-		return 0;
-	x->stop_ms = cli_now_ms();
-	rc = wl_stop(x->wl, err, sizeof(err));
-	/* QEMU writes its device state into the pipe while the last pages go
-	 * out: the guest is stopped and x-ignore-shared keeps QEMU off the
-	 * RAM we send, and the destination feeds QEMU only after the pages. */
-	if (!rc && x->vms)
-		rc = vms_begin(x->vms, err, sizeof(err));
-	if (rc)
-		return local_fail(f, rc, err);
-	return collect_dirty(x, &more, f);
-}
-
-/* QEMU writes its device state into a pipe as its own migration runs; each
- * piece goes on rdmig's state stream as it comes. */
-static int stream_device_state(struct sender *x, struct failure *f)
-{
-	static char buf[256 << 10];
-	struct pollfd pfd;
-	char err[1024];
-	ssize_t n;
-	int rc;
-
-	rc = vms_begin(x->vms, err, sizeof(err));
-	if (rc)
-		return local_fail(f, rc, err);
-	pfd = (struct pollfd){ .fd = vms_fd(x->vms), .events = POLLIN };
-	for (;;) {
-		n = vms_read(x->vms, buf, sizeof(buf), err, sizeof(err));
-		if (n > 0)
-			rc = rdmig_source_send_state(x->s, buf, (size_t)n);
-		else if (n == -EAGAIN)
-			rc = poll(&pfd, 1, 50) < 0 && errno != EINTR ? -errno : rdmig_source_poll(x->s);
-		else
-			break;
-		if (rc)
-			return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
-		rc = check_cancel(x, f);
-		if (rc)
-			return rc;
-	}
-	if (n < 0)
-		return local_fail(f, (int)n, err);
-	rc = vms_save_finish(x->vms, (int)(x->o.timeout_s * 1000), err, sizeof(err));
-	return rc ? local_fail(f, rc, err) : 0;
-}
-
-static int send_state(struct sender *x, struct failure *f)
-{
-	int rc;
-
-	if (x->q)
-		return stream_device_state(x, f);
-	rc = x->state_len ? rdmig_source_send_state(x->s, x->state, x->state_len) : 0;
-	return rc ? lib_fail(x, f, rc, CLI_PHASE_TRANSFER) : 0;
-}
-
-/* --qmp: everything of QEMU's own migration but `migrate` itself is done
- * while the guest runs, so the downtime holds one QMP command, not four.
- * Those three commands also time QEMU's monitor: the switch-over costs
- * about six such round trips on the two sides (migrate, its completion,
- * migrate-incoming, its completion, cont, the confirmation). */
-static int prepare_device_state(struct sender *x, struct failure *f)
-{
-	uint64_t t0 = cli_now_ms();
-	char err[1024];
-	int rc = vms_prepare(&x->vms, x->q, true, err, sizeof(err));
-
-	if (rc)
-		return local_fail(f, rc, err);
-	x->switch_ms = 2 * (cli_now_ms() - t0) + 1;
-	return 0;
-}
-
-static int migrate(struct sender *x, struct failure *f)
-{
-	uint64_t t;
-	int rc;
-
-	rc = check_cancel(x, f);
-	if (rc)
-		return rc;
-	rc = rdmig_source_connect(x->s, x->o.host, x->o.port);
-	if (rc)
-		return lib_fail(x, f, rc, CLI_PHASE_CONNECT);
-	set_status(x, ST_ACTIVE);
-	emit_setup(x);
-	if (x->q) {
-		rc = prepare_device_state(x, f);
-		if (rc)
-			return rc;
-	}
-	rdmig_source_mark_all(x->s);
-	if (x->o.live) {
-		/* The first clear happens with the workload stopped too, so its
-		 * first round starts from a known point. */
-		rc = freeze_workload(x, f);
-		if (!rc)
-			rc = precopy(x, f);
-		if (!rc)
-			rc = final_stop(x, f);
-		if (rc)
-			return rc;
-		set_status(x, ST_DEVICE);
-	}
-	t = cli_now_ms();
-	if (x->o.live)
-		x->dt_stop = t - x->stop_ms;
-	rc = iterate(x);
-	if (rc)
-		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
-	if (!x->o.live)
-		emit_iteration(x, 0, 0);
-	x->dt_round = cli_now_ms() - t;
-	t += x->dt_round;
-	rc = send_state(x, f);
-	if (rc)
-		return rc;
-	x->dt_state = cli_now_ms() - t;
-	t += x->dt_state;
-	rc = rdmig_source_complete(x->s);
-	if (rc)
-		return lib_fail(x, f, rc, CLI_PHASE_TRANSFER);
-	x->dt_confirm = cli_now_ms() - t;
-	if (x->o.live)
-		atomic_store(&x->downtime_ms, cli_now_ms() - x->stop_ms);
-	set_status(x, ST_COMPLETED);
-	return 0;
-}
-
-/* ---- reporting ---------------------------------------------------------------- */
-
-static void report_success(struct sender *x)
-{
-	struct rdmig_stats st = { .size = sizeof(st) };
-	char a[32], b[32], c[32];
-	double secs, rate;
-
-	rdmig_source_stats(x->s, &st);
-	if (x->o.json) {
-		struct json_object *o = cli_event("completed");
-
-		cli_json_str(o, "status", "completed");
-		cli_json_stats(o, &st);
-		if (x->o.live) {
-			struct json_object *parts = json_object_new_object();
-
-			cli_json_u64(o, "downtime", atomic_load(&x->downtime_ms));
-			cli_json_u64(parts, "stop", x->dt_stop);
-			cli_json_u64(parts, "last-round", x->dt_round);
-			cli_json_u64(parts, "device-state", x->dt_state);
-			cli_json_u64(parts, "confirm", x->dt_confirm);
-			json_object_object_add(o, "downtime-parts", parts);
-		}
-		cli_emit(o);
-		return;
-	}
-	secs = (double)st.total_time_ms / 1000.0;
-	rate = st.data_time_ms ? (double)st.normal_bytes * 1000.0 / (double)st.data_time_ms : 0;
-	cli_err("migration to %s:%s completed in %.2f s: %s in %" PRIu64 " iteration%s",
-		x->o.host, x->o.port, secs, cli_fmt_bytes(st.total, a, sizeof(a)), st.iterations,
-		st.iterations == 1 ? "" : "s");
-	fprintf(stderr, "  sent %s at %s/s; %" PRIu64 " zero pages (%s) not sent as data; "
-		"state %" PRIu64 " bytes\n", cli_fmt_bytes(st.normal_bytes, b, sizeof(b)),
-		cli_fmt_bytes((uint64_t)rate, c, sizeof(c)), st.zero_pages,
-		cli_fmt_bytes(st.zero_pages * PAGE, a, sizeof(a)), st.state_bytes);
-	fprintf(stderr, "  setup %" PRIu64 " ms", st.setup_time_ms);
-	if (x->q)
-		fprintf(stderr, ", downtime %" PRIu64 " ms; the guest stays paused here: it now "
-			"runs on the destination", atomic_load(&x->downtime_ms));
-	else if (x->o.live)
-		fprintf(stderr, ", downtime %" PRIu64 " ms; process %d stays stopped: it now "
-			"lives on the destination", atomic_load(&x->downtime_ms), (int)x->o.pid);
-	fputc('\n', stderr);
-}
-
-/* What became of the workload after a failure, for the one line. */
-static const char *workload_fate(struct sender *x, char *buf, size_t len)
-{
-	buf[0] = '\0';
-	if (!x->o.live)
-		return buf;
-	if (!x->resumed)
-		snprintf(buf, len, "; %s", x->resume_err);
-	else
-		snprintf(buf, len, "; %s", x->q ? "the guest runs on the source again" :
-			 "the process keeps running here");
-	return buf;
-}
-
-static int report_failure(struct sender *x, const struct failure *f)
-{
-	int code = cli_exit_code(f->rc, f->phase, f->msg);
-	char line[2048], fate[600];
-	struct json_object *o;
-
-	if (f->local && code == CLI_EX_TRANSFER)
-		code = CLI_EX_INTERNAL;
-	if (f->rc == -ECANCELED || atomic_load(&x->cancelled))
-		code = CLI_EX_CANCELLED;
-	workload_fate(x, fate, sizeof(fate));
-	if (code == CLI_EX_CANCELLED)
-		snprintf(line, sizeof(line), "Migration to %s:%s cancelled%s", x->o.host,
-			 x->o.port, fate);
-	else if (f->phase == CLI_PHASE_CONNECT && code != CLI_EX_TRANSFER)
-		snprintf(line, sizeof(line), "Unable to connect to %s:%s: %s", x->o.host,
-			 x->o.port, f->msg);
-	else
-		snprintf(line, sizeof(line), "Migration to %s:%s failed: %s%s", x->o.host,
-			 x->o.port, f->msg, fate);
-	cli_bar_clear(&x->bar);
-	cli_err("%s", line);
-	if (!x->o.json)
-		return code;
-	o = cli_event("failed");
-	/* Whether the workload runs here again, for a script to act on. */
-	if (x->o.live)
-		json_object_object_add(o, x->q ? "guest-running" : "workload-running",
-				       json_object_new_boolean(x->resumed));
-	cli_emit_failed(line, code, o);
-	return code;
-}
-
-/* ---- control socket and signals (their own threads) -------------------------- */
-
-static struct json_object *status_reply(struct sender *x)
-{
-	struct json_object *o = json_object_new_object();
-	struct rdmig_stats st = { .size = sizeof(st) };
-	int status = atomic_load(&x->status);
-
-	rdmig_source_stats(x->s, &st);
-	cli_json_str(o, "status", status_names[status]);
-	cli_json_stats(o, &st);
-	if (status == ST_COMPLETED && x->o.live)
-		cli_json_u64(o, "downtime", atomic_load(&x->downtime_ms));
-	cli_json_u64(o, "max-bandwidth", atomic_load(&x->max_bandwidth));
-	cli_json_u64(o, "max-downtime", atomic_load(&x->max_downtime));
-	return ctl_return(o);
-}
-
-static void cancel(struct sender *x)
-{
-	int st = ST_ACTIVE;
-
-	atomic_store(&x->cancelled, true);
-	if (!atomic_compare_exchange_strong(&x->status, &st, ST_CANCELLING)) {
-		st = ST_SETUP;
-		if (!atomic_compare_exchange_strong(&x->status, &st, ST_CANCELLING)) {
-			st = ST_DEVICE;
-			atomic_compare_exchange_strong(&x->status, &st, ST_CANCELLING);
-		}
-	}
-	if (x->s)
-		rdmig_source_cancel(x->s);
-}
-
-static int get_limit(struct json_object *req, const char *key, uint64_t *v, int *have)
-{
-	struct json_object *j;
-
-	if (!json_object_object_get_ex(req, key, &j))
-		return 0;
-	if (!json_object_is_type(j, json_type_int) || json_object_get_int64(j) < 0)
-		return -1;
-	*v = (uint64_t)json_object_get_int64(j);
-	*have = 1;
-	return 0;
-}
-
-static struct json_object *set_reply(struct sender *x, struct json_object *req)
-{
-	uint64_t dt = 0, bw = 0;
-	int have_dt = 0, have_bw = 0;
-
-	if (get_limit(req, "max-downtime", &dt, &have_dt))
-		return ctl_error("max-downtime must be a non-negative integer (ms)");
-	if (get_limit(req, "max-bandwidth", &bw, &have_bw))
-		return ctl_error("max-bandwidth must be a non-negative integer (bytes/s)");
-	if (!have_dt && !have_bw)
-		return ctl_error("set needs max-downtime or max-bandwidth");
-	if (have_dt)
-		atomic_store(&x->max_downtime, dt);
-	if (have_bw) {
-		atomic_store(&x->max_bandwidth, bw);
-		/* The library paces the WRITEs itself, from any thread's word. */
-		if (x->s)
-			rdmig_source_set_max_bandwidth(x->s, bw);
-	}
-	return ctl_return(NULL);
-}
-
-static struct json_object *on_command(void *ctx, const char *cmd, struct json_object *req)
-{
-	struct sender *x = ctx;
-
-	if (!strcmp(cmd, "status"))
-		return status_reply(x);
-	if (!strcmp(cmd, "cancel")) {
-		cancel(x);
-		return ctl_return(NULL);
-	}
-	if (!strcmp(cmd, "set"))
-		return set_reply(x, req);
-	return NULL;
-}
-
-static void ctl_stop_cb(struct ev_loop *loop, ev_async *w, int revents)
-{
-	(void)w;
-	(void)revents;
-	ev_break(loop, EVBREAK_ALL);
-}
-
-static void *ctl_main(void *arg)
-{
-	struct sender *x = arg;
-
-	ev_run(x->ctl_loop, 0);
-	ctl_close(x->ctl);
-	x->ctl = NULL;
-	return NULL;
-}
-
-static int start_control(struct sender *x)
+static int prepare(struct sender *x)
 {
 	char err[512];
 	int rc;
 
-	if (!x->o.control)
-		return 0;
-	x->ctl_loop = ev_loop_new(EVFLAG_AUTO);
-	if (!x->ctl_loop)
-		return cli_usage("cannot create an event loop for the control socket");
-	rc = ctl_open(&x->ctl, x->ctl_loop, x->o.control, on_command, x, err, sizeof(err));
+	cli_bar_init(&x->bar, x->o.json);
+	x->max_bandwidth = x->o.max_bandwidth;
+	x->max_downtime = x->o.max_downtime_ms;
+	x->status = ST_SETUP;
+	x->fwd = malloc(FWD_BUF);
+	if (!x->fwd)
+		return cli_usage("out of memory");
+	rc = open_ends(x);
+	if (!rc)
+		rc = create_source(x);
 	if (rc)
-		return cli_usage("%s", err);
-	ev_async_init(&x->ctl_stop, ctl_stop_cb);
-	ev_async_start(x->ctl_loop, &x->ctl_stop);
-	if (pthread_create(&x->ctl_thread, NULL, ctl_main, x)) {
-		ctl_close(x->ctl);
-		return cli_usage("cannot start the control thread");
-	}
-	x->ctl_running = true;
-	return 0;
-}
-
-static void stop_control(struct sender *x)
-{
-	if (x->ctl_running) {
-		ev_async_send(x->ctl_loop, &x->ctl_stop);
-		pthread_join(x->ctl_thread, NULL);
-		x->ctl_running = false;
-	}
-	if (x->ctl_loop)
-		ev_loop_destroy(x->ctl_loop);
-	x->ctl_loop = NULL;
-}
-
-/* rdmig_source_cancel is not async-signal-safe: signals are taken by a
- * thread of their own with sigwait(). */
-static void *sig_main(void *arg)
-{
-	struct sender *x = arg;
-	sigset_t set;
-	int sig;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	for (;;) {
-		if (sigwait(&set, &sig))
-			continue;
-		pthread_mutex_lock(&x->sig_lock);
-		cancel(x);
-		pthread_mutex_unlock(&x->sig_lock);
-	}
-	return NULL;
-}
-
-static int start_signals(struct sender *x)
-{
-	sigset_t set;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+		return rc;
+	x->loop = ev_default_loop(EVFLAG_AUTO);
+	if (!x->loop)
+		return cli_usage("cannot create the event loop");
 	signal(SIGPIPE, SIG_IGN);
-	if (pthread_create(&x->sig_thread, NULL, sig_main, x))
-		return cli_usage("cannot start the signal thread");
-	pthread_detach(x->sig_thread);
+	watch(x);
+	if (x->o.control &&
+	    ctl_open(&x->ctl, x->loop, x->o.control, on_command, x, err, sizeof(err)))
+		return cli_usage("%s", err);
 	return 0;
 }
-
-/* ---- main ------------------------------------------------------------------- */
 
 static void cleanup(struct sender *x)
 {
 	unsigned i;
 
-	stop_control(x);
-	vms_close(x->vms);
-	wl_close(x->wl);
-	qmp_close(x->q);
-	pthread_mutex_lock(&x->sig_lock);
+	ctl_close(x->ctl);
+	if (x->loop) {
+		ev_io_stop(x->loop, &x->src_io);
+		ev_io_stop(x->loop, &x->ds_io);
+		ev_timer_stop(x->loop, &x->src_timer);
+		ev_timer_stop(x->loop, &x->stop_timer);
+		for (i = 0; i < 3; i++)
+			ev_signal_stop(x->loop, &x->sigs[i]);
+	}
+	ends_close_source(&x->e);
 	rdmig_source_destroy(x->s);
-	x->s = NULL;
-	pthread_mutex_unlock(&x->sig_lock);
-	for (i = 0; i < x->o.nrams; i++)
-		cli_ram_unmap(&x->o.rams[i]);
 	free(x->o.rams);
 	cli_free_key(x->o.key, x->o.key_len);
-	free(x->state);
-}
-
-static int prepare(struct sender *x)
-{
-	int rc;
-
-	cli_bar_init(&x->bar, x->o.json);
-	atomic_store(&x->max_bandwidth, x->o.max_bandwidth);
-	atomic_store(&x->max_downtime, x->o.max_downtime_ms);
-	set_status(x, ST_SETUP);
-	rc = open_qemu(x);
-	if (!rc)
-		rc = map_rams(x);
-	if (!rc)
-		rc = load_state(x);
-	if (!rc)
-		rc = open_workload(x);
-	if (!rc)
-		rc = create_source(x);
-	if (!rc)
-		rc = start_signals(x);
-	if (!rc)
-		rc = start_control(x);
-	return rc;
+	free(x->fwd);
+	if (x->loop)
+		ev_loop_destroy(x->loop);
 }
 
 int main(int argc, char **argv)
 {
 	static struct sender x;
-	struct failure f;
 	int rc;
 
 	cli_set_prog("migrate-send");
-	pthread_mutex_init(&x.sig_lock, NULL);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	rc = parse_args(&x.o, argc, argv);
 	if (rc >= 0) {
@@ -1176,16 +1219,14 @@ int main(int argc, char **argv)
 		cleanup(&x);
 		return rc;
 	}
-	memset(&f, 0, sizeof(f));
-	rc = migrate(&x, &f);
-	if (rc) {
-		/* Nothing is lost: the workload goes on here. */
-		resume_workload(&x);
-		set_status(&x, atomic_load(&x.cancelled) ? ST_CANCELLED : ST_FAILED);
-		rc = report_failure(&x, &f);
-	} else {
-		report_success(&x);
-	}
+	x.ph = PH_CONNECT;
+	rc = rdmig_source_connect_async(x.s, x.o.host, x.o.port);
+	if (rc)
+		lib_fail(&x, rc, CLI_PHASE_CONNECT);
+	else
+		kick(&x);
+	if (x.ph != PH_DONE)
+		ev_run(x.loop, 0);
 	cleanup(&x);
-	return rc;
+	return exit_code;
 }

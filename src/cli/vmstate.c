@@ -8,52 +8,253 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 #include "cli.h"
 #include "qmp.h"
 
-#define CAP "x-ignore-shared"
 #define FD_NAME "rdmig-state"
 #define PIPE_ROOM (1 << 20)    /* the unprivileged pipe-max-size default */
+/* QEMU's own part moves through a local pipe: its default 128 MiB/s would
+ * only stretch the pre-copy of its RAM. */
+#define SOURCE_BANDWIDTH (100ull << 30)
+/* How long a cancelled QEMU migration may take to end. */
+#define CANCEL_MS 10000
+/* query-migrate between events, in case one was missed. */
+#define QUERY_EVERY_MS 20
+#define MAX_CHANGES 16
+
+/* What a pipe migration needs on, and cannot have on: a one-way pipe
+ * carries no return path, multifd or postcopy channels, and mapped-ram
+ * wants a seekable file. */
+static const char *const caps_on_both[] = { "x-ignore-shared", "events" };
+static const char *const caps_off[] = {
+	"return-path", "multifd", "mapped-ram", "postcopy-ram", "postcopy-preempt",
+	"switchover-ack", "background-snapshot", "zero-copy-send", "x-colo", "block",
+};
+
+struct cap_change {
+	const char *name;
+	bool was;
+};
 
 struct vmstate {
 	struct qmp *q;      /* borrowed */
 	int fd;             /* our end of the pipe, -1 once closed */
 	bool source;
-	bool cap_was_on;
-	bool cap_changed;   /* we turned it on and have not restored it */
 	bool begun;         /* migrate / migrate-incoming went out */
+	bool released;      /* migrate-continue went out */
+	bool exit_on_error; /* QEMU 9.1+: migrate-incoming takes exit-on-error */
+	struct cap_change caps[MAX_CHANGES];
+	unsigned ncaps;
+	struct json_object *params_was; /* the parameters we changed, as they were */
+	uint64_t stop_ms, last_query_ms;
 };
 
-static int ignore_shared(struct vmstate *v, char *err, size_t errlen)
+static bool in_list(const char *name, const char *const *list, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(name, list[i]))
+			return true;
+	return false;
+}
+
+/* ---- capabilities and parameters ---------------------------------------- */
+
+static int set_caps(struct qmp *q, const struct cap_change *c, unsigned n, bool restore,
+		    char *err, size_t errlen)
+{
+	struct json_object *list = json_object_new_array(), *a = json_object_new_object();
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "capability", json_object_new_string(c[i].name));
+		json_object_object_add(o, "state", json_object_new_boolean(restore ? c[i].was
+										    : !c[i].was));
+		json_object_array_add(list, o);
+	}
+	json_object_object_add(a, "capabilities", list);
+	return qmp_call(q, "migrate-set-capabilities", a, NULL, err, errlen);
+}
+
+/* Our table's copy of @name (the reply's strings go with the reply). */
+static const char *own_name(const char *name)
+{
+	static const char pbs[] = "pause-before-switchover";
+	size_t i;
+
+	for (i = 0; i < 2; i++)
+		if (!strcmp(name, caps_on_both[i]))
+			return caps_on_both[i];
+	for (i = 0; i < sizeof(caps_off) / sizeof(caps_off[0]); i++)
+		if (!strcmp(name, caps_off[i]))
+			return caps_off[i];
+	return !strcmp(name, pbs) ? pbs : NULL;
+}
+
+/* Each capability whose state must change, with the state it had.  All
+ * change in one command: QEMU checks their dependencies on the result. */
+static int plan_caps(struct vmstate *v, struct json_object *caps, char *err, size_t errlen)
+{
+	bool has_ignore = false;
+	size_t i, n = json_object_array_length(caps);
+
+	for (i = 0; i < n; i++) {
+		struct json_object *c = json_object_array_get_idx(caps, i), *st, *nm;
+		const char *name;
+		bool on, want_on, want_off;
+
+		if (!json_object_object_get_ex(c, "capability", &nm) ||
+		    !json_object_object_get_ex(c, "state", &st))
+			continue;
+		name = json_object_get_string(nm);
+		on = json_object_get_boolean(st);
+		has_ignore |= !strcmp(name, "x-ignore-shared");
+		want_on = in_list(name, caps_on_both, 2) ||
+			  (v->source && !strcmp(name, "pause-before-switchover"));
+		want_off = in_list(name, caps_off, sizeof(caps_off) / sizeof(caps_off[0])) ||
+			   (!v->source && !strcmp(name, "pause-before-switchover"));
+		if ((want_on && on) || (!want_on && !want_off) || (want_off && !on))
+			continue;
+		if (v->ncaps == MAX_CHANGES)
+			return cli_errf(err, errlen, -E2BIG, "too many capabilities to change");
+		v->caps[v->ncaps].name = own_name(name);
+		v->caps[v->ncaps++].was = on;
+	}
+	if (!has_ignore)
+		return cli_errf(err, errlen, -ENOTSUP, "this QEMU has no x-ignore-shared capability "
+				"(QEMU 4.0 or later is needed)");
+	return 0;
+}
+
+static int fix_caps(struct vmstate *v, char *err, size_t errlen)
+{
+	struct json_object *ret;
+	char why[512];
+	int rc = qmp_call(v->q, "query-migrate-capabilities", NULL, &ret, why, sizeof(why));
+
+	if (rc)
+		return cli_errf(err, errlen, rc, "cannot read QEMU's migration capabilities: %s", why);
+	rc = json_object_is_type(ret, json_type_array) ? plan_caps(v, ret, err, errlen) :
+		cli_errf(err, errlen, -EPROTO, "query-migrate-capabilities answered no list");
+	json_object_put(ret);
+	if (rc || !v->ncaps)
+		return rc;
+	rc = set_caps(v->q, v->caps, v->ncaps, false, why, sizeof(why));
+	if (rc) {
+		v->ncaps = 0;
+		return cli_errf(err, errlen, rc, "cannot set QEMU's migration capabilities for a "
+				"pipe migration: %s", why);
+	}
+	return 0;
+}
+
+/* The parameters to change: the old values kept in params_was, the new ones
+ * returned (NULL when none). */
+static struct json_object *plan_params(struct vmstate *v, struct json_object *cur)
+{
+	struct json_object *now = json_object_new_object(), *x;
+
+	v->params_was = json_object_new_object();
+	if (json_object_object_get_ex(cur, "mode", &x) &&
+	    strcmp(json_object_get_string(x), "normal")) {
+		json_object_object_add(v->params_was, "mode", json_object_get(x));
+		json_object_object_add(now, "mode", json_object_new_string("normal"));
+	}
+	if (v->source && json_object_object_get_ex(cur, "max-bandwidth", &x) &&
+	    (uint64_t)json_object_get_int64(x) < SOURCE_BANDWIDTH) {
+		json_object_object_add(v->params_was, "max-bandwidth", json_object_get(x));
+		json_object_object_add(now, "max-bandwidth",
+				       json_object_new_int64((int64_t)SOURCE_BANDWIDTH));
+	}
+	if (!json_object_object_length(now)) {
+		json_object_put(now);
+		return NULL;
+	}
+	return now;
+}
+
+static int fix_params(struct vmstate *v, char *err, size_t errlen)
+{
+	struct json_object *cur, *now;
+	char why[512];
+	int rc = qmp_call(v->q, "query-migrate-parameters", NULL, &cur, why, sizeof(why));
+
+	if (rc)
+		return cli_errf(err, errlen, rc, "cannot read QEMU's migration parameters: %s", why);
+	now = plan_params(v, cur);
+	json_object_put(cur);
+	if (!now)
+		return 0;
+	rc = qmp_call(v->q, "migrate-set-parameters", now, NULL, why, sizeof(why));
+	if (rc) {
+		json_object_put(v->params_was);
+		v->params_was = NULL;
+		return cli_errf(err, errlen, rc, "cannot set QEMU's migration parameters: %s", why);
+	}
+	return 0;
+}
+
+/* Everything back as it was; what could not be is said in @err. */
+static int restore(struct vmstate *v, char *err, size_t errlen)
 {
 	char why[512];
-	int rc = qmp_migrate_cap_get(v->q, CAP, &v->cap_was_on, why, sizeof(why));
+	int rc = 0, r;
 
-	if (rc == -ENOENT)
-		return cli_errf(err, errlen, rc, "this QEMU has no %s capability (QEMU 4.0 or "
-			       "later is needed)", CAP);
-	if (!rc && !v->cap_was_on) {
-		rc = qmp_migrate_cap_set(v->q, CAP, true, why, sizeof(why));
-		v->cap_changed = rc == 0;
+	if (v->ncaps) {
+		r = set_caps(v->q, v->caps, v->ncaps, true, why, sizeof(why));
+		if (r)
+			rc = cli_errf(err, errlen, r, "QEMU's migration capabilities could not be "
+				      "restored: %s", why);
+		else
+			v->ncaps = 0;
 	}
-	return rc ? cli_errf(err, errlen, rc, "cannot set %s: %s", CAP, why) : 0;
+	if (v->params_was && json_object_object_length(v->params_was)) {
+		r = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_was), NULL,
+			     why, sizeof(why));
+		if (r && !rc)
+			rc = cli_errf(err, errlen, r, "QEMU's migration parameters could not be "
+				      "restored: %s", why);
+	}
+	json_object_put(v->params_was);
+	v->params_was = NULL;
+	return rc;
 }
 
-static void restore_cap(struct vmstate *v)
+/* ---- the pipe ----------------------------------------------------------- */
+
+static int hand_pipe(struct vmstate *v, char *err, size_t errlen)
 {
-	if (v->cap_changed && !qmp_migrate_cap_set(v->q, CAP, false, NULL, 0))
-		v->cap_changed = false;
+	int p[2], theirs, rc;
+	char why[512];
+
+	if (pipe2(p, O_CLOEXEC))
+		return cli_errf(err, errlen, -errno, "pipe: %s", strerror(errno));
+	v->fd = v->source ? p[0] : p[1];
+	theirs = v->source ? p[1] : p[0];
+	fcntl(v->fd, F_SETFL, fcntl(v->fd, F_GETFL) | O_NONBLOCK);
+	/* Room for a small guest's whole device state: QEMU's save need not
+	 * wait for us.  Best effort (the default 64 KiB works too). */
+	if (v->source)
+		fcntl(v->fd, F_SETPIPE_SZ, PIPE_ROOM);
+	rc = qmp_getfd(v->q, theirs, FD_NAME, why, sizeof(why));
+	/* QEMU holds its own copy now: ours would hide the end of stream. */
+	close(theirs);
+	return rc ? cli_errf(err, errlen, rc, "QEMU refused the device state's pipe: %s", why) : 0;
 }
 
-/* Capability on, a pipe, QEMU's end passed with getfd: all but the one
- * command that must wait for the guest to stop. */
 int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err, size_t errlen)
 {
 	struct vmstate *v = calloc(1, sizeof(*v));
-	int p[2], theirs, rc;
-	char why[512];
+	struct qmp_version ver;
+	int rc;
 
 	*out = NULL;
 	if (!v)
@@ -61,49 +262,124 @@ int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err, siz
 	v->q = q;
 	v->fd = -1;
 	v->source = source;
-	rc = ignore_shared(v, err, errlen);
-	if (rc)
-		goto fail;
-	if (pipe2(p, O_CLOEXEC)) {
-		rc = cli_errf(err, errlen, -errno, "pipe: %s", strerror(errno));
-		goto fail;
+	rc = qmp_version(q, &ver, err, errlen);
+	if (!rc) {
+		v->exit_on_error = qmp_version_ge(&ver, 9, 1);
+		rc = fix_caps(v, err, errlen);
 	}
-	v->fd = source ? p[0] : p[1];
-	theirs = source ? p[1] : p[0];
-	fcntl(v->fd, F_SETFL, fcntl(v->fd, F_GETFL) | O_NONBLOCK);
-	/* Room for a small guest's whole device state: QEMU's save need not
-	 * wait for us while the last pages go out.  Best effort (the default
-	 * 64 KiB works too, QEMU then waits for the reads). */
-	if (source)
-		fcntl(v->fd, F_SETPIPE_SZ, PIPE_ROOM);
-	rc = qmp_getfd(q, theirs, FD_NAME, why, sizeof(why));
-	/* QEMU holds its own copy now: ours would hide the end of stream. */
-	close(theirs);
+	if (!rc)
+		rc = fix_params(v, err, errlen);
+	if (!rc)
+		rc = hand_pipe(v, err, errlen);
 	if (rc) {
-		rc = cli_errf(err, errlen, rc, "QEMU refused the device state's pipe: %s", why);
-		goto fail;
+		vms_close(v, NULL, 0);
+		return rc;
 	}
 	*out = v;
 	return 0;
-fail:
-	vms_close(v);
-	return rc;
 }
 
 int vms_begin(struct vmstate *v, char *err, size_t errlen)
 {
+	struct json_object *a;
 	char why[512];
 	int rc;
 
 	if (v->begun)
 		return 0;
-	rc = v->source ? qmp_migrate(v->q, "fd:" FD_NAME, why, sizeof(why)) :
-			     qmp_migrate_incoming(v->q, "fd:" FD_NAME, why, sizeof(why));
-
+	a = json_object_new_object();
+	json_object_object_add(a, "uri", json_object_new_string("fd:" FD_NAME));
+	if (!v->source && v->exit_on_error)
+		json_object_object_add(a, "exit-on-error", json_object_new_boolean(false));
+	rc = qmp_call(v->q, v->source ? "migrate" : "migrate-incoming", a, NULL, why, sizeof(why));
 	if (rc)
 		return cli_errf(err, errlen, rc, "QEMU refused to %s the device state: %s",
 				v->source ? "save" : "load", why);
 	v->begun = true;
+	return 0;
+}
+
+/* QEMU's STOP event stamps the moment in wall-clock time: ours is monotonic. */
+static void note_stop(struct vmstate *v, struct json_object *ev)
+{
+	struct json_object *ts, *x;
+	struct timespec real;
+	int64_t at_us, now_us;
+
+	clock_gettime(CLOCK_REALTIME, &real);
+	v->stop_ms = cli_now_ms();
+	if (!json_object_object_get_ex(ev, "timestamp", &ts) ||
+	    !json_object_object_get_ex(ts, "seconds", &x))
+		return;
+	at_us = json_object_get_int64(x) * 1000000;
+	if (json_object_object_get_ex(ts, "microseconds", &x))
+		at_us += json_object_get_int64(x);
+	now_us = (int64_t)real.tv_sec * 1000000 + real.tv_nsec / 1000;
+	if (at_us <= now_us && now_us - at_us < 60000000)
+		v->stop_ms -= (uint64_t)((now_us - at_us) / 1000);
+}
+
+/* The status QEMU's migration is in, from its events, else (now and then)
+ * from query-migrate; "" when nothing new is known. */
+static int migration_status(struct vmstate *v, char *st, size_t len, char *err, size_t errlen)
+{
+	struct json_object *ev, *data, *s;
+	struct qmp_migration m;
+	int rc = qmp_pump(v->q, err, errlen);
+
+	st[0] = '\0';
+	if (rc)
+		return rc;
+	while (qmp_event_take(v->q, "STOP", &ev)) {
+		note_stop(v, ev);
+		json_object_put(ev);
+	}
+	while (qmp_event_take(v->q, "MIGRATION", &ev)) {
+		if (json_object_object_get_ex(ev, "data", &data) &&
+		    json_object_object_get_ex(data, "status", &s))
+			snprintf(st, len, "%s", json_object_get_string(s));
+		json_object_put(ev);
+	}
+	if (st[0] || cli_now_ms() - v->last_query_ms < QUERY_EVERY_MS)
+		return 0;
+	v->last_query_ms = cli_now_ms();
+	rc = qmp_migrate_query(v->q, &m, err, errlen);
+	if (!rc)
+		snprintf(st, len, "%s", m.status);
+	return rc;
+}
+
+int vms_stopped(struct vmstate *v, uint64_t *stop_ms, char *err, size_t errlen)
+{
+	struct qmp_migration m;
+	char st[32];
+	int rc = migration_status(v, st, sizeof(st), err, errlen);
+
+	if (rc)
+		return rc;
+	if (!strcmp(st, "pre-switchover")) {
+		*stop_ms = v->stop_ms ? v->stop_ms : cli_now_ms();
+		return 1;
+	}
+	if (!strcmp(st, "failed") || !strcmp(st, "cancelled") || !strcmp(st, "cancelling")) {
+		if (!qmp_migrate_query(v->q, &m, NULL, 0) && m.error[0])
+			return cli_errf(err, errlen, -EIO, "QEMU's own migration %s: %s", st, m.error);
+		return cli_errf(err, errlen, -EIO, "QEMU's own migration %s", st);
+	}
+	return 0;
+}
+
+int vms_release(struct vmstate *v, char *err, size_t errlen)
+{
+	struct json_object *a = json_object_new_object();
+	char why[512];
+	int rc;
+
+	json_object_object_add(a, "state", json_object_new_string("pre-switchover"));
+	rc = qmp_call(v->q, "migrate-continue", a, NULL, why, sizeof(why));
+	if (rc)
+		return cli_errf(err, errlen, rc, "QEMU would not go on with its switch-over: %s", why);
+	v->released = true;
 	return 0;
 }
 
@@ -127,7 +403,7 @@ ssize_t vms_read(struct vmstate *v, void *buf, size_t len, char *err, size_t err
 	return n;
 }
 
-/* Whether QEMU finished, and how; the capability goes back either way. */
+/* Whether QEMU finished, and how; everything goes back either way. */
 static int finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
 {
 	struct qmp_migration m;
@@ -135,20 +411,31 @@ static int finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
 	int rc = qmp_migrate_wait(v->q, timeout_ms, &m, why, sizeof(why));
 
 	if (rc == -ECONNRESET)
-		rc = cli_errf(err, errlen, rc, "QEMU exited while %s the device state%s",
-			     v->source ? "saving" : "loading", v->source ? "" : ": it rejected "
-			     "it (another machine type, devices or RAM layout than the source's?)");
-	else if (rc)
-		rc = cli_errf(err, errlen, rc, "QEMU could not %s the device state: %s",
-			     v->source ? "save" : "load", why);
-	else
-		restore_cap(v);
-	return rc;
+		return cli_errf(err, errlen, rc, "QEMU exited while %s the device state%s",
+				v->source ? "saving" : "loading", v->source ? "" : ": it rejected "
+				"it (another machine type, devices or RAM layout than the source's?)");
+	if (rc)
+		return cli_errf(err, errlen, rc, "QEMU could not %s the device state: %s",
+				v->source ? "save" : "load", why);
+	return restore(v, err, errlen);
 }
 
 int vms_save_finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
 {
 	return finish(v, timeout_ms, err, errlen);
+}
+
+/* The destination QEMU closed the pipe: it gave up loading.  From 9.1 on it
+ * stays (exit-on-error off) and says why. */
+static int rejected(struct vmstate *v, char *err, size_t errlen)
+{
+	struct qmp_migration m;
+
+	if (!qmp_migrate_query(v->q, &m, NULL, 0) && m.error[0])
+		return cli_errf(err, errlen, -EPIPE, "QEMU rejected the device state: %s", m.error);
+	return cli_errf(err, errlen, -EPIPE, "QEMU stopped reading the device state (it "
+			"rejected it: another machine type, devices or RAM layout than the "
+			"source's?)");
 }
 
 int vms_write(struct vmstate *v, const void *data, size_t len, int timeout_ms,
@@ -167,8 +454,7 @@ int vms_write(struct vmstate *v, const void *data, size_t len, int timeout_ms,
 			continue;
 		}
 		if (n < 0 && errno == EPIPE)
-			return cli_errf(err, errlen, -EPIPE, "QEMU stopped reading the device state "
-				       "(it rejected it?)");
+			return rejected(v, err, errlen);
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
 			return cli_errf(err, errlen, -errno, "writing the device state to QEMU: %s",
 				       strerror(errno));
@@ -188,23 +474,35 @@ int vms_load_finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
 	return finish(v, timeout_ms, err, errlen);
 }
 
-void vms_close(struct vmstate *v)
+/* A source QEMU's migration in any state but a final one is cancelled, and
+ * waited for: capabilities cannot change while it runs. */
+static void cancel(struct vmstate *v)
 {
 	struct qmp_migration m;
 
-	if (!v)
+	if (!v->source || !v->begun || qmp_migrate_query(v->q, &m, NULL, 0))
 		return;
+	if (!strcmp(m.status, "completed") || !strcmp(m.status, "failed") ||
+	    !strcmp(m.status, "cancelled") || !strcmp(m.status, "none"))
+		return;
+	if (strcmp(m.status, "cancelling"))
+		qmp_migrate_cancel(v->q, NULL, 0);
+	qmp_migrate_wait(v->q, CANCEL_MS, &m, NULL, 0);
+}
+
+int vms_close(struct vmstate *v, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!v)
+		return 0;
 	if (v->fd >= 0)
 		close(v->fd);
 	/* Prepared, never used: QEMU would keep the fd for good. */
 	if (!v->begun)
 		qmp_closefd(v->q, FD_NAME, NULL, 0);
-	/* Capabilities cannot change while QEMU's own migration runs: ours,
-	 * that is; one we never started is the operator's to keep. */
-	if (v->source && v->begun && !qmp_migrate_query(v->q, &m, NULL, 0) &&
-	    (!strcmp(m.status, "setup") || !strcmp(m.status, "active") ||
-	     !strcmp(m.status, "device")) && !qmp_migrate_cancel(v->q, NULL, 0))
-		qmp_migrate_wait(v->q, 5000, &m, NULL, 0);
-	restore_cap(v);
+	cancel(v);
+	rc = restore(v, err, errlen);
 	free(v);
+	return rc;
 }

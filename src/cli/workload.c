@@ -22,8 +22,8 @@ struct workload {
 	unsigned n;
 	int timeout_ms;
 	bool frozen;             /* SIGSTOPped by us */
+	uint64_t frozen_ms;      /* ... since */
 	bool was_running;        /* a guest: running when we started */
-	bool paused;             /* a guest: paused by our QMP stop */
 };
 
 /* A guest we can migrate runs or is paused; anything else (already migrated,
@@ -134,6 +134,7 @@ int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t 
 		return cli_errf(err, errlen, rc, "cannot stop process %d: %s", (int)w->pid,
 				rc == -ESRCH ? "it exited" : strerror(-rc));
 	w->frozen = true;
+	w->frozen_ms = cli_now_ms();
 	while ((rc = all_stopped(&w->proc)) == 1) {
 		if (cli_now_ms() > deadline)
 			return cli_errf(err, errlen, -ETIMEDOUT, "process %d did not stop within "
@@ -189,28 +190,18 @@ int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *b
 	return 0;
 }
 
-int wl_stop(struct workload *w, char *err, size_t errlen)
+int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, size_t errlen)
 {
-	char why[512];
 	int rc;
 
+	*now = !w->q;
+	*stop_ms = w->frozen_ms;
 	if (!w->q)
 		return w->frozen ? 0 : cli_errf(err, errlen, -EINVAL, "the process is not frozen");
-	/* The monitor must answer: from here on the guest is paused, not
-	 * the process. */
+	/* From here on the guest's writes are the last round's. */
+	rc = wl_clear_dirty(w, err, errlen);
 	wl_thaw(w);
-	if (!w->was_running)
-		return 0;
-	rc = qmp_stop(w->q, why, sizeof(why));
-	if (rc)
-		return cli_errf(err, errlen, rc, "QEMU refused to stop the guest: %s", why);
-	w->paused = true;
-	return 0;
-}
-
-bool wl_stopped(const struct workload *w)
-{
-	return w->frozen || w->paused;
+	return rc;
 }
 
 bool wl_was_running(const struct workload *w)
@@ -218,20 +209,53 @@ bool wl_was_running(const struct workload *w)
 	return w->was_running;
 }
 
+const char *wl_kind(const struct workload *w)
+{
+	return w->q ? "guest" : "process";
+}
+
+const char *wl_running_key(const struct workload *w)
+{
+	return w->q ? "guest-running" : "workload-running";
+}
+
+void wl_left(const struct workload *w, char *buf, size_t len)
+{
+	if (w->q)
+		snprintf(buf, len, "the guest stays paused here: it now runs on the destination");
+	else
+		snprintf(buf, len, "process %d stays stopped: it now lives on the destination",
+			 (int)w->pid);
+}
+
+const char *wl_runs_again(const struct workload *w)
+{
+	return w->q ? "the guest runs on the source again" : "the process keeps running here";
+}
+
 int wl_resume(struct workload *w, char *err, size_t errlen)
 {
-	char why[512];
+	char why[512], st[32] = "";
 	int rc;
 
 	if (proc_signal(&w->proc, 0) == -ESRCH)
 		return cli_errf(err, errlen, -ESRCH, "%s %d has exited", w->q ? "QEMU" : "process",
 				(int)w->pid);
 	wl_thaw(w);
-	if (!w->paused)
+	if (!w->q)
 		return 0;
-	rc = qmp_cont(w->q, why, sizeof(why));
+	rc = qmp_status(w->q, st, sizeof(st), why, sizeof(why));
 	if (rc)
-		return cli_errf(err, errlen, rc, "the guest could not be resumed: %s", why);
-	w->paused = false;
-	return 0;
+		return cli_errf(err, errlen, rc, "the guest's state is unknown: %s", why);
+	if (!w->was_running)
+		return cli_errf(err, errlen, -EAGAIN, "the guest was paused before the migration "
+				"and stays paused on the source (QEMU status %s%s)", st,
+				strcmp(st, "postmigrate") ? "" : "; `cont` resumes it there");
+	if (!strcmp(st, "running"))
+		return 0;
+	/* QEMU stopped it for its switch-over (from 8.2 on a failed migration
+	 * leaves it paused, before that in postmigrate): it runs again. */
+	rc = qmp_cont(w->q, why, sizeof(why));
+	return rc ? cli_errf(err, errlen, rc, "the guest (QEMU status %s) could not be resumed: "
+			     "%s", st, why) : 0;
 }

@@ -3,10 +3,11 @@
  *
  * Pre-copy rounds freeze it briefly with SIGSTOP around reading and clearing
  * the soft-dirty bits, which cannot be read and cleared at once (dirty.h).
- * The final stop of a QEMU guest is QMP `stop` instead: SIGSTOP would freeze
- * its monitor too, and the device state must still be asked of it.  After
- * any failure the workload runs again as it did before the migration began
- * (a guest that was paused stays paused): nothing is lost.
+ * A QEMU guest is stopped for good by QEMU itself, inside its own migration
+ * (pause-before-switchover, vmstate.h): SIGSTOP would freeze its monitor
+ * too, and a QMP `stop` round trip would sit in the downtime.  After any
+ * failure the workload runs again as it did before the migration began (a
+ * guest that was paused stays paused): nothing is lost.
  *
  * Functions return 0 or a negative errno with one line in @err (which may
  * be NULL); none prints or exits. */
@@ -50,19 +51,31 @@ int wl_clear_dirty(struct workload *w, char *err, size_t errlen);
 int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *bytes,
 		     char *err, size_t errlen);
 
-/* The final stop before the last round; it stays stopped if the migration
- * succeeds.  A frozen process simply stays frozen.  A guest is thawed and
- * paused with QMP `stop` (a no-op if it was paused before the migration):
- * pages it wrote between the freeze and the stop still carry their dirty
- * bits, so collect again afterwards. */
-int wl_stop(struct workload *w, char *err, size_t errlen);
-/* Whether wl_stop paused a running guest (or froze the process). */
-bool wl_stopped(const struct workload *w);
-/* A guest: whether it was running when the migration started. */
+/* At convergence, frozen with the last pages collected: how the workload
+ * stops.  A process stays frozen (*@now true, *@stop_ms when it was
+ * frozen): the last round holds what was collected.  A guest's bits are
+ * cleared and it runs on (*@now false): its QEMU stops it by itself during
+ * its own migration (devstate.h), and what it wrote meanwhile is collected
+ * then. */
+int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, size_t errlen);
+/* A guest: whether it was running when the migration started (one that was
+ * paused stays paused after a failure). */
 bool wl_was_running(const struct workload *w);
-/* After a failure: the workload runs again (SIGCONT; QMP cont for a guest
- * that was running).  Returns an error when QEMU refuses, as it does while
- * its own migration runs: vms_close() cancels that first. */
+/* "guest" or "process": what the reports call it. */
+const char *wl_kind(const struct workload *w);
+/* The "failed" event's key for whether it runs again: "guest-running" or
+ * "workload-running". */
+const char *wl_running_key(const struct workload *w);
+/* After success, for the summary: where it is left ("the guest stays
+ * paused here: it now runs on the destination"). */
+void wl_left(const struct workload *w, char *buf, size_t len);
+/* After a failure it was resumed: "the guest runs on the source again". */
+const char *wl_runs_again(const struct workload *w);
+/* After a failure: the workload runs again as before the migration
+ * (SIGCONT; a guest that was running gets QMP cont if it is not running,
+ * whoever paused it).  QEMU refuses while its own migration runs: the
+ * device state's end cancels that first.  An error says why it does not
+ * run (it exited, QEMU refused), or that a guest paused before stays so. */
 int wl_resume(struct workload *w, char *err, size_t errlen);
 
 #endif

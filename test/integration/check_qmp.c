@@ -24,6 +24,7 @@
 
 /* The module is part of the commands, not of librdmig: build it in here. */
 #include "qemu_vm.h"
+#include "qemu_ram.h"
 
 #define MARK 0x5a5aa5a5u
 /* Guest-physical address of a test word: above what SeaBIOS touches in a
@@ -71,7 +72,7 @@ static int maps_file(pid_t pid, dev_t dev, ino_t ino)
 	return found;
 }
 
-static const struct qmp_backend *by_id(const struct qmp_backend *b, size_t n, const char *id)
+static const struct qram_backend *by_id(const struct qram_backend *b, size_t n, const char *id)
 {
 	size_t i;
 
@@ -84,7 +85,7 @@ static const struct qmp_backend *by_id(const struct qmp_backend *b, size_t n, co
 
 /* Writes @val at @off of the file at @path through a shared mapping, as a
  * command does, and checks QEMU sees it at @gpa. */
-static void poke_through(struct vm *v, const struct qmp_backend *b, uint64_t off, uint64_t gpa,
+static void poke_through(struct vm *v, const struct qram_backend *b, uint64_t off, uint64_t gpa,
 			 uint32_t val)
 {
 	int fd = open(b->path, O_RDWR);
@@ -219,8 +220,8 @@ START_TEST(backends_found_and_mapped)
 		"-object", "memory-backend-memfd,id=twin2,size=2M,share=on",
 		"-object", "memory-backend-ram,id=anon,size=4M",
 		"-object", priv, NULL };
-	const struct qmp_backend *b;
-	struct qmp_backend *list;
+	const struct qram_backend *b;
+	struct qram_backend *list;
 	struct vm v;
 	struct stat st;
 	size_t n;
@@ -230,13 +231,13 @@ START_TEST(backends_found_and_mapped)
 	snprintf(mem, sizeof(mem), "memory-backend-file,id=mem,size=64M,mem-path=%s/vm.ram,share=on", dir);
 	snprintf(priv, sizeof(priv), "memory-backend-file,id=priv,size=4M,mem-path=%s/priv.ram,share=off", dir);
 	vm_start(&v, dir, "vm", args);
-	r = qmp_backends(v.q, &list, &n, err, sizeof(err));
+	r = qram_backends(v.q, &list, &n, err, sizeof(err));
 	ck_assert_msg(r == 0, "qmp_backends: %d %s", r, err);
 	ck_assert_uint_eq(n, 7);
 	snprintf(fdp, sizeof(fdp), "/proc/%d/fd/", (int)v.p.pid);
 
 	b = by_id(list, n, "mem");
-	ck_assert(b->kind == QMP_BACKEND_FILE && b->size == 64 << 20 && b->shared && b->in_guest);
+	ck_assert(b->kind == QRAM_FILE && b->size == 64 << 20 && b->shared && b->in_guest);
 	snprintf(mem, sizeof(mem), "%s/vm.ram", dir);
 	ck_assert_str_eq(b->path, mem);
 	ck_assert_int_eq(stat(mem, &st), 0);
@@ -244,14 +245,14 @@ START_TEST(backends_found_and_mapped)
 	poke_through(&v, b, MARK_GPA, MARK_GPA, MARK);
 
 	b = by_id(list, n, "extra");
-	ck_assert(b->kind == QMP_BACKEND_MEMFD && b->size == 8 << 20 && b->shared && b->in_guest);
+	ck_assert(b->kind == QRAM_MEMFD && b->size == 8 << 20 && b->shared && b->in_guest);
 	ck_assert_msg(!strncmp(b->path, fdp, strlen(fdp)), "extra: path %s", b->path);
 	ck_assert(maps_file(v.p.pid, b->dev, b->ino));
 	/* The DIMM is the first at the start of device memory, 4 GiB. */
 	poke_through(&v, b, 0x1000, 0x100001000ull, MARK + 1);
 
 	b = by_id(list, n, "spare");
-	ck_assert(b->kind == QMP_BACKEND_MEMFD && b->size == 8 << 20 && b->shared && !b->in_guest);
+	ck_assert(b->kind == QRAM_MEMFD && b->size == 8 << 20 && b->shared && !b->in_guest);
 	ck_assert_msg(!strncmp(b->path, fdp, strlen(fdp)), "spare: path %s", b->path);
 	ck_assert(maps_file(v.p.pid, b->dev, b->ino));
 	ck_assert(b->ino != by_id(list, n, "extra")->ino);
@@ -259,11 +260,11 @@ START_TEST(backends_found_and_mapped)
 	ck_assert_str_eq(by_id(list, n, "twin1")->path, "");
 	ck_assert_str_eq(by_id(list, n, "twin2")->path, "");
 	b = by_id(list, n, "anon");
-	ck_assert(b->kind == QMP_BACKEND_RAM && !b->shared && !b->in_guest && !*b->path);
+	ck_assert(b->kind == QRAM_RAM && !b->shared && !b->in_guest && !*b->path);
 	b = by_id(list, n, "priv");
-	ck_assert(b->kind == QMP_BACKEND_FILE && !b->shared && !*b->path && b->size == 4 << 20);
+	ck_assert(b->kind == QRAM_FILE && !b->shared && !*b->path && b->size == 4 << 20);
 
-	r = qmp_guest_ram_shared(v.q, list, n, err, sizeof(err));
+	r = qram_check(v.q, list, n, err, sizeof(err));
 	ck_assert_msg(r == 0, "qmp_guest_ram_shared: %s", err);
 	free(list);
 	vm_stop(&v);
@@ -273,14 +274,14 @@ END_TEST
 
 static void expect_not_shared(struct vm *v, const char *id)
 {
-	struct qmp_backend *list;
+	struct qram_backend *list;
 	char err[512] = "";
 	size_t n;
-	int r = qmp_backends(v->q, &list, &n, err, sizeof(err));
+	int r = qram_backends(v->q, &list, &n, err, sizeof(err));
 
 	ck_assert_msg(r == 0, "%s: qmp_backends: %s", v->name, err);
 	ck_assert(by_id(list, n, id)->in_guest && !by_id(list, n, id)->shared);
-	r = qmp_guest_ram_shared(v->q, list, n, err, sizeof(err));
+	r = qram_check(v->q, list, n, err, sizeof(err));
 	ck_assert_msg(r == -ENOTSUP, "%s: qmp_guest_ram_shared: %d %s", v->name, r, err);
 	ck_assert_msg(strstr(err, id) && strstr(err, "share=on"), "%s", err);
 	fprintf(stderr, "qmp: %s: %s\n", v->name, err);
@@ -316,7 +317,7 @@ START_TEST(readonly_guest_ram_refused)
 	char dir[64], obj[256], ram[128], err[1024] = "";
 	const char *args[] = { "-machine", "pc,memory-backend=mem", "-object", obj,
 			       "-incoming", "defer", NULL };
-	struct qmp_backend *b = NULL;
+	struct qram_backend *b = NULL;
 	size_t n = 0;
 	struct vm v;
 	int fd, r;
@@ -330,7 +331,7 @@ START_TEST(readonly_guest_ram_refused)
 	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s,share=on,"
 		 "readonly=on", ram);
 	vm_start(&v, dir, "readonly", args);
-	r = qmp_backends(v.q, &b, &n, err, sizeof(err));
+	r = qram_backends(v.q, &b, &n, err, sizeof(err));
 	free(b);
 	ck_assert_msg(r == -EACCES, "qmp_backends: %d %s", r, err);
 	ck_assert_msg(strstr(err, "mem") && strstr(err, "read-only"), "%s", err);
@@ -382,16 +383,16 @@ static void copy_file(const char *from, const char *to)
 /* Discovery on a running and on an "inmigrate" QEMU alike. */
 static void expect_ram_file(struct vm *v, const char *file)
 {
-	struct qmp_backend *list;
+	struct qram_backend *list;
 	char err[512] = "";
 	const char *path;
 	size_t n;
 
-	ck_assert_msg(qmp_backends(v->q, &list, &n, err, sizeof(err)) == 0, "%s: %s", v->name, err);
+	ck_assert_msg(qram_backends(v->q, &list, &n, err, sizeof(err)) == 0, "%s: %s", v->name, err);
 	ck_assert_uint_eq(n, 1);
 	path = strrchr(list[0].path, '/');
 	ck_assert_msg(path && !strcmp(path + 1, file), "%s: path %s", v->name, list[0].path);
-	ck_assert_msg(qmp_guest_ram_shared(v->q, list, n, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qram_check(v->q, list, n, err, sizeof(err)) == 0, "%s", err);
 	free(list);
 }
 

@@ -1,0 +1,85 @@
+/* The device state, at either end: where the source takes it from (a file,
+ * standard input, or the QEMU it migrates) and where the destination puts
+ * it (a file, standard output, or the QEMU waiting for the guest), with the
+ * steps the commands take around the switch-over.  The commands drive an
+ * endpoint without knowing which kind it is.
+ *
+ * Source, in order:
+ *   ds_prepare  once connected, while the workload runs: for QEMU, its
+ *               migration settings and the pipe (vmstate.h);
+ *   ds_start    at convergence: QEMU starts its own migration, pre-copying
+ *               what rdmig does not carry; bytes may come from here on;
+ *   ds_stopped  whether the endpoint stopped the workload itself (QEMU:
+ *               it stopped the guest and waits), and when;
+ *   ds_release  after rdmig's last round: the rest of the state comes;
+ *   ds_read     until end of stream;
+ *   ds_commit   the endpoint is done (QEMU: its migration completed).
+ * Destination: ds_prepare at admission (QEMU: it must wait for an incoming
+ * migration; a file: FILE.part is created), ds_write as bytes arrive,
+ * ds_commit before the source is told it completed (synced; QEMU loaded it
+ * and runs), ds_finish once the source holds that (FILE.part becomes
+ * FILE), ds_abort on failure.  ds_close always.
+ *
+ * Functions return 0 or a negative errno with one line in @err; none
+ * prints or exits. */
+#ifndef RDMIG_CLI_DEVSTATE_H
+#define RDMIG_CLI_DEVSTATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct qmp;
+struct devstate;
+
+/* Source: the file at @path ("-": standard input; NULL: no device state),
+ * read whole when opened. */
+int ds_src_file(struct devstate **out, const char *path, char *err, size_t errlen);
+/* Source: the device state of the QEMU behind @q (borrowed). */
+int ds_src_qemu(struct devstate **out, struct qmp *q, int timeout_ms, char *err,
+		size_t errlen);
+/* Destination: into the file @path ("-": standard output; NULL: none,
+ * and a source that sends state fails). */
+int ds_dst_file(struct devstate **out, const char *path, char *err, size_t errlen);
+/* Destination: into the QEMU behind @q (borrowed), started with -incoming
+ * defer; @start: `cont` it once loaded (else it stays paused). */
+int ds_dst_qemu(struct devstate **out, struct qmp *q, bool start, int timeout_ms,
+		char *err, size_t errlen);
+
+/* Whether this endpoint takes state at all (a destination without one
+ * refuses the source's). */
+bool ds_takes_state(const struct devstate *d);
+
+int ds_prepare(struct devstate *d, char *err, size_t errlen);
+int ds_start(struct devstate *d, char *err, size_t errlen);
+/* 1 with @stop_ms (CLOCK_MONOTONIC ms) once the endpoint stopped the
+ * workload; 0 not yet; -ENOTSUP when it never does (the command stops the
+ * workload itself); a negative errno when it failed. */
+int ds_stopped(struct devstate *d, uint64_t *stop_ms, char *err, size_t errlen);
+int ds_release(struct devstate *d, char *err, size_t errlen);
+/* An fd that becomes readable when ds_read has bytes, or -1 when ds_read
+ * never answers -EAGAIN. */
+int ds_fd(const struct devstate *d);
+/* Bytes read, 0 at end of stream, -EAGAIN when none are there yet (or not
+ * released yet). */
+ssize_t ds_read(struct devstate *d, void *buf, size_t len, char *err, size_t errlen);
+int ds_write(struct devstate *d, const void *data, size_t len, char *err, size_t errlen);
+int ds_commit(struct devstate *d, char *err, size_t errlen);
+int ds_finish(struct devstate *d, char *err, size_t errlen);
+/* After a failure: a destination guest that was started is paused again
+ * (the source was not told, so it resumes its own); a half-written file
+ * is removed.  What was done goes to @note ("" when nothing). */
+void ds_abort(struct devstate *d, char *note, size_t len);
+/* How the state was left, for a report ("; the guest runs here"), "" when
+ * there is nothing to say. */
+const char *ds_outcome(const struct devstate *d);
+/* A destination guest: "running" or "paused" once committed; NULL for a
+ * file. */
+const char *ds_guest(const struct devstate *d);
+/* Frees @d (NULL is fine); for QEMU its migration is cancelled if it still
+ * runs and every setting goes back.  What could not be restored is
+ * returned, with @err. */
+int ds_close(struct devstate *d, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,214 @@
+#include "ends.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "devstate.h"
+#include "image.h"
+#include "proc.h"
+#include "qemu_ram.h"
+#include "qmp.h"
+#include "workload.h"
+
+static int open_qmp(struct qmp **q, const char *sock, int timeout_ms, char *err,
+		    size_t errlen)
+{
+	char why[1024];
+	int rc = qmp_open(q, sock, timeout_ms, why, sizeof(why));
+
+	return rc ? cli_errf(err, errlen, rc, "--qmp %s: %s", sock, why) : 0;
+}
+
+/* ---- the source --------------------------------------------------------------- */
+
+static int source_qemu(struct src_ends *e, const struct src_spec *s, char *err, size_t errlen)
+{
+	char why[1024];
+	int rc = open_qmp(&e->q, s->qmp, s->timeout_ms, err, errlen);
+
+	if (rc)
+		return rc;
+	if (!qmp_proc(e->q))
+		return cli_errf(err, errlen, -ESRCH, "--qmp %s: QEMU runs in another pid namespace: "
+				"its writes cannot be tracked from here", s->qmp);
+	/* The guest's RAM backends are the blocks, named as QEMU names its
+	 * RAMBlocks; RAM QEMU would send itself is refused now. */
+	if (!e->nrams && qram_blocks(e->q, &e->rams, &e->nrams, why, sizeof(why)))
+		return cli_errf(err, errlen, -ENOTSUP, "--qmp %s: %s", s->qmp, why);
+	return ds_src_qemu(&e->ds, e->q, s->timeout_ms, err, errlen);
+}
+
+static int map_sources(struct src_ends *e, char *err, size_t errlen)
+{
+	char why[512];
+	unsigned i;
+
+	for (i = 0; i < e->nrams; i++)
+		if (cli_ram_map_ro(&e->rams[i], why, sizeof(why)))
+			return cli_errf(err, errlen, -EINVAL, "--ram %s: %s", e->rams[i].name, why);
+	return 0;
+}
+
+/* The process writing the blocks, held by identity: a pid reused by
+ * another process must not get our SIGSTOPs (proc.h). */
+static int open_workload(struct src_ends *e, const struct src_spec *s, char *err,
+			 size_t errlen)
+{
+	struct proc_ref own = PROC_REF_INIT;
+	const struct proc_ref *proc = e->q ? qmp_proc(e->q) : &own;
+	const char **paths = calloc(e->nrams ? e->nrams : 1, sizeof(*paths));
+	uint64_t *lens = calloc(e->nrams ? e->nrams : 1, sizeof(*lens));
+	char why[1024];
+	unsigned i;
+	int rc = paths && lens ? 0 : cli_errf(err, errlen, -ENOMEM, "out of memory");
+
+	if (!rc && !e->q && proc_open(&own, s->pid, why, sizeof(why)))
+		rc = cli_errf(err, errlen, -ESRCH, "--pid %d: %s", (int)s->pid, why);
+	for (i = 0; !rc && i < e->nrams; i++) {
+		paths[i] = e->rams[i].path;
+		lens[i] = e->rams[i].len;
+	}
+	if (!rc && wl_open(&e->wl, proc, e->q, paths, lens, e->nrams, s->timeout_ms, why,
+			   sizeof(why)))
+		rc = cli_errf(err, errlen, -EINVAL, "cannot track the writes of %s %d: %s",
+			      e->q ? "QEMU" : "process", (int)proc->pid, why);
+	proc_close(&own);
+	free(paths);
+	free(lens);
+	return rc;
+}
+
+int ends_open_source(struct src_ends *e, const struct src_spec *s, struct cli_ram *rams,
+		     unsigned nrams, char *err, size_t errlen)
+{
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	e->rams = rams;
+	e->nrams = nrams;
+	rc = s->qmp ? source_qemu(e, s, err, errlen) :
+		      ds_src_file(&e->ds, s->state_in, err, errlen);
+	if (!rc)
+		rc = map_sources(e, err, errlen);
+	if (!rc && s->live)
+		rc = open_workload(e, s, err, errlen);
+	return rc;
+}
+
+void ends_close_source(struct src_ends *e)
+{
+	unsigned i;
+
+	ds_close(e->ds, NULL, 0);
+	wl_close(e->wl);
+	qmp_close(e->q);
+	for (i = 0; i < e->nrams; i++)
+		cli_ram_unmap(&e->rams[i]);
+	free(e->rams);
+	memset(e, 0, sizeof(*e));
+}
+
+/* ---- the destination ------------------------------------------------------------ */
+
+static int dest_qemu(struct dst_ends *e, const struct dst_spec *s, char *err, size_t errlen)
+{
+	char why[1024], st[32];
+	int rc = open_qmp(&e->q, s->qmp, s->timeout_ms, err, errlen);
+
+	if (!rc && qmp_status(e->q, st, sizeof(st), why, sizeof(why)))
+		rc = cli_errf(err, errlen, -EIO, "--qmp %s: %s", s->qmp, why);
+	else if (!rc && strcmp(st, "inmigrate"))
+		rc = cli_errf(err, errlen, -EBUSY, "--qmp %s: QEMU is %s, not waiting for an "
+			      "incoming migration: start it with -incoming defer", s->qmp, st);
+	/* The guest's RAM is received straight into the files QEMU maps. */
+	if (!rc && !e->nrams && qram_blocks(e->q, &e->rams, &e->nrams, why, sizeof(why)))
+		rc = cli_errf(err, errlen, -ENOTSUP, "--qmp %s: %s", s->qmp, why);
+	return rc;
+}
+
+/* A file to be made later: its directory must take it, safe from other
+ * local users (image.h). */
+static int new_file_dir(const struct cli_ram *r, char *err, size_t errlen)
+{
+	char tmp[4096], why[4400];
+	const char *dir;
+
+	snprintf(tmp, sizeof(tmp), "%s", r->path);
+	dir = dirname(tmp);
+	if (access(dir, W_OK | X_OK))
+		return cli_errf(err, errlen, -errno, "--ram %s: directory %s: %s", r->path, dir,
+				strerror(errno));
+	if (img_safe_dir(dir, why, sizeof(why)))
+		return cli_errf(err, errlen, -EPERM, "--ram %s: %s", r->path, why);
+	return 0;
+}
+
+/* Existing files are mapped now: their length is what the source must
+ * announce.  Without --use-existing an existing --ram file is refused: it
+ * may be another local user's, made to receive the guest (image.h). */
+static int map_existing(struct dst_ends *e, const struct dst_spec *s, char *err,
+			size_t errlen)
+{
+	char why[8192];
+	struct stat st;
+	unsigned i;
+
+	for (i = 0; i < e->nrams; i++) {
+		struct cli_ram *r = &e->rams[i];
+
+		if (!s->qmp && lstat(r->path, &st) && errno == ENOENT) {
+			if (new_file_dir(r, err, errlen))
+				return -EPERM;
+			continue;
+		}
+		if (!s->qmp && !s->use_existing)
+			return cli_errf(err, errlen, -EEXIST, "--ram %s: %s already exists: remove "
+					"it, or give --use-existing to receive into it", r->name,
+					r->path);
+		if (img_open(r, 0, s->qmp ? IMG_QEMU : IMG_EXISTING, why, sizeof(why)))
+			return cli_errf(err, errlen, -EINVAL, "%s %s: %s", s->qmp ? "--qmp block" :
+					"--ram", r->name, why);
+	}
+	return 0;
+}
+
+int ends_open_dest(struct dst_ends *e, const struct dst_spec *s, struct cli_ram *rams,
+		   unsigned nrams, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	memset(e, 0, sizeof(*e));
+	e->rams = rams;
+	e->nrams = nrams;
+	e->markers = !s->qmp;
+	e->takes_state = s->qmp || s->state_sink;
+	e->start = s->start;
+	e->timeout_ms = s->timeout_ms;
+	if (s->qmp)
+		rc = dest_qemu(e, s, err, errlen);
+	return rc ? rc : map_existing(e, s, err, errlen);
+}
+
+int ends_dest_state(const struct dst_ends *e, const char *path, struct devstate **out,
+		    char *err, size_t errlen)
+{
+	if (e->q)
+		return ds_dst_qemu(out, e->q, e->start, e->timeout_ms, err, errlen);
+	return ds_dst_file(out, path, err, errlen);
+}
+
+void ends_close_dest(struct dst_ends *e)
+{
+	unsigned i;
+
+	qmp_close(e->q);
+	for (i = 0; i < e->nrams; i++)
+		cli_ram_unmap(&e->rams[i]);
+	free(e->rams);
+	memset(e, 0, sizeof(*e));
+}
