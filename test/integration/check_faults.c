@@ -835,16 +835,20 @@ static const char *const *as_nobody(const char *limit)
 	return argv;
 }
 
-/* Everything nobody needs: the files, the directories, the devices. */
-static void open_to_nobody(struct fx *f, const char *file)
+/* Everything nobody needs: the files, the directories, the devices.  The
+ * destination's directory belongs to the user migrate-recv runs as
+ * (nobody when @recv_nobody): it makes files only where no other user can
+ * replace them. */
+static void open_to_nobody(struct fx *f, const char *file, int recv_nobody)
 {
 	static const char *const devs[] = { "/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0" };
 	struct stat st;
 	unsigned i;
 
-	ck_assert_int_eq(chmod(f->dir, 0777), 0);
-	ck_assert_int_eq(chmod(f->src, 0777), 0);
-	ck_assert_int_eq(chmod(f->dst, 0777), 0);
+	ck_assert_int_eq(chmod(f->dir, 0755), 0);
+	ck_assert_int_eq(chmod(f->src, 0755), 0);
+	if (recv_nobody)
+		ck_assert_int_eq(chown(f->dst, 65534, 65534), 0);
 	ck_assert_int_eq(chmod(file, 0666), 0);
 	for (i = 0; i < RD_ARRAY_SIZE(devs); i++) {
 		ck_assert_msg(stat(devs[i], &st) == 0, "%s: %s", devs[i], strerror(errno));
@@ -865,7 +869,7 @@ static void memlock_case(const char *fault, const char *limit, int limit_recv, i
 	snprintf(file, sizeof(file), "%s/a", f.src);
 	write_random(file, 8 * MIB, 11);
 	snprintf(ram, sizeof(ram), "a=%s", file);
-	open_to_nobody(&f, file);
+	open_to_nobody(&f, file, limit_recv);
 	fx_recv_as(&f, limit_recv ? as_nobody(limit) : NULL,
 		   (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
 	t0 = tu_now_ms();

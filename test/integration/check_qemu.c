@@ -25,7 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdbool.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,22 +82,35 @@ static void qfx_init(struct qfx *f, int which)
 	}
 }
 
-/* A QEMU whose RAM is the shared file @ram (NULL: plain anonymous -m RAM),
+/* How a test QEMU holds its guest RAM. */
+enum ram_kind {
+	RAM_PLAIN,  /* -m: anonymous memory QEMU migrates itself */
+	RAM_FILE,   /* memory-backend-file, share=on: what rdmig carries */
+	RAM_MEMFD,  /* memory-backend-memfd, share=on */
+};
+
+/* A QEMU whose RAM is the shared file @ram (a file of f->dir, named to a
+ * chrooted QEMU by a path of its own root), a memfd or plain -m RAM,
  * booting @img; @extra adds arguments (NULL-terminated, may be NULL). */
-static void qfx_qemu(struct qfx *f, struct vm *v, const char *name, const char *machine,
-		     const char *ram, const char *serial, const char *img,
-		     const char *const *extra)
+static void qfx_qemu_ram(struct qfx *f, struct vm *v, const char *name, const char *machine,
+			 enum ram_kind kind, const char *ram, const char *serial,
+			 const char *img, const char *const *extra)
 {
-	char mach[128], obj[300], ser[300], drive[300];
+	char mach[128], obj[400], ser[300], drive[300], inner[300];
 	const char *args[24];
 	int n = 0;
 
 	snprintf(ser, sizeof(ser), "file:%s", serial);
 	snprintf(drive, sizeof(drive), "file=%s,format=raw,if=ide", img);
-	if (ram) {
+	if (kind != RAM_PLAIN) {
 		snprintf(mach, sizeof(mach), "%s,memory-backend=mem", machine);
-		snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=" RAM ",mem-path=%s,"
-			 "share=on", ram);
+		if (kind == RAM_FILE)
+			snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=" RAM
+				 ",mem-path=%s,share=on", vm_inner_path(f->qemu, f->dir,
+				 strrchr(ram, '/') + 1, inner, sizeof(inner)));
+		else
+			snprintf(obj, sizeof(obj), "memory-backend-memfd,id=mem,size=" RAM
+				 ",share=on");
 		args[n++] = "-machine";
 		args[n++] = mach;
 		args[n++] = "-object";
@@ -112,6 +129,13 @@ static void qfx_qemu(struct qfx *f, struct vm *v, const char *name, const char *
 		args[n++] = *extra++;
 	args[n] = NULL;
 	vm_start_qemu(v, f->qemu, f->dir, name, args);
+}
+
+static void qfx_qemu(struct qfx *f, struct vm *v, const char *name, const char *machine,
+		     const char *ram, const char *serial, const char *img,
+		     const char *const *extra)
+{
+	qfx_qemu_ram(f, v, name, machine, ram ? RAM_FILE : RAM_PLAIN, ram, serial, img, extra);
 }
 
 /* The usual pair: a source guest running its passes, a destination QEMU
@@ -185,6 +209,120 @@ static void assert_source_runs(struct qfx *f)
 
 	vm_expect_status(&f->src, "running");
 	guest_wait_markers(f->src_serial, 0, before + 1, 60000, "source guest after the failure");
+}
+
+/* Whether @v runs QEMU @major.@minor or later. */
+static bool qemu_ge(const struct vm *v, int major, int minor)
+{
+	int ma = 0, mi = 0;
+
+	sscanf(v->version, "%d.%d", &ma, &mi);
+	return ma > major || (ma == major && mi >= minor);
+}
+
+/* A management layer's migration settings, as libvirt leaves them on the
+ * QEMUs it runs: pause-before-switchover and events on, multifd on, its own
+ * bandwidth. */
+static void set_libvirt_settings(struct vm *v)
+{
+	static const char *const caps[] = { "pause-before-switchover", "events", "multifd" };
+	struct json_object *list = json_object_new_array(), *c, *p;
+	char err[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		c = json_object_new_object();
+		json_object_object_add(c, "capability", json_object_new_string(caps[i]));
+		json_object_object_add(c, "state", json_object_new_boolean(1));
+		json_object_array_add(list, c);
+	}
+	ck_assert_msg(qmp_call(v->q, "migrate-set-capabilities", vm_args1("capabilities", list),
+			       NULL, err, sizeof(err)) == 0, "%s: set capabilities: %s", v->name,
+		      err);
+	p = vm_args1("max-bandwidth", json_object_new_int64(10 << 20));
+	ck_assert_msg(qmp_call(v->q, "migrate-set-parameters", p, NULL, err, sizeof(err)) == 0,
+		      "%s: set parameters: %s", v->name, err);
+}
+
+/* Every migration capability and parameter of @v, as one string. */
+static char *settings(struct vm *v)
+{
+	struct json_object *c, *p;
+	char err[512], *out;
+
+	ck_assert_msg(qmp_call(v->q, "query-migrate-capabilities", NULL, &c, err,
+			       sizeof(err)) == 0, "%s: %s", v->name, err);
+	ck_assert_msg(qmp_call(v->q, "query-migrate-parameters", NULL, &p, err,
+			       sizeof(err)) == 0, "%s: %s", v->name, err);
+	ck_assert(asprintf(&out, "%s %s", json_object_to_json_string(c),
+			   json_object_to_json_string(p)) > 0);
+	json_object_put(c);
+	json_object_put(p);
+	return out;
+}
+
+static void assert_same_settings(struct vm *v, const char *before)
+{
+	char *after = settings(v);
+
+	ck_assert_msg(!strcmp(before, after), "%s: migration settings changed:\nbefore %s\n"
+		      "after  %s", v->name, before, after);
+	free(after);
+}
+
+/* QEMU's own migration status, through the test's monitor. */
+static void mig_status(struct vm *v, char *st, size_t len)
+{
+	struct qmp_migration m;
+	char err[512];
+
+	ck_assert_msg(qmp_migrate_query(v->q, &m, err, sizeof(err)) == 0, "%s: %s", v->name,
+		      err);
+	snprintf(st, len, "%s", m.status);
+}
+
+/* One command on a control socket; returns the reply line. */
+static void control(const char *sock, const char *line, char *reply, size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	ssize_t n;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert_uint_lt(strlen(sock), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
+		      sock, strerror(errno));
+	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	n = read(fd, reply, len - 1);
+	reply[n > 0 ? n : 0] = '\0';
+	close(fd);
+}
+
+/* The path of the memfd of @size QEMU (pid @pid) holds. */
+static void memfd_of(pid_t pid, char *out, size_t len)
+{
+	char dir[64], p[320], link[128];
+	struct dirent *de;
+	struct stat st;
+	ssize_t l;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	out[0] = '\0';
+	while ((de = readdir(d))) {
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		l = readlink(p, link, sizeof(link) - 1);
+		if (l <= 0 || stat(p, &st))
+			continue;
+		link[l] = '\0';
+		if (strstr(link, "memfd:") && st.st_size == 128 << 20)
+			snprintf(out, len, "%s", p);
+	}
+	closedir(d);
+	ck_assert_msg(out[0], "QEMU %d holds no 128 MiB memfd", (int)pid);
 }
 
 /* ---- tests ----------------------------------------------------------------------- */
@@ -275,17 +413,23 @@ static struct json_object *kill_recv_mid_stream(struct qfx *f)
 START_TEST(recv_killed_guest_resumes)
 {
 	struct json_object *ev;
+	char *before;
 	uint64_t t0;
 	struct qfx f;
 
 	qfx_init(&f, _i);
 	qfx_pair(&f, "pc");
+	/* A failure puts a manager's settings back too. */
+	set_libvirt_settings(&f.src);
+	before = settings(&f.src);
 	t0 = tu_now_ms();
 	ev = kill_recv_mid_stream(&f);
 	ck_assert_msg(json_object_get_boolean(json_object_object_get(ev, "guest-running")),
 		      "the failed event does not say the guest runs");
 	json_object_put(ev);
 	assert_source_runs(&f);
+	assert_same_settings(&f.src, before);
+	free(before);
 	printf("qemu: QEMU %s: migrate-recv killed mid-stream: migrate-send exit 5 %" PRIu64
 	       " ms after it started, the source guest running and making progress\n",
 	       f.src.version, tu_now_ms() - t0);
@@ -313,6 +457,15 @@ START_TEST(dest_rejects_state_guest_resumes)
 	ck_assert_int_ne(rc, 0);
 	ck_assert(!tu_has_event(f.recv.out, "completed"));
 	assert_source_runs(&f);
+	/* From 9.1 on the rejecting QEMU stays, to be looked at
+	 * (exit-on-error off); 7.2's exits. */
+	if (qemu_ge(&f.dst, 9, 1)) {
+		char st[32];
+
+		ck_assert_msg(!vm_exited(&f.dst), "the destination QEMU exited on the bad state");
+		mig_status(&f.dst, st, sizeof(st));
+		ck_assert_str_eq(st, "failed");
+	}
 	err = tu_slurp(f.send.err, NULL);
 	printf("qemu: QEMU %s: destination QEMU of another machine type: %s", f.src.version, err);
 	free(err);
@@ -375,6 +528,166 @@ START_TEST(recv_killed_paused_guest_stays_paused)
 }
 END_TEST
 
+/* A QEMU run the way libvirt leaves it (pause-before-switchover, events,
+ * multifd on, its own max-bandwidth): the pipe migration works, and both
+ * QEMUs' migration settings read afterwards exactly as before. */
+START_TEST(manager_settings_restored)
+{
+	char *src_before, *dst_before;
+	struct qfx f;
+	int sc, rc;
+
+	qfx_init(&f, _i);
+	qfx_pair(&f, "pc");
+	set_libvirt_settings(&f.src);
+	set_libvirt_settings(&f.dst);
+	src_before = settings(&f.src);
+	dst_before = settings(&f.dst);
+	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
+	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, NULL });
+	sc = tu_run_finish(&f.send, 180000);
+	rc = tu_run_finish(&f.recv, 30000);
+	if (sc || rc)
+		dump_all(&f);
+	ck_assert_int_eq(sc, 0);
+	ck_assert_int_eq(rc, 0);
+	vm_expect_status(&f.dst, "running");
+	assert_same_settings(&f.src, src_before);
+	assert_same_settings(&f.dst, dst_before);
+	printf("qemu: QEMU %s: with libvirt's settings (pause-before-switchover, events, multifd, "
+	       "max-bandwidth 10M): migrated, and both QEMUs' capabilities and parameters read "
+	       "as before\n", f.src.version);
+	free(src_before);
+	free(dst_before);
+	qfx_free(&f);
+}
+END_TEST
+
+/* QEMU stopped the guest and waits in pre-switchover while the last round
+ * cannot go (migrate-recv frozen): a cancel then ends QEMU's migration in
+ * that state, the guest runs again, and QEMU's settings are as before. */
+START_TEST(cancel_in_pre_switchover)
+{
+	char ctl[300], reply[512], st[32] = "", *before;
+	struct json_object *ev;
+	uint64_t t0, took;
+	struct qfx f;
+	int sc;
+
+	qfx_init(&f, _i);
+	qfx_pair(&f, "pc");
+	before = settings(&f.src);
+	snprintf(ctl, sizeof(ctl), "%s/send.ctl", f.work);
+	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
+	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, "--control", ctl, NULL });
+	/* QEMU's own migration starts once rdmig's pre-copy converged. */
+	t0 = tu_now_ms();
+	while (tu_now_ms() - t0 < 120000) {
+		mig_status(&f.src, st, sizeof(st));
+		if (strcmp(st, "none"))
+			break;
+		usleep(2000);
+	}
+	ck_assert_msg(strcmp(st, "none"), "QEMU's own migration never started");
+	tu_kill(&f.recv.p, SIGSTOP);
+	t0 = tu_now_ms();
+	do {
+		mig_status(&f.src, st, sizeof(st));
+	} while (strcmp(st, "pre-switchover") && tu_now_ms() - t0 < 30000 && !usleep(5000));
+	ck_assert_str_eq(st, "pre-switchover");
+	/* QEMU stopped the guest for its switch-over. */
+	vm_expect_status(&f.src, "finish-migrate");
+	t0 = tu_now_ms();
+	control(ctl, "{\"command\":\"cancel\"}\n", reply, sizeof(reply));
+	sc = tu_run_finish(&f.send, 30000);
+	took = tu_now_ms() - t0;
+	tu_kill(&f.recv.p, SIGCONT);
+	if (sc != 7)
+		dump_all(&f);
+	ck_assert_int_eq(sc, 7);
+	ev = tu_event_in(f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_msg(json_object_get_boolean(json_object_object_get(ev, "guest-running")),
+		      "the failed event does not say the guest runs");
+	json_object_put(ev);
+	mig_status(&f.src, st, sizeof(st));
+	ck_assert_str_eq(st, "cancelled");
+	assert_source_runs(&f);
+	assert_same_settings(&f.src, before);
+	printf("qemu: QEMU %s: cancelled with QEMU in pre-switchover: migrate-send exit 7 %" PRIu64
+	       " ms after the cancel, QEMU's migration cancelled, the guest runs on the source, "
+	       "settings as before\n", f.src.version, took);
+	free(before);
+	qfx_free(&f);
+}
+END_TEST
+
+/* memfd RAM: QEMU 8.1 and later migrate it themselves after stopping the
+ * guest (x-ignore-shared skips file-backed RAM only), so both commands
+ * refuse it before anything moves, naming the fix; 7.2 skips it, and it
+ * migrates as file-backed RAM does. */
+START_TEST(memfd_by_version)
+{
+	char *serr, rerr[4096], line[512], ram[320];
+	struct qfx f;
+	int sc, rc, m0;
+
+	qfx_init(&f, _i);
+	qfx_qemu_ram(&f, &f.src, "src", "pc", RAM_MEMFD, NULL, f.src_serial, f.src_img, NULL);
+	qfx_qemu_ram(&f, &f.dst, "dst", "pc", RAM_MEMFD, NULL, f.dst_serial, f.dst_img,
+		     (const char *[]){ "-incoming", "defer", NULL });
+	guest_wait_markers(f.src_serial, 0, 2, 120000, "source guest");
+	if (qemu_ge(&f.src, 8, 1)) {
+		struct tu_run r;
+		const char *args[] = { "--listen", "10.77.0.1:0", "--qmp", f.dst.cmd_sock,
+				       "--auth-key", f.key, NULL };
+		char *argv[12] = { f.recvbin };
+		int n = 1;
+
+		while (args[n - 1])
+			argv[n] = (char *)args[n - 1], n++;
+		argv[n] = NULL;
+		memset(&r, 0, sizeof(r));
+		tu_run_spawn(&r, f.work, "recvmemfd", argv);
+		rc = tu_run_finish(&r, 30000);
+		serr = tu_slurp(r.err, NULL);
+		snprintf(rerr, sizeof(rerr), "%s", serr ? serr : "");
+		free(serr);
+		snprintf(f.addr, sizeof(f.addr), "10.77.0.1:1");
+		qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, NULL });
+		sc = tu_run_finish(&f.send, 60000);
+		serr = tu_slurp(f.send.err, NULL);
+		ck_assert_msg(sc == 2 && strstr(serr, "memory-backend-memfd") &&
+			      strstr(serr, "memory-backend-file") && strstr(serr, "8.1"),
+			      "migrate-send exit %d: %s", sc, serr);
+		ck_assert_msg(rc == 2 && strstr(rerr, "memory-backend-memfd"),
+			      "migrate-recv exit %d: %s", rc, rerr);
+		vm_expect_status(&f.src, "running");
+		printf("qemu: QEMU %s: memfd RAM refused before anything moved: %s", f.src.version,
+		       serr);
+		free(serr);
+		qfx_free(&f);
+		return;
+	}
+	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
+	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, NULL });
+	sc = tu_run_finish(&f.send, 180000);
+	rc = tu_run_finish(&f.recv, 30000);
+	if (sc || rc)
+		dump_all(&f);
+	ck_assert_int_eq(sc, 0);
+	ck_assert_int_eq(rc, 0);
+	vm_expect_status(&f.dst, "running");
+	m0 = guest_markers(f.dst_serial, 1);
+	guest_wait_markers(f.dst_serial, 1, m0 + 1, 120000, "destination guest");
+	ck_assert_msg(qmp_stop(f.dst.q, line, sizeof(line)) == 0, "stop: %s", line);
+	memfd_of(f.dst.p.pid, ram, sizeof(ram));
+	ck_assert_msg(guest_check(ram, line, sizeof(line)) == 0, "destination RAM: %s", line);
+	printf("qemu: QEMU %s: memfd RAM migrated live; destination %s\n", f.src.version, line);
+	qfx_free(&f);
+}
+END_TEST
+
 Suite *qemu_suite(void)
 {
 	const TTest *const tests[] = {
@@ -383,6 +696,9 @@ Suite *qemu_suite(void)
 		recv_killed_guest_resumes,
 		recv_killed_paused_guest_stays_paused,
 		dest_rejects_state_guest_resumes,
+		manager_settings_restored,
+		cancel_in_pre_switchover,
+		memfd_by_version,
 	};
 	Suite *s = suite_create("qemu");
 	TCase *tc;

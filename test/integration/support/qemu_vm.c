@@ -27,6 +27,10 @@ const struct vm_qemu vm_qemus[VM_QEMUS] = {
  * /dev/shm (the tests' directories, sockets, images and RAM files; /dev/kvm
  * too, unused: TCG only), /proc and /sys (QEMU reads both), /tmp. */
 static const char *const root_binds[] = { "/dev", "/proc", "/sys", "/tmp" };
+/* ... and the test's directory once more at a path of its own root only,
+ * as a container shows its volumes: a file named there exists for QEMU and
+ * not for us, so a command must reach it through QEMU's root. */
+#define ROOT_INNER "/srv"
 
 static void qemu_bin(char *buf, size_t len)
 {
@@ -74,7 +78,7 @@ static void check_root(const struct vm_qemu *qemu, const char *root)
  * away with QEMU and are never seen by the test, the host or another
  * test; then the host's directories into @root and chroot.  Returns 0, or
  * -errno after writing the reason to stderr (QEMU's log). */
-static int enter_root(const char *root)
+static int enter_root(const char *root, const char *dir)
 {
 	char target[512];
 	size_t i;
@@ -102,6 +106,12 @@ static int enter_root(const char *root)
 			return r;
 		}
 	}
+	snprintf(target, sizeof(target), "%s" ROOT_INNER, root);
+	if (mount(dir, target, NULL, MS_BIND, NULL)) {
+		r = -errno;
+		dprintf(2, "vm_start: mount --bind %s %s: %s\n", dir, target, strerror(-r));
+		return r;
+	}
 	if (chroot(root) || chdir("/")) {
 		r = -errno;
 		dprintf(2, "vm_start: chroot %s: %s\n", root, strerror(-r));
@@ -118,7 +128,8 @@ void vm_dir(char *dir, size_t len, const char *tag)
 
 /* QEMU dies with the test process, whatever ends it.  @root: chroot
  * there first (argv[0] is then a path inside it). */
-static void spawn_qemu(struct tu_proc *p, const char *log, const char *root, char *const argv[])
+static void spawn_qemu(struct tu_proc *p, const char *log, const char *root, const char *dir,
+		       char *const argv[])
 {
 	pid_t parent = getpid(), pid;
 	int fd;
@@ -139,7 +150,7 @@ static void spawn_qemu(struct tu_proc *p, const char *log, const char *root, cha
 		close(fd);
 		fd = open("/dev/null", O_RDONLY);
 		dup2(fd, 0);
-		if (root && enter_root(root) < 0)
+		if (root && enter_root(root, dir) < 0)
 			_exit(126);
 		execv(argv[0], argv);
 		dprintf(2, "vm_start: exec %s: %s\n", argv[0], strerror(errno));
@@ -226,7 +237,7 @@ void vm_start_qemu(struct vm *v, const struct vm_qemu *qemu, const char *dir,
 	while (*args && n < 47)
 		argv[n++] = *args++;
 	argv[n] = NULL;
-	spawn_qemu(&v->p, v->log, root, (char *const *)argv);
+	spawn_qemu(&v->p, v->log, root, dir, (char *const *)argv);
 	do {
 		r = qmp_open(&v->q, v->sock, 5000, err, sizeof(err));
 		if (r == -ENOENT || r == -ECONNREFUSED)
@@ -242,6 +253,16 @@ void vm_start_qemu(struct vm *v, const struct vm_qemu *qemu, const char *dir,
 	}
 	ck_assert_msg(r == 0, "%s: qmp_open: %d %s", name, r, err);
 	check_version(v);
+}
+
+const char *vm_inner_path(const struct vm_qemu *qemu, const char *dir, const char *name,
+			  char *buf, size_t len)
+{
+	if (qemu && qemu->chrooted)
+		snprintf(buf, len, ROOT_INNER "/%s", name);
+	else
+		snprintf(buf, len, "%s/%s", dir, name);
+	return buf;
 }
 
 void vm_start(struct vm *v, const char *dir, const char *name, const char *const *args)

@@ -7,8 +7,9 @@
  * 7.2), and Debian 13's 10.0 in the root tools/qemu-root builds, started
  * with chroot the way a containerised QEMU runs: in a mount namespace of
  * its own, with the host's /dev (so /dev/shm), /proc, /sys and /tmp bound
- * at the same paths, so the QMP sockets, serial files, images and RAM files
- * of a test are the same paths on both sides. */
+ * at the same paths, so the QMP sockets, serial files and images of a test
+ * are the same paths on both sides; its RAM files it is given by a path
+ * of its root's own (vm_inner_path). */
 #ifndef RDMIG_TEST_QEMU_VM_H
 #define RDMIG_TEST_QEMU_VM_H
 
@@ -50,6 +51,12 @@ void vm_dir(char *dir, size_t len, const char *tag);
  * be under /dev or /tmp, which the chroot sees at the same paths. */
 void vm_start_qemu(struct vm *v, const struct vm_qemu *qemu, const char *dir,
 		   const char *name, const char *const *args);
+/* The name QEMU gives the file @name of @dir: the same path for the host's
+ * QEMU; for a chrooted one a path that exists only in its root (the test
+ * directory is bound there too), so a command finds it only through
+ * /proc/PID/root. */
+const char *vm_inner_path(const struct vm_qemu *qemu, const char *dir, const char *name,
+			  char *buf, size_t len);
 /* The same with the host's QEMU, whatever its version. */
 void vm_start(struct vm *v, const char *dir, const char *name, const char *const *args);
 /* Kills QEMU (also a stopped one) and closes the connection. */
