@@ -280,7 +280,7 @@ $(B)/bin/zerobench: $(B)/obj/tools/zerobench.o $(B)/obj/lib/zero.o $(B)/obj/lib/
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-bench: all tests $(B)/bin/zerobench
+bench: all tests $(B)/bin/zerobench qemu-root-if-needed
 	tools/bench
 
 .PHONY: bench
