@@ -521,7 +521,9 @@ int fab_cm_process(struct fab_conn *c)
 
 int fab_cm_fd(const struct fab_conn *c)
 {
-	return c->ech->fd;
+	/* A connection whose channel could not be made (no RDMA device) has
+	 * no fd to watch or unwatch. */
+	return c && c->ech ? c->ech->fd : -1;
 }
 
 uint32_t fab_local_qpn(const struct fab_conn *c)

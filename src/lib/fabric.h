@@ -167,6 +167,7 @@ int fab_wait_established(struct fab_conn *c, int64_t deadline);
  * ends the connection (peer disconnected, device removed, ...). */
 int fab_cm_process(struct fab_conn *c);
 
+/* -1 when the connection has no CM channel (it could not be created). */
 int fab_cm_fd(const struct fab_conn *c);
 
 /* What identifies this connection on the fabric: our QP number and both

@@ -76,11 +76,14 @@ void src_unwatch(struct rdmig_source *s)
 
 	if (!s->ss.conn)
 		return;
+	/* A connection that failed half-made (no RDMA device, say) may have
+	 * neither fd. */
 	if (fab_cq_fd(s->ss.conn) >= 0)
 		epoll_ctl(s->epfd, EPOLL_CTL_DEL, fab_cq_fd(s->ss.conn), NULL);
-	epoll_ctl(s->epfd, EPOLL_CTL_DEL, fab_cm_fd(s->ss.conn), NULL);
+	if (fab_cm_fd(s->ss.conn) >= 0)
+		epoll_ctl(s->epfd, EPOLL_CTL_DEL, fab_cm_fd(s->ss.conn), NULL);
 	for (k = 1; s->chans && k < s->nchans; k++)
-		if (s->chans[k].conn)
+		if (fab_cm_fd(s->chans[k].conn) >= 0)
 			epoll_ctl(s->epfd, EPOLL_CTL_DEL, fab_cm_fd(s->chans[k].conn), NULL);
 }
 

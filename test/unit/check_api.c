@@ -137,6 +137,33 @@ START_TEST(dest_block_checks)
 }
 END_TEST
 
+/* The unit-test host has no RDMA device: connecting must fail with a
+ * message naming that, not crash tearing down what never existed.  The
+ * handle then stays failed, quiet and destroyable. */
+START_TEST(connect_without_a_device)
+{
+	static uint8_t ram[1 << 16] __attribute__((aligned(4096)));
+	struct rdmig_source *s;
+	int rc;
+
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_ge(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	rc = rdmig_source_connect_async(s, "127.0.0.1", "4444");
+	if (rc == 0) /* the work may start in the first step */
+		rc = rdmig_source_process(s);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(strstr(rdmig_source_error(s), "RDMA device"), "%s", rdmig_source_error(s));
+	ck_assert_int_eq(rdmig_source_process(s), rc);
+	ck_assert_int_eq(rdmig_source_timeout(s), -1);
+	rdmig_source_destroy(s);
+	/* The blocking call the same way. */
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_ge(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_lt(rdmig_source_connect(s, "127.0.0.1", "4444"), 0);
+	rdmig_source_destroy(s);
+}
+END_TEST
+
 Suite *api_suite(void)
 {
 	Suite *s = suite_create("api");
@@ -147,6 +174,7 @@ Suite *api_suite(void)
 	tcase_add_test(tc, source_connect_needs_blocks);
 	tcase_add_test(tc, bad_config_reported_through_handle);
 	tcase_add_test(tc, dest_block_checks);
+	tcase_add_test(tc, connect_without_a_device);
 	suite_add_tcase(s, tc);
 	return s;
 }
