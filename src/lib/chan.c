@@ -133,7 +133,7 @@ static int on_request(struct chan_set *cs, struct fab_conn *c, char *note, size_
 	}
 	if (fab_accept(c, &caps, priv, pd_encode_accept(&acc, priv, sizeof(priv)),
 		       NULL, NULL)) {
-		snprintf(note, len, "could not accept data channel %u: %s", idx, c->err.msg);
+		snprintf(note, len, "could not accept data channel %u: %s", idx, c->err->msg);
 		refuse(c, PD_REJ_NO_RESOURCES);
 		return 0;
 	}
@@ -172,7 +172,7 @@ int chan_set_process(struct chan_set *cs, char *note, size_t note_len,
 			rc = on_request(cs, c, note, note_len);
 		} else if (kind == FAB_LEV_CLOSED) {
 			return rd_err_set(err, -ECONNRESET, "data channel %u: %s",
-					  index_of(cs, c), c->err.msg);
+					  index_of(cs, c), c->err->msg);
 		}
 		c = NULL;
 	}
@@ -241,10 +241,9 @@ int chan_connect_finish(struct fab_conn *c, unsigned idx, int step_rc, struct rd
 	    !pd_decode_reject(c->peer_priv, c->peer_priv_len, &rej, err))
 		return rd_err_set(err, -ECONNREFUSED, "the destination refused data channel "
 				  "%u: %s", idx, pd_reason_str(rej.reason));
-	if (step_rc < 0) {
-		memcpy(err->msg, c->err.msg, sizeof(err->msg));
+	/* The connection wrote its failure into @err (its owner's) itself. */
+	if (step_rc < 0)
 		return rd_err_prefix(err, step_rc, "data channel %u", idx);
-	}
 	rc = pd_decode_accept(c->peer_priv, c->peer_priv_len, &acc, err);
 	if (!rc && !(acc.caps & PD_CAP_MULTI_CHANNEL))
 		rc = rd_err_set(err, -EPROTO, "the destination did not accept channel %u "

@@ -21,11 +21,7 @@ static int post_rx(struct ctrl *ch, uint32_t i)
 			       .length = ch->msg_max, .lkey = ch->rmr->lkey };
 	struct ibv_recv_wr wr = { .wr_id = fab_wr_id(&ch->rx[i].tag), .sg_list = &sge,
 				  .num_sge = 1 };
-	int rc = fab_post_recv(ch->conn, &wr);
-
-	if (rc)
-		memcpy(ch->err->msg, ch->conn->err.msg, sizeof(ch->err->msg));
-	return rc;
+	return fab_post_recv(ch->conn, &wr);
 }
 
 int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
@@ -36,6 +32,8 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	int rc;
 
 	memset(ch, 0, sizeof(*ch));
+	/* The connection's failures are this channel's owner's too. */
+	fab_conn_set_err(conn, err);
 	ch->conn = conn;
 	ch->depth = depth;
 	ch->msg_max = msg_max;
@@ -47,10 +45,8 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	if (rc)
 		return rc;
 	rc = fab_reg_mr(conn, ch->rbuf, rsize, IBV_ACCESS_LOCAL_WRITE, &ch->rmr);
-	if (rc) {
-		memcpy(err->msg, conn->err.msg, sizeof(err->msg));
+	if (rc)
 		return rc;
-	}
 	for (i = 0; i < depth; i++) {
 		ch->rx[i].tag.kind = CTRL_TAG_RECV;
 		ch->rx[i].idx = i;
@@ -88,10 +84,8 @@ static int alloc_tx(struct ctrl *ch)
 	if (!ch->tx || posix_memalign((void **)&ch->sbuf, 4096, ssize))
 		return rd_err_set(ch->err, -ENOMEM, "out of memory for control buffers");
 	rc = fab_reg_mr(ch->conn, ch->sbuf, ssize, 0, &ch->smr);
-	if (rc) {
-		memcpy(ch->err->msg, ch->conn->err.msg, sizeof(ch->err->msg));
+	if (rc)
 		return rc;
-	}
 	for (i = 0; i < ch->ntx; i++) {
 		ch->tx[i].tag.kind = CTRL_TAG_SEND;
 		ch->tx[i].idx = i;
@@ -171,10 +165,8 @@ static int post_frame(struct ctrl *ch, unsigned type, const ProtobufCMessage *ms
 				   .num_sge = 1, .opcode = IBV_WR_SEND,
 				   .send_flags = IBV_SEND_SIGNALED };
 	rc = fab_post_send(ch->conn, &wr);
-	if (rc) {
-		memcpy(ch->err->msg, ch->conn->err.msg, sizeof(ch->err->msg));
+	if (rc)
 		return rc;
-	}
 	ch->tx[slot].busy = true;
 	ch->credits--;
 	ch->to_return -= ch->to_return > UINT16_MAX ? UINT16_MAX : ch->to_return;
@@ -208,7 +200,7 @@ void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms
 {
 	Rdmig__Error e = RDMIG__ERROR__INIT;
 	char buf[1024];
-	struct rd_err scratch, *saved = ch->err;
+	struct rd_err scratch, *saved = ch->err, *saved_conn = ch->conn ? ch->conn->err : NULL;
 
 	/* An accepted QP can send before the ESTABLISHED event is seen. */
 	if (!ch->peer_depth || !ch->conn ||
@@ -217,11 +209,14 @@ void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms
 	snprintf(buf, sizeof(buf), "%s", message);
 	e.code = code;
 	e.message = buf;
-	/* Failure to tell the peer must not overwrite the error being reported. */
+	/* Failure to tell the peer must not overwrite the error being reported
+	 * (the message itself may be that error's text). */
 	ch->err = &scratch;
+	fab_conn_set_err(ch->conn, &scratch);
 	if (post_frame(ch, CT_ERROR, &e.base, 1) == 0)
 		flush_sends(ch, wait_ms);
 	ch->err = saved;
+	fab_conn_set_err(ch->conn, saved_conn);
 }
 
 int ctrl_return_credits(struct ctrl *ch, bool force)
@@ -268,12 +263,9 @@ int ctrl_complete(struct ctrl *ch, const struct ibv_wc *wc, struct ctrl_hdr *hdr
 	*msg = NULL;
 	if (slot->tag.kind == CTRL_TAG_SEND)
 		slot->busy = false;
-	if (wc->status != IBV_WC_SUCCESS) {
-		rc = fab_wc_error(ch->conn, wc, slot->tag.kind == CTRL_TAG_SEND ?
-				  "control SEND" : "control RECV");
-		memcpy(ch->err->msg, ch->conn->err.msg, sizeof(ch->err->msg));
-		return rc;
-	}
+	if (wc->status != IBV_WC_SUCCESS)
+		return fab_wc_error(ch->conn, wc, slot->tag.kind == CTRL_TAG_SEND ?
+				    "control SEND" : "control RECV");
 	if (slot->tag.kind == CTRL_TAG_SEND)
 		return 0;
 	if (wc->byte_len <= ch->msg_max)

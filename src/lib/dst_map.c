@@ -1,10 +1,5 @@
-/* dst_map: the destination's blocks and what fills them.  The block map is
- * checked against this side's limits and the application's admission
- * before anything is mapped; pin-all pieces are registered one per step
- * after the answer, their keys sent as they come; dynamic registration
- * answers REGISTER_REQ; zero ranges, iterations, the state stream and
- * completion (with its digests and the commit) follow.  Everything the
- * source says is checked against the block table before use. */
+#include "dst_map.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,14 +8,26 @@
 #include <unistd.h>
 
 #include "codec.h"
-#include "dest.h"
+#include "dst_int.h"
 #include "privdata.h"
-#include "zero.h"
 
-/* Bytes hashed per slice when verifying, and bytes of zero ranges checked
- * (and cleared) per slice: a step checks its clock between slices. */
-#define VERIFY_SLICE (1u << 20)
-#define ZERO_SLICE (1u << 20)
+int dst_map_add(struct rdmig_dest *d, const char *name, void *host, uint64_t length,
+		int zeroed)
+{
+	struct dst_block *nb;
+
+	nb = realloc(d->blocks, (d->nblocks + 1) * sizeof(*nb));
+	if (!nb)
+		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
+	d->blocks = nb;
+	nb = &d->blocks[d->nblocks];
+	memset(nb, 0, sizeof(*nb));
+	snprintf(nb->d.name, sizeof(nb->d.name), "%s", name);
+	nb->d.length = length;
+	nb->host = host;
+	nb->zeroed = zeroed;
+	return (int)d->nblocks++;
+}
 
 /* ---- the block map ----------------------------------------------------------- */
 
@@ -52,7 +59,7 @@ static int find_block(struct rdmig_dest *d, const Rdmig__BlockDesc *bd)
 	if (rc || !host)
 		return rd_err_set(&d->ss.err, rc < 0 ? rc : -EINVAL, "block \"%s\": %s", bd->name,
 				  emsg[0] ? emsg : "could not be mapped");
-	return dst_add_block(d, bd->name, host, bd->length, zeroed);
+	return dst_map_add(d, bd->name, host, bd->length, zeroed);
 }
 
 static int map_blocks(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
@@ -186,7 +193,7 @@ static int answer_block_map(struct rdmig_dest *d)
 			cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "%u data channels (the source asked "
 				"for %u)", resp.channels, d->req_channels);
 		}
-		rc = dst_send(d, CT_BLOCK_MAP_RESP, &resp.base, "answer the block map");
+		rc = sess_send(&d->ss, CT_BLOCK_MAP_RESP, &resp.base, "answer the block map");
 	}
 	free(bd);
 	free(ptrs);
@@ -221,7 +228,7 @@ static int start_populate(struct rdmig_dest *d)
 	return rc;
 }
 
-int dst_populate_check(struct rdmig_dest *d)
+int dst_map_populate_check(struct rdmig_dest *d)
 {
 	uint64_t off;
 	unsigned i;
@@ -236,7 +243,7 @@ int dst_populate_check(struct rdmig_dest *d)
 			  "not enough memory?");
 }
 
-int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
+int dst_map_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 {
 	unsigned i;
 	int rc;
@@ -283,7 +290,7 @@ static int flush_pin_keys(struct rdmig_dest *d)
 	return rc == -EAGAIN ? 0 : rc;
 }
 
-int dst_pin_step(struct rdmig_dest *d)
+int dst_map_pin_step(struct rdmig_dest *d)
 {
 	struct dst_block *b;
 	uint64_t off, len;
@@ -302,8 +309,7 @@ int dst_pin_step(struct rdmig_dest *d)
 	rc = fab_reg_mr(d->ss.conn, b->host + off, len,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &b->pieces[d->pin_piece]);
 	if (rc)
-		return rd_err_prefix(&d->ss.err, sess_conn_err(&d->ss, rc), "block \"%s\"",
-				     b->d.name);
+		return rd_err_prefix(&d->ss.err, rc, "block \"%s\"", b->d.name);
 	d->pk_block[d->pk_n] = d->pin_block;
 	d->pk_piece[d->pk_n] = d->pin_piece;
 	d->pk_rkey[d->pk_n++] = b->pieces[d->pin_piece]->rkey;
@@ -385,8 +391,8 @@ static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
 	rc = fab_reg_mr(d->ss.conn, b->host + off, len,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr);
 	if (rc)
-		return rd_err_prefix(&d->ss.err, sess_conn_err(&d->ss, rc), "block \"%s\", "
-				     "chunk %" PRIu64, b->d.name, chunk);
+		return rd_err_prefix(&d->ss.err, rc, "block \"%s\", chunk %" PRIu64, b->d.name,
+				     chunk);
 	if (creg_add(&d->creg, slot, len, CREG_READY)) {
 		ibv_dereg_mr(mr);
 		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
@@ -398,7 +404,7 @@ static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
 	return 0;
 }
 
-static int on_register(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
+int dst_map_register(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
 {
 	Rdmig__RegisterResp resp = RDMIG__REGISTER_RESP__INIT;
 	size_t i;
@@ -413,8 +419,8 @@ static int on_register(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
 		resp.req_id = r->req_id;
 		resp.n_rkeys = r->n_chunk_block;
 		resp.rkeys = d->rkeys;
-		rc = dst_send(d, CT_REGISTER_RESP, &resp.base, "answer, with more requests "
-			      "than the source's credits allow");
+		rc = sess_send(&d->ss, CT_REGISTER_RESP, &resp.base, "answer, with more "
+			       "requests than the source's credits allow");
 	}
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.register_requests++;
@@ -425,302 +431,6 @@ static int on_register(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
 	return rc;
 }
 
-/* ---- data-path messages -------------------------------------------------------- */
-
-/* Every range is checked before any is worked on, so a bad one fails the
- * migration with nothing cleared; the work itself is dst_zero_step()'s. */
-static int on_zero_ranges(struct rdmig_dest *d, const Rdmig__ZeroRanges *z)
-{
-	uint64_t pages = 0;
-	size_t i;
-	int rc;
-
-	if (!(d->ss.caps & PD_CAP_ZERO_PAGES))
-		return rd_err_set(&d->ss.err, -EPROTO, "ZERO_RANGES without the ZERO_PAGES "
-				  "capability (it was not negotiated)");
-	for (i = 0; i < z->n_block; i++) {
-		struct dst_block *b;
-
-		if (z->block[i] >= d->nmap)
-			return rd_err_set(&d->ss.err, -EPROTO, "zero range for block index %u "
-					  "out of range", z->block[i]);
-		b = &d->blocks[d->map[z->block[i]]];
-		rc = blk_check_range(b->d.name, b->d.length, z->offset[i], z->length[i],
-				     &d->ss.err);
-		if (rc)
-			return rc;
-		pages += (z->length[i] + b->d.page_size - 1) / b->d.page_size;
-	}
-	pthread_mutex_lock(&d->ss.stats.lock);
-	d->ss.stats.st.zero_pages += pages;
-	pthread_mutex_unlock(&d->ss.stats.lock);
-	d->zero = (struct dst_zero_job){ .z = z };
-	return 0;
-}
-
-int dst_zero_step(struct rdmig_dest *d, int64_t until_us)
-{
-	struct dst_zero_job *j = &d->zero;
-	uint64_t cost, left, n;
-	uint8_t *p;
-
-	while (j->z) {
-		cost = 0;
-		while (j->range < j->z->n_block && cost < ZERO_SLICE) {
-			const struct dst_block *b = &d->blocks[d->map[j->z->block[j->range]]];
-
-			p = b->host + j->z->offset[j->range] + j->off;
-			left = j->z->length[j->range] - j->off;
-			n = left < ZERO_SLICE - cost ? left : ZERO_SLICE - cost;
-			/* Reading a never-touched page is free; writing it
-			 * would allocate it. */
-			if (!zero_is_zero(p, n))
-				memset(p, 0, n);
-			j->off += n;
-			if (j->off == j->z->length[j->range]) {
-				j->range++;
-				j->off = 0;
-			}
-			/* A range shorter than a page costs a page: a slice
-			 * of thousands of tiny ranges is bounded too. */
-			cost += n > 4096 ? n : 4096;
-		}
-		if (j->range == j->z->n_block)
-			j->z = NULL;
-		else if (rd_now_us() > until_us)
-			return 0;
-	}
-	return 1;
-}
-
-/* Short runs of data pages that came inside the message (PAGES): each run
- * whole pages of an announced block (the last may end at the block's end);
- * msgcheck_pages() checked the lengths add up to the data. */
-static int on_pages(struct rdmig_dest *d, const Rdmig__Pages *m)
-{
-	const uint8_t *src = m->data.data;
-	size_t i;
-	int rc;
-
-	if (!(d->ss.caps & PD_CAP_PAGES))
-		return rd_err_set(&d->ss.err, -EPROTO, "PAGES without the capability");
-	for (i = 0; i < m->n_block; i++) {
-		struct dst_block *b;
-		uint64_t ps;
-
-		if (m->block[i] >= d->nmap)
-			return rd_err_set(&d->ss.err, -EPROTO, "PAGES run %zu for block index %u "
-					  "out of range", i, m->block[i]);
-		b = &d->blocks[d->map[m->block[i]]];
-		ps = b->d.page_size;
-		rc = blk_check_range(b->d.name, b->d.length, m->offset[i], m->length[i],
-				     &d->ss.err);
-		if (rc)
-			return rd_err_prefix(&d->ss.err, rc, "PAGES run %zu", i);
-		if (m->offset[i] % ps ||
-		    (m->length[i] % ps && m->offset[i] + m->length[i] != b->d.length))
-			return rd_err_set(&d->ss.err, -EPROTO, "PAGES run %zu of block \"%s\" "
-					  "is not whole pages (offset %" PRIu64 ", length %" PRIu64
-					  ")", i, b->d.name, m->offset[i], m->length[i]);
-		memcpy(b->host + m->offset[i], src, m->length[i]);
-		src += m->length[i];
-	}
-	return 0;
-}
-
-static int on_iter_end(struct rdmig_dest *d, const Rdmig__IterEnd *e)
-{
-	Rdmig__IterAck ack = RDMIG__ITER_ACK__INIT;
-
-	if (e->iteration != d->iteration + 1)
-		return rd_err_set(&d->ss.err, -EPROTO, "ITER_END for iteration %u, expected %u",
-				  e->iteration, d->iteration + 1);
-	d->iteration++;
-	ack.iteration = d->iteration;
-	pthread_mutex_lock(&d->ss.stats.lock);
-	d->ss.stats.st.iterations = d->iteration;
-	d->ss.stats.st.normal_bytes += e->bytes;
-	d->ss.stats.st.transferred += e->bytes;
-	pthread_mutex_unlock(&d->ss.stats.lock);
-	return dst_send(d, CT_ITER_ACK, &ack.base, "acknowledge the iteration");
-}
-
-static int on_state(struct rdmig_dest *d, const Rdmig__State *st)
-{
-	char msg[RD_ERRLEN] = "";
-	int rc;
-
-	if (!d->ss.cfg.state)
-		return rd_err_set(&d->ss.err, -EPROTO, "the source sent device state but the "
-				  "destination has no state sink");
-	rc = d->ss.cfg.state(d->ss.cfg.state_ctx, st->data.data, st->data.len, msg,
-			     sizeof(msg));
-	if (rc)
-		return rd_err_set(&d->ss.err, rc < 0 ? rc : -EIO, "the device state could not "
-				  "be taken: %s", msg[0] ? msg : strerror(rc < 0 ? -rc : EIO));
-	d->state_bytes += st->data.len;
-	pthread_mutex_lock(&d->ss.stats.lock);
-	d->ss.stats.st.state_bytes = d->state_bytes;
-	pthread_mutex_unlock(&d->ss.stats.lock);
-	return 0;
-}
-
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		out[2 * i] = digits[p[i] >> 4];
-		out[2 * i + 1] = digits[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-/* COMPLETE: the counts must match what arrived; with VERIFY the source's
- * digests are kept for dst_verify_step(), which hashes our copy in slices
- * so this side keeps answering (and the source's silence timer quiet). */
-static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
-{
-	unsigned i;
-
-	if (c->state_bytes != d->state_bytes)
-		return rd_err_set(&d->ss.err, -EIO, "the source sent %" PRIu64 " state bytes, "
-				  "%" PRIu64 " arrived", c->state_bytes, d->state_bytes);
-	if (c->iteration != d->iteration)
-		return rd_err_set(&d->ss.err, -EPROTO, "COMPLETE after iteration %u, %u were "
-				  "acknowledged", c->iteration, d->iteration);
-	if ((d->ss.caps & PD_CAP_VERIFY) && d->nmap) {
-		if (c->n_digests != d->nmap)
-			return rd_err_set(&d->ss.err, -EPROTO, "COMPLETE carries %zu digests for "
-					  "%u blocks", c->n_digests, d->nmap);
-		d->want_dig = malloc((size_t)d->nmap * DIGEST_LEN);
-		if (!d->want_dig)
-			return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
-		for (i = 0; i < d->nmap; i++) {
-			if (c->digests[i].len != DIGEST_LEN)
-				return rd_err_set(&d->ss.err, -EPROTO, "digest of %zu bytes",
-						  c->digests[i].len);
-			memcpy(d->want_dig + (size_t)i * DIGEST_LEN, c->digests[i].data,
-			       DIGEST_LEN);
-		}
-	}
-	d->state = DST_VERIFYING;
-	pthread_mutex_lock(&d->ss.stats.lock);
-	d->ss.stats.st.status = RDMIG_STATUS_COMPLETING;
-	pthread_mutex_unlock(&d->ss.stats.lock);
-	return 0;
-}
-
-/* One slice of the digest of block vblock; 1 once every block is done
- * and matched. */
-static int verify_slice(struct rdmig_dest *d)
-{
-	const struct dst_block *b = &d->blocks[d->map[d->vblock]];
-	char a[2 * DIGEST_LEN + 1], h[2 * DIGEST_LEN + 1];
-	uint8_t mine[DIGEST_LEN];
-	uint64_t n = b->d.length - d->voff < VERIFY_SLICE ? b->d.length - d->voff : VERIFY_SLICE;
-
-	if (!d->vdig && !(d->vdig = auth_digest_begin()))
-		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
-	auth_digest_more(d->vdig, b->host + d->voff, n);
-	d->voff += n;
-	if (d->voff < b->d.length)
-		return 0;
-	auth_digest_end(d->vdig, mine);
-	d->vdig = NULL;
-	if (memcmp(mine, d->want_dig + (size_t)d->vblock * DIGEST_LEN, DIGEST_LEN)) {
-		hex(d->want_dig + (size_t)d->vblock * DIGEST_LEN, DIGEST_LEN, a);
-		hex(mine, DIGEST_LEN, h);
-		return rd_err_set(&d->ss.err, -EILSEQ, "verification failed: block \"%s\" "
-				  "differs (source %s, destination %s)", b->d.name, a, h);
-	}
-	d->voff = 0;
-	return ++d->vblock == d->nmap;
-}
-
-/* A keepalive before the commit callback gives it the source's whole
- * silence timeout; it needs a second frame's room (see below). */
-static bool keepalive_first(const struct rdmig_dest *d)
-{
-	return d->ss.cfg.commit && d->ss.ch.peer_depth >= 4;
-}
-
-/* The image is whole: the application makes it durable, then the source
- * hears it.  A keepalive goes first, so the commit callback has the whole
- * silence timeout of the source to return in. */
-static int commit_and_ack(struct rdmig_dest *d)
-{
-	Rdmig__CompleteAck ack = RDMIG__COMPLETE_ACK__INIT;
-	int rc;
-
-	if (d->ss.cfg.commit) {
-		char msg[RD_ERRLEN] = "";
-
-		rc = keepalive_first(d) ? ctrl_keepalive(&d->ss.ch) : 0;
-		if (rc)
-			return rc;
-		rc = d->ss.cfg.commit(d->ss.cfg.commit_ctx, msg, sizeof(msg));
-		if (rc)
-			return rd_err_set(&d->ss.err, rc < 0 ? rc : -EIO, "the destination could "
-					  "not save the image: %s", msg[0] ? msg : strerror(EIO));
-	}
-	ack.ok = 1;
-	rc = dst_send(d, CT_COMPLETE_ACK, &ack.base, "acknowledge completion");
-	if (!rc)
-		d->state = DST_FLUSHING;
-	return rc;
-}
-
-/* The ACK needs a credit, and the keepalive before the commit one more:
- * wait for both rather than commit and then fail to say so.  The source
- * returns credits at half its depth, so both come, unless its ring is
- * under 4 deep: then room for two never comes, and the commit goes
- * without the keepalive. */
-bool dst_verify_ready(const struct rdmig_dest *d)
-{
-	return d->state == DST_VERIFYING &&
-	       ctrl_room(&d->ss.ch) >= (keepalive_first(d) ? 2u : 1u);
-}
-
-int dst_verify_step(struct rdmig_dest *d, int64_t until_us)
-{
-	int rc = 0;
-
-	if (!dst_verify_ready(d))
-		return 0;
-	if (d->want_dig && d->vblock < d->nmap) {
-		do
-			rc = verify_slice(d);
-		while (!rc && rd_now_us() <= until_us);
-		if (rc <= 0)
-			return rc;
-		cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "verified %u blocks", d->nmap);
-	}
-	return commit_and_ack(d);
-}
-
-int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m)
-{
-	switch (h->type) {
-	case CT_REGISTER_REQ:
-		return on_register(d, (const Rdmig__RegisterReq *)m);
-	case CT_ZERO_RANGES:
-		return on_zero_ranges(d, (const Rdmig__ZeroRanges *)m);
-	case CT_PAGES:
-		return on_pages(d, (const Rdmig__Pages *)m);
-	case CT_ITER_END:
-		return on_iter_end(d, (const Rdmig__IterEnd *)m);
-	case CT_STATE:
-		return on_state(d, (const Rdmig__State *)m);
-	case CT_COMPLETE:
-		return on_complete(d, (const Rdmig__Complete *)m);
-	default:
-		return rd_err_set(&d->ss.err, -EPROTO, "unexpected %s from the source",
-				  ctrl_type_name(h->type));
-	}
-}
-
 static void dereg_mr(void *ctx, void *mr)
 {
 	(void)ctx;
@@ -729,14 +439,10 @@ static void dereg_mr(void *ctx, void *mr)
 
 void dst_map_destroy(struct rdmig_dest *d)
 {
-	uint8_t junk[DIGEST_LEN];
 	unsigned i;
 	uint64_t k;
 
 	pop_stop(&d->pop);
-	if (d->vdig)
-		auth_digest_end(d->vdig, junk);
-	free(d->want_dig);
 	for (i = 0; i < d->nblocks; i++) {
 		for (k = 0; d->blocks[i].pieces && k < d->blocks[i].npieces; k++)
 			if (d->blocks[i].pieces[k])

@@ -43,7 +43,7 @@ int fab_reg_mr(struct fab_conn *c, void *addr, size_t len, int access,
 	if (!mr) {
 		int e = errno;
 
-		return rd_err_set(&c->err, -e, "ibv_reg_mr(%zu bytes) failed: %s%s",
+		return rd_err_set(c->err, -e, "ibv_reg_mr(%zu bytes) failed: %s%s",
 				  len, strerror(e), memlock_hint(e));
 	}
 	*out = mr;
@@ -58,7 +58,7 @@ int fab_dereg_mr(struct fab_conn *c, struct ibv_mr *mr)
 		return 0;
 	rc = ibv_dereg_mr(mr);
 	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_dereg_mr failed: %s", strerror(rc));
+		return rd_err_set(c->err, -rc, "ibv_dereg_mr failed: %s", strerror(rc));
 	return 0;
 }
 
@@ -68,7 +68,7 @@ int fab_post_send(struct fab_conn *c, struct ibv_send_wr *wr)
 	int rc = ibv_post_send(c->id->qp, wr, &bad);
 
 	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_post_send failed: %s", strerror(rc));
+		return rd_err_set(c->err, -rc, "ibv_post_send failed: %s", strerror(rc));
 	return 0;
 }
 
@@ -78,7 +78,7 @@ int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr)
 	int rc = ibv_post_recv(c->id->qp, wr, &bad);
 
 	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_post_recv failed: %s", strerror(rc));
+		return rd_err_set(c->err, -rc, "ibv_post_recv failed: %s", strerror(rc));
 	return 0;
 }
 
@@ -87,7 +87,7 @@ int fab_poll(struct fab_conn *c, struct ibv_wc *wc, int n)
 	int rc = ibv_poll_cq(c->cq, n, wc);
 
 	if (rc < 0)
-		return rd_err_set(&c->err, -EIO, "ibv_poll_cq failed");
+		return rd_err_set(c->err, -EIO, "ibv_poll_cq failed");
 	return rc;
 }
 
@@ -106,7 +106,7 @@ int fab_cq_rearm(struct fab_conn *c)
 	}
 	rc = ibv_req_notify_cq(c->cq, 0);
 	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_req_notify_cq failed: %s", strerror(rc));
+		return rd_err_set(c->err, -rc, "ibv_req_notify_cq failed: %s", strerror(rc));
 	return 0;
 }
 
@@ -124,8 +124,8 @@ int fab_poll_wait(struct fab_conn *c, struct ibv_wc *wc, int n, int64_t deadline
 		 * delivered first: the peer's last message may be among them. */
 		if (c->state == FAB_DISCONNECTED || c->state == FAB_FAILED)
 			return c->state == FAB_DISCONNECTED ?
-			       rd_err_set(&c->err, -ECONNRESET, "peer disconnected") :
-			       rd_err_set(&c->err, -ECONNABORTED, "connection failed");
+			       rd_err_set(c->err, -ECONNRESET, "peer disconnected") :
+			       rd_err_set(c->err, -ECONNABORTED, "connection failed");
 		rc = fab_cq_rearm(c);
 		if (rc)
 			return rc;
@@ -134,16 +134,16 @@ int fab_poll_wait(struct fab_conn *c, struct ibv_wc *wc, int n, int64_t deadline
 		if (rc)
 			return rc;
 		if (rd_expired(deadline))
-			return rd_err_set(&c->err, -ETIMEDOUT,
+			return rd_err_set(c->err, -ETIMEDOUT,
 					  "timed out waiting for a completion");
 		pfd[0] = (struct pollfd){ .fd = c->cch->fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = c->ech->fd, .events = POLLIN };
 		pfd[2] = (struct pollfd){ .fd = wake_fd, .events = POLLIN };
 		rc = poll(pfd, wake_fd >= 0 ? 3 : 2, rd_remaining_ms(deadline));
 		if (rc < 0 && errno != EINTR)
-			return rd_err_set(&c->err, -errno, "poll failed: %s", strerror(errno));
+			return rd_err_set(c->err, -errno, "poll failed: %s", strerror(errno));
 		if (rc > 0 && wake_fd >= 0 && (pfd[2].revents & POLLIN))
-			return rd_err_set(&c->err, -ECANCELED, "cancelled");
+			return rd_err_set(c->err, -ECANCELED, "cancelled");
 		if (rc > 0 && (pfd[1].revents & POLLIN))
 			fab_cm_process(c); /* a disconnect is reported after the CQ drains */
 	}
@@ -170,7 +170,7 @@ int fab_wc_error(struct fab_conn *c, const struct ibv_wc *wc, const char *what)
 {
 	int rc = wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO;
 
-	return rd_err_set(&c->err, rc, "%s failed: %s (status %d, vendor error 0x%x)%s",
+	return rd_err_set(c->err, rc, "%s failed: %s (status %d, vendor error 0x%x)%s",
 			  what, ibv_wc_status_str(wc->status), wc->status, wc->vendor_err,
 			  wc_hint(wc->status));
 }

@@ -138,6 +138,7 @@ int fab_get_request(struct fab_listener *l, int64_t deadline,
 		rdma_ack_cm_event(ev);
 		return rd_err_set(err, -ENOMEM, "out of memory");
 	}
+	fab_conn_set_err(c, err);
 	fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
 	c->peer_qpn = ev->param.conn.qp_num;
 	id = ev->id;
@@ -174,6 +175,7 @@ static int take_request(struct rdma_cm_event *ev, struct fab_conn **out, struct 
 	struct rdma_cm_id *id = ev->id;
 
 	if (c) {
+		fab_conn_set_err(c, NULL);
 		fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
 		c->peer_qpn = ev->param.conn.qp_num;
 	}
@@ -225,7 +227,7 @@ int fab_listener_event(struct fab_listener *l, enum fab_lev *kind,
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		c->state = FAB_DISCONNECTED;
-		rd_err_set(&c->err, -ECONNRESET, "peer disconnected");
+		rd_err_set(c->err, -ECONNRESET, "peer disconnected");
 		*kind = FAB_LEV_CLOSED;
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -233,7 +235,7 @@ int fab_listener_event(struct fab_listener *l, enum fab_lev *kind,
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_REJECTED:
 		c->state = FAB_FAILED;
-		rd_err_set(&c->err, ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ? -ENODEV :
+		rd_err_set(c->err, ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ? -ENODEV :
 			   -ECONNABORTED, "connection failed: %s", rdma_event_str(ev->event));
 		*kind = FAB_LEV_CLOSED;
 		break;

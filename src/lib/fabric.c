@@ -106,19 +106,19 @@ static int create_cq(struct fab_conn *c, const struct fab_caps *caps)
 
 	c->cch = ibv_create_comp_channel(c->id->verbs);
 	if (!c->cch)
-		return rd_err_set(&c->err, -errno, "ibv_create_comp_channel failed: %s",
+		return rd_err_set(c->err, -errno, "ibv_create_comp_channel failed: %s",
 				  strerror(errno));
 	rc = fab_set_nonblock(c->cch->fd);
 	if (rc)
-		return rd_err_set(&c->err, rc, "fcntl(O_NONBLOCK) failed: %s", strerror(-rc));
+		return rd_err_set(c->err, rc, "fcntl(O_NONBLOCK) failed: %s", strerror(-rc));
 	c->cq = ibv_create_cq(c->id->verbs, (int)depth, c, c->cch, 0);
 	if (!c->cq)
-		return rd_err_set(&c->err, -errno, "ibv_create_cq(%u entries) failed: %s",
+		return rd_err_set(c->err, -errno, "ibv_create_cq(%u entries) failed: %s",
 				  depth, strerror(errno));
 	c->cq_owned = true;
 	rc = ibv_req_notify_cq(c->cq, 0);
 	if (rc)
-		return rd_err_set(&c->err, -rc, "ibv_req_notify_cq failed: %s", strerror(rc));
+		return rd_err_set(c->err, -rc, "ibv_req_notify_cq failed: %s", strerror(rc));
 	return 0;
 }
 
@@ -133,7 +133,7 @@ static int create_resources(struct fab_conn *c, const struct fab_caps *caps)
 	} else {
 		c->pd = ibv_alloc_pd(verbs);
 		if (!c->pd)
-			return rd_err_set(&c->err, -errno, "ibv_alloc_pd failed: %s",
+			return rd_err_set(c->err, -errno, "ibv_alloc_pd failed: %s",
 					  strerror(errno));
 		c->pd_owned = true;
 	}
@@ -155,7 +155,7 @@ static int create_resources(struct fab_conn *c, const struct fab_caps *caps)
 	attr.cap.max_recv_sge = 1;
 	attr.cap.max_inline_data = caps->max_inline;
 	if (rdma_create_qp(c->id, c->pd, &attr))
-		return rd_err_set(&c->err, -errno,
+		return rd_err_set(c->err, -errno,
 				  "rdma_create_qp(send %u, recv %u) failed: %s",
 				  caps->sq_depth, caps->rq_depth, strerror(errno));
 	c->qp_created = true;
@@ -184,7 +184,7 @@ int fab_accept(struct fab_conn *c, const struct fab_caps *caps,
 	int rc;
 
 	if (len > FAB_PRIV_ACCEPT_MAX)
-		return rd_err_set(&c->err, -EINVAL, "accept private data too long (%zu)", len);
+		return rd_err_set(c->err, -EINVAL, "accept private data too long (%zu)", len);
 	rc = create_resources(c, caps);
 	if (!rc && pre_accept)
 		rc = pre_accept(c, arg);
@@ -192,7 +192,7 @@ int fab_accept(struct fab_conn *c, const struct fab_caps *caps,
 		return rc;
 	conn_param(&p, priv, len);
 	if (rdma_accept(c->id, &p))
-		return rd_err_set(&c->err, -errno, "rdma_accept failed: %s", strerror(errno));
+		return rd_err_set(c->err, -errno, "rdma_accept failed: %s", strerror(errno));
 	c->state = FAB_ACCEPTING;
 	return 0;
 }
@@ -202,7 +202,7 @@ int fab_reject(struct fab_conn *c, const void *priv, size_t len)
 	if (len > FAB_PRIV_REJECT_MAX)
 		len = FAB_PRIV_REJECT_MAX;
 	if (rdma_reject(c->id, priv, (uint8_t)len))
-		return rd_err_set(&c->err, -errno, "rdma_reject failed: %s", strerror(errno));
+		return rd_err_set(c->err, -errno, "rdma_reject failed: %s", strerror(errno));
 	c->state = FAB_DISCONNECTED;
 	return 0;
 }
@@ -244,26 +244,26 @@ static int attempt_failed(struct fab_conn *c, const struct rdma_cm_event *ev,
 		 * data; anything else comes from the CM itself. */
 		if (status == IB_CM_REJ_CONSUMER_DEFINED)
 			fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
-		return rd_err_set(&c->err, -ECONNREFUSED, "connection refused %s: %s", what,
+		return rd_err_set(c->err, -ECONNREFUSED, "connection refused %s: %s", what,
 				  reject_reason(status));
 	case RDMA_CM_EVENT_ADDR_ERROR:
-		return rd_err_set(&c->err, -EHOSTUNREACH,
+		return rd_err_set(c->err, -EHOSTUNREACH,
 				  "address resolution failed %s: %s (no RDMA device "
 				  "reaches that address?)", what, strerror(-status));
 	case RDMA_CM_EVENT_ROUTE_ERROR:
-		return rd_err_set(&c->err, -EHOSTUNREACH, "route resolution failed %s: %s",
+		return rd_err_set(c->err, -EHOSTUNREACH, "route resolution failed %s: %s",
 				  what, strerror(-status));
 	case RDMA_CM_EVENT_UNREACHABLE:
-		return rd_err_set(&c->err, -EHOSTUNREACH, "peer unreachable %s", what);
+		return rd_err_set(c->err, -EHOSTUNREACH, "peer unreachable %s", what);
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		return rd_err_set(&c->err, -ECONNABORTED, "connection error %s (status %d)",
+		return rd_err_set(c->err, -ECONNABORTED, "connection error %s (status %d)",
 				  what, status);
 	case RDMA_CM_EVENT_DISCONNECTED:
-		return rd_err_set(&c->err, -ECONNRESET, "peer disconnected %s", what);
+		return rd_err_set(c->err, -ECONNRESET, "peer disconnected %s", what);
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		return rd_err_set(&c->err, -ENODEV, "RDMA device removed %s", what);
+		return rd_err_set(c->err, -ENODEV, "RDMA device removed %s", what);
 	default:
-		return rd_err_set(&c->err, -EPROTO, "unexpected CM event %s %s",
+		return rd_err_set(c->err, -EPROTO, "unexpected CM event %s %s",
 				  rdma_event_str(got), what);
 	}
 }
@@ -278,9 +278,9 @@ static int wait_event(struct fab_conn *c, enum rdma_cm_event_type want,
 
 	rc = fab_get_event(c->ech, deadline, &ev);
 	if (rc == -ETIMEDOUT)
-		return rd_err_set(&c->err, rc, "timed out %s", what);
+		return rd_err_set(c->err, rc, "timed out %s", what);
 	if (rc)
-		return rd_err_set(&c->err, rc, "rdma_get_cm_event failed %s: %s", what,
+		return rd_err_set(c->err, rc, "rdma_get_cm_event failed %s: %s", what,
 				  strerror(-rc));
 	rc = ev->event == want ? 0 : attempt_failed(c, ev, what);
 	rdma_ack_cm_event(ev);
@@ -319,7 +319,7 @@ static int on_route_resolved(struct fab_conn *c, struct fab_attempt *a)
 		return rc;
 	conn_param(&p, a->priv, a->priv_len);
 	if (rdma_connect(c->id, &p))
-		return rd_err_set(&c->err, -errno, "rdma_connect %s failed: %s", a->what,
+		return rd_err_set(c->err, -errno, "rdma_connect %s failed: %s", a->what,
 				  strerror(errno));
 	return 0;
 }
@@ -333,7 +333,7 @@ static int attempt_event(struct fab_conn *c, struct rdma_cm_event *ev)
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		if (rdma_resolve_route(c->id, resolve_tmo(a)))
-			rc = rd_err_set(&c->err, -errno, "rdma_resolve_route %s failed: %s",
+			rc = rd_err_set(c->err, -errno, "rdma_resolve_route %s failed: %s",
 					a->what, strerror(errno));
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
@@ -397,6 +397,7 @@ int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
 		return rd_err_set(err, -ENOMEM, "out of memory");
 	}
 	*out = c;
+	fab_conn_set_err(c, err);
 	c->attempt = a;
 	a->caps = *caps;
 	memcpy(a->priv, priv, len);
@@ -406,14 +407,12 @@ int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
 	a->deadline = deadline;
 	snprintf(a->what, sizeof(a->what), "connecting to %s:%s", host, port);
 	c->state = FAB_IDLE;
-	rc = fab_new_channel(&c->ech, &c->err);
+	rc = fab_new_channel(&c->ech, c->err);
 	if (!rc && rdma_create_id(c->ech, &c->id, c, RDMA_PS_TCP))
-		rc = rd_err_set(&c->err, -errno, "rdma_create_id failed: %s", strerror(errno));
+		rc = rd_err_set(c->err, -errno, "rdma_create_id failed: %s", strerror(errno));
 	if (!rc && rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&ss, resolve_tmo(a)))
-		rc = rd_err_set(&c->err, -errno, "rdma_resolve_addr %s failed: %s", a->what,
+		rc = rd_err_set(c->err, -errno, "rdma_resolve_addr %s failed: %s", a->what,
 				strerror(errno));
-	if (rc && err)
-		memcpy(err->msg, c->err.msg, sizeof(err->msg));
 	return rc;
 }
 
@@ -423,7 +422,7 @@ int fab_connect_step(struct fab_conn *c)
 	int rc;
 
 	if (!c->attempt)
-		return c->state == FAB_CONNECTED ? 1 : rd_err_set(&c->err, -EINVAL,
+		return c->state == FAB_CONNECTED ? 1 : rd_err_set(c->err, -EINVAL,
 								  "no connection attempt");
 	while ((rc = fab_get_event(c->ech, 0, &ev)) == 0) {
 		rc = attempt_event(c, ev);
@@ -431,9 +430,9 @@ int fab_connect_step(struct fab_conn *c)
 			return rc;
 	}
 	if (rc != -EAGAIN)
-		return rd_err_set(&c->err, rc, "rdma_get_cm_event failed: %s", strerror(-rc));
+		return rd_err_set(c->err, rc, "rdma_get_cm_event failed: %s", strerror(-rc));
 	if (rd_expired(c->attempt->deadline))
-		return rd_err_set(&c->err, -ETIMEDOUT, "timed out %s", c->attempt->what);
+		return rd_err_set(c->err, -ETIMEDOUT, "timed out %s", c->attempt->what);
 	return 0;
 }
 
@@ -453,8 +452,6 @@ int fab_connect(struct fab_conn **out, const char *host, const char *port,
 		while ((rc = fab_connect_step(c)) == 0)
 			poll(&pfd, 1, rd_remaining_ms(deadline));
 		rc = rc == 1 ? 0 : rc;
-		if (rc && err)
-			memcpy(err->msg, c->err.msg, sizeof(err->msg));
 	}
 	/* Until the QP exists nothing of the caller's is on our PD: clean up
 	 * here.  From then on the caller owns the connection, failed or not. */
@@ -490,7 +487,7 @@ int fab_cm_process(struct fab_conn *c)
 	if (rc == -EAGAIN)
 		return 0;
 	if (rc)
-		return rd_err_set(&c->err, rc, "rdma_get_cm_event failed: %s", strerror(-rc));
+		return rd_err_set(c->err, rc, "rdma_get_cm_event failed: %s", strerror(-rc));
 	t = ev->event;
 	rdma_ack_cm_event(ev);
 	switch (t) {
@@ -502,21 +499,26 @@ int fab_cm_process(struct fab_conn *c)
 		return 0;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		c->state = FAB_DISCONNECTED;
-		return rd_err_set(&c->err, -ECONNRESET, "peer disconnected");
+		return rd_err_set(c->err, -ECONNRESET, "peer disconnected");
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		c->state = FAB_FAILED;
-		return rd_err_set(&c->err, -ENODEV, "RDMA device removed");
+		return rd_err_set(c->err, -ENODEV, "RDMA device removed");
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_REJECTED:
 		c->state = FAB_FAILED;
-		return rd_err_set(&c->err, -ECONNABORTED, "connection failed: %s",
+		return rd_err_set(c->err, -ECONNABORTED, "connection failed: %s",
 				  rdma_event_str(t));
 	default:
 		/* Resolution and request events only occur before a connection
 		 * exists, where wait_event() consumes them. */
 		return 0;
 	}
+}
+
+void fab_conn_set_err(struct fab_conn *c, struct rd_err *err)
+{
+	c->err = err ? err : &c->own_err;
 }
 
 int fab_cm_fd(const struct fab_conn *c)

@@ -82,7 +82,12 @@ struct fab_conn {
 	size_t peer_priv_len;
 	uint32_t peer_qpn;               /* from the peer's REQ or REP */
 	struct fab_attempt *attempt;     /* active side, while connecting */
-	struct rd_err err;
+	/* Where this connection's failures are written: the owner's error,
+	 * given when the connection is made (a session's, so its message is
+	 * the one the caller reads, with no copying between layers), else
+	 * own_err. */
+	struct rd_err *err;
+	struct rd_err own_err;
 };
 
 struct fab_listener {
@@ -103,7 +108,8 @@ void fab_listener_destroy(struct fab_listener *l);
 
 /* Takes the next connection request, waiting until @deadline (0: poll once,
  * returning -EAGAIN when none is pending).  The new conn has its own event
- * channel, no QP yet, and the requester's private data in peer_priv. */
+ * channel, no QP yet, and the requester's private data in peer_priv; its
+ * failures go to @err from now on. */
 int fab_get_request(struct fab_listener *l, int64_t deadline,
 		    struct fab_conn **out, struct rd_err *err);
 /* Creates PD/CQ/QP, runs @pre_accept (to post receives the peer may need at
@@ -146,6 +152,9 @@ int fab_connect(struct fab_conn **out, const char *host, const char *port,
 		int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,
 		int64_t deadline, struct rd_err *err);
 
+/* Sends @c's failures to @err (NULL: its own) from now on. */
+void fab_conn_set_err(struct fab_conn *c, struct rd_err *err);
+
 /* The same in steps, for event loops: fab_connect_start() resolves a
  * numeric address at once (a host name is looked up with getaddrinfo, which
  * may block) and starts address resolution; fab_connect_step() handles the
@@ -153,7 +162,8 @@ int fab_connect(struct fab_conn **out, const char *host, const char *port,
  * creating PD/CQ/QP, @pre_connect, rdma_connect.  It returns 1 once
  * established, 0 while in progress, a negative errno on failure (with
  * @deadline expired: -ETIMEDOUT).  *out is set by start, even when it fails:
- * the caller destroys it (after deregistering its MRs). */
+ * the caller destroys it (after deregistering its MRs).  Failures are
+ * written to @err, from start on and in every later call on the conn. */
 int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
 		      const struct fab_caps *caps, const void *priv, size_t len,
 		      int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,

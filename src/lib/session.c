@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@ int sess_init(struct session *ss, const struct rdmig_config *cfg, const char *pe
 	memset(ss, 0, sizeof(*ss));
 	ss->peer = peer;
 	ss->wake_fd = -1;
+	ss->epfd = -1;
 	stats_init(&ss->stats);
 	pthread_mutex_init(&ss->reason_lock, NULL);
 	rc = cfg_load(&ss->cfg, cfg, &ss->err);
@@ -29,7 +31,43 @@ int sess_init(struct session *ss, const struct rdmig_config *cfg, const char *pe
 	ss->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (ss->wake_fd < 0)
 		return rd_err_set(&ss->err, -errno, "eventfd: %s", strerror(errno));
+	ss->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ss->epfd < 0)
+		return rd_err_set(&ss->err, -errno, "epoll_create1: %s", strerror(errno));
+	return sess_watch(ss, ss->wake_fd);
+}
+
+int sess_watch(struct session *ss, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	if (fd < 0 || ss->epfd < 0)
+		return 0;
+	if (epoll_ctl(ss->epfd, EPOLL_CTL_ADD, fd, &ev) && errno != EEXIST)
+		return rd_err_set(&ss->err, -errno, "epoll_ctl: %s", strerror(errno));
 	return 0;
+}
+
+void sess_unwatch(struct session *ss, int fd)
+{
+	if (fd >= 0 && ss->epfd >= 0)
+		epoll_ctl(ss->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+void sess_woken(struct session *ss)
+{
+	uint64_t buf;
+
+	if (read(ss->wake_fd, &buf, sizeof(buf)) < 0) {
+		/* Nothing to read: nobody woke us. */
+	}
+}
+
+int sess_send(struct session *ss, unsigned type, const ProtobufCMessage *m, const char *what)
+{
+	int rc = ctrl_send(&ss->ch, type, m);
+
+	return rc == -EAGAIN ? rd_err_set(&ss->err, -EPROTO, "no credit to %s", what) : rc;
 }
 
 void sess_fini(struct session *ss)
@@ -40,6 +78,8 @@ void sess_fini(struct session *ss)
 	ss->conn = NULL;
 	if (ss->wake_fd >= 0)
 		close(ss->wake_fd);
+	if (ss->epfd >= 0)
+		close(ss->epfd);
 	auth_key_free(ss->key, ss->cfg.auth_key_len);
 	ss->key = NULL;
 	stats_fini(&ss->stats);
@@ -75,13 +115,6 @@ int sess_peer_error(struct session *ss, const Rdmig__Error *e)
 		code = -ECONNABORTED;
 	return rd_err_set(&ss->err, code, "%s reported: %s", ss->peer,
 			  e->message ? e->message : "");
-}
-
-int sess_conn_err(struct session *ss, int rc)
-{
-	if (ss->conn && ss->conn->err.msg[0] && rc != -ECANCELED)
-		memcpy(ss->err.msg, ss->conn->err.msg, sizeof(ss->err.msg));
-	return rc;
 }
 
 void sess_cancel(struct session *ss, const char *reason)

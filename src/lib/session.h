@@ -21,6 +21,9 @@
 
 struct session {
 	struct rdmig_config cfg;
+	/* The one fd the caller watches: an epoll set over wake_fd and the
+	 * connections' CM and completion channels, valid from creation. */
+	int epfd;
 	struct rd_err err;
 	struct stats_box stats;
 	struct fab_conn *conn;      /* the control connection (channel 0) */
@@ -42,13 +45,23 @@ int sess_init(struct session *ss, const struct rdmig_config *cfg, const char *pe
 /* The role's own MRs on the connection's PD must be gone. */
 void sess_fini(struct session *ss);
 
+/* Adds @fd (when >= 0) to the epoll set the caller watches, or takes it out. */
+int sess_watch(struct session *ss, int fd);
+void sess_unwatch(struct session *ss, int fd);
+/* Reads the wake fd empty: the caller is about to look at everything. */
+void sess_woken(struct session *ss);
+
+/* Sends a control message within the peer's credits: the peer only asks
+ * within its own, so finding none is its fault (-EPROTO, "no credit to
+ * @what"). */
+int sess_send(struct session *ss, unsigned type, const ProtobufCMessage *m,
+	      const char *what);
+
 /* Fails once: logs, tells the peer ss->err (when the channel can), and
  * disconnects the control connection.  Returns @rc (a negative errno). */
 int sess_fail(struct session *ss, int rc);
 /* The peer's ERROR, its text made printable: "PEER reported: ...". */
 int sess_peer_error(struct session *ss, const Rdmig__Error *e);
-/* Takes the connection's own message for @rc (unless cancelled). */
-int sess_conn_err(struct session *ss, int rc);
 
 /* Any thread: asks the driving thread to fail with -ECANCELED and tell the
  * peer @reason (NULL: none given); wakes it through wake_fd. */

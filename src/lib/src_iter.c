@@ -1,26 +1,15 @@
-/* src_iter: iterations, device state and completion, in bounded steps.
- *
- * An iteration freezes what was marked dirty (the sending bitmaps) and
- * sweeps it into the WRITE window: runs of data pages become WRITEs cut at
- * chunk boundaries, zero pages become ZERO_RANGES (or nothing, when the
- * destination holds them as zero already).  Each step plans while the
- * window has room, asks for registrations ahead (dynamic mode), posts what
- * is ready within the step's budget and the bandwidth limit, and once every
- * WRITE of the iteration completed sends ITER_END.  The sweep reads a
- * bounded amount per step, so a step's time stays bounded too. */
+#include "src_iter.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bitmap.h"
 #include "codec.h"
 #include "privdata.h"
-#include "source.h"
-
-/* Zero runs are cut here so one plan call reads at most this much. */
-/* Bytes hashed per step for VERIFY. */
-#define DIGEST_STEP (1u << 20)
+#include "src_int.h"
+#include "src_mem.h"
+#include "src_sweep.h"
 
 /* ---- registration: where an op goes ------------------------------------------- */
 
@@ -47,15 +36,10 @@ static int wp_target_cb(void *ctx, uint64_t pos, const struct wp_op *op, struct 
 static int wp_post_cb(void *ctx, unsigned chan, struct ibv_send_wr *wr)
 {
 	struct rdmig_source *s = ctx;
-	struct fab_conn *c = s->chans[chan].conn;
-	int rc = fab_post_send(c, wr);
+	int rc = fab_post_send(s->chans[chan].conn, wr);
 
-	if (rc) {
-		memcpy(s->ss.err.msg, c->err.msg, sizeof(s->ss.err.msg));
-		if (chan)
-			rd_err_prefix(&s->ss.err, rc, "data channel %u", chan);
-	}
-	return rc;
+	/* Every channel writes its failures into ours. */
+	return rc && chan ? rd_err_prefix(&s->ss.err, rc, "data channel %u", chan) : rc;
 }
 
 static void wp_done_cb(void *ctx, const struct wp_op *op)
@@ -71,7 +55,7 @@ static int dreg_reg_cb(void *ctx, unsigned block, uint64_t off, uint64_t len, vo
 {
 	struct rdmig_source *s = ctx;
 	struct ibv_mr *m;
-	int rc = src_reg_local(s, &s->blocks[block], off, len, &m);
+	int rc = src_mem_reg(s, &s->blocks[block], off, len, &m);
 
 	if (rc)
 		return rc;
@@ -117,18 +101,7 @@ int src_iter_setup(struct rdmig_source *s)
 			return rc;
 		s->dreg_ready = true;
 	}
-	if (s->dreg_ready && (s->ss.caps & PD_CAP_PAGES)) {
-		rc = pack_init(&s->pk, s->peer_msg_max, &s->ss.err);
-		if (rc)
-			return rc;
-	}
-	s->zr_max = ctrl_zero_ranges_max(s->peer_msg_max);
-	s->zr_block = calloc(s->zr_max, sizeof(*s->zr_block));
-	s->zr_offset = calloc(s->zr_max, sizeof(*s->zr_offset));
-	s->zr_length = calloc(s->zr_max, sizeof(*s->zr_length));
-	if (!s->zr_block || !s->zr_offset || !s->zr_length)
-		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
-	return 0;
+	return src_sweep_setup(s, s->peer_msg_max, s->dreg_ready && (s->ss.caps & PD_CAP_PAGES));
 }
 
 void src_iter_destroy(struct rdmig_source *s)
@@ -138,66 +111,7 @@ void src_iter_destroy(struct rdmig_source *s)
 	if (s->wp_ready)
 		wp_fini(&s->wp);
 	s->dreg_ready = s->wp_ready = false;
-	if (s->dig) {
-		uint8_t junk[DIGEST_LEN];
-
-		auth_digest_end(s->dig, junk);
-	}
-	free(s->zr_block);
-	free(s->zr_offset);
-	free(s->zr_length);
-	pack_fini(&s->pk);
-	free(s->digests);
-}
-
-/* ---- pacing --------------------------------------------------------------- */
-
-/* A token bucket refilled at the limit, holding at most 1/20 s of it (and
- * at least 64 KiB), so idle time does not buy a long burst. */
-static double bucket_max(uint64_t rate)
-{
-	double b = (double)rate / 20.0;
-
-	return b < 65536.0 ? 65536.0 : b;
-}
-
-uint64_t src_pacing_budget(struct rdmig_source *s)
-{
-	uint64_t rate = atomic_load(&s->max_bandwidth);
-	int64_t now = rd_now_ms();
-
-	if (!rate) {
-		s->tok_ms = 0;
-		return UINT64_MAX;
-	}
-	if (!s->tok_ms) {
-		s->tok_ms = now;
-		s->tokens = bucket_max(rate);
-	}
-	s->tokens += (double)rate * (double)(now - s->tok_ms) / 1000.0;
-	if (s->tokens > bucket_max(rate))
-		s->tokens = bucket_max(rate);
-	s->tok_ms = now;
-	return s->tokens > 0 ? (uint64_t)s->tokens : 0;
-}
-
-int src_pacing_wait(const struct rdmig_source *s)
-{
-	uint64_t rate = atomic_load(&s->max_bandwidth);
-	double need;
-
-	if (!rate || !s->tok_ms || s->tokens >= 4096)
-		return 0;
-	need = 4096 - s->tokens;
-	/* Deep in debt (a burst of PAGES): look again in a second. */
-	return need * 1000.0 / (double)rate >= 1000.0 ? 1000 :
-	       (int)(need * 1000.0 / (double)rate) + 1;
-}
-
-void src_paced(struct rdmig_source *s, uint64_t bytes)
-{
-	if (atomic_load(&s->max_bandwidth))
-		s->tokens -= (double)bytes;
+	src_sweep_destroy(s);
 }
 
 /* ---- one iteration -------------------------------------------------------------- */
@@ -205,22 +119,9 @@ void src_paced(struct rdmig_source *s, uint64_t bytes)
 int src_iter_begin(struct rdmig_source *s)
 {
 	int64_t now = rd_now_ms();
-	unsigned i;
 
-	/* What is marked from now on goes to the next iteration. */
-	for (i = 0; i < s->nblocks; i++) {
-		uint64_t *t = s->blocks[i].sending;
-
-		s->blocks[i].sending = s->blocks[i].dirty;
-		s->blocks[i].dirty = t;
-	}
-	memset(&s->sweep, 0, sizeof(s->sweep));
-	s->sweep.planned_bytes = s->dirty_bytes;
-	s->dirty_bytes = 0;
-	if (s->marked_since_ms && now > s->marked_since_ms)
-		s->dirty_rate = s->marked_since * 1000 / (uint64_t)(now - s->marked_since_ms);
-	s->marked_since = 0;
-	s->marked_since_ms = now;
+	/* What is marked from now on goes to the next round. */
+	src_sweep_begin(s, src_mem_freeze(s, now));
 	s->iter_bytes = 0;
 	s->iter_start_ms = now;
 	if (s->dreg_ready)
@@ -271,7 +172,7 @@ static void count_writes(struct rdmig_source *s, uint64_t from, uint64_t to, uin
 
 static int post_writes(struct rdmig_source *s, uint64_t *budget, int64_t until, bool *moved)
 {
-	uint64_t pace = src_pacing_budget(s), allow = *budget < pace ? *budget : pace;
+	uint64_t pace = pace_budget(&s->pace, rd_now_ms()), allow = *budget < pace ? *budget : pace;
 	uint64_t from = s->wp.posted, nops;
 	int64_t got;
 
@@ -283,7 +184,7 @@ static int post_writes(struct rdmig_source *s, uint64_t *budget, int64_t until, 
 	if (!nops)
 		return 0;
 	count_writes(s, from, s->wp.posted, (uint64_t)got);
-	src_paced(s, (uint64_t)got);
+	pace_spent(&s->pace, (uint64_t)got);
 	if (*budget != UINT64_MAX)
 		*budget = (uint64_t)got < *budget ? *budget - (uint64_t)got : 0;
 	*moved = true;
@@ -320,18 +221,22 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 			rc = post_writes(s, &budget, until, &moved);
 		if (rc)
 			return rc;
-		/* ITER_END only once every WRITE of the iteration completed:
-		 * on other channels a SEND is not ordered after them. */
-		if (s->sweep.done && !s->sweep.have_pending && !s->zr_n && !s->pk.n &&
-		    wp_idle(&s->wp)) {
-			s->more = false;
+		if (src_sweep_done(s))
+			s->state = SRC_DRAINING;
+		/* ITER_END only once every WRITE of the round completed: on
+		 * other channels a SEND is not ordered after them. */
+		if (s->state == SRC_DRAINING && wp_idle(&s->wp))
 			return end_iteration(s);
-		}
 	} while (moved && budget && rd_now_us() <= until);
 	/* Stopped by the budget or the clock, not for want of anything to
 	 * do: the caller should come back at once. */
-	s->more = moved;
-	return 0;
+	return moved;
+}
+
+int src_iter_wait_ms(const struct rdmig_source *s)
+{
+	/* Planned WRITEs may still wait for the limit once the sweep is done. */
+	return s->state == SRC_ITERATING || s->state == SRC_DRAINING ? pace_wait_ms(&s->pace) : 0;
 }
 
 int src_write_done(struct rdmig_source *s, const struct ibv_wc *wc)
@@ -343,9 +248,9 @@ int src_write_done(struct rdmig_source *s, const struct ibv_wc *wc)
 		return rd_err_set(&s->ss.err, -EPROTO, "completion for an unknown request");
 	k = wp_chan_index(&s->wp, tag);
 	if (wc->status != IBV_WC_SUCCESS) {
+		/* The channel writes its message into ours. */
 		int rc = fab_wc_error(s->chans[k].conn, wc, "RDMA WRITE");
 
-		memcpy(s->ss.err.msg, s->chans[k].conn->err.msg, sizeof(s->ss.err.msg));
 		return k ? rd_err_prefix(&s->ss.err, rc, "data channel %u", k) : rc;
 	}
 	return wp_complete(&s->wp, tag, &s->ss.err);
@@ -370,136 +275,6 @@ static int on_iter_ack(struct rdmig_source *s, const Rdmig__IterAck *a)
 	return 0;
 }
 
-/* ---- state and completion ------------------------------------------------------- */
-
-ssize_t rdmig_source_write_state(struct rdmig_source *s, const void *data, size_t len)
-{
-	Rdmig__State st = RDMIG__STATE__INIT;
-	size_t max;
-	int rc;
-
-	if (s->state == SRC_FAILED)
-		return s->result;
-	if (s->state < SRC_READY || s->state > SRC_ITER_END)
-		return rd_err_set(&s->ss.err, -ENOTCONN, "device state needs a connection "
-				  "before completion");
-	if (!len || !ctrl_can_send(&s->ss.ch))
-		return 0;
-	max = ctrl_state_max(s->peer_msg_max);
-	st.data.data = (uint8_t *)(uintptr_t)data;
-	st.data.len = len < max ? len : max;
-	rc = ctrl_send(&s->ss.ch, CT_STATE, &st.base);
-	if (rc == -EAGAIN)
-		return 0;
-	if (rc)
-		return src_fail(s, rc);
-	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.st.state_bytes += st.data.len;
-	pthread_mutex_unlock(&s->ss.stats.lock);
-	return (ssize_t)st.data.len;
-}
-
-/* VERIFY: one digest per block of the final image, DIGEST_STEP bytes per
- * call; 1 once all are done. */
-static int digest_step(struct rdmig_source *s)
-{
-	const struct src_block *b;
-	uint64_t n;
-
-	if (!(s->ss.caps & PD_CAP_VERIFY) || s->dig_block == s->nblocks)
-		return 1;
-	if (!s->digests && !(s->digests = calloc(s->nblocks, DIGEST_LEN)))
-		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
-	if (!s->dig && !(s->dig = auth_digest_begin()))
-		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
-	b = &s->blocks[s->dig_block];
-	n = b->d.length - s->dig_off < DIGEST_STEP ? b->d.length - s->dig_off : DIGEST_STEP;
-	auth_digest_more(s->dig, b->host + s->dig_off, n);
-	s->dig_off += n;
-	if (s->dig_off == b->d.length) {
-		auth_digest_end(s->dig, s->digests + (size_t)s->dig_block * DIGEST_LEN);
-		s->dig = NULL;
-		s->dig_block++;
-		s->dig_off = 0;
-	}
-	return s->dig_block == s->nblocks;
-}
-
-static int send_complete(struct rdmig_source *s)
-{
-	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
-	ProtobufCBinaryData *d = NULL;
-	unsigned i;
-	int rc;
-
-	if (!ctrl_can_send(&s->ss.ch))
-		return 0;
-	c.state_bytes = s->ss.stats.st.state_bytes;
-	c.iteration = s->iteration;
-	if (s->digests) {
-		d = calloc(s->nblocks, sizeof(*d));
-		if (!d)
-			return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
-		for (i = 0; i < s->nblocks; i++)
-			d[i] = (ProtobufCBinaryData){ DIGEST_LEN, s->digests + i * DIGEST_LEN };
-		c.digests = d;
-		c.n_digests = s->nblocks;
-	}
-	rc = ctrl_send(&s->ss.ch, CT_COMPLETE, &c.base);
-	free(d);
-	if (rc == -EAGAIN)
-		return 0;
-	s->complete_sent = rc == 0;
-	return rc;
-}
-
-int src_complete_begin(struct rdmig_source *s)
-{
-	s->state = SRC_COMPLETING;
-	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.st.status = RDMIG_STATUS_COMPLETING;
-	pthread_mutex_unlock(&s->ss.stats.lock);
-	return 0;
-}
-
-int src_complete_step(struct rdmig_source *s, int64_t until)
-{
-	int rc;
-
-	if (s->complete_sent)
-		return 0;
-	do
-		rc = digest_step(s);
-	while (!rc && rd_now_us() <= until);
-	/* Out of time with digests left: come back at once. */
-	s->more = rc == 0;
-	return rc == 1 ? send_complete(s) : rc;
-}
-
-static int on_complete_ack(struct rdmig_source *s, const Rdmig__CompleteAck *a)
-{
-	unsigned k;
-
-	if (s->state != SRC_COMPLETING || !s->complete_sent)
-		return rd_err_set(&s->ss.err, -EPROTO, "unexpected COMPLETE_ACK");
-	if (!a->ok)
-		return rd_err_set(&s->ss.err, -EIO, "the destination did not accept the image");
-	s->state = SRC_COMPLETED;
-	/* Its confirmation arrived: whatever we still had queued cannot change
-	 * the outcome. */
-	for (k = 1; k < s->nchans; k++)
-		fab_disconnect(s->chans[k].conn);
-	fab_disconnect(s->ss.conn);
-	src_unwatch(s);
-	pthread_mutex_lock(&s->ss.stats.lock);
-	stats_refresh(&s->ss.stats);
-	s->ss.stats.st.status = RDMIG_STATUS_COMPLETED;
-	pthread_mutex_unlock(&s->ss.stats.lock);
-	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "migration completed after %u iterations",
-		s->iteration);
-	return 0;
-}
-
 int src_iter_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m)
 {
 	switch (h->type) {
@@ -509,8 +284,6 @@ int src_iter_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 		return dreg_on_resp(&s->dreg, (const Rdmig__RegisterResp *)m, &s->ss.err);
 	case CT_ITER_ACK:
 		return on_iter_ack(s, (const Rdmig__IterAck *)m);
-	case CT_COMPLETE_ACK:
-		return on_complete_ack(s, (const Rdmig__CompleteAck *)m);
 	default:
 		return rd_err_set(&s->ss.err, -EPROTO, "unexpected %s from the destination",
 				  ctrl_type_name(h->type));

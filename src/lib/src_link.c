@@ -1,10 +1,5 @@
-/* src_link: how a source gets to READY, in non-blocking steps.  rdma_cm
- * resolves and connects (SRC_CONNECTING); with AUTH, our challenge and the
- * answer to the destination's (from its ACCEPT) go out and its answer must
- * check out (SRC_AUTH); the block map goes and comes back (SRC_MAP); data
- * channels open in parallel (SRC_CHANNELS).  With pin-all, our pieces are
- * registered one per step from the block map on, while the destination
- * registers its own and sends their keys. */
+#include "src_link.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,7 +10,8 @@
 #include "chan.h"
 #include "codec.h"
 #include "privdata.h"
-#include "source.h"
+#include "src_int.h"
+#include "src_mem.h"
 
 /* ---- connecting ------------------------------------------------------------ */
 
@@ -27,7 +23,7 @@ static int pre_connect(struct fab_conn *c, void *arg)
 
 	s->ss.ctrl_ready = rc == 0;
 	/* The CQ exists now: the one fd the caller watches must see it. */
-	return rc ? rc : src_watch(s, fab_cq_fd(c));
+	return rc ? rc : sess_watch(&s->ss, fab_cq_fd(c));
 }
 
 static uint32_t requested_caps(const struct rdmig_source *s)
@@ -66,7 +62,7 @@ int src_link_start(struct rdmig_source *s, const char *host, const char *port)
 			       sizeof(s->bind.req), pre_connect, s,
 			       rd_deadline(c->timeout_ms), &s->ss.err);
 	if (!rc)
-		rc = src_watch(s, fab_cm_fd(s->ss.conn));
+		rc = sess_watch(&s->ss, fab_cm_fd(s->ss.conn));
 	return rc;
 }
 
@@ -126,15 +122,6 @@ static int bind_connection(struct rdmig_source *s)
 	return 0;
 }
 
-static int send_now(struct rdmig_source *s, unsigned type, const ProtobufCMessage *m)
-{
-	int rc = ctrl_send(&s->ss.ch, type, m);
-
-	/* Right after connecting every credit is ours: none left is a bug. */
-	return rc == -EAGAIN ? rd_err_set(&s->ss.err, -EPROTO, "no credit to send %s",
-					  ctrl_type_name(type)) : rc;
-}
-
 /* Answers the challenge from the ACCEPT and challenges back.  Our answer
  * is bound to this connection: whoever collects it, posing as a
  * destination, cannot use it on another. */
@@ -157,8 +144,9 @@ static int send_auth(struct rdmig_source *s)
 	ch.nonce.len = AUTH_NONCE_LEN;
 	resp.mac.data = mac;
 	resp.mac.len = AUTH_MAC_LEN;
-	rc = send_now(s, CT_AUTH_CHALLENGE, &ch.base);
-	return rc ? rc : send_now(s, CT_AUTH_RESPONSE, &resp.base);
+	/* Right after connecting every credit is ours: none left is a bug. */
+	rc = sess_send(&s->ss, CT_AUTH_CHALLENGE, &ch.base, "send AUTH_CHALLENGE");
+	return rc ? rc : sess_send(&s->ss, CT_AUTH_RESPONSE, &resp.base, "send AUTH_RESPONSE");
 }
 
 static int send_block_map(struct rdmig_source *s);
@@ -236,7 +224,7 @@ static int send_block_map(struct rdmig_source *s)
 		req.blocks = ptrs;
 		req.chunk_shift = s->chunk_shift;
 		req.piece_shift = s->ss.cfg.pin_all ? s->slot_shift : 0;
-		rc = send_now(s, CT_BLOCK_MAP_REQ, &req.base);
+		rc = sess_send(&s->ss, CT_BLOCK_MAP_REQ, &req.base, "send BLOCK_MAP_REQ");
 	}
 	free(descs);
 	free(ptrs);
@@ -286,7 +274,7 @@ static int open_channels(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
 					s->chan_token, k, n, s->ss.cfg.max_writes + 4,
 					rd_deadline(s->ss.cfg.timeout_ms), &s->ss.err);
 		if (!rc)
-			rc = src_watch(s, fab_cm_fd(s->chans[k].conn));
+			rc = sess_watch(&s->ss, fab_cm_fd(s->chans[k].conn));
 		if (rc)
 			return rc;
 	}
@@ -318,22 +306,6 @@ static int channels_step(struct rdmig_source *s)
 	return 0;
 }
 
-static int become_ready(struct rdmig_source *s)
-{
-	int rc = src_iter_setup(s);
-
-	if (rc)
-		return rc;
-	s->state = SRC_READY;
-	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.st.setup_time_ms = (uint64_t)(rd_now_ms() - s->ss.stats.start_ms);
-	s->ss.stats.st.status = RDMIG_STATUS_ACTIVE;
-	pthread_mutex_unlock(&s->ss.stats.lock);
-	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "connected: %u blocks, %s registration",
-		s->nblocks, s->ss.cfg.pin_all ? "pin-all" : "dynamic");
-	return 0;
-}
-
 int src_link_step(struct rdmig_source *s)
 {
 	int rc;
@@ -341,8 +313,6 @@ int src_link_step(struct rdmig_source *s)
 	switch (s->state) {
 	case SRC_CONNECTING:
 		rc = fab_connect_step(s->ss.conn);
-		if (rc < 0)
-			rc = sess_conn_err(&s->ss, rc);
 		if (rc == -ECONNREFUSED)
 			return decode_reject(s);
 		if (rc < 0)
@@ -350,9 +320,7 @@ int src_link_step(struct rdmig_source *s)
 		return rc ? on_connected(s) : 0;
 	case SRC_CHANNELS:
 		rc = channels_step(s);
-		if (!rc && s->chans_up == s->nchans)
-			rc = become_ready(s);
-		return rc;
+		return rc ? rc : s->chans_up == s->nchans;
 	default:
 		return 0;
 	}
@@ -387,28 +355,10 @@ int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 	if (rc)
 		return rc;
 	s->state = SRC_CHANNELS;
-	return s->chans_up == s->nchans ? become_ready(s) : 0;
+	return s->chans_up == s->nchans;
 }
 
 /* ---- pin-all pieces ------------------------------------------------------------ */
-
-int src_reg_local(struct rdmig_source *s, const struct src_block *b, uint64_t off,
-		  uint64_t len, struct ibv_mr **mr)
-{
-	int rc;
-
-	/* A WRITE source needs only local read access; private memory is
-	 * pinned for writing so copy-on-write is broken now (see
-	 * private_memory in source.c).  A read-only private mapping can
-	 * only be pinned for reading. */
-	rc = fab_reg_mr(s->ss.conn, b->host + off, len, b->cow ? IBV_ACCESS_LOCAL_WRITE : 0, mr);
-	if (rc == -EFAULT && b->cow)
-		rc = fab_reg_mr(s->ss.conn, b->host + off, len, 0, mr);
-	if (rc)
-		return rd_err_prefix(&s->ss.err, sess_conn_err(&s->ss, rc), "block \"%s\"",
-				     b->d.name);
-	return 0;
-}
 
 static unsigned block_of_slot(const struct rdmig_source *s, uint64_t slot)
 {
@@ -419,20 +369,24 @@ static unsigned block_of_slot(const struct rdmig_source *s, uint64_t slot)
 	return i;
 }
 
+int src_pin_pending(const struct rdmig_source *s)
+{
+	return s->pieces && s->pieces_local < s->nslots;
+}
+
 /* One piece per call, in order: the first WRITEs wait for the first
  * piece only, and no step blocks for more than one registration. */
-int src_pin_step(struct rdmig_source *s, int64_t until_us)
+int src_pin_step(struct rdmig_source *s)
 {
 	uint64_t slot = s->pieces_local, off, len;
 	struct src_block *b;
 	int rc;
 
-	(void)until_us;
-	if (!s->pieces || slot >= s->nslots)
+	if (!src_pin_pending(s))
 		return 0;
 	b = &s->blocks[block_of_slot(s, slot)];
 	blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);
-	rc = src_reg_local(s, b, off, len, &s->pieces[slot].mr);
+	rc = src_mem_reg(s, b, off, len, &s->pieces[slot].mr);
 	if (rc)
 		return rc;
 	s->pieces_local++;
@@ -463,6 +417,44 @@ int src_on_pin_keys(struct rdmig_source *s, const Rdmig__PinKeys *k)
 		s->pieces[b->first_slot + k->piece[i]].remote = true;
 	}
 	return 0;
+}
+
+/* Connection events once connected: a disconnect is reported only after
+ * the CQ drained (the driver calls this then), since the peer's last
+ * message (an ERROR) may be there. */
+int src_link_events(struct rdmig_source *s)
+{
+	int rc = 0, i;
+	unsigned k;
+
+	for (i = 0; i < 4 && !rc; i++)
+		rc = fab_cm_process(s->ss.conn);
+	for (k = 1; s->chans && k < s->nchans && !rc; k++)
+		if (s->chans[k].up && (rc = fab_cm_process(s->chans[k].conn)))
+			rc = rd_err_prefix(&s->ss.err, rc, "data channel %u", k);
+	return rc == -ECONNRESET ? rd_err_set(&s->ss.err, rc, "the destination disconnected") :
+	       rc;
+}
+
+void src_link_disconnect(struct rdmig_source *s)
+{
+	unsigned k;
+
+	for (k = 1; s->chans && k < s->nchans; k++)
+		fab_disconnect(s->chans[k].conn);
+	fab_disconnect(s->ss.conn);
+}
+
+void src_link_unwatch(struct rdmig_source *s)
+{
+	unsigned k;
+
+	if (!s->ss.conn)
+		return;
+	sess_unwatch(&s->ss, fab_cq_fd(s->ss.conn));
+	sess_unwatch(&s->ss, fab_cm_fd(s->ss.conn));
+	for (k = 1; s->chans && k < s->nchans; k++)
+		sess_unwatch(&s->ss, fab_cm_fd(s->chans[k].conn));
 }
 
 void src_link_destroy(struct rdmig_source *s)

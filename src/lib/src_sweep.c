@@ -1,18 +1,56 @@
-/* The source's sweep of one iteration: the dirty pages of each block, in
- * order, planned (plan.c) into WRITE ops for the pipeline, ZERO_RANGES for
- * pages that became zero, and PAGES messages for short runs in chunks
- * nobody registered (pack.c). */
+#include "src_sweep.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
 #include "privdata.h"
-#include "source.h"
+#include "src_int.h"
 
 /* Zero and skipped runs end after this much, so one plan_next() call reads
  * a bounded amount of memory. */
 #define SWEEP_ZERO_RUN (16u << 20)
+
+int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages)
+{
+	int rc;
+
+	if (pages) {
+		rc = pack_init(&s->pk, msg_max, &s->ss.err);
+		if (rc)
+			return rc;
+	}
+	s->zr_max = ctrl_zero_ranges_max(msg_max);
+	s->zr_block = calloc(s->zr_max, sizeof(*s->zr_block));
+	s->zr_offset = calloc(s->zr_max, sizeof(*s->zr_offset));
+	s->zr_length = calloc(s->zr_max, sizeof(*s->zr_length));
+	if (!s->zr_block || !s->zr_offset || !s->zr_length)
+		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	return 0;
+}
+
+void src_sweep_destroy(struct rdmig_source *s)
+{
+	free(s->zr_block);
+	free(s->zr_offset);
+	free(s->zr_length);
+	s->zr_block = NULL;
+	s->zr_offset = s->zr_length = NULL;
+	pack_fini(&s->pk);
+}
+
+void src_sweep_begin(struct rdmig_source *s, uint64_t bytes)
+{
+	memset(&s->sweep, 0, sizeof(s->sweep));
+	s->sweep.planned_bytes = bytes;
+}
+
+bool src_sweep_done(const struct rdmig_source *s)
+{
+	return s->sweep.block == s->nblocks && s->sweep.run == RUN_NONE && !s->zr_n &&
+	       !s->pk.n;
+}
 
 static int flush_zero_ranges(struct rdmig_source *s)
 {
@@ -35,7 +73,6 @@ static int flush_zero_ranges(struct rdmig_source *s)
 	return rc;
 }
 
-/* Page data that left, by WRITE or inside PAGES. */
 void src_count_pages(struct rdmig_source *s, uint64_t pages, uint64_t bytes)
 {
 	if (!s->first_write_ms)
@@ -85,9 +122,9 @@ static bool pack_run(struct rdmig_source *s, const struct plan_op *op, uint64_t 
 	struct plan_op run = *op;
 
 	*rc = 0;
-	if (!*budget || src_pacing_budget(s) < 4096) {
+	if (!*budget || pace_budget(&s->pace, rd_now_ms()) < PACE_MIN_SEND) {
 		s->sweep.pending = run;
-		s->sweep.have_pending = s->sweep.pending_packed = true;
+		s->sweep.run = RUN_PACK;
 		return false;
 	}
 	if (!pack_fits(&s->pk, run.length)) {
@@ -96,16 +133,16 @@ static bool pack_run(struct rdmig_source *s, const struct plan_op *op, uint64_t 
 			if (*rc == -EAGAIN)
 				*rc = 0;
 			s->sweep.pending = run;
-			s->sweep.have_pending = s->sweep.pending_packed = true;
+			s->sweep.run = RUN_PACK;
 			return false;
 		}
 	}
 	pack_add(&s->pk, s->sweep.block, run.offset, b->host + run.offset, run.length);
 	src_count_pages(s, run.pages, run.length);
-	src_paced(s, run.length);
+	pace_spent(&s->pace, run.length);
 	if (*budget != UINT64_MAX)
 		*budget = *budget > run.length ? *budget - run.length : 0;
-	s->sweep.have_pending = s->sweep.pending_packed = false;
+	s->sweep.run = RUN_NONE;
 	return true;
 }
 
@@ -140,7 +177,7 @@ static bool cut_pending(struct rdmig_source *s)
 		w->pending.offset += len;
 		w->pending.length -= len;
 	}
-	w->have_pending = false;
+	w->run = RUN_NONE;
 	return true;
 }
 
@@ -177,8 +214,6 @@ static struct plan_params plan_of(const struct rdmig_source *s, const struct src
 	return p;
 }
 
-/* Plans into the window until it is full, the sweep is done, the zero
- * ranges cannot go, or the step's time is up. */
 int src_sweep_fill(struct rdmig_source *s, int64_t until, uint64_t *budget, bool *moved)
 {
 	struct src_sweep *w = &s->sweep;
@@ -187,11 +222,10 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until, uint64_t *budget, bool
 	struct plan_op op;
 	int rc;
 
-	while (!w->done) {
+	for (;;) {
 		rc = 0;
-		if (w->have_pending &&
-		    (w->pending_packed ? !pack_run(s, &w->pending, budget, &rc) :
-		     !cut_pending(s)))
+		if ((w->run == RUN_PACK && !pack_run(s, &w->pending, budget, &rc)) ||
+		    (w->run == RUN_WRITE && !cut_pending(s)))
 			return rc;
 		/* Full, or the next range might take it past what one message
 		 * may cover. */
@@ -201,10 +235,8 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until, uint64_t *budget, bool
 			if (rc)
 				return rc == -EAGAIN ? 0 : rc;
 		}
-		if (w->block == s->nblocks) {
-			w->done = true;
+		if (w->block == s->nblocks)
 			break;
-		}
 		/* Time is up once something was planned: every step moves. */
 		if (*moved && rd_now_us() > until)
 			return 0;
@@ -221,7 +253,7 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until, uint64_t *budget, bool
 				return rc;
 		} else if (op.kind == PLAN_WRITE) {
 			w->pending = op;
-			w->have_pending = true;
+			w->run = RUN_WRITE;
 		} else if (op.kind == PLAN_ZERO) {
 			take_zero(s, &op);
 		} else {

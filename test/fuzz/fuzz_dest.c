@@ -1,8 +1,8 @@
 /* Fuzzes the destination's message handler with arbitrary sequences of
  * control frames against a small in-memory block table.
  *
- * dest.c and dst_map.c are included whole so their static handlers are
- * reachable; the
+ * dest.c and the files below it (dst_link.c, dst_map.c, dst_data.c) are
+ * included whole so their static handlers are reachable; the
  * transport underneath (fabric, ctrl, verbs MR calls) is replaced by the
  * minimal stand-ins below, because what is under test is how the state
  * machine treats what the peer says, not RDMA (that runs over rxe in the
@@ -19,6 +19,8 @@
  * frames, each a 2-byte little-endian length and that many bytes of a
  * control frame (header + protobuf), decoded by the real codec. */
 #include "../../src/lib/dest.c"
+#include "../../src/lib/dst_data.c"
+#include "../../src/lib/dst_link.c"
 #include "../../src/lib/dst_map.c"
 
 #include <assert.h>
@@ -255,7 +257,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * (the state an all-zero challenge once left open). */
 	if (sel & 8)
 		auth_nonce(d->nonce);
-	begin_session(d, (sel & 1 ? PD_CAP_PIN_ALL : PD_CAP_PAGES) | (sel & 2 ? PD_CAP_ZERO_PAGES : 0) |
+	dst_link_begin(d, (sel & 1 ? PD_CAP_PIN_ALL : PD_CAP_PAGES) | (sel & 2 ? PD_CAP_ZERO_PAGES : 0) |
 			 (sel & 4 ? PD_CAP_VERIFY : 0) | (sel & 8 ? PD_CAP_AUTH : 0));
 	if ((sel & 32) && open_channels(d, d->ss.conn, 4))
 		d->ss.caps |= PD_CAP_MULTI_CHANNEL;
@@ -279,11 +281,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* ZERO_RANGES are worked off a slice per step, before the next
 		 * frame is taken; the clock long past makes every step one
 		 * slice. */
-		while (rc >= 0 && !dst_zero_step(d, 0))
+		while (rc >= 0 && !dst_data_zero_step(d, 0))
 			;
 		ctrl_msg_free(&arena, m);
 		/* pin-all registers its pieces between messages */
-		while (rc >= 0 && (rc = dst_pin_step(d)) > 0)
+		while (rc >= 0 && (rc = dst_map_pin_step(d)) > 0)
 			;
 		if (rc < 0)
 			fail(d, rc);

@@ -879,7 +879,7 @@ static int harvest(const struct opts *o)
 		rc = fab_wait_established(src.fc, rd_deadline(timeout_ms));
 	if (rc) {
 		code = result(2, "variant=%s setup=\"accepting the source: %s\"", variant,
-			      quoted(src.fc->err.msg, q1, sizeof(q1)));
+			      quoted(src.fc->err->msg, q1, sizeof(q1)));
 		goto out;
 	}
 	src.w.credits = req.ctrl_depth;

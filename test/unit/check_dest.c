@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "codec.h"
-#include "dest.h"
+#include "dst_data.h"
+#include "dst_int.h"
 #include "privdata.h"
 #include "suites.h"
 
@@ -57,7 +58,7 @@ START_TEST(zero_ranges_need_the_capability)
 	z.length = &len;
 	memset(ram, 0x5a, sizeof(ram));
 	d = running_dest(ram, sizeof(ram), PD_CAP_PAGES);
-	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), -EPROTO);
+	ck_assert_int_eq(dst_data_msg(d, &h, &z.base), -EPROTO);
 	ck_assert_msg(strstr(rdmig_dest_error(d), "ZERO_RANGES") &&
 		      strstr(rdmig_dest_error(d), "ZERO_PAGES"), "%s", rdmig_dest_error(d));
 	ck_assert(all(ram, sizeof(ram), 0x5a));
@@ -65,8 +66,8 @@ START_TEST(zero_ranges_need_the_capability)
 
 	/* The control: granted, the same message clears its range. */
 	d = running_dest(ram, sizeof(ram), PD_CAP_ZERO_PAGES);
-	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
-	ck_assert_int_eq(dst_zero_step(d, 0), 1);
+	ck_assert_int_eq(dst_data_msg(d, &h, &z.base), 0);
+	ck_assert_int_eq(dst_data_zero_step(d, 0), 1);
 	ck_assert(all(ram + off, len, 0));
 	ck_assert(all(ram, off, 0x5a) && all(ram + off + len, sizeof(ram) - off - len, 0x5a));
 	rdmig_dest_destroy(d);
@@ -98,9 +99,9 @@ START_TEST(zero_ranges_in_slices)
 	z.block = blk;
 	z.offset = off;
 	z.length = len;
-	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
+	ck_assert_int_eq(dst_data_msg(d, &h, &z.base), 0);
 	ck_assert_msg(all(ram, size, 0x5a), "cleared before any step");
-	for (steps = 1; !dst_zero_step(d, 0); steps++) {
+	for (steps = 1; !dst_data_zero_step(d, 0); steps++) {
 		ck_assert_msg(ram[off[0] + (size_t)steps * MIB] == 0x5a, "step %d went past its "
 			      "slice", steps);
 		ck_assert_int_le(steps, 5);
@@ -118,8 +119,8 @@ START_TEST(zero_ranges_in_slices)
 		len[i] = 16;
 	}
 	z.n_block = z.n_offset = z.n_length = TINY;
-	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
-	for (steps = 1; !dst_zero_step(d, 0); steps++)
+	ck_assert_int_eq(dst_data_msg(d, &h, &z.base), 0);
+	for (steps = 1; !dst_data_zero_step(d, 0); steps++)
 		ck_assert_int_le(steps, 4);
 	ck_assert_int_eq(steps, 4);
 	for (i = 0; i < TINY; i++)
@@ -130,8 +131,8 @@ START_TEST(zero_ranges_in_slices)
 	z.n_block = z.n_offset = z.n_length = 1;
 	off[0] = 0;
 	len[0] = size;
-	ck_assert_int_eq(dst_running_msg(d, &h, &z.base), 0);
-	ck_assert_int_eq(dst_zero_step(d, INT64_MAX), 1);
+	ck_assert_int_eq(dst_data_msg(d, &h, &z.base), 0);
+	ck_assert_int_eq(dst_data_zero_step(d, INT64_MAX), 1);
 	ck_assert(all(ram, size, 0));
 	rdmig_dest_destroy(d);
 	free(ram);

@@ -17,4 +17,5 @@ Suite *dreg_suite(void);
 Suite *populate_suite(void);
 Suite *pack_suite(void);
 Suite *dest_suite(void);
+Suite *pace_suite(void);
 #endif

@@ -1,9 +1,21 @@
-/* The destination's insides, shared by dest.c (the state machine, the
- * connection, authentication and the API) and dst_map.c (the block map and
- * what fills the blocks: registrations, zero ranges, iterations, state,
- * completion).  Nothing here is public. */
-#ifndef RDMIG_DEST_H
-#define RDMIG_DEST_H
+/* dst_int: the destination's private state, shared by the files of the
+ * destination.
+ *
+ * dest.c is the destination's face (the API) and its driver (one step:
+ * completions and the messages in them, connection events, then the work
+ * the state asks for).  Below it, each file is a concern of its own that
+ * never calls back up:
+ *   dst_link   listeners, accepting a connection, authentication
+ *   dst_map    the blocks: adding, the block map and admission, pin-all
+ *              pieces, dynamic registration
+ *   dst_data   what fills the blocks after the map: zero ranges, PAGES,
+ *              rounds, the state stream, completion and its digests
+ * Each takes the handle and returns 0 or a negative errno with the message
+ * in ss.err; failing (telling the peer, tearing down) is dest.c's alone.
+ * Types only, like fab_int.h; nothing outside the destination includes
+ * it. */
+#ifndef RDMIG_DST_INT_H
+#define RDMIG_DST_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,7 +36,7 @@ enum dst_state {
 	 * rdma_accept returns, and a source need not send its RTU. */
 	DST_AUTH,
 	DST_WAIT_MAP,   /* authenticated (or no key): waiting for the block map */
-	DST_RUNNING,    /* iterations, state, until COMPLETE; pin-all pieces
+	DST_RUNNING,    /* rounds, state, until COMPLETE; pin-all pieces
 			 * register one per step meanwhile */
 	/* COMPLETE arrived with the right counts: with VERIFY the image is
 	 * hashed a slice per step (keepalives go on meanwhile), then the
@@ -35,8 +47,13 @@ enum dst_state {
 	DST_FAILED,     /* terminal; ss.err holds the reason */
 };
 
+/* Why the last step asked to be called again at once: it stopped at its
+ * bound with completions polled or still in the CQ (not re-armed: the fd
+ * may stay quiet), or with a message in hand half worked off. */
+enum dst_step_end { DSTEP_IDLE, DSTEP_CUT };
+
 /* Completions polled at once; the ones a step could not handle wait in the
- * handle for the next (a step stops at its cap, see dest.c). */
+ * handle for the next. */
 #define DST_WC_BATCH 16
 
 /* A ZERO_RANGES being worked off.  Its ranges were all checked on arrival;
@@ -47,6 +64,7 @@ struct dst_zero_job {
 	const Rdmig__ZeroRanges *z; /* NULL: none in hand */
 	size_t range;               /* the range being worked on */
 	uint64_t off;               /* how far into it */
+	ProtobufCMessage *msg;      /* the message it lives in, let go once done */
 };
 
 struct dst_block {
@@ -64,6 +82,7 @@ struct dst_block {
 struct rdmig_dest {
 	struct session ss;
 	enum dst_state state;
+	enum dst_step_end step_end;
 	int result;
 
 	struct dst_block *blocks;   /* configured or mapped on demand */
@@ -100,17 +119,10 @@ struct rdmig_dest {
 	uint64_t state_bytes;
 
 	/* Bounded steps (rdmig(3)): completions polled and not handled yet,
-	 * the ZERO_RANGES in hand and the message it lives in (freed once the
-	 * job is done), a connection event held back until the completions
-	 * before it were handled, and whether the last step stopped with work
-	 * left: the CQ not seen empty (so not re-armed either) or a job
-	 * unfinished.  rdmig_dest_timeout() is 0 while it is. */
+	 * and the ZERO_RANGES in hand. */
 	struct ibv_wc wcs[DST_WC_BATCH];
 	unsigned wc_next, wc_n;
 	struct dst_zero_job zero;
-	ProtobufCMessage *zero_msg;
-	int cm_rc;
-	bool more;
 
 	uint8_t nonce[AUTH_NONCE_LEN]; /* our challenge, sent in the ACCEPT */
 	struct auth_bind bind;      /* what the answers are bound to */
@@ -118,29 +130,5 @@ struct rdmig_dest {
 	int64_t handshake_deadline; /* block map received by then, or fail */
 	char peer[80];              /* the source's HOST:PORT, for logs */
 };
-
-/* dst_map.c */
-int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r);
-int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
-/* Works on the ZERO_RANGES in hand (d->zero) a slice at a time until
- * rd_now_us() passes @until_us (one slice at least): 1 once none is left,
- * 0 while it goes on. */
-int dst_zero_step(struct rdmig_dest *d, int64_t until_us);
-/* pin-all: registers the next piece and sends keys; 1 while pieces remain. */
-int dst_pin_step(struct rdmig_dest *d);
-/* 0, or the failure of the thread making pages present, as ours. */
-int dst_populate_check(struct rdmig_dest *d);
-/* DST_VERIFYING: hashes until rd_now_us() passes @until_us, then commits
- * and posts COMPLETE_ACK once the image checked out. */
-int dst_verify_step(struct rdmig_dest *d, int64_t until_us);
-/* Whether dst_verify_step has work it can do now. */
-bool dst_verify_ready(const struct rdmig_dest *d);
-void dst_map_destroy(struct rdmig_dest *d);
-
-/* dest.c */
-int dst_send(struct rdmig_dest *d, unsigned type, const ProtobufCMessage *m,
-	     const char *what);
-int dst_add_block(struct rdmig_dest *d, const char *name, void *host, uint64_t length,
-		  int zeroed);
 
 #endif

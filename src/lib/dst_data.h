@@ -1,0 +1,30 @@
+/* dst_data: what fills the destination's blocks once they are mapped, and
+ * how the migration ends: zero ranges (worked off a slice at a time),
+ * PAGES, rounds, the state stream, COMPLETE with its digests and the
+ * commit. */
+#ifndef RDMIG_DST_DATA_H
+#define RDMIG_DST_DATA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "codec.h"
+
+struct rdmig_dest;
+
+/* DST_RUNNING: ZERO_RANGES, PAGES, ITER_END, STATE, COMPLETE.  A
+ * ZERO_RANGES is only checked here and becomes the job in hand (d->zero):
+ * its message must live until dst_data_zero_step() is done with it. */
+int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
+/* Works on the ZERO_RANGES in hand a slice at a time until rd_now_us()
+ * passes @until_us (one slice at least): 1 once none is left, 0 while it
+ * goes on. */
+int dst_data_zero_step(struct rdmig_dest *d, int64_t until_us);
+/* DST_VERIFYING: hashes until rd_now_us() passes @until_us, then commits
+ * and posts COMPLETE_ACK once the image checked out. */
+int dst_data_verify_step(struct rdmig_dest *d, int64_t until_us);
+/* Whether dst_data_verify_step has work it can do now. */
+bool dst_data_verify_ready(const struct rdmig_dest *d);
+void dst_data_destroy(struct rdmig_dest *d);
+
+#endif

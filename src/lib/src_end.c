@@ -1,0 +1,125 @@
+#include "src_end.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "privdata.h"
+#include "src_int.h"
+
+/* Bytes hashed per slice for VERIFY: the clock is read between slices. */
+#define DIGEST_STEP (1u << 20)
+
+int src_end_begin(struct rdmig_source *s)
+{
+	s->state = SRC_HASHING;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.status = RDMIG_STATUS_COMPLETING;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	return 0;
+}
+
+/* VERIFY: one digest per block of the final image, DIGEST_STEP bytes per
+ * call; 1 once all are done. */
+static int digest_step(struct rdmig_source *s)
+{
+	const struct src_block *b;
+	uint64_t n;
+
+	if (!(s->ss.caps & PD_CAP_VERIFY) || s->dig_block == s->nblocks)
+		return 1;
+	if (!s->digests && !(s->digests = calloc(s->nblocks, DIGEST_LEN)))
+		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	if (!s->dig && !(s->dig = auth_digest_begin()))
+		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	b = &s->blocks[s->dig_block];
+	n = b->d.length - s->dig_off < DIGEST_STEP ? b->d.length - s->dig_off : DIGEST_STEP;
+	auth_digest_more(s->dig, b->host + s->dig_off, n);
+	s->dig_off += n;
+	if (s->dig_off == b->d.length) {
+		auth_digest_end(s->dig, s->digests + (size_t)s->dig_block * DIGEST_LEN);
+		s->dig = NULL;
+		s->dig_block++;
+		s->dig_off = 0;
+	}
+	return s->dig_block == s->nblocks;
+}
+
+static int send_complete(struct rdmig_source *s)
+{
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	ProtobufCBinaryData *d = NULL;
+	unsigned i;
+	int rc;
+
+	if (!ctrl_can_send(&s->ss.ch))
+		return 0;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	c.state_bytes = s->ss.stats.st.state_bytes;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	c.iteration = s->iteration;
+	if (s->digests) {
+		d = calloc(s->nblocks, sizeof(*d));
+		if (!d)
+			return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+		for (i = 0; i < s->nblocks; i++)
+			d[i] = (ProtobufCBinaryData){ DIGEST_LEN, s->digests + i * DIGEST_LEN };
+		c.digests = d;
+		c.n_digests = s->nblocks;
+	}
+	rc = ctrl_send(&s->ss.ch, CT_COMPLETE, &c.base);
+	free(d);
+	if (rc == -EAGAIN)
+		return 0;
+	if (!rc)
+		s->state = SRC_COMPLETING;
+	return rc;
+}
+
+int src_end_step(struct rdmig_source *s, int64_t until)
+{
+	int rc;
+
+	do
+		rc = digest_step(s);
+	while (!rc && rd_now_us() <= until);
+	/* Out of time with digests left: come back at once. */
+	if (rc == 0)
+		return 1;
+	return rc < 0 ? rc : send_complete(s);
+}
+
+static int on_complete_ack(struct rdmig_source *s, const Rdmig__CompleteAck *a)
+{
+	if (s->state != SRC_COMPLETING)
+		return rd_err_set(&s->ss.err, -EPROTO, "unexpected COMPLETE_ACK");
+	if (!a->ok)
+		return rd_err_set(&s->ss.err, -EIO, "the destination did not accept the image");
+	/* The driver tears the connections down: whatever we still had
+	 * queued cannot change the outcome. */
+	s->state = SRC_COMPLETED;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	stats_refresh(&s->ss.stats);
+	s->ss.stats.st.status = RDMIG_STATUS_COMPLETED;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "migration completed after %u iterations",
+		s->iteration);
+	return 0;
+}
+
+int src_end_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m)
+{
+	(void)h;
+	return on_complete_ack(s, (const Rdmig__CompleteAck *)m);
+}
+
+void src_end_destroy(struct rdmig_source *s)
+{
+	if (s->dig) {
+		uint8_t junk[DIGEST_LEN];
+
+		auth_digest_end(s->dig, junk);
+		s->dig = NULL;
+	}
+	free(s->digests);
+	s->digests = NULL;
+}

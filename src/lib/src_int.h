@@ -1,0 +1,172 @@
+/* src_int: the source's private state, shared by the files of the source.
+ *
+ * source.c is the source's face (the API) and its driver (one step: CM
+ * events, completions, then the state it is in).  Below it, each file is a
+ * concern of its own that never calls back up:
+ *   src_link   connecting, authentication, the block map, data channels,
+ *              pin-all pieces
+ *   src_iter   rounds: the WRITE window, registration ahead, posting,
+ *              completions, ITER_END
+ *   src_sweep  one round's dirty pages planned into the window, zero
+ *              ranges and PAGES messages
+ *   src_end    completion: digests for VERIFY, COMPLETE, its answer
+ *   src_state  the device-state stream
+ *   src_mem    the blocks: adding, dirty marks, registering our memory
+ * Each takes the handle and returns 0 or a negative errno with the
+ * message in ss.err; failing (telling the peer, tearing down) is
+ * source.c's alone.  Like fab_int.h for the fabric, this header holds
+ * types only; nothing outside the source includes it. */
+#ifndef RDMIG_SRC_INT_H
+#define RDMIG_SRC_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "blocks.h"
+#include "dreg.h"
+#include "pace.h"
+#include "pack.h"
+#include "plan.h"
+#include "session.h"
+#include "wpipe.h"
+
+/* Each state says what the source waits for; rdmig_source_process() runs
+ * the one it is in until nothing changes. */
+enum src_state {
+	SRC_NEW,        /* blocks may be added; nothing else exists */
+	SRC_CONNECTING, /* rdma_cm resolves the address and route, then connects */
+	SRC_AUTH,       /* our challenge and answer are out; the destination's
+			 * answer must check out before anything else goes */
+	SRC_MAP,        /* BLOCK_MAP_REQ sent; waiting for BLOCK_MAP_RESP */
+	SRC_CHANNELS,   /* opening the extra data channels, in parallel */
+	SRC_READY,      /* connected, between operations: state may be sent;
+			 * pin-all pieces may still be pinning */
+	SRC_ITERATING,  /* a round's pages are being planned and written */
+	SRC_DRAINING,   /* every page of the round planned: waiting for its
+			 * WRITEs to complete and a credit for ITER_END */
+	SRC_ITER_END,   /* ITER_END went; waiting for ITER_ACK */
+	SRC_HASHING,    /* completing: the image hashed a slice per step for
+			 * VERIFY (at once without), then COMPLETE waits for a
+			 * credit */
+	SRC_COMPLETING, /* COMPLETE sent; waiting for COMPLETE_ACK */
+	SRC_COMPLETED,  /* the destination holds the whole image (terminal) */
+	SRC_FAILED,     /* terminal; ss.err says why, the peer was told */
+};
+
+/* The operation the caller started; process() returns 1 once it is
+ * reached, and GOAL_REACHED holds that until the caller's own process call
+ * has seen it (a blocking send_state or poll inside must not swallow it). */
+enum src_goal { GOAL_NONE, GOAL_CONNECTED, GOAL_ITERATED, GOAL_COMPLETED, GOAL_REACHED };
+
+/* Why the last step asked to be called again at once: it stopped at its
+ * bound with completions left in the CQ (not re-armed: the fd may stay
+ * quiet), or with work left it could do now. */
+enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK };
+
+enum { SRC_TAG_WRITE = 1 };
+
+/* pin-all: pieces of PIECE_SHIFT bytes (at least a chunk) registered on
+ * both sides ahead of the writes, one per step at most on each side. */
+#define SRC_PIECE_SHIFT 24
+
+struct src_piece {
+	struct ibv_mr *mr;      /* ours */
+	uint32_t rkey;          /* the destination's, from PIN_KEYS */
+	bool remote;
+};
+
+struct src_block {
+	struct blk_desc d;
+	uint8_t *host;
+	uint64_t npages, nslots;
+	uint64_t *dirty;        /* marked for the next round */
+	uint64_t *sending;      /* this round's, consumed by the sweep */
+	uint64_t *written;      /* pages the destination holds non-zero data for */
+	uint64_t first_slot;    /* dynamic: chunks; pin-all: pieces */
+	uint64_t remote_base;
+	bool dest_zeroed;
+	bool cow;               /* private memory: pinned with write access */
+};
+
+/* What one run the sweep found still waits for. */
+enum src_run {
+	RUN_NONE,               /* nothing pending */
+	RUN_WRITE,              /* a WRITE run still being cut into ops */
+	RUN_PACK,               /* a short run waiting for room in a PAGES message */
+};
+
+/* The sweep of one round over the blocks' sending bitmaps. */
+struct src_sweep {
+	unsigned block;         /* == nblocks: every block swept */
+	uint64_t cursor;        /* next page of that block */
+	struct plan_op pending;
+	enum src_run run;
+	uint64_t planned_bytes;
+};
+
+struct src_chan {
+	struct fab_conn *conn;  /* chans[0] is ss.conn, not owned here */
+	bool up;
+};
+
+struct rdmig_source {
+	struct session ss;
+	enum src_state state;
+	enum src_goal goal;
+	enum src_step_end step_end;
+	int result;             /* what process() returns once failed */
+	unsigned chunk_shift, slot_shift;
+	char host[256], port[16];
+
+	struct src_block *blocks;
+	unsigned nblocks;
+	uint64_t nslots;
+	struct dreg_block *dblocks;
+
+	/* setup */
+	struct auth_bind bind;
+	uint8_t challenge[AUTH_NONCE_LEN];
+	uint32_t peer_msg_max;
+	uint64_t dest_cap;
+	struct src_chan *chans;
+	unsigned nchans, chans_up;
+	uint32_t chan_port;
+	uint64_t chan_token;
+
+	/* pin-all */
+	struct src_piece *pieces;
+	uint64_t pieces_local;  /* registered in order: the next one to pin */
+
+	/* rounds */
+	struct dreg dreg;
+	bool dreg_ready;
+	struct wpipe wp;
+	bool wp_ready;
+	struct src_sweep sweep;
+	uint32_t iteration;     /* rounds acknowledged */
+	uint64_t iter_bytes;    /* this round's page data */
+	int64_t iter_start_ms;
+	uint64_t last_iter_bytes, last_iter_ms;
+	uint64_t dirty_bytes;   /* marked, not yet swept */
+	uint64_t marked_since;  /* bytes marked since the last round began */
+	int64_t marked_since_ms;
+	uint64_t dirty_rate;
+	uint32_t *zr_block;
+	uint64_t *zr_offset, *zr_length;
+	size_t zr_n, zr_max;
+	uint64_t zr_bytes;      /* covered by the ranges gathered */
+	struct pack pk;         /* PAGES: short runs in unregistered chunks */
+	struct pace pace;       /* the bandwidth limit */
+
+	/* completion: with VERIFY the image is hashed in steps first */
+	uint8_t *digests;
+	struct auth_digest_state *dig;
+	unsigned dig_block;
+	uint64_t dig_off;
+
+	int64_t last_progress_ms;
+	int64_t first_write_ms;
+};
+
+#endif

@@ -1,0 +1,36 @@
+/* src_iter: rounds (iterations), in bounded steps.
+ *
+ * A round freezes what was marked dirty and sweeps it (src_sweep) into the
+ * WRITE window.  Each step plans while the window has room, asks for
+ * registrations ahead (dynamic mode), posts what is ready within the step's
+ * budget and the bandwidth limit, and once every WRITE of the round
+ * completed sends ITER_END; ITER_ACK ends the round. */
+#ifndef RDMIG_SRC_ITER_H
+#define RDMIG_SRC_ITER_H
+
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "codec.h"
+
+struct rdmig_source;
+
+/* Once connected: the WRITE pipeline, dynamic registration, the sweep's
+ * scratch. */
+int src_iter_setup(struct rdmig_source *s);
+void src_iter_destroy(struct rdmig_source *s);
+int src_iter_begin(struct rdmig_source *s);
+/* SRC_ITERATING and SRC_DRAINING: works until rd_now_us() passes @until_us
+ * or @max_bytes (0: none) of page data went, then finishes the operation in
+ * hand.  1 when it stopped with work it could do at once, 0 when it waits
+ * for something, or a negative errno. */
+int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until_us);
+/* REGISTER_RESP and ITER_ACK. */
+int src_iter_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
+/* A completion that is not the control channel's: a WRITE's. */
+int src_write_done(struct rdmig_source *s, const struct ibv_wc *wc);
+/* Milliseconds until the bandwidth limit lets pages go again (0: now). */
+int src_iter_wait_ms(const struct rdmig_source *s);
+
+#endif

@@ -1,0 +1,220 @@
+#include "src_mem.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitmap.h"
+#include "config.h"
+#include "src_int.h"
+
+/* Whether [host, host + len) lies in private (copy-on-write) mappings: such
+ * memory is pinned with write access, which breaks copy-on-write at pin
+ * time; a read-only pin of a never-written private page could hold the
+ * shared zero page on kernels before 5.19/6.0, and later writes would never
+ * reach the migration.  Shared memory is pinned read-only, so pinning does
+ * not mark its pages written (soft-dirty tracking would see every pinned
+ * chunk as dirty again). */
+static bool private_memory(const void *host, uint64_t len)
+{
+	uintptr_t lo = (uintptr_t)host, hi = lo + len;
+	unsigned long start, end;
+	char perms[8], line[512];
+	bool priv = false;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	if (!f)
+		return true; /* write access is the safe choice */
+	while (!priv && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && start < hi &&
+		    end > lo)
+			priv = perms[3] == 'p';
+	fclose(f);
+	return priv;
+}
+
+static int check_block(struct rdmig_source *s, const char *name, void *host,
+		       uint64_t length, uint32_t page_size)
+{
+	unsigned i;
+	int rc = blk_name_valid(name, &s->ss.err);
+
+	if (rc)
+		return rc;
+	if (!host || !length || length > (1ull << 50))
+		return rd_err_set(&s->ss.err, -EINVAL, "block \"%s\": bad address or length %"
+				  PRIu64, name, length);
+	if (!rd_is_pow2(page_size) || page_size < 4096 || page_size > (1u << 30))
+		return rd_err_set(&s->ss.err, -EINVAL, "block \"%s\": page size %u must be a "
+				  "power of two from 4096 to 1 GiB", name, page_size);
+	if (s->nblocks >= BLK_MAX)
+		return rd_err_set(&s->ss.err, -E2BIG, "too many blocks (limit %d)", BLK_MAX);
+	for (i = 0; i < s->nblocks; i++)
+		if (!strcmp(s->blocks[i].d.name, name))
+			return rd_err_set(&s->ss.err, -EEXIST, "block \"%s\" added twice", name);
+	return 0;
+}
+
+int src_mem_add(struct rdmig_source *s, const char *name, void *host, uint64_t length,
+		uint32_t page_size)
+{
+	struct src_block *b, *nb;
+	int rc;
+
+	if (!page_size)
+		page_size = CFG_PAGE_SIZE;
+	rc = check_block(s, name, host, length, page_size);
+	if (rc)
+		return rc;
+	nb = realloc(s->blocks, (s->nblocks + 1) * sizeof(*nb));
+	if (!nb)
+		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	s->blocks = nb;
+	b = &s->blocks[s->nblocks];
+	memset(b, 0, sizeof(*b));
+	snprintf(b->d.name, sizeof(b->d.name), "%s", name);
+	b->d.length = length;
+	b->d.page_size = page_size;
+	b->host = host;
+	b->npages = blk_npages(length, page_size);
+	b->cow = private_memory(host, length);
+	b->dirty = bm_alloc(b->npages);
+	b->sending = bm_alloc(b->npages);
+	b->written = bm_alloc(b->npages);
+	if (!b->dirty || !b->sending || !b->written) {
+		bm_free(b->dirty);
+		bm_free(b->sending);
+		bm_free(b->written);
+		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory for the dirty bitmaps");
+	}
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.total += length;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	return (int)s->nblocks++;
+}
+
+void src_mem_destroy(struct rdmig_source *s)
+{
+	unsigned i;
+
+	for (i = 0; i < s->nblocks; i++) {
+		bm_free(s->blocks[i].dirty);
+		bm_free(s->blocks[i].sending);
+		bm_free(s->blocks[i].written);
+	}
+	free(s->blocks);
+	s->blocks = NULL;
+}
+
+static void mark_pages(struct rdmig_source *s, struct src_block *b, uint64_t first,
+		       uint64_t n)
+{
+	uint64_t fresh = n - bm_count_range(b->dirty, first, n);
+
+	bm_set_range(b->dirty, first, n);
+	s->dirty_bytes += fresh * b->d.page_size;
+	s->marked_since += fresh * b->d.page_size;
+}
+
+int src_mem_mark(struct rdmig_source *s, unsigned block, uint64_t offset, uint64_t length)
+{
+	struct src_block *b;
+	uint64_t first, end;
+
+	if (block >= s->nblocks)
+		return rd_err_set(&s->ss.err, -EINVAL, "block index %u out of range", block);
+	b = &s->blocks[block];
+	if (!length)
+		return 0;
+	if (rd_add_overflow_u64(offset, length, &end) || end > b->d.length)
+		return rd_err_set(&s->ss.err, -ERANGE, "block \"%s\": range %" PRIu64 "+%"
+				  PRIu64 " is outside its %" PRIu64 " bytes", b->d.name, offset,
+				  length, b->d.length);
+	first = offset / b->d.page_size;
+	mark_pages(s, b, first, (end - 1) / b->d.page_size - first + 1);
+	return 0;
+}
+
+int src_mem_mark_bitmap(struct rdmig_source *s, unsigned block, const unsigned long *bitmap,
+			uint64_t first_page, uint64_t npages)
+{
+	const unsigned bits = sizeof(unsigned long) * 8;
+	struct src_block *b;
+	uint64_t i, end;
+
+	if (block >= s->nblocks)
+		return rd_err_set(&s->ss.err, -EINVAL, "block index %u out of range", block);
+	b = &s->blocks[block];
+	if (rd_add_overflow_u64(first_page, npages, &end) || end > b->npages)
+		return rd_err_set(&s->ss.err, -ERANGE, "block \"%s\": pages %" PRIu64 "+%"
+				  PRIu64 " are outside its %" PRIu64 " pages", b->d.name,
+				  first_page, npages, b->npages);
+	/* Word at a time, run by run: a clean word costs one test. */
+	for (i = 0; i < npages; ) {
+		unsigned long w = bitmap[i / bits] >> (i % bits);
+		uint64_t left = bits - i % bits, skip, run;
+
+		if (left > npages - i)
+			left = npages - i;
+		if (!w) {
+			i += left;
+			continue;
+		}
+		skip = (uint64_t)__builtin_ctzl(w);
+		if (skip >= left) {
+			i += left;
+			continue;
+		}
+		w >>= skip;
+		run = ~w ? (uint64_t)__builtin_ctzl(~w) : bits;
+		if (run > left - skip)
+			run = left - skip;
+		mark_pages(s, b, first_page + i + skip, run);
+		i += skip + run;
+	}
+	return 0;
+}
+
+void src_mem_mark_all(struct rdmig_source *s)
+{
+	unsigned i;
+
+	for (i = 0; i < s->nblocks; i++)
+		mark_pages(s, &s->blocks[i], 0, s->blocks[i].npages);
+}
+
+uint64_t src_mem_freeze(struct rdmig_source *s, int64_t now_ms)
+{
+	uint64_t frozen = s->dirty_bytes;
+	unsigned i;
+
+	for (i = 0; i < s->nblocks; i++) {
+		uint64_t *t = s->blocks[i].sending;
+
+		s->blocks[i].sending = s->blocks[i].dirty;
+		s->blocks[i].dirty = t;
+	}
+	s->dirty_bytes = 0;
+	if (s->marked_since_ms && now_ms > s->marked_since_ms)
+		s->dirty_rate = s->marked_since * 1000 / (uint64_t)(now_ms - s->marked_since_ms);
+	s->marked_since = 0;
+	s->marked_since_ms = now_ms;
+	return frozen;
+}
+
+int src_mem_reg(struct rdmig_source *s, const struct src_block *b, uint64_t off,
+		uint64_t len, struct ibv_mr **mr)
+{
+	int rc;
+
+	/* A WRITE source needs only local read access; private memory is
+	 * pinned for writing so copy-on-write is broken now (see
+	 * private_memory).  A read-only private mapping can only be pinned
+	 * for reading. */
+	rc = fab_reg_mr(s->ss.conn, b->host + off, len, b->cow ? IBV_ACCESS_LOCAL_WRITE : 0, mr);
+	if (rc == -EFAULT && b->cow)
+		rc = fab_reg_mr(s->ss.conn, b->host + off, len, 0, mr);
+	return rc ? rd_err_prefix(&s->ss.err, rc, "block \"%s\"", b->d.name) : 0;
+}
