@@ -76,20 +76,17 @@ static int accept_one(struct rdmig_dest *d, struct rdmig_listener *l)
 	}
 }
 
+/* rdmig(3), "The event loop": wait for the one fd or the timeout, then
+ * process; the VMM's own fds would be in the same poll set. */
 static int serve(struct rdmig_dest *d, struct rdmig_listener *l)
 {
-	struct pollfd pfd[RDMIG_DEST_MAX_FDS];
-	int fds[RDMIG_DEST_MAX_FDS], n, i, rc;
+	struct pollfd pfd = { .fd = rdmig_dest_fd(d), .events = POLLIN };
+	int rc;
 
 	rc = accept_one(d, l);
 	while (!rc) {
+		poll(&pfd, 1, rdmig_dest_timeout(d));
 		rc = rdmig_dest_process(d);
-		if (rc)
-			break;
-		n = rdmig_dest_fds(d, fds, RDMIG_DEST_MAX_FDS);
-		for (i = 0; i < n; i++)
-			pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-		poll(pfd, (nfds_t)n, rdmig_dest_timeout(d));
 	}
 	return rc < 0 ? rc : 0;
 }

@@ -227,11 +227,14 @@ RDMIG_API int rdmig_source_mark_dirty_bitmap(struct rdmig_source *s, unsigned bl
 					     uint64_t first_page, uint64_t npages);
 RDMIG_API int rdmig_source_mark_all(struct rdmig_source *s);
 
-/* Event-loop use.  Start an operation, then call rdmig_source_process()
- * whenever the fd is readable or the timeout passed: it returns 1 once the
- * operation finished, 0 while it goes on, or a negative errno when the
- * migration failed.  One operation at a time; device state may be queued
- * in between, and during an iteration. */
+/* Event-loop use.  Start an operation, then wait until the fd is readable
+ * or rdmig_source_timeout() milliseconds passed, and call
+ * rdmig_source_process(); again and again: it returns 1 once the operation
+ * finished, 0 while it goes on, or a negative errno when the migration
+ * failed.  Right after a start the timeout is 0, so the wait returns at
+ * once: nothing else is needed.  One operation at a time; device state may
+ * be queued in between, and during an iteration.  The connection itself
+ * starts in the first step (a host name is looked up there). */
 RDMIG_API int rdmig_source_connect_async(struct rdmig_source *s, const char *host,
 					 const char *port);
 /* Begins an iteration of the pages marked dirty so far; it ends when the
@@ -244,9 +247,11 @@ RDMIG_API int rdmig_source_complete_async(struct rdmig_source *s);
  * for reading; valid from rdmig_source_create() on. */
 RDMIG_API int rdmig_source_fd(const struct rdmig_source *s);
 /* Milliseconds until rdmig_source_process() must run even without activity
- * (deadlines, keepalives, the bandwidth limit); 0 means "call it again
- * now" (the last step stopped at its bound with work left, which the fd may
- * never announce); -1 when nothing is due. */
+ * (deadlines, keepalives, the bandwidth limit); 0 means "call it again now"
+ * (an operation was started and no step has begun it, or the last step
+ * stopped at its bound with work left: the fd may announce neither); -1
+ * when nothing is due: before connecting, once completed, after a
+ * failure. */
 RDMIG_API int rdmig_source_timeout(const struct rdmig_source *s);
 /* One non-blocking step: at most 256 completions, about step_us of work
  * (and at most step_bytes of WRITEs when set), then the one operation in
@@ -319,14 +324,18 @@ RDMIG_API int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l,
 				int timeout_ms);
 /* Blocking: serves the accepted migration until it completes (0) or fails. */
 RDMIG_API int rdmig_dest_run(struct rdmig_dest *d);
-/* Event-loop use: the fds to watch for reading (returns how many, at most
- * RDMIG_DEST_MAX_FDS; the set is fixed once rdmig_dest_accept() returns), ... */
+/* Event-loop use: one fd (an epoll fd over the connection and the cancel
+ * event) to watch for reading, valid from rdmig_dest_create() on ... */
+RDMIG_API int rdmig_dest_fd(const struct rdmig_dest *d);
+/* (Older callers: the same fd as the only entry of @fds; 1, or -EINVAL
+ * when @max < 1.  RDMIG_DEST_MAX_FDS stays for them.) */
 #define RDMIG_DEST_MAX_FDS 4
 RDMIG_API int rdmig_dest_fds(const struct rdmig_dest *d, int *fds, int max);
 /* ... milliseconds until rdmig_dest_process() must run even without
  * activity (deadlines, keepalives); 0 means "call it again now": the last
- * call stopped at its bound with work left, which the fds may never
- * announce; -1 once it completed or failed ... */
+ * call stopped at its bound with work left, which the fd may never
+ * announce; -1 when nothing is due: before a connection was accepted and
+ * once it completed or failed ... */
 RDMIG_API int rdmig_dest_timeout(const struct rdmig_dest *d);
 /* ... and one non-blocking, bounded step: at most 32 control messages and
  * 64 completions, and about step_us of work (read between messages and

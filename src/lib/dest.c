@@ -84,12 +84,36 @@ int rdmig_dest_add_block(struct rdmig_dest *d, const char *name, void *host,
 	return dst_map_add(d, name, host, length, zeroed);
 }
 
+/* The connection's fds join the caller's set once accepted, and leave it
+ * once the migration ended, so a finished handle is quiet. */
+static int watch(struct rdmig_dest *d)
+{
+	int rc = sess_watch(&d->ss, fab_cm_fd(d->ss.conn));
+
+	if (!rc)
+		rc = sess_watch(&d->ss, fab_cq_fd(d->ss.conn));
+	if (!rc && d->chans)
+		rc = sess_watch(&d->ss, chan_set_fd(d->chans));
+	return rc;
+}
+
+static void unwatch(struct rdmig_dest *d)
+{
+	if (!d->ss.conn)
+		return;
+	sess_unwatch(&d->ss, fab_cm_fd(d->ss.conn));
+	sess_unwatch(&d->ss, fab_cq_fd(d->ss.conn));
+	if (d->chans)
+		sess_unwatch(&d->ss, chan_set_fd(d->chans));
+}
+
 static int fail(struct rdmig_dest *d, int rc)
 {
 	if (d->state == DST_FAILED)
 		return d->result;
 	d->state = DST_FAILED;
 	d->result = sess_fail(&d->ss, rc);
+	unwatch(d);
 	chan_set_disconnect(d->chans);
 	pop_stop(&d->pop);
 	pthread_mutex_lock(&d->ss.stats.lock);
@@ -107,6 +131,8 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 		return d->state == DST_FAILED ? d->result :
 		       rd_err_set(&d->ss.err, -EISCONN, "already accepted a connection");
 	rc = dst_link_accept(d, l, timeout_ms);
+	if (!rc)
+		rc = watch(d);
 	return rc && d->ss.conn ? fail(d, rc) : rc;
 }
 
@@ -295,6 +321,7 @@ static int step(struct rdmig_dest *d)
 static int finish(struct rdmig_dest *d)
 {
 	d->state = DST_DONE;
+	unwatch(d);
 	pop_stop(&d->pop);
 	chan_set_disconnect(d->chans);
 	fab_disconnect(d->ss.conn);
@@ -330,8 +357,10 @@ int rdmig_dest_process(struct rdmig_dest *d)
 		return d->result;
 	if (d->state == DST_DONE)
 		return 1;
-	if (d->state == DST_NEW)
+	if (d->state == DST_NEW) {
+		sess_woken(&d->ss);
 		return rd_err_set(&d->ss.err, -ENOTCONN, "no connection accepted");
+	}
 	rc = step(d);
 	/* What other threads may read goes through the lock. */
 	pthread_mutex_lock(&d->ss.stats.lock);
@@ -351,18 +380,17 @@ int rdmig_dest_process(struct rdmig_dest *d)
 	return rc ? fail(d, rc) : 0;
 }
 
+int rdmig_dest_fd(const struct rdmig_dest *d)
+{
+	return d->ss.epfd;
+}
+
 int rdmig_dest_fds(const struct rdmig_dest *d, int *fds, int max)
 {
-	int n = 0;
-
-	if (!d->ss.conn || max < (d->chans ? 4 : 3))
-		return 0;
-	fds[n++] = fab_cm_fd(d->ss.conn);
-	fds[n++] = fab_cq_fd(d->ss.conn);
-	fds[n++] = d->ss.wake_fd;
-	if (d->chans)
-		fds[n++] = chan_set_fd(d->chans);
-	return n;
+	if (max < 1 || !fds)
+		return -EINVAL;
+	fds[0] = d->ss.epfd;
+	return 1;
 }
 
 int rdmig_dest_timeout(const struct rdmig_dest *d)
@@ -372,7 +400,9 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 	int64_t t2 = d->ss.ch.last_send_ms + d->ss.cfg.keepalive_ms - now;
 	int64_t t = t1 < t2 ? t1 : t2;
 
-	if (d->state == DST_DONE || d->state == DST_FAILED)
+	/* Nothing happens before a connection is accepted, nor after the end:
+	 * process() then only says so. */
+	if (d->state == DST_NEW || d->state == DST_DONE || d->state == DST_FAILED)
 		return -1;
 	/* The last step stopped at its cap: the CQ was not emptied (nor
 	 * re-armed), so its fd may never become readable for what waits. */
@@ -397,17 +427,14 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 
 int rdmig_dest_run(struct rdmig_dest *d)
 {
-	struct pollfd pfd[RDMIG_DEST_MAX_FDS];
-	int rc, n, fds[RDMIG_DEST_MAX_FDS], i;
+	struct pollfd pfd = { .fd = d->ss.epfd, .events = POLLIN };
+	int rc;
 
 	for (;;) {
 		rc = rdmig_dest_process(d);
 		if (rc)
 			return rc > 0 ? 0 : rc;
-		n = rdmig_dest_fds(d, fds, RDMIG_DEST_MAX_FDS);
-		for (i = 0; i < n; i++)
-			pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-		poll(pfd, (nfds_t)n, rdmig_dest_timeout(d));
+		poll(&pfd, 1, rdmig_dest_timeout(d));
 	}
 }
 

@@ -20,6 +20,14 @@ int fab_set_nonblock(int fd)
 	return 0;
 }
 
+void fab_warm_up(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+
+	if (ch)
+		rdma_destroy_event_channel(ch);
+}
+
 const char *fab_event_str(enum rdma_cm_event_type t)
 {
 	return rdma_event_str(t);

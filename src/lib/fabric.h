@@ -211,6 +211,12 @@ int fab_cq_rearm(struct fab_conn *c);
 /* Formats a failed completion as "<op> completion failed: <status> (...)". */
 int fab_wc_error(struct fab_conn *c, const struct ibv_wc *wc, const char *what);
 
+/* Loads librdmacm and the verbs providers now: the first use in a process
+ * costs tens to hundreds of milliseconds (every provider library is
+ * loaded), which a connection step should not.  Harmless without a
+ * device. */
+void fab_warm_up(void);
+
 const char *fab_event_str(enum rdma_cm_event_type t);
 void fab_disconnect(struct fab_conn *c);
 /* Tears down in reverse order of creation; accepts NULL and half-built

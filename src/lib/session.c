@@ -54,6 +54,15 @@ void sess_unwatch(struct session *ss, int fd)
 		epoll_ctl(ss->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+void sess_wake(struct session *ss)
+{
+	uint64_t one = 1;
+
+	if (ss->wake_fd >= 0 && write(ss->wake_fd, &one, sizeof(one)) < 0) {
+		/* The counter is only full if we were woken already. */
+	}
+}
+
 void sess_woken(struct session *ss)
 {
 	uint64_t buf;
@@ -119,16 +128,12 @@ int sess_peer_error(struct session *ss, const Rdmig__Error *e)
 
 void sess_cancel(struct session *ss, const char *reason)
 {
-	uint64_t one = 1;
-
 	pthread_mutex_lock(&ss->reason_lock);
 	snprintf(ss->cancel_reason, sizeof(ss->cancel_reason), "%s",
 		 reason && *reason ? reason : "");
 	pthread_mutex_unlock(&ss->reason_lock);
 	atomic_store(&ss->cancelled, true);
-	if (ss->wake_fd >= 0 && write(ss->wake_fd, &one, sizeof(one)) < 0) {
-		/* The counter is only full if we were woken already. */
-	}
+	sess_wake(ss);
 }
 
 int sess_check_cancel(struct session *ss)

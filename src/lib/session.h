@@ -48,7 +48,10 @@ void sess_fini(struct session *ss);
 /* Adds @fd (when >= 0) to the epoll set the caller watches, or takes it out. */
 int sess_watch(struct session *ss, int fd);
 void sess_unwatch(struct session *ss, int fd);
-/* Reads the wake fd empty: the caller is about to look at everything. */
+/* Makes the fd readable: the driving thread should look again (any
+ * thread).  sess_woken() reads it empty: the caller is about to look at
+ * everything. */
+void sess_wake(struct session *ss);
 void sess_woken(struct session *ss);
 
 /* Sends a control message within the peer's credits: the peer only asks

@@ -37,6 +37,9 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	rc = sess_init(&s->ss, cfg, "destination");
 	if (!rc && !s->ss.cfg.channels)
 		s->ss.cfg.channels = 1;
+	/* Here rather than in the first connection step, which must be short. */
+	if (!rc)
+		fab_warm_up();
 	s->chunk_shift = cfg_chunk_shift(&s->ss.cfg);
 	pace_init(&s->pace, s->ss.cfg.max_bandwidth);
 	if (rc) {
@@ -371,8 +374,10 @@ int rdmig_source_step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_u
 		sess_woken(&s->ss);
 		return s->result;
 	}
-	if (s->state == SRC_NEW)
+	if (s->state == SRC_NEW) {
+		sess_woken(&s->ss);
 		return rd_err_set(&s->ss.err, -ENOTCONN, "not connected");
+	}
 	rc = step_and_report(s, max_bytes ? max_bytes : s->ss.cfg.step_bytes,
 			     max_us ? max_us : s->ss.cfg.step_us);
 	if (rc < 0 || s->goal != GOAL_REACHED)
@@ -395,8 +400,9 @@ static int wait_ms(const struct rdmig_source *s)
 
 	if (s->state == SRC_NEW || s->state >= SRC_COMPLETED)
 		return -1;
-	/* Completions left in the CQ by a step at its cap. */
-	if (s->step_end == STEP_CUT_CQ)
+	/* Completions left in the CQ by a step at its cap, or an operation
+	 * no step has begun. */
+	if (s->step_end == STEP_CUT_CQ || s->step_end == STEP_KICK)
 		return 0;
 	if (src_pin_pending(s))
 		return 0;
@@ -436,6 +442,9 @@ static int start(struct rdmig_source *s, enum src_goal goal, enum src_state need
 				  need == SRC_READY ? "not connected, or busy" :
 				  "already connected");
 	s->goal = goal;
+	/* Nothing may make the fd readable before a step begins the work:
+	 * the timeout says to call at once. */
+	s->step_end = STEP_KICK;
 	return 0;
 }
 
@@ -454,7 +463,7 @@ int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const c
 	if (!rc && !s->nblocks)
 		rc = rd_err_set(&s->ss.err, -EINVAL, "no RAM blocks were added");
 	if (!rc)
-		rc = src_link_start(s, host, port);
+		rc = src_link_prepare(s, host, port);
 	return start_failed(s, rc);
 }
 
@@ -545,6 +554,8 @@ int rdmig_source_poll(struct rdmig_source *s)
 void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s)
 {
 	pace_set(&s->pace, bytes_per_s);
+	/* A loop asleep for the old limit looks again. */
+	sess_wake(&s->ss);
 }
 
 void rdmig_source_cancel(struct rdmig_source *s)

@@ -59,10 +59,12 @@ enum src_state {
  * has seen it (a blocking send_state or poll inside must not swallow it). */
 enum src_goal { GOAL_NONE, GOAL_CONNECTED, GOAL_ITERATED, GOAL_COMPLETED, GOAL_REACHED };
 
-/* Why the last step asked to be called again at once: it stopped at its
- * bound with completions left in the CQ (not re-armed: the fd may stay
- * quiet), or with work left it could do now. */
-enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK };
+/* Why rdmig_source_timeout() is 0: the last step stopped at its bound with
+ * completions left in the CQ (not re-armed: the fd may stay quiet), or
+ * with work left it could do now; or an operation was started and no step
+ * has begun it yet (nothing would make the fd readable).  STEP_IDLE: wait
+ * for the fd and the deadlines. */
+enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK };
 
 enum { SRC_TAG_WRITE = 1 };
 

@@ -35,7 +35,21 @@ static uint32_t requested_caps(const struct rdmig_source *s)
 	       (c->channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) | (c->pin_all ? 0 : PD_CAP_PAGES);
 }
 
-int src_link_start(struct rdmig_source *s, const char *host, const char *port)
+int src_link_prepare(struct rdmig_source *s, const char *host, const char *port)
+{
+	if (snprintf(s->host, sizeof(s->host), "%s", host) >= (int)sizeof(s->host) ||
+	    snprintf(s->port, sizeof(s->port), "%s", port) >= (int)sizeof(s->port))
+		return rd_err_set(&s->ss.err, -EINVAL, "host or port too long");
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.start_ms = rd_now_ms();
+	s->ss.stats.st.status = RDMIG_STATUS_SETUP;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	s->state = SRC_CONNECTING;
+	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "connecting to %s:%s", host, port);
+	return 0;
+}
+
+static int link_start(struct rdmig_source *s)
 {
 	const struct rdmig_config *c = &s->ss.cfg;
 	/* The data channels share this CQ: room for their send queues too. */
@@ -49,16 +63,8 @@ int src_link_start(struct rdmig_source *s, const char *host, const char *port)
 				  .channels = (uint16_t)c->channels };
 	int rc;
 
-	snprintf(s->host, sizeof(s->host), "%s", host);
-	snprintf(s->port, sizeof(s->port), "%s", port);
-	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.start_ms = rd_now_ms();
-	s->ss.stats.st.status = RDMIG_STATUS_SETUP;
-	pthread_mutex_unlock(&s->ss.stats.lock);
-	s->state = SRC_CONNECTING;
-	cfg_log(c, RDMIG_LOG_INFO, "connecting to %s:%s", host, port);
 	pd_encode_request(&req, s->bind.req, sizeof(s->bind.req));
-	rc = fab_connect_start(&s->ss.conn, host, port, &caps, s->bind.req,
+	rc = fab_connect_start(&s->ss.conn, s->host, s->port, &caps, s->bind.req,
 			       sizeof(s->bind.req), pre_connect, s,
 			       rd_deadline(c->timeout_ms), &s->ss.err);
 	if (!rc)
@@ -312,6 +318,8 @@ int src_link_step(struct rdmig_source *s)
 
 	switch (s->state) {
 	case SRC_CONNECTING:
+		if (!s->ss.conn)
+			return link_start(s);
 		rc = fab_connect_step(s->ss.conn);
 		if (rc == -ECONNREFUSED)
 			return decode_reject(s);

@@ -17,8 +17,12 @@
 
 struct rdmig_source;
 
-int src_link_start(struct rdmig_source *s, const char *host, const char *port);
-/* SRC_CONNECTING and SRC_CHANNELS: the CM events of the connections. */
+/* rdmig_source_connect_async(): records where to and enters
+ * SRC_CONNECTING; the first step starts the attempt, so the call itself
+ * stays short (a host name's lookup happens in that step). */
+int src_link_prepare(struct rdmig_source *s, const char *host, const char *port);
+/* SRC_CONNECTING and SRC_CHANNELS: the attempt's first call, then the CM
+ * events of the connections. */
 int src_link_step(struct rdmig_source *s);
 /* AUTH_RESPONSE and BLOCK_MAP_RESP. */
 int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);

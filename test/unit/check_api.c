@@ -164,6 +164,43 @@ START_TEST(connect_without_a_device)
 }
 END_TEST
 
+/* rdmig(3): timeout and process agree in every state a handle can be in
+ * without a device: -1 (nothing due) whenever process would only say
+ * "not connected" or repeat a failure; 0 right after an operation started,
+ * until a step began it; and the one fd exists from creation on. */
+START_TEST(timeout_and_process_agree)
+{
+	static uint8_t ram[1 << 16] __attribute__((aligned(4096)));
+	struct rdmig_source *s;
+	struct rdmig_dest *d;
+	int fds[RDMIG_DEST_MAX_FDS], rc;
+
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_ge(rdmig_source_fd(s), 0);
+	ck_assert_int_eq(rdmig_source_timeout(s), -1);
+	ck_assert_int_eq(rdmig_source_process(s), -ENOTCONN);
+	ck_assert_int_ge(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_connect_async(s, "127.0.0.1", "4444"), 0);
+	/* Started, not begun: nothing would wake a loop that waits. */
+	ck_assert_int_eq(rdmig_source_timeout(s), 0);
+	rc = rdmig_source_process(s);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_int_eq(rdmig_source_timeout(s), -1);
+	ck_assert_int_eq(rdmig_source_process(s), rc);
+	rdmig_source_destroy(s);
+
+	ck_assert_int_eq(rdmig_dest_create(&d, NULL), 0);
+	ck_assert_int_ge(rdmig_dest_fd(d), 0);
+	ck_assert_int_eq(rdmig_dest_timeout(d), -1);
+	ck_assert_int_eq(rdmig_dest_process(d), -ENOTCONN);
+	/* Older callers get the same single fd. */
+	ck_assert_int_eq(rdmig_dest_fds(d, fds, RDMIG_DEST_MAX_FDS), 1);
+	ck_assert_int_eq(fds[0], rdmig_dest_fd(d));
+	ck_assert_int_eq(rdmig_dest_fds(d, fds, 0), -EINVAL);
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
 Suite *api_suite(void)
 {
 	Suite *s = suite_create("api");
@@ -175,6 +212,7 @@ Suite *api_suite(void)
 	tcase_add_test(tc, bad_config_reported_through_handle);
 	tcase_add_test(tc, dest_block_checks);
 	tcase_add_test(tc, connect_without_a_device);
+	tcase_add_test(tc, timeout_and_process_agree);
 	suite_add_tcase(s, tc);
 	return s;
 }
