@@ -148,8 +148,15 @@ enum rdmig_populate {
 	RDMIG_POPULATE_NONE = 2,
 };
 
-/* Fills @cfg with the defaults shown above. */
+/* Fills @cfg with the defaults shown above.  The struct grows at the end
+ * from one release to the next: rdmig_config_init() passes the size of the
+ * struct the caller was built with, so a newer library never writes past
+ * it, and takes the fields the caller does not know at their defaults.
+ * (The function of that name, without the macro, is the 0.1.0 entry
+ * point: it fills a 0.1.0 struct.) */
+RDMIG_API void rdmig_config_init_sized(struct rdmig_config *cfg, size_t size);
 RDMIG_API void rdmig_config_init(struct rdmig_config *cfg);
+#define rdmig_config_init(cfg) rdmig_config_init_sized((cfg), sizeof(*(cfg)))
 
 enum rdmig_status {
 	RDMIG_STATUS_NONE = 0,    /* not connected yet */
@@ -163,8 +170,9 @@ enum rdmig_status {
 
 /* Counters shared by the API, the JSON events and the control socket; names
  * follow QEMU's query-migrate where they fit.  Set @size to
- * sizeof(struct rdmig_stats) before asking (0 means this version's size):
- * the struct grows at the end, and only @size bytes are written. */
+ * sizeof(struct rdmig_stats) before asking: the struct grows at the end,
+ * only @size bytes are written, and @size comes back as the bytes filled.
+ * 0 means the struct of release 0.1.0 (192 bytes), never a later one. */
 struct rdmig_stats {
 	uint32_t size;
 	uint32_t status;          /* enum rdmig_status */

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void rdmig_config_init(struct rdmig_config *cfg)
+static void config_defaults(struct rdmig_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->size = sizeof(*cfg);
@@ -26,6 +26,30 @@ void rdmig_config_init(struct rdmig_config *cfg)
 	cfg->step_us = 10000;
 }
 
+void rdmig_config_init_sized(struct rdmig_config *cfg, size_t size)
+{
+	struct rdmig_config def;
+
+	config_defaults(&def);
+	/* A caller built against an older header has a smaller struct: only
+	 * that much is its own.  One built against a newer header has fields
+	 * this library does not know: they are left zero. */
+	if (size > sizeof(def)) {
+		memset((char *)cfg + sizeof(def), 0, size - sizeof(def));
+		size = sizeof(def);
+	}
+	def.size = (uint32_t)size;
+	memcpy(cfg, &def, size);
+}
+
+/* The 0.1.0 entry point, for programs built before the macro: their struct
+ * is 0.1.0's. */
+#undef rdmig_config_init
+void rdmig_config_init(struct rdmig_config *cfg)
+{
+	rdmig_config_init_sized(cfg, CFG_SIZE_0_1_0);
+}
+
 static int range_err(struct rd_err *err, const char *field, uint64_t v,
 		     uint64_t lo, uint64_t hi)
 {
@@ -37,7 +61,7 @@ static int range_err(struct rd_err *err, const char *field, uint64_t v,
 int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
 	     struct rd_err *err)
 {
-	rdmig_config_init(out);
+	config_defaults(out);
 	if (in) {
 		if (in->size < offsetof(struct rdmig_config, log) || in->size > sizeof(*in))
 			return rd_err_set(err, -EINVAL, "config: size %u is not a struct "
@@ -131,3 +155,6 @@ void stats_read(struct stats_box *b, struct rdmig_stats *out)
 	*out = b->st;
 	pthread_mutex_unlock(&b->lock);
 }
+
+_Static_assert(sizeof(struct rdmig_config) >= CFG_SIZE_0_1_0, "rdmig_config only grows");
+_Static_assert(sizeof(struct rdmig_stats) >= STATS_SIZE_0_1_0, "rdmig_stats only grows");

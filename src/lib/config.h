@@ -10,6 +10,11 @@
 
 #define CFG_PAGE_SIZE 4096u
 
+/* The public structs as release 0.1.0 had them (test/abi/rdmig-0.1.0.h):
+ * what a program built then passes, and 0 in rdmig_stats.size means. */
+#define CFG_SIZE_0_1_0 232u
+#define STATS_SIZE_0_1_0 192u
+
 /* Copies @in (which may be an older, smaller struct) over the defaults and
  * checks every field; the message names the field and the allowed range. */
 int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,

@@ -173,9 +173,12 @@ void sess_progress(struct session *ss, int64_t *last_ms, bool force,
 
 void sess_stats_out(const struct rdmig_stats *in, struct rdmig_stats *out)
 {
-	size_t n = out->size && out->size < sizeof(*in) ? out->size : sizeof(*in);
+	size_t n = out->size ? out->size : STATS_SIZE_0_1_0;
 
-	/* An older caller's struct is a prefix of ours. */
+	/* An older caller's struct is a prefix of ours; 0 was "this
+	 * version's size" in 0.1.0, so it is 0.1.0's. */
+	if (n > sizeof(*in))
+		n = sizeof(*in);
 	memcpy(out, in, n);
 	out->size = (uint32_t)n;
 }

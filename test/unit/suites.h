@@ -18,4 +18,5 @@ Suite *populate_suite(void);
 Suite *pack_suite(void);
 Suite *dest_suite(void);
 Suite *pace_suite(void);
+Suite *abi_suite(void);
 #endif
