@@ -92,6 +92,32 @@ int blk_name_valid(const char *name, struct rd_err *err)
 	return 0;
 }
 
+int blk_check_mem(const char *name, const void *host, uint64_t length, uint32_t align,
+		  struct rd_err *err)
+{
+	uintptr_t h = (uintptr_t)host;
+
+	if (!host || !length || length > BLK_LENGTH_MAX || h + length < h)
+		return rd_err_set(err, -EINVAL, "block \"%s\": bad address %p or length %" PRIu64
+				  " (1 byte to 1 PiB)", name, host, length);
+	if (h & (align - 1))
+		return rd_err_set(err, -EINVAL, "block \"%s\": address %p is not aligned to "
+				  "its page size %u", name, host, align);
+	return 0;
+}
+
+int blk_check_overlap(const char *name, const void *host, uint64_t length,
+		      const char *other, const void *ohost, uint64_t olength, struct rd_err *err)
+{
+	uintptr_t a = (uintptr_t)host, b = (uintptr_t)ohost;
+
+	if (a < b + olength && b < a + length)
+		return rd_err_set(err, -EINVAL, "block \"%s\" (%p, %" PRIu64 " bytes) overlaps "
+				  "block \"%s\" (%p, %" PRIu64 " bytes)", name, host, length, other,
+				  ohost, olength);
+	return 0;
+}
+
 static bool blk_same_name(const struct blk_desc *a, const struct blk_desc *b)
 {
 	return !strncmp(a->name, b->name, sizeof(a->name));

@@ -10,6 +10,7 @@
 
 #define BLK_NAME_MAX 255 /* bytes, without the NUL */
 #define BLK_MAX 1024    /* blocks per migration */
+#define BLK_LENGTH_MAX (1ull << 50)
 
 struct blk_desc {
 	char name[BLK_NAME_MAX + 1]; /* NUL-terminated */
@@ -43,6 +44,17 @@ int blk_check_chunk(const char *name, uint64_t blk_len, unsigned chunk_shift,
  * "/rom@etc/acpi/tables").  Commands map them to safe file names
  * themselves.  0 or -EINVAL. */
 int blk_name_valid(const char *name, struct rd_err *err);
+
+/* The memory a caller gives for a block: a non-null @host aligned to
+ * @align (a power of two), 1 byte to BLK_LENGTH_MAX long, not wrapping.
+ * The length need not be a multiple of a page: the last page is partial.
+ * 0 or -EINVAL naming the block. */
+int blk_check_mem(const char *name, const void *host, uint64_t length, uint32_t align,
+		  struct rd_err *err);
+/* 0, or -EINVAL when [host, host + length) and the other block's memory
+ * share a byte. */
+int blk_check_overlap(const char *name, const void *host, uint64_t length,
+		      const char *other, const void *ohost, uint64_t olength, struct rd_err *err);
 
 /* Matches the blocks the source announced against the local ones by name:
  * map[i] = local index of announced[i].  Both sides must hold the same set

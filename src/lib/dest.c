@@ -73,9 +73,6 @@ int rdmig_dest_add_block(struct rdmig_dest *d, const char *name, void *host,
 	rc = blk_name_valid(name, &d->ss.err);
 	if (rc)
 		return rc;
-	if (!host || !length)
-		return rd_err_set(&d->ss.err, -EINVAL, "block \"%s\": bad address or length",
-				  name);
 	if (d->nblocks >= BLK_MAX)
 		return rd_err_set(&d->ss.err, -E2BIG, "too many blocks (limit %d)", BLK_MAX);
 	for (i = 0; i < d->nblocks; i++)

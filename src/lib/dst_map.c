@@ -15,7 +15,17 @@ int dst_map_add(struct rdmig_dest *d, const char *name, void *host, uint64_t len
 		int zeroed)
 {
 	struct dst_block *nb;
+	unsigned i;
+	int rc;
 
+	/* Pages land here as the source's pages: whole pages of ours, and
+	 * never in another block's memory. */
+	rc = blk_check_mem(name, host, length, CFG_PAGE_SIZE, &d->ss.err);
+	for (i = 0; !rc && i < d->nblocks; i++)
+		rc = blk_check_overlap(name, host, length, d->blocks[i].d.name,
+				       d->blocks[i].host, d->blocks[i].d.length, &d->ss.err);
+	if (rc)
+		return rc;
 	nb = realloc(d->blocks, (d->nblocks + 1) * sizeof(*nb));
 	if (!nb)
 		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");

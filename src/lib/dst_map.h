@@ -13,7 +13,8 @@
 
 struct rdmig_dest;
 
-/* Appends a block (its index, or a negative errno); the caller checked it. */
+/* Appends a block (its index, or a negative errno): its memory is checked
+ * here (aligned, in no other block), its name by the caller. */
 int dst_map_add(struct rdmig_dest *d, const char *name, void *host, uint64_t length,
 		int zeroed);
 /* DST_WAIT_MAP: BLOCK_MAP_REQ. */

@@ -43,17 +43,25 @@ static int check_block(struct rdmig_source *s, const char *name, void *host,
 
 	if (rc)
 		return rc;
-	if (!host || !length || length > (1ull << 50))
-		return rd_err_set(&s->ss.err, -EINVAL, "block \"%s\": bad address or length %"
-				  PRIu64, name, length);
 	if (!rd_is_pow2(page_size) || page_size < 4096 || page_size > (1u << 30))
 		return rd_err_set(&s->ss.err, -EINVAL, "block \"%s\": page size %u must be a "
 				  "power of two from 4096 to 1 GiB", name, page_size);
+	/* Its pages are the dirty bitmap's: they start where real pages do. */
+	rc = blk_check_mem(name, host, length, page_size, &s->ss.err);
+	if (rc)
+		return rc;
 	if (s->nblocks >= BLK_MAX)
 		return rd_err_set(&s->ss.err, -E2BIG, "too many blocks (limit %d)", BLK_MAX);
-	for (i = 0; i < s->nblocks; i++)
-		if (!strcmp(s->blocks[i].d.name, name))
+	for (i = 0; i < s->nblocks; i++) {
+		const struct src_block *o = &s->blocks[i];
+
+		if (!strcmp(o->d.name, name))
 			return rd_err_set(&s->ss.err, -EEXIST, "block \"%s\" added twice", name);
+		rc = blk_check_overlap(name, host, length, o->d.name, o->host, o->d.length,
+				       &s->ss.err);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 

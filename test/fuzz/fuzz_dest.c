@@ -183,7 +183,9 @@ void chan_set_destroy(struct chan_set *cs) { free(cs); }
 
 /* ---- the harness -------------------------------------------------------- */
 
-static uint8_t ram0[16 * 4096], ram1[3 * 4096 + 100], ram2[8192];
+static uint8_t ram0[16 * 4096] __attribute__((aligned(4096)));
+static uint8_t ram1[3 * 4096 + 100] __attribute__((aligned(4096)));
+static uint8_t ram2[8192] __attribute__((aligned(4096)));
 static uint8_t mapped[4][32768];
 static unsigned nmapped;
 

@@ -168,7 +168,7 @@ static struct rdmig_source *new_source(void *ram, uint64_t len, int pin_all)
  * seconds (ARP); cancel ends it at once. */
 START_TEST(cancel_interrupts_resolution)
 {
-	static uint8_t ram[1 << 20];
+	static uint8_t ram[1 << 20] __attribute__((aligned(4096)));
 	struct rdmig_source *s = new_source(ram, sizeof(ram), 0);
 	struct canceller c = { .s = s, .delay_ms = 300 };
 	pthread_t t;
@@ -370,7 +370,7 @@ END_TEST
  * would be due. */
 START_TEST(no_busy_loop_while_connecting)
 {
-	static uint8_t ram[1 << 20];
+	static uint8_t ram[1 << 20] __attribute__((aligned(4096)));
 	struct rdmig_listener *l = NULL;
 	struct rdmig_source *s;
 	struct rdmig_config cfg;

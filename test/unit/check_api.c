@@ -67,24 +67,38 @@ END_TEST
 START_TEST(source_block_checks)
 {
 	struct rdmig_source *s;
-	static char mem[3 * 4096];
+	static char mem[3 * 4096] __attribute__((aligned(4096)));
+	static char more[3 * 4096] __attribute__((aligned(4096)));
 
 	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
 	ck_assert_int_eq(rdmig_source_add_block(s, "ram0", mem, sizeof(mem), 4096), 0);
-	ck_assert_int_eq(rdmig_source_add_block(s, "ram1", mem, 100, 0), 1);
-	ck_assert_int_eq(rdmig_source_add_block(s, "ram0", mem, 4096, 4096), -EEXIST);
+	/* A last partial page is fine. */
+	ck_assert_int_eq(rdmig_source_add_block(s, "ram1", more, 100, 0), 1);
+	ck_assert_int_eq(rdmig_source_add_block(s, "ram0", more + 4096, 4096, 4096), -EEXIST);
 	ck_assert_str_eq(rdmig_source_error(s), "block \"ram0\" added twice");
-	ck_assert_int_eq(rdmig_source_add_block(s, "0000:00:02.0/vga.vram", mem, 4096, 4096), 2);
-	ck_assert_int_lt(rdmig_source_add_block(s, "tab\t", mem, 4096, 4096), 0);
-	ck_assert_int_lt(rdmig_source_add_block(s, "", mem, 4096, 4096), 0);
-	ck_assert_int_eq(rdmig_source_add_block(s, "odd", mem, 4096, 3000), -EINVAL);
+	ck_assert_int_eq(rdmig_source_add_block(s, "0000:00:02.0/vga.vram", more + 4096, 4096,
+						4096), 2);
+	ck_assert_int_lt(rdmig_source_add_block(s, "tab\t", more + 8192, 4096, 4096), 0);
+	ck_assert_int_lt(rdmig_source_add_block(s, "", more + 8192, 4096, 4096), 0);
+	ck_assert_int_eq(rdmig_source_add_block(s, "odd", more + 8192, 4096, 3000), -EINVAL);
 	ck_assert_int_eq(rdmig_source_add_block(s, "nul", NULL, 4096, 4096), -EINVAL);
+	/* Memory that is not where its pages start, or that another block
+	 * already holds, is refused with the reason. */
+	ck_assert_int_eq(rdmig_source_add_block(s, "unaligned", more + 8192 + 8, 100, 4096),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_source_error(s), "is not aligned to its page size 4096"));
+	ck_assert_int_eq(rdmig_source_add_block(s, "huge", more + 8192, 4096, 2u << 20), -EINVAL);
+	ck_assert_int_eq(rdmig_source_add_block(s, "overlap", mem + 8192, 8192, 4096), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_source_error(s), "overlaps block \"ram0\""));
+	ck_assert_int_eq(rdmig_source_add_block(s, "wraps", more + 8192, UINT64_MAX - 4095,
+						4096), -EINVAL);
+	ck_assert_int_eq(rdmig_source_add_block(s, "ram3", more + 8192, 4096, 4096), 3);
 
 	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, 4095, 2), 0);
 	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, 8192, 4097), -ERANGE);
 	ck_assert_ptr_nonnull(strstr(rdmig_source_error(s), "outside its 12288 bytes"));
 	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, UINT64_MAX, 2), -ERANGE);
-	ck_assert_int_eq(rdmig_source_mark_dirty(s, 3, 0, 1), -EINVAL);
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 4, 0, 1), -EINVAL);
 	/* Nothing to migrate over a connection that does not exist. */
 	ck_assert_int_eq(rdmig_source_iterate(s), -ENOTCONN);
 	ck_assert_int_eq(rdmig_source_complete(s), -ENOTCONN);
@@ -124,13 +138,20 @@ END_TEST
 START_TEST(dest_block_checks)
 {
 	struct rdmig_dest *d;
-	static char mem[4096];
+	static char mem[3 * 4096] __attribute__((aligned(4096)));
 
 	ck_assert_int_eq(rdmig_dest_create(&d, NULL), 0);
-	ck_assert_int_eq(rdmig_dest_add_block(d, "ram0", mem, sizeof(mem), 1), 0);
-	ck_assert_int_eq(rdmig_dest_add_block(d, "ram0", mem, sizeof(mem), 1), -EEXIST);
-	ck_assert_int_eq(rdmig_dest_add_block(d, "/rom@etc/acpi/tables", mem, sizeof(mem), 1), 1);
-	ck_assert_int_lt(rdmig_dest_add_block(d, "esc\x1b", mem, sizeof(mem), 1), 0);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "ram0", mem, 4096, 1), 0);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "ram0", mem + 4096, 4096, 1), -EEXIST);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "/rom@etc/acpi/tables", mem + 4096, 100, 1), 1);
+	ck_assert_int_lt(rdmig_dest_add_block(d, "esc\x1b", mem + 8192, 4096, 1), 0);
+	/* Pages would land in another block's memory, or in a page shared
+	 * with memory that is not the block's. */
+	ck_assert_int_eq(rdmig_dest_add_block(d, "overlap", mem + 4096 + 64, 64, 1), -EINVAL);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "overlap", mem + 2048, 8192, 1), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "is not aligned"));
+	ck_assert_int_eq(rdmig_dest_add_block(d, "overlap", mem, 8192, 1), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "overlaps block \"ram0\""));
 	ck_assert_int_eq(rdmig_dest_nblocks(d), 2);
 	ck_assert_int_eq(rdmig_dest_process(d), -ENOTCONN);
 	rdmig_dest_destroy(d);

@@ -45,7 +45,7 @@ static bool all(const uint8_t *p, size_t len, uint8_t v)
  * and nothing is cleared. */
 START_TEST(zero_ranges_need_the_capability)
 {
-	static uint8_t ram[64 * 1024];
+	static uint8_t ram[64 * 1024] __attribute__((aligned(4096)));
 	struct ctrl_hdr h = { .type = CT_ZERO_RANGES };
 	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
 	uint32_t blk = 0;
@@ -81,7 +81,7 @@ START_TEST(zero_ranges_in_slices)
 {
 	enum { MIB = 1 << 20, TINY = 1000 };
 	const size_t size = 6 * MIB;
-	uint8_t *ram = malloc(size);
+	uint8_t *ram = aligned_alloc(4096, size);
 	struct ctrl_hdr h = { .type = CT_ZERO_RANGES };
 	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
 	uint32_t blk[TINY] = { 0 };
