@@ -168,6 +168,24 @@ enum rdmig_status {
 	RDMIG_STATUS_CANCELLED,
 };
 
+/* What a failed migration failed of, for deciding what to do next (retry,
+ * fall back, give up); the text of rdmig_*_error() says the rest. */
+enum rdmig_error_class {
+	RDMIG_ERROR_NONE = 0,     /* the handle has not failed */
+	/* This side: memory, registration, the locked-memory limit, a
+	 * callback's refusal, the configuration, blocks that do not match
+	 * the peer's. */
+	RDMIG_ERROR_LOCAL,
+	/* The peer: it refused the connection or the migration with a reason,
+	 * reported an error, failed authentication or broke the protocol. */
+	RDMIG_ERROR_PEER,
+	/* The link: nobody listening, unreachable, disconnected, a transport
+	 * error; the same migration may succeed when tried again. */
+	RDMIG_ERROR_CONNECTION,
+	RDMIG_ERROR_TIMEOUT,      /* the peer did not answer within timeout_ms */
+	RDMIG_ERROR_CANCELLED,    /* rdmig_*_cancel(), on this side or the peer's */
+};
+
 /* Counters shared by the API, the JSON events and the control socket; names
  * follow QEMU's query-migrate where they fit.  Set @size to
  * sizeof(struct rdmig_stats) before asking: the struct grows at the end,
@@ -213,6 +231,10 @@ RDMIG_API int rdmig_source_create(struct rdmig_source **out,
 				  const struct rdmig_config *cfg);
 RDMIG_API void rdmig_source_destroy(struct rdmig_source *s);
 RDMIG_API const char *rdmig_source_error(const struct rdmig_source *s);
+/* enum rdmig_error_class of the failure the handle ended in
+ * (RDMIG_ERROR_NONE while it has not failed); like rdmig_source_error(),
+ * from the driving thread. */
+RDMIG_API int rdmig_source_error_class(const struct rdmig_source *s);
 
 /* Adds a RAM block before connecting; returns its index (>= 0).  @name is
  * 1..255 printable ASCII bytes (QEMU's RAMBlock idstr: "pc.ram",
@@ -319,6 +341,7 @@ RDMIG_API void rdmig_listener_destroy(struct rdmig_listener *l);
 RDMIG_API int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg);
 RDMIG_API void rdmig_dest_destroy(struct rdmig_dest *d);
 RDMIG_API const char *rdmig_dest_error(const struct rdmig_dest *d);
+RDMIG_API int rdmig_dest_error_class(const struct rdmig_dest *d);
 /* Adds a block the source must announce with the same name and length.
  * @zeroed: the memory is known to be all zero (skips sending zero pages). */
 RDMIG_API int rdmig_dest_add_block(struct rdmig_dest *d, const char *name,

@@ -62,6 +62,11 @@ const char *rdmig_dest_error(const struct rdmig_dest *d)
 	return d ? d->ss.err.msg : "out of memory";
 }
 
+int rdmig_dest_error_class(const struct rdmig_dest *d)
+{
+	return d->state == DST_FAILED ? sess_error_class(&d->ss, d->result) : RDMIG_ERROR_NONE;
+}
+
 int rdmig_dest_add_block(struct rdmig_dest *d, const char *name, void *host,
 			 uint64_t length, int zeroed)
 {

@@ -95,6 +95,53 @@ void sess_fini(struct session *ss)
 	pthread_mutex_destroy(&ss->reason_lock);
 }
 
+static int classify(const struct session *ss, int rc)
+{
+	switch (rc) {
+	case -ECANCELED:
+		return RDMIG_ERROR_CANCELLED;
+	case -ETIMEDOUT:
+		return RDMIG_ERROR_TIMEOUT;
+	default:
+		break;
+	}
+	if (ss->peer_said)
+		return RDMIG_ERROR_PEER;
+	switch (rc) {
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -ECONNABORTED:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -ENETDOWN:
+	case -EADDRNOTAVAIL:
+	case -EPIPE:
+		return RDMIG_ERROR_CONNECTION;
+	case -EPROTO:
+	case -EBADMSG:
+	case -EPROTONOSUPPORT:
+	case -EACCES:
+		return RDMIG_ERROR_PEER;
+	default:
+		return RDMIG_ERROR_LOCAL;
+	}
+}
+
+int sess_error_class(const struct session *ss, int rc)
+{
+	int c = atomic_load(&ss->err_class);
+
+	if (c != RDMIG_ERROR_NONE || rc >= 0)
+		return c;
+	return classify(ss, rc);
+}
+
+int sess_peer_refused(struct session *ss, int rc)
+{
+	ss->peer_said = true;
+	return rc;
+}
+
 int sess_fail(struct session *ss, int rc)
 {
 	if (rc >= 0)
@@ -102,6 +149,8 @@ int sess_fail(struct session *ss, int rc)
 	if (ss->failed)
 		return rc;
 	ss->failed = true;
+	if (atomic_load(&ss->err_class) == RDMIG_ERROR_NONE)
+		atomic_store(&ss->err_class, classify(ss, rc));
 	cfg_log(&ss->cfg, RDMIG_LOG_ERROR, "migration failed: %s", ss->err.msg);
 	if (ss->ctrl_ready)
 		ctrl_send_error(&ss->ch, rc, ss->err.msg, 200);
@@ -122,6 +171,11 @@ int sess_peer_error(struct session *ss, const Rdmig__Error *e)
 		code = code == -ECANCELED ? -ECANCELED : -ECONNABORTED;
 	else if (code == -ECANCELED)
 		code = -ECONNABORTED;
+	/* Its cancel is a cancel here too; anything else it says is its
+	 * failure, whatever the errno. */
+	if (e->code == -ECANCELED)
+		atomic_store(&ss->err_class, RDMIG_ERROR_CANCELLED);
+	ss->peer_said = true;
 	return rd_err_set(&ss->err, code, "%s reported: %s", ss->peer,
 			  e->message ? e->message : "");
 }

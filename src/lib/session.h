@@ -37,6 +37,10 @@ struct session {
 	pthread_mutex_t reason_lock;
 	char cancel_reason[256];    /* what the peer is told */
 	bool failed;
+	/* Where the failure came from, when the errno alone does not say:
+	 * the peer's ERROR or its reasoned refusal. */
+	bool peer_said;
+	atomic_int err_class;       /* enum rdmig_error_class, once failed */
 };
 
 /* Copies and checks @cfg (NULL: defaults).  On failure the session is still
@@ -65,6 +69,11 @@ int sess_send(struct session *ss, unsigned type, const ProtobufCMessage *m,
 int sess_fail(struct session *ss, int rc);
 /* The peer's ERROR, its text made printable: "PEER reported: ...". */
 int sess_peer_error(struct session *ss, const Rdmig__Error *e);
+/* The failure @rc (set in ss->err) is the peer's word: its refusal. */
+int sess_peer_refused(struct session *ss, int rc);
+/* The class of a failure with @rc (enum rdmig_error_class), as sess_fail()
+ * records it; RDMIG_ERROR_LOCAL for a handle that failed at creation. */
+int sess_error_class(const struct session *ss, int rc);
 
 /* Any thread: asks the driving thread to fail with -ECANCELED and tell the
  * peer @reason (NULL: none given); wakes it through wake_fd. */

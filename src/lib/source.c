@@ -57,6 +57,11 @@ const char *rdmig_source_error(const struct rdmig_source *s)
 	return s ? s->ss.err.msg : "out of memory";
 }
 
+int rdmig_source_error_class(const struct rdmig_source *s)
+{
+	return s->state == SRC_FAILED ? sess_error_class(&s->ss, s->result) : RDMIG_ERROR_NONE;
+}
+
 int rdmig_source_fd(const struct rdmig_source *s)
 {
 	return s->ss.epfd;

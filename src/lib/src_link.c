@@ -80,7 +80,8 @@ static int decode_reject(struct rdmig_source *s)
 
 	if (c->peer_priv_len && pd_kind(c->peer_priv, c->peer_priv_len) == PD_REJECT &&
 	    pd_decode_reject(c->peer_priv, c->peer_priv_len, &rej, &tmp) == 0)
-		return pd_reject_error(&rej, PD_VERSION_MIN, PD_VERSION_MAX, &s->ss.err);
+		return sess_peer_refused(&s->ss, pd_reject_error(&rej, PD_VERSION_MIN,
+								 PD_VERSION_MAX, &s->ss.err));
 	/* A consumer reject without our payload comes from the kernel cleaning
 	 * up after a destination process that went away: not a refusal. */
 	if (strstr(s->ss.err.msg, "rejected by the peer"))

@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "rdmig.h"
+#include "session.h"
 #include "suites.h"
 
 START_TEST(config_defaults_and_limits)
@@ -222,6 +223,70 @@ START_TEST(timeout_and_process_agree)
 }
 END_TEST
 
+/* What a failure was of, on both sides: this host (no device, a bad
+ * config), a cancel (ours or the peer's, which arrives as -ECONNABORTED on
+ * a source), the peer's word whatever its errno, the link, a timeout. */
+START_TEST(error_classes)
+{
+	static const struct { int peer_code, rc; const char *peer; int cls; } peer[] = {
+		{ -ECANCELED, 0, "destination", RDMIG_ERROR_CANCELLED },
+		{ -ECANCELED, 0, "source", RDMIG_ERROR_CANCELLED },
+		{ -ENOSPC, 0, "destination", RDMIG_ERROR_PEER },
+		{ -EIO, 0, "source", RDMIG_ERROR_PEER },
+		{ 0, -ECONNRESET, "destination", RDMIG_ERROR_CONNECTION },
+		{ 0, -ECONNREFUSED, "destination", RDMIG_ERROR_CONNECTION },
+		{ 0, -ETIMEDOUT, "source", RDMIG_ERROR_TIMEOUT },
+		{ 0, -EPROTO, "source", RDMIG_ERROR_PEER },
+		{ 0, -ENOMEM, "source", RDMIG_ERROR_LOCAL },
+	};
+	static uint8_t ram[1 << 16] __attribute__((aligned(4096)));
+	struct rdmig_config cfg;
+	struct rdmig_source *s;
+	struct rdmig_dest *d;
+	struct session ss;
+	unsigned i;
+	int rc;
+
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_eq(rdmig_source_error_class(s), RDMIG_ERROR_NONE);
+	ck_assert_int_ge(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_connect_async(s, "127.0.0.1", "4444"), 0);
+	ck_assert_int_lt(rdmig_source_process(s), 0);
+	ck_assert_int_eq(rdmig_source_error_class(s), RDMIG_ERROR_LOCAL);
+	rdmig_source_destroy(s);
+
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_ge(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_connect_async(s, "127.0.0.1", "4444"), 0);
+	rdmig_source_cancel(s);
+	ck_assert_int_eq(rdmig_source_process(s), -ECANCELED);
+	ck_assert_int_eq(rdmig_source_error_class(s), RDMIG_ERROR_CANCELLED);
+	rdmig_source_destroy(s);
+
+	rdmig_config_init(&cfg);
+	cfg.chunk_size = 3;
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), -EINVAL);
+	ck_assert_int_eq(rdmig_dest_error_class(d), RDMIG_ERROR_LOCAL);
+	rdmig_dest_destroy(d);
+
+	for (i = 0; i < sizeof(peer) / sizeof(peer[0]); i++) {
+		ck_assert_int_eq(sess_init(&ss, NULL, peer[i].peer), 0);
+		rc = peer[i].rc;
+		if (peer[i].peer_code) {
+			Rdmig__Error e = RDMIG__ERROR__INIT;
+
+			e.code = peer[i].peer_code;
+			e.message = (char *)"because";
+			rc = sess_peer_error(&ss, &e);
+		}
+		ck_assert_int_eq(sess_fail(&ss, rc), rc);
+		ck_assert_msg(sess_error_class(&ss, rc) == peer[i].cls, "case %u: class %d, not %d",
+			      i, sess_error_class(&ss, rc), peer[i].cls);
+		sess_fini(&ss);
+	}
+}
+END_TEST
+
 Suite *api_suite(void)
 {
 	Suite *s = suite_create("api");
@@ -234,6 +299,7 @@ Suite *api_suite(void)
 	tcase_add_test(tc, dest_block_checks);
 	tcase_add_test(tc, connect_without_a_device);
 	tcase_add_test(tc, timeout_and_process_agree);
+	tcase_add_test(tc, error_classes);
 	suite_add_tcase(s, tc);
 	return s;
 }
