@@ -81,6 +81,14 @@ typedef int (*rdmig_commit_fn)(void *ctx, char *errbuf, size_t errlen);
  * (the source reports the reason). */
 typedef int (*rdmig_admit_fn)(void *ctx, uint64_t image_bytes, char *errbuf,
 			      size_t errlen);
+struct rdmig_source;
+/* Source: an iteration is about to begin (QEMU's migration_bitmap_sync):
+ * mark what changed since the last one, from the VMM's dirty log, with
+ * rdmig_source_mark_dirty*() on @s.  What is marked by the time it returns
+ * goes into this iteration.  Return 0, or a negative errno with a message
+ * in errbuf to fail the migration (the destination is told). */
+typedef int (*rdmig_dirty_sync_fn)(void *ctx, struct rdmig_source *s, char *errbuf,
+				   size_t errlen);
 
 struct rdmig_config {
 	uint32_t size;          /* sizeof(struct rdmig_config); set by init */
@@ -137,6 +145,12 @@ struct rdmig_config {
 	 * of registration (MADV_POPULATE_WRITE, Linux 5.14 and later), so
 	 * pinning does not allocate and clear them while the link waits. */
 	int populate;           /* RDMIG_POPULATE_* (PIN_ALL) */
+	/* Since 0.2.0 (older programs get the defaults). */
+	/* Source: called at the start of every iteration to pull the dirty
+	 * pages (NULL: the caller pushes them with rdmig_source_mark_dirty*()
+	 * itself). */
+	rdmig_dirty_sync_fn dirty_sync;
+	void *dirty_ctx;
 };
 
 enum rdmig_populate {
@@ -246,7 +260,12 @@ RDMIG_API int rdmig_source_add_block(struct rdmig_source *s, const char *name,
 				     uint32_t page_size);
 
 /* Marks pages dirty (rounded out to whole pages) for the next iteration;
- * marks made while an iteration runs go to the one after it. */
+ * marks made while an iteration runs go to the one after it.  These three
+ * may be called from any thread once connecting began (a dirty-ring
+ * reaper), and from the dirty_sync callback.  A failure's message is the
+ * handle's (rdmig_source_error()) only when the driving thread made the
+ * call; other threads get the errno alone: -EINVAL (no such block) or
+ * -ERANGE (outside it). */
 RDMIG_API int rdmig_source_mark_dirty(struct rdmig_source *s, unsigned block,
 				      uint64_t offset, uint64_t length);
 /* The same from a bitmap as KVM and QEMU keep it: bit i of the unsigned

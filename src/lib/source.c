@@ -34,6 +34,7 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	*out = NULL;
 	if (!s)
 		return -ENOMEM;
+	src_mem_init(s);
 	rc = sess_init(&s->ss, cfg, "destination");
 	if (!rc && !s->ss.cfg.channels)
 		s->ss.cfg.channels = 1;
@@ -465,6 +466,9 @@ int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const c
 {
 	int rc = start(s, GOAL_CONNECTED, SRC_NEW);
 
+	/* Whoever connects drives the handle from now on. */
+	if (!rc)
+		src_mem_set_driver(s);
 	if (!rc && !s->nblocks)
 		rc = rd_err_set(&s->ss.err, -EINVAL, "no RAM blocks were added");
 	if (!rc)
@@ -472,10 +476,28 @@ int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const c
 	return start_failed(s, rc);
 }
 
+/* The caller's dirty_sync: what changed since the last round, marked now,
+ * goes into this one. */
+static int dirty_sync(struct rdmig_source *s)
+{
+	char msg[RD_ERRLEN] = "";
+	int rc;
+
+	if (!s->ss.cfg.dirty_sync)
+		return 0;
+	rc = s->ss.cfg.dirty_sync(s->ss.cfg.dirty_ctx, s, msg, sizeof(msg));
+	if (!rc)
+		return 0;
+	return rd_err_set(&s->ss.err, rc < 0 ? rc : -EIO, "the dirty_sync callback failed: %s",
+			  msg[0] ? msg : "no reason given");
+}
+
 int rdmig_source_iterate_async(struct rdmig_source *s)
 {
 	int rc = start(s, GOAL_ITERATED, SRC_READY);
 
+	if (!rc)
+		rc = dirty_sync(s);
 	if (!rc)
 		rc = src_iter_begin(s);
 	return start_failed(s, rc);
@@ -575,6 +597,7 @@ static void publish(struct rdmig_source *s)
 {
 	struct stats_box *b = &s->ss.stats;
 	uint64_t bw = s->last_iter_ms ? s->last_iter_bytes * 1000 / s->last_iter_ms : 0;
+	uint64_t dirty = src_mem_dirty_bytes(s);
 
 	pthread_mutex_lock(&b->lock);
 	if (s->dreg_ready) {
@@ -585,7 +608,7 @@ static void publish(struct rdmig_source *s)
 	}
 	b->st.ctrl_sent = s->ss.ch.sent;
 	b->st.ctrl_received = s->ss.ch.received;
-	b->st.remaining = s->dirty_bytes + (s->sweep.planned_bytes > s->iter_bytes ?
+	b->st.remaining = dirty + (s->sweep.planned_bytes > s->iter_bytes ?
 					    s->sweep.planned_bytes - s->iter_bytes : 0);
 	b->st.expected_downtime_ms = bw ? b->st.remaining * 1000 / bw : 0;
 	b->st.dirty_rate = s->dirty_rate;

@@ -150,6 +150,11 @@ struct rdmig_source {
 	uint64_t iter_bytes;    /* this round's page data */
 	int64_t iter_start_ms;
 	uint64_t last_iter_bytes, last_iter_ms;
+	/* Marking may come from any thread: the dirty bitmaps' swap and these
+	 * counters are under mark_lock, and so is who drives the handle (whose
+	 * marks may write the handle's error text). */
+	pthread_mutex_t mark_lock;
+	pthread_t driver;
 	uint64_t dirty_bytes;   /* marked, not yet swept */
 	uint64_t marked_since;  /* bytes marked since the last round began */
 	int64_t marked_since_ms;

@@ -114,8 +114,35 @@ void src_mem_destroy(struct rdmig_source *s)
 	}
 	free(s->blocks);
 	s->blocks = NULL;
+	pthread_mutex_destroy(&s->mark_lock);
 }
 
+void src_mem_init(struct rdmig_source *s)
+{
+	pthread_mutex_init(&s->mark_lock, NULL);
+	s->driver = pthread_self();
+}
+
+void src_mem_set_driver(struct rdmig_source *s)
+{
+	pthread_mutex_lock(&s->mark_lock);
+	s->driver = pthread_self();
+	pthread_mutex_unlock(&s->mark_lock);
+}
+
+/* Where a marking failure is told: the handle's error is written by the
+ * driving thread alone. */
+static struct rd_err *mark_err(struct rdmig_source *s, struct rd_err *scratch)
+{
+	bool driver;
+
+	pthread_mutex_lock(&s->mark_lock);
+	driver = pthread_equal(s->driver, pthread_self());
+	pthread_mutex_unlock(&s->mark_lock);
+	return driver ? &s->ss.err : scratch;
+}
+
+/* Under mark_lock. */
 static void mark_pages(struct rdmig_source *s, struct src_block *b, uint64_t first,
 		       uint64_t n)
 {
@@ -128,20 +155,26 @@ static void mark_pages(struct rdmig_source *s, struct src_block *b, uint64_t fir
 
 int src_mem_mark(struct rdmig_source *s, unsigned block, uint64_t offset, uint64_t length)
 {
+	struct rd_err scratch;
 	struct src_block *b;
 	uint64_t first, end;
 
+	/* The block set is fixed once connecting began, and before that only
+	 * the driving thread adds blocks. */
 	if (block >= s->nblocks)
-		return rd_err_set(&s->ss.err, -EINVAL, "block index %u out of range", block);
+		return rd_err_set(mark_err(s, &scratch), -EINVAL, "block index %u out of range",
+				  block);
 	b = &s->blocks[block];
 	if (!length)
 		return 0;
 	if (rd_add_overflow_u64(offset, length, &end) || end > b->d.length)
-		return rd_err_set(&s->ss.err, -ERANGE, "block \"%s\": range %" PRIu64 "+%"
-				  PRIu64 " is outside its %" PRIu64 " bytes", b->d.name, offset,
-				  length, b->d.length);
+		return rd_err_set(mark_err(s, &scratch), -ERANGE, "block \"%s\": range %" PRIu64
+				  "+%" PRIu64 " is outside its %" PRIu64 " bytes", b->d.name,
+				  offset, length, b->d.length);
 	first = offset / b->d.page_size;
+	pthread_mutex_lock(&s->mark_lock);
 	mark_pages(s, b, first, (end - 1) / b->d.page_size - first + 1);
+	pthread_mutex_unlock(&s->mark_lock);
 	return 0;
 }
 
@@ -149,16 +182,19 @@ int src_mem_mark_bitmap(struct rdmig_source *s, unsigned block, const unsigned l
 			uint64_t first_page, uint64_t npages)
 {
 	const unsigned bits = sizeof(unsigned long) * 8;
+	struct rd_err scratch;
 	struct src_block *b;
 	uint64_t i, end;
 
 	if (block >= s->nblocks)
-		return rd_err_set(&s->ss.err, -EINVAL, "block index %u out of range", block);
+		return rd_err_set(mark_err(s, &scratch), -EINVAL, "block index %u out of range",
+				  block);
 	b = &s->blocks[block];
 	if (rd_add_overflow_u64(first_page, npages, &end) || end > b->npages)
-		return rd_err_set(&s->ss.err, -ERANGE, "block \"%s\": pages %" PRIu64 "+%"
-				  PRIu64 " are outside its %" PRIu64 " pages", b->d.name,
+		return rd_err_set(mark_err(s, &scratch), -ERANGE, "block \"%s\": pages %" PRIu64
+				  "+%" PRIu64 " are outside its %" PRIu64 " pages", b->d.name,
 				  first_page, npages, b->npages);
+	pthread_mutex_lock(&s->mark_lock);
 	/* Word at a time, run by run: a clean word costs one test. */
 	for (i = 0; i < npages; ) {
 		unsigned long w = bitmap[i / bits] >> (i % bits);
@@ -182,6 +218,7 @@ int src_mem_mark_bitmap(struct rdmig_source *s, unsigned block, const unsigned l
 		mark_pages(s, b, first_page + i + skip, run);
 		i += skip + run;
 	}
+	pthread_mutex_unlock(&s->mark_lock);
 	return 0;
 }
 
@@ -189,15 +226,29 @@ void src_mem_mark_all(struct rdmig_source *s)
 {
 	unsigned i;
 
+	pthread_mutex_lock(&s->mark_lock);
 	for (i = 0; i < s->nblocks; i++)
 		mark_pages(s, &s->blocks[i], 0, s->blocks[i].npages);
+	pthread_mutex_unlock(&s->mark_lock);
+}
+
+uint64_t src_mem_dirty_bytes(struct rdmig_source *s)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&s->mark_lock);
+	n = s->dirty_bytes;
+	pthread_mutex_unlock(&s->mark_lock);
+	return n;
 }
 
 uint64_t src_mem_freeze(struct rdmig_source *s, int64_t now_ms)
 {
-	uint64_t frozen = s->dirty_bytes;
+	uint64_t frozen;
 	unsigned i;
 
+	pthread_mutex_lock(&s->mark_lock);
+	frozen = s->dirty_bytes;
 	for (i = 0; i < s->nblocks; i++) {
 		uint64_t *t = s->blocks[i].sending;
 
@@ -209,6 +260,7 @@ uint64_t src_mem_freeze(struct rdmig_source *s, int64_t now_ms)
 		s->dirty_rate = s->marked_since * 1000 / (uint64_t)(now_ms - s->marked_since_ms);
 	s->marked_since = 0;
 	s->marked_since_ms = now_ms;
+	pthread_mutex_unlock(&s->mark_lock);
 	return frozen;
 }
 

@@ -4,12 +4,18 @@
 #ifndef RDMIG_SRC_MEM_H
 #define RDMIG_SRC_MEM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
 
 struct rdmig_source;
 struct src_block;
+
+/* The marks' lock, and the calling thread as the one that drives the
+ * handle (creating it; connecting it, from then on). */
+void src_mem_init(struct rdmig_source *s);
+void src_mem_set_driver(struct rdmig_source *s);
 
 /* rdmig_source_add_block() without the state check: its index, or a
  * negative errno. */
@@ -18,10 +24,14 @@ int src_mem_add(struct rdmig_source *s, const char *name, void *host, uint64_t l
 /* Frees the blocks' bitmaps. */
 void src_mem_destroy(struct rdmig_source *s);
 
+/* Marking, from any thread: a failure's text goes into the handle's error
+ * only on the driving thread (other threads get the errno alone). */
 int src_mem_mark(struct rdmig_source *s, unsigned block, uint64_t offset, uint64_t length);
 int src_mem_mark_bitmap(struct rdmig_source *s, unsigned block, const unsigned long *bitmap,
 			uint64_t first_page, uint64_t npages);
 void src_mem_mark_all(struct rdmig_source *s);
+/* Bytes marked and not yet frozen into a round. */
+uint64_t src_mem_dirty_bytes(struct rdmig_source *s);
 /* A round begins: what was marked is what it sends; marks from now on go
  * to the next one.  Returns the bytes it froze. */
 uint64_t src_mem_freeze(struct rdmig_source *s, int64_t now_ms);

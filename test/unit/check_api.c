@@ -1,12 +1,17 @@
 /* The public API's argument checking, which needs no RDMA device. */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "rdmig.h"
+#include "bitmap.h"
 #include "session.h"
+#include "src_int.h"
+#include "src_mem.h"
 #include "suites.h"
 
 START_TEST(config_defaults_and_limits)
@@ -287,6 +292,63 @@ START_TEST(error_classes)
 }
 END_TEST
 
+/* A dirty-ring reaper marks from its own thread while the driving thread
+ * begins rounds: every page marked lands in exactly one round (none lost
+ * to the bitmaps' swap, none counted twice), and a bad range from that
+ * thread leaves the handle's message alone. */
+enum { MARK_PAGES = 4096 };
+
+static void *reaper(void *arg)
+{
+	struct rdmig_source *s = arg;
+	uint64_t p;
+
+	for (p = 0; p < MARK_PAGES; p++)
+		ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, p * 4096, 4096), 0);
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, MARK_PAGES * 4096ull, 1), -ERANGE);
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 7, 0, 1), -EINVAL);
+	return NULL;
+}
+
+START_TEST(marking_from_another_thread)
+{
+	static uint8_t ram[MARK_PAGES * 4096] __attribute__((aligned(4096)));
+	struct rdmig_source *s;
+	uint64_t *seen = bm_alloc(MARK_PAGES), frozen = 0, p;
+	pthread_t t;
+	int done = 0;
+
+	ck_assert_ptr_nonnull(seen);
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_eq(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, sizeof(ram), 1), -ERANGE);
+	ck_assert_ptr_nonnull(strstr(rdmig_source_error(s), "outside its"));
+	ck_assert_int_eq(pthread_create(&t, NULL, reaper, s), 0);
+	while (!done) {
+		done = pthread_tryjoin_np(t, NULL) == 0;
+		/* A round begins: what was marked is its own. */
+		frozen += src_mem_freeze(s, 0);
+		for (p = 0; p < MARK_PAGES; p++) {
+			if (!bm_test(s->blocks[0].sending, p))
+				continue;
+			ck_assert_msg(!bm_test(seen, p), "page %" PRIu64 " in two rounds", p);
+			bm_set(seen, p);
+		}
+		bm_clear_range(s->blocks[0].sending, 0, MARK_PAGES);
+	}
+	frozen += src_mem_freeze(s, 0);
+	for (p = 0; p < MARK_PAGES; p++)
+		if (bm_test(s->blocks[0].sending, p))
+			bm_set(seen, p);
+	ck_assert_uint_eq(bm_count(seen, MARK_PAGES), MARK_PAGES);
+	ck_assert_uint_eq(frozen, MARK_PAGES * 4096ull);
+	/* The reaper's failures did not write the driving thread's text. */
+	ck_assert_ptr_nonnull(strstr(rdmig_source_error(s), "outside its"));
+	rdmig_source_destroy(s);
+	bm_free(seen);
+}
+END_TEST
+
 Suite *api_suite(void)
 {
 	Suite *s = suite_create("api");
@@ -300,6 +362,7 @@ Suite *api_suite(void)
 	tcase_add_test(tc, connect_without_a_device);
 	tcase_add_test(tc, timeout_and_process_agree);
 	tcase_add_test(tc, error_classes);
+	tcase_add_test(tc, marking_from_another_thread);
 	suite_add_tcase(s, tc);
 	return s;
 }
