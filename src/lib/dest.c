@@ -48,6 +48,10 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 	rc = sess_init(&d->ss, cfg, "source");
 	if (!d->ss.cfg.channels)
 		d->ss.cfg.channels = DEST_CHANNELS_DEFAULT;
+	/* First guesses, before anything was measured: XXH3 and clearing
+	 * memory under emulation. */
+	cost_init(&d->hash_cost, 3.0);
+	cost_init(&d->zero_cost, 1.0);
 	if (rc) {
 		d->state = DST_FAILED;
 		d->result = rc;
@@ -115,6 +119,8 @@ static int fail(struct rdmig_dest *d, int rc)
 		return d->result;
 	d->state = DST_FAILED;
 	d->result = sess_fail(&d->ss, rc);
+	/* A registration in progress finishes on its own; nobody waits. */
+	regq_stop(&d->rq);
 	unwatch(d);
 	chan_set_disconnect(d->chans);
 	pop_stop(&d->pop);
@@ -182,9 +188,9 @@ static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 	if (rc <= 0)
 		return rc;
 	rc = handle_msg(d, &h, m);
-	/* A ZERO_RANGES worked off over several steps lives on until then. */
-	if (rc == 0 && d->zero.z && !d->zero.msg)
-		d->zero.msg = m;
+	/* A message worked off over several steps lives on until then. */
+	if (rc == 0 && d->job.kind != JOB_NONE && !d->job.msg)
+		d->job.msg = m;
 	else
 		ctrl_msg_done(&d->ss.ch, m);
 	return rc < 0 ? rc : 1;
@@ -224,18 +230,57 @@ static int next_wc(struct rdmig_dest *d, const struct ibv_wc **wc)
 	return 1;
 }
 
-/* The ZERO_RANGES in hand, worked on until it is done (1) or the step's
- * time is up (0); its message is let go once it is done. */
-static int finish_zero(struct rdmig_dest *d, int64_t until)
+/* The message in hand, worked on until it is done, the step's time is up
+ * or it waits for the helper; its message is let go once it is done. */
+static int finish_job(struct rdmig_dest *d, int64_t until)
 {
 	int rc;
 
-	if (!d->zero.z)
-		return 1;
-	rc = dst_data_zero_step(d, until);
-	if (rc > 0 && d->zero.msg) {
-		ctrl_msg_done(&d->ss.ch, d->zero.msg);
-		d->zero.msg = NULL;
+	switch (d->job.kind) {
+	case JOB_ZERO:
+		rc = dst_data_zero_step(d, until);
+		break;
+	case JOB_REGISTER:
+		rc = dst_map_register_step(d);
+		break;
+	default:
+		return DST_JOB_DONE;
+	}
+	if (rc == DST_JOB_DONE) {
+		ctrl_msg_done(&d->ss.ch, d->job.msg);
+		d->job = (struct dst_job){ .kind = JOB_NONE };
+	}
+	return rc;
+}
+
+/* Registrations the helper finished, each to the part that asked. */
+static int reap_registrations(struct rdmig_dest *d)
+{
+	struct regq_job j[16];
+	unsigned n, i;
+	int rc = 0;
+
+	n = regq_reap(&d->rq, j, RD_ARRAY_SIZE(j));
+	for (i = 0; i < n; i++) {
+		if (!rc) {
+			switch (DST_REG_KIND(j[i].cookie)) {
+			case DREG_PIECE:
+				rc = dst_map_piece_done(d, &j[i]);
+				break;
+			case DREG_CHUNK:
+				rc = dst_map_chunk_done(d, &j[i]);
+				break;
+			default:
+				rc = rd_err_set(&d->ss.err, -EPROTO, "a registration nobody asked "
+						"for");
+				break;
+			}
+			if (!rc)
+				continue;
+		}
+		/* Not handed over: nobody else will deregister it. */
+		if (!j[i].rc && j[i].mr)
+			ibv_dereg_mr(j[i].mr);
 	}
 	return rc;
 }
@@ -253,9 +298,17 @@ static int drain_cq(struct rdmig_dest *d, int64_t until)
 	int rc;
 
 	for (;;) {
-		rc = finish_zero(d, until);
-		if (rc <= 0)
-			return rc < 0 ? rc : 1;
+		rc = finish_job(d, until);
+		if (rc < 0)
+			return rc;
+		if (rc == DST_JOB_CUT)
+			return 1;
+		/* Waiting for the helper, which wakes the fd when it is done.
+		 * The completions behind wait in the CQ; its channel is
+		 * re-armed for new ones, or its unread event would keep the
+		 * fd readable all the while. */
+		if (rc == DST_JOB_WAITING)
+			return fab_cq_rearm(d->ss.conn);
 		if (wcs == DST_STEP_WCS || msgs == DST_STEP_MSGS || (msgs && rd_now_us() > until))
 			return 1;
 		rc = next_wc(d, &wc);
@@ -291,6 +344,8 @@ static int step(struct rdmig_dest *d)
 	/* Once COMPLETE_ACK is posted the outcome is the source's to learn:
 	 * a cancel now would contradict a confirmation on its way. */
 	rc = d->state < DST_FLUSHING ? sess_check_cancel(&d->ss) : 0;
+	if (!rc)
+		rc = reap_registrations(d);
 	if (rc)
 		return rc;
 	/* Even after a disconnect, drain the CQ first: the source's last
@@ -410,10 +465,6 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 	 * re-armed), so its fd may never become readable for what waits. */
 	if (d->step_end == DSTEP_CUT)
 		return 0;
-	/* Pin-all pieces still to register: each step does one. */
-	if (d->state == DST_RUNNING && (d->ss.caps & PD_CAP_PIN_ALL) &&
-	    (d->pin_block < d->nmap || d->pk_n))
-		return 0;
 	if (d->state < DST_RUNNING && d->handshake_deadline - now < t)
 		t = d->handshake_deadline - now;
 	if (d->state == DST_FLUSHING)
@@ -485,11 +536,14 @@ void rdmig_dest_destroy(struct rdmig_dest *d)
 {
 	if (!d)
 		return;
+	/* The helper first: it may be registering, and what it registered and
+	 * nobody reaped goes with it. */
+	regq_fini(&d->rq);
 	/* The channels' QPs use the control connection's PD and CQ. */
 	chan_set_destroy(d->chans);
 	fab_disconnect(d->ss.conn);
-	if (d->zero.msg)
-		ctrl_msg_done(&d->ss.ch, d->zero.msg);
+	if (d->job.msg)
+		ctrl_msg_done(&d->ss.ch, d->job.msg);
 	dst_data_destroy(d);
 	dst_map_destroy(d);
 	sess_fini(&d->ss);

@@ -165,7 +165,7 @@ void dreg_sent(struct dreg *d, const Rdmig__RegisterReq *req)
 	d->next_id = req->req_id;
 	q->id = req->req_id;
 	q->n = d->n;
-	q->nlocal = 0;
+	q->nsub = q->nlocal = 0;
 	memcpy(q->slots, d->slots, d->n * sizeof(*d->slots));
 	d->qlen++;
 	if (d->batch < d->max_batch)
@@ -184,7 +184,7 @@ static void retire(struct dreg *d)
 	}
 }
 
-int dreg_reg_local(struct dreg *d, int64_t until)
+int dreg_reg_local(struct dreg *d)
 {
 	unsigned k;
 	int did = 0;
@@ -192,27 +192,43 @@ int dreg_reg_local(struct dreg *d, int64_t until)
 	for (k = 0; k < d->qlen; k++) {
 		struct dreg_req *q = &d->q[(d->qhead + k) % DREG_OUTSTANDING];
 
-		while (q->nlocal < q->n) {
-			uint64_t slot = q->slots[q->nlocal], off, len;
+		while (q->nsub < q->n) {
+			uint64_t slot = q->slots[q->nsub], off, len;
 			unsigned blk;
-			uint32_t lkey = 0;
-			void *mr = NULL;
 			int rc;
 
-			if (did && rd_now_us() > until)
-				goto out;
 			span(d, slot, &blk, &off, &len);
-			rc = d->ops.reg(d->ctx, blk, off, len, &mr, &lkey);
+			rc = d->ops.reg(d->ctx, blk, slot, off, len);
+			if (rc == -EAGAIN)
+				return did;
 			if (rc)
 				return rc;
-			creg_set_mr(&d->creg, slot, mr, lkey);
-			q->nlocal++;
+			q->nsub++;
 			did = 1;
 		}
 	}
-out:
-	retire(d);
 	return did;
+}
+
+int dreg_local_done(struct dreg *d, uint64_t slot, void *mr, uint32_t lkey,
+		    struct rd_err *err)
+{
+	unsigned k;
+
+	for (k = 0; k < d->qlen; k++) {
+		struct dreg_req *q = &d->q[(d->qhead + k) % DREG_OUTSTANDING];
+
+		if (q->nlocal == q->nsub)
+			continue;
+		if (q->slots[q->nlocal] != slot)
+			break;
+		creg_set_mr(&d->creg, slot, mr, lkey);
+		q->nlocal++;
+		retire(d);
+		return 0;
+	}
+	return rd_err_set(err, -EPROTO, "registration of chunk slot %" PRIu64 " finished "
+			  "out of order", slot);
 }
 
 int dreg_on_resp(struct dreg *d, const Rdmig__RegisterResp *r, struct rd_err *err)

@@ -26,10 +26,10 @@
 #define DREG_OUTSTANDING 4
 
 struct dreg_callbacks {
-	/* Registers our side of [off, off + len) of @block: the MR goes into
-	 * *mr, its local key into *lkey. */
-	int (*reg)(void *ctx, unsigned block, uint64_t off, uint64_t len, void **mr,
-		   uint32_t *lkey);
+	/* Starts registering our side of [off, off + len) of @block (chunk
+	 * @slot): 0 once submitted (the result comes to dreg_local_done()),
+	 * -EAGAIN when no more can be submitted now, or a negative errno. */
+	int (*reg)(void *ctx, unsigned block, uint64_t slot, uint64_t off, uint64_t len);
 	void (*dereg)(void *ctx, void *mr);
 };
 
@@ -41,7 +41,8 @@ struct dreg_req {
 	uint64_t id;
 	uint64_t *slots;
 	size_t n;
-	size_t nlocal;   /* slots[0..nlocal) hold our MR */
+	size_t nsub;     /* slots[0..nsub) were submitted for our side ... */
+	size_t nlocal;   /* ... and slots[0..nlocal) hold our MR (in order) */
 };
 
 struct dreg {
@@ -81,11 +82,14 @@ void dreg_restart(struct dreg *d);
 int dreg_build(struct dreg *d, const struct wpipe *wp, Rdmig__RegisterReq *req);
 /* After @req was sent: queues it (our side registers in dreg_reg_local). */
 void dreg_sent(struct dreg *d, const Rdmig__RegisterReq *req);
-/* Registers our side of the chunks sent for, oldest first, one at a time
- * until @until (rd_now_us()) has passed, at least one when any is waiting.
- * 1 when it registered something, 0 when nothing waits, or the callback's
- * error (with its message). */
-int dreg_reg_local(struct dreg *d, int64_t until);
+/* Submits our side of the chunks sent for, oldest first, until the
+ * callback says -EAGAIN.  1 when it submitted something, 0 when nothing
+ * could go, or the callback's error (with its message). */
+int dreg_reg_local(struct dreg *d);
+/* Our registration of chunk @slot finished (they finish in the order they
+ * were submitted).  -EPROTO when that is not the chunk expected next. */
+int dreg_local_done(struct dreg *d, uint64_t slot, void *mr, uint32_t lkey,
+		    struct rd_err *err);
 /* The destination's answer to the oldest request. */
 int dreg_on_resp(struct dreg *d, const Rdmig__RegisterResp *r, struct rd_err *err);
 /* An op may go once its position is below the frontier and its chunk is

@@ -12,9 +12,12 @@
 #include "zero.h"
 
 /* Bytes hashed per slice when verifying, and bytes of zero ranges checked
- * (and cleared) per slice: a step checks its clock between slices. */
+ * (and cleared) per slice, at most and at least: a slice is what fits the
+ * step's time left at the learned price. */
 #define VERIFY_SLICE (1u << 20)
 #define ZERO_SLICE (1u << 20)
+#define SLICE_MIN (64u << 10)
+#define ZERO_SLICE_MIN SLICE_MIN
 
 /* ---- data-path messages -------------------------------------------------------- */
 
@@ -45,43 +48,51 @@ static int on_zero_ranges(struct rdmig_dest *d, const Rdmig__ZeroRanges *z)
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.zero_pages += pages;
 	pthread_mutex_unlock(&d->ss.stats.lock);
-	d->zero = (struct dst_zero_job){ .z = z };
+	d->job = (struct dst_job){ .kind = JOB_ZERO, .zero = z };
 	return 0;
 }
 
 int dst_data_zero_step(struct rdmig_dest *d, int64_t until_us)
 {
-	struct dst_zero_job *j = &d->zero;
-	uint64_t cost, left, n;
+	struct dst_job *j = &d->job;
+	uint64_t cost, left, n, slice;
+	int64_t t0;
 	uint8_t *p;
+	bool first = true;
 
-	while (j->z) {
+	while (j->i < j->zero->n_block) {
+		/* A slice is what fits the time left (one at least, at most
+		 * ZERO_SLICE); a range shorter than a page costs a page, so a
+		 * slice of thousands of tiny ranges is bounded too. */
+		slice = cost_bytes(&d->zero_cost, until_us - rd_now_us(), ZERO_SLICE);
+		if (slice < ZERO_SLICE_MIN) {
+			if (!first)
+				return DST_JOB_CUT;
+			slice = ZERO_SLICE_MIN;
+		}
+		first = false;
 		cost = 0;
-		while (j->range < j->z->n_block && cost < ZERO_SLICE) {
-			const struct dst_block *b = &d->blocks[d->map[j->z->block[j->range]]];
+		t0 = rd_now_us();
+		while (j->i < j->zero->n_block && cost < slice) {
+			const struct dst_block *b = &d->blocks[d->map[j->zero->block[j->i]]];
 
-			p = b->host + j->z->offset[j->range] + j->off;
-			left = j->z->length[j->range] - j->off;
-			n = left < ZERO_SLICE - cost ? left : ZERO_SLICE - cost;
+			p = b->host + j->zero->offset[j->i] + j->off;
+			left = j->zero->length[j->i] - j->off;
+			n = left < slice - cost ? left : slice - cost;
 			/* Reading a never-touched page is free; writing it
 			 * would allocate it. */
 			if (!zero_is_zero(p, n))
 				memset(p, 0, n);
 			j->off += n;
-			if (j->off == j->z->length[j->range]) {
-				j->range++;
+			if (j->off == j->zero->length[j->i]) {
+				j->i++;
 				j->off = 0;
 			}
-			/* A range shorter than a page costs a page: a slice
-			 * of thousands of tiny ranges is bounded too. */
 			cost += n > 4096 ? n : 4096;
 		}
-		if (j->range == j->z->n_block)
-			j->z = NULL;
-		else if (rd_now_us() > until_us)
-			return 0;
+		cost_learn(&d->zero_cost, cost, (rd_now_us() - t0) * 1000);
 	}
-	return 1;
+	return DST_JOB_DONE;
 }
 
 /* Short runs of data pages that came inside the message (PAGES): each run
@@ -205,16 +216,18 @@ static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
 
 /* One slice of the digest of block vblock; 1 once every block is done
  * and matched. */
-static int verify_slice(struct rdmig_dest *d)
+static int verify_slice(struct rdmig_dest *d, uint64_t max)
 {
 	const struct dst_block *b = &d->blocks[d->map[d->vblock]];
 	char a[2 * DIGEST_LEN + 1], h[2 * DIGEST_LEN + 1];
 	uint8_t mine[DIGEST_LEN];
-	uint64_t n = b->d.length - d->voff < VERIFY_SLICE ? b->d.length - d->voff : VERIFY_SLICE;
+	uint64_t n = b->d.length - d->voff < max ? b->d.length - d->voff : max;
+	int64_t t0 = rd_now_us();
 
 	if (!d->vdig && !(d->vdig = auth_digest_begin()))
 		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
 	auth_digest_more(d->vdig, b->host + d->voff, n);
+	cost_learn(&d->hash_cost, n, (rd_now_us() - t0) * 1000);
 	d->voff += n;
 	if (d->voff < b->d.length)
 		return 0;
@@ -276,15 +289,27 @@ bool dst_data_verify_ready(const struct rdmig_dest *d)
 
 int dst_data_verify_step(struct rdmig_dest *d, int64_t until_us)
 {
+	uint64_t slice;
+	bool first = true;
 	int rc = 0;
 
 	if (!dst_data_verify_ready(d))
 		return 0;
 	if (d->want_dig && d->vblock < d->nmap) {
-		do
-			rc = verify_slice(d);
-		while (!rc && rd_now_us() <= until_us);
-		if (rc <= 0)
+		/* Slices that fit the time left, one at least. */
+		for (;;) {
+			slice = cost_bytes(&d->hash_cost, until_us - rd_now_us(), VERIFY_SLICE);
+			if (slice < SLICE_MIN) {
+				if (!first)
+					return 0;
+				slice = SLICE_MIN;
+			}
+			first = false;
+			rc = verify_slice(d, slice);
+			if (rc)
+				break;
+		}
+		if (rc < 0)
 			return rc;
 		cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "verified %u blocks", d->nmap);
 	}

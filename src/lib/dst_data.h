@@ -13,12 +13,13 @@
 struct rdmig_dest;
 
 /* DST_RUNNING: ZERO_RANGES, PAGES, ITER_END, STATE, COMPLETE.  A
- * ZERO_RANGES is only checked here and becomes the job in hand (d->zero):
- * its message must live until dst_data_zero_step() is done with it. */
+ * ZERO_RANGES is only checked here and becomes the job in hand
+ * (d->job): its message must live until dst_data_zero_step() is done with
+ * it. */
 int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
-/* Works on the ZERO_RANGES in hand a slice at a time until rd_now_us()
- * passes @until_us (one slice at least): 1 once none is left, 0 while it
- * goes on. */
+/* Works on the ZERO_RANGES in hand in slices that fit until @until_us at
+ * the learned price (one slice at least): DST_JOB_DONE once none is left,
+ * DST_JOB_CUT while it goes on. */
 int dst_data_zero_step(struct rdmig_dest *d, int64_t until_us);
 /* DST_VERIFYING: hashes until rd_now_us() passes @until_us, then commits
  * and posts COMPLETE_ACK once the image checked out. */

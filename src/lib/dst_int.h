@@ -23,8 +23,10 @@
 #include "auth.h"
 #include "blocks.h"
 #include "chan.h"
+#include "cost.h"
 #include "creg.h"
 #include "populate.h"
+#include "regq.h"
 #include "session.h"
 
 enum dst_state {
@@ -56,15 +58,37 @@ enum dst_step_end { DSTEP_IDLE, DSTEP_CUT };
  * handle for the next. */
 #define DST_WC_BATCH 16
 
-/* A ZERO_RANGES being worked off.  Its ranges were all checked on arrival;
- * they are checked for zero (and cleared) a slice at a time with the clock
- * read between slices, so one message of 1 GiB of ranges costs many steps,
- * not one long one.  The frames behind it wait, in order. */
-struct dst_zero_job {
-	const Rdmig__ZeroRanges *z; /* NULL: none in hand */
-	size_t range;               /* the range being worked on */
-	uint64_t off;               /* how far into it */
+/* What a registration the helper finished was for (regq_job.cookie: the
+ * kind in the top byte; a piece is its block's map index << 32 | piece, a
+ * chunk its slot). */
+enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2, DREG_RING = 3 };
+#define DST_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
+#define DST_REG_KIND(c) ((unsigned)((c) >> 56))
+#define DST_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
+
+/* The message in hand: one that costs more than a step may take is worked
+ * off over several, and the frames behind it wait, in order.  Its ranges
+ * or chunks were all checked on arrival. */
+enum dst_job_kind {
+	JOB_NONE,
+	JOB_ZERO,       /* ZERO_RANGES: checked for zero (and cleared) a slice
+			 * at a time with the clock read between slices, so
+			 * 1 GiB of ranges costs many steps, not one long one */
+	JOB_REGISTER,   /* REGISTER_REQ: its chunks go to the helper; the
+			 * answer goes once every one is registered */
+};
+
+/* What working on the message in hand came to. */
+enum { DST_JOB_CUT = 0, DST_JOB_DONE = 1, DST_JOB_WAITING = 2 };
+
+struct dst_job {
+	enum dst_job_kind kind;
 	ProtobufCMessage *msg;      /* the message it lives in, let go once done */
+	const Rdmig__ZeroRanges *zero;
+	const Rdmig__RegisterReq *reg;
+	size_t i;                   /* zero: the range; register: next chunk */
+	uint64_t off;               /* zero: how far into the range */
+	size_t waiting;             /* register: chunks with the helper */
 };
 
 struct dst_block {
@@ -94,20 +118,27 @@ struct rdmig_dest {
 	struct chan_set *chans;     /* MULTI_CHANNEL: the source's data channels */
 	unsigned req_channels;      /* channels the source asked for */
 
+	struct regq rq;             /* our registrations, by a helper thread */
+
 	struct creg creg;           /* dynamic registration */
 	bool creg_ready;
 	uint64_t nslots;
 	uint32_t *rkeys;            /* one REGISTER_RESP's keys */
 	size_t rkeys_max;
 
-	/* pin-all: the next piece to register, and keys not yet sent */
+	/* pin-all: the next piece to submit, how many the helper holds, and
+	 * keys not yet sent */
 	unsigned pin_block;
 	uint64_t pin_piece;
+	size_t pin_sub;
 	uint32_t *pk_block, *pk_rkey;
 	uint64_t *pk_piece;
 	size_t pk_n, pk_max;
 
 	struct populate pop;        /* pages made present ahead of registration */
+
+	/* What hashing and clearing cost per byte: slices fit the step. */
+	struct cost hash_cost, zero_cost;
 
 	/* DST_VERIFYING: the source's digests and how far ours got */
 	uint8_t *want_dig;
@@ -119,10 +150,10 @@ struct rdmig_dest {
 	uint64_t state_bytes;
 
 	/* Bounded steps (rdmig(3)): completions polled and not handled yet,
-	 * and the ZERO_RANGES in hand. */
+	 * and the message in hand. */
 	struct ibv_wc wcs[DST_WC_BATCH];
 	unsigned wc_next, wc_n;
-	struct dst_zero_job zero;
+	struct dst_job job;
 
 	uint8_t nonce[AUTH_NONCE_LEN]; /* our challenge, sent in the ACCEPT */
 	struct auth_bind bind;      /* what the answers are bound to */

@@ -300,6 +300,18 @@ static int flush_pin_keys(struct rdmig_dest *d)
 	return rc == -EAGAIN ? 0 : rc;
 }
 
+/* Pieces at most with the helper at once, ahead of the one it works on. */
+#define DST_PIECES_AHEAD 4
+
+static int piece_failed(struct rdmig_dest *d, const struct regq_job *j)
+{
+	unsigned m = (unsigned)(DST_REG_N(j->cookie) >> 32);
+
+	fab_reg_error(&d->ss.err, j->rc, j->len);
+	return m < d->nmap ? rd_err_prefix(&d->ss.err, j->rc, "block \"%s\"",
+					   d->blocks[d->map[m]].d.name) : j->rc;
+}
+
 int dst_map_pin_step(struct rdmig_dest *d)
 {
 	struct dst_block *b;
@@ -309,31 +321,53 @@ int dst_map_pin_step(struct rdmig_dest *d)
 	if (d->state != DST_RUNNING || !(d->ss.caps & PD_CAP_PIN_ALL))
 		return 0;
 	rc = flush_pin_keys(d);
-	if (rc || d->pin_block == d->nmap)
-		return rc ? rc : d->pk_n ? 1 : 0;
 	/* Keys that cannot go yet wait; registering on would outrun them. */
-	if (d->pk_n == d->pk_max)
-		return 1;
-	b = &d->blocks[d->map[d->pin_block]];
-	blk_chunk_span(b->d.length, d->piece_shift, d->pin_piece, &off, &len);
-	rc = fab_reg_mr(d->ss.conn, b->host + off, len,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &b->pieces[d->pin_piece]);
-	if (rc)
-		return rd_err_prefix(&d->ss.err, rc, "block \"%s\"", b->d.name);
-	d->pk_block[d->pk_n] = d->pin_block;
-	d->pk_piece[d->pk_n] = d->pin_piece;
-	d->pk_rkey[d->pk_n++] = b->pieces[d->pin_piece]->rkey;
+	while (!rc && d->pin_block < d->nmap && d->pin_sub < DST_PIECES_AHEAD &&
+	       d->pk_n + d->pin_sub < d->pk_max) {
+		b = &d->blocks[d->map[d->pin_block]];
+		blk_chunk_span(b->d.length, d->piece_shift, d->pin_piece, &off, &len);
+		rc = regq_submit(&d->rq, b->host + off, len,
+				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, -1,
+				 DST_REG_COOKIE(DREG_PIECE, (uint64_t)d->pin_block << 32 |
+						d->pin_piece), &d->ss.err);
+		if (rc == -EAGAIN)
+			return 0;
+		if (rc)
+			return rc;
+		d->pin_sub++;
+		if (++d->pin_piece == b->npieces) {
+			d->pin_piece = 0;
+			d->pin_block++;
+		}
+	}
+	return rc;
+}
+
+int dst_map_piece_done(struct rdmig_dest *d, const struct regq_job *j)
+{
+	unsigned m = (unsigned)(DST_REG_N(j->cookie) >> 32);
+	uint64_t piece = DST_REG_N(j->cookie) & 0xffffffffu, off, len;
+	struct dst_block *b;
+
+	if (j->rc)
+		return piece_failed(d, j);
+	if (m >= d->nmap || !d->pin_sub || d->pk_n == d->pk_max)
+		return rd_err_set(&d->ss.err, -EPROTO, "a pin-all piece nobody asked for");
+	b = &d->blocks[d->map[m]];
+	if (piece >= b->npieces || b->pieces[piece])
+		return rd_err_set(&d->ss.err, -EPROTO, "a pin-all piece nobody asked for");
+	d->pin_sub--;
+	b->pieces[piece] = j->mr;
+	blk_chunk_span(b->d.length, d->piece_shift, piece, &off, &len);
+	d->pk_block[d->pk_n] = m;
+	d->pk_piece[d->pk_n] = piece;
+	d->pk_rkey[d->pk_n++] = b->pieces[piece]->rkey;
 	pop_skip(&d->pop, b->pop_base + off + len);
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.pinned_bytes += len;
 	d->ss.stats.st.pinned_peak = d->ss.stats.st.pinned_bytes;
 	pthread_mutex_unlock(&d->ss.stats.lock);
-	if (++d->pin_piece == b->npieces) {
-		d->pin_piece = 0;
-		d->pin_block++;
-	}
-	rc = flush_pin_keys(d);
-	return rc ? rc : 1;
+	return flush_pin_keys(d);
 }
 
 /* ---- dynamic registration ------------------------------------------------------- */
@@ -378,37 +412,31 @@ static int release_chunks(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
 	return 0;
 }
 
-static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
-			  uint32_t *rkey)
+/* A chunk of the job in hand: already registered, already with the helper
+ * (named twice in the request), or submitted now.  -EAGAIN when the
+ * helper's queue is full. */
+static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk)
 {
 	struct dst_block *b;
-	struct ibv_mr *mr;
 	uint64_t slot, off, len;
 	int rc;
 
 	rc = chunk_slot(d, blk, chunk, &b, &slot);
-	if (rc)
+	if (rc || creg_state(&d->creg, slot) != CREG_NONE)
 		return rc;
-	if (creg_state(&d->creg, slot) == CREG_READY) {
-		*rkey = creg_slot(&d->creg, slot)->rkey;
-		return 0;
-	}
 	blk_chunk_span(b->d.length, d->chunk_shift, chunk, &off, &len);
 	if (d->creg.cap_bytes && d->creg.pinned_bytes + len > d->creg.cap_bytes)
 		return rd_err_set(&d->ss.err, -ENOSPC, "registering chunk %" PRIu64 " of \"%s\" "
 				  "would exceed the pinned-bytes cap of %" PRIu64 " bytes",
 				  chunk, b->d.name, d->creg.cap_bytes);
-	rc = fab_reg_mr(d->ss.conn, b->host + off, len,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr);
+	rc = regq_submit(&d->rq, b->host + off, len,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, -1,
+			 DST_REG_COOKIE(DREG_CHUNK, slot), &d->ss.err);
 	if (rc)
-		return rd_err_prefix(&d->ss.err, rc, "block \"%s\", chunk %" PRIu64, b->d.name,
-				     chunk);
-	if (creg_add(&d->creg, slot, len, CREG_READY)) {
-		ibv_dereg_mr(mr);
+		return rc;
+	if (creg_add(&d->creg, slot, len, CREG_PENDING))
 		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
-	}
-	creg_set_ready(&d->creg, slot, mr->rkey, mr);
-	*rkey = mr->rkey;
+	d->job.waiting++;
 	/* No pop_skip() here: dynamic registration is sparse, and populating
 	 * ALL must not jump over the holes below the highest chunk. */
 	return 0;
@@ -416,29 +444,84 @@ static int register_chunk(struct rdmig_dest *d, uint32_t blk, uint64_t chunk,
 
 int dst_map_register(struct rdmig_dest *d, const Rdmig__RegisterReq *r)
 {
-	Rdmig__RegisterResp resp = RDMIG__REGISTER_RESP__INIT;
+	struct dst_block *b;
+	uint64_t slot;
 	size_t i;
 	int rc;
 
 	if (!d->creg_ready)
 		return rd_err_set(&d->ss.err, -EPROTO, "REGISTER_REQ in pin-all mode");
-	rc = release_chunks(d, r);
-	for (i = 0; !rc && i < r->n_chunk_block; i++)
-		rc = register_chunk(d, r->chunk_block[i], r->chunk_index[i], &d->rkeys[i]);
-	if (!rc) {
-		resp.req_id = r->req_id;
-		resp.n_rkeys = r->n_chunk_block;
-		resp.rkeys = d->rkeys;
-		rc = sess_send(&d->ss, CT_REGISTER_RESP, &resp.base, "answer, with more "
-			       "requests than the source's credits allow");
+	/* Everything is checked before anything is registered. */
+	for (i = 0; i < r->n_chunk_block; i++) {
+		rc = chunk_slot(d, r->chunk_block[i], r->chunk_index[i], &b, &slot);
+		if (rc)
+			return rc;
 	}
+	rc = release_chunks(d, r);
+	if (rc)
+		return rc;
+	d->job = (struct dst_job){ .kind = JOB_REGISTER, .reg = r };
+	return 0;
+}
+
+int dst_map_register_step(struct rdmig_dest *d)
+{
+	Rdmig__RegisterResp resp = RDMIG__REGISTER_RESP__INIT;
+	const Rdmig__RegisterReq *r = d->job.reg;
+	struct dst_block *b;
+	uint64_t slot;
+	size_t i;
+	int rc;
+
+	for (; d->job.i < r->n_chunk_block; d->job.i++) {
+		rc = register_chunk(d, r->chunk_block[d->job.i], r->chunk_index[d->job.i]);
+		if (rc == -EAGAIN)
+			return DST_JOB_WAITING;
+		if (rc)
+			return rd_err_prefix(&d->ss.err, rc, "REGISTER_REQ %" PRIu64, r->req_id);
+	}
+	if (d->job.waiting)
+		return DST_JOB_WAITING;
+	for (i = 0; i < r->n_chunk_block; i++) {
+		chunk_slot(d, r->chunk_block[i], r->chunk_index[i], &b, &slot);
+		d->rkeys[i] = creg_slot(&d->creg, slot)->rkey;
+	}
+	resp.req_id = r->req_id;
+	resp.n_rkeys = r->n_chunk_block;
+	resp.rkeys = d->rkeys;
+	rc = sess_send(&d->ss, CT_REGISTER_RESP, &resp.base, "answer, with more requests "
+		       "than the source's credits allow");
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.register_requests++;
 	d->ss.stats.st.chunks_registered += r->n_chunk_block;
 	d->ss.stats.st.pinned_bytes = d->creg.pinned_bytes;
 	d->ss.stats.st.pinned_peak = d->creg.peak_bytes;
 	pthread_mutex_unlock(&d->ss.stats.lock);
-	return rc;
+	return rc ? rc : DST_JOB_DONE;
+}
+
+int dst_map_chunk_done(struct rdmig_dest *d, const struct regq_job *j)
+{
+	uint64_t slot = DST_REG_N(j->cookie);
+	const struct creg_slot *cs = creg_slot(&d->creg, slot);
+	unsigned i;
+
+	if (!cs || cs->state != CREG_PENDING || d->job.kind != JOB_REGISTER || !d->job.waiting)
+		return rd_err_set(&d->ss.err, -EPROTO, "a chunk registered that nobody asked for");
+	if (j->rc) {
+		fab_reg_error(&d->ss.err, j->rc, j->len);
+		for (i = 0; i < d->nmap; i++) {
+			const struct dst_block *b = &d->blocks[d->map[i]];
+
+			if (slot >= b->first_slot && slot < b->first_slot + b->nchunks)
+				return rd_err_prefix(&d->ss.err, j->rc, "block \"%s\", chunk %"
+						     PRIu64, b->d.name, slot - b->first_slot);
+		}
+		return j->rc;
+	}
+	creg_set_ready(&d->creg, slot, ((struct ibv_mr *)j->mr)->rkey, j->mr);
+	d->job.waiting--;
+	return 0;
 }
 
 static void dereg_mr(void *ctx, void *mr)

@@ -295,8 +295,19 @@ static int wait_event(struct fab_conn *c, enum rdma_cm_event_type want,
 	return rc;
 }
 
+/* Where an active attempt is once its route is resolved: the setup that
+ * follows is three calls of 3-16 ms each under emulation, one per step so
+ * that no step does all of them. */
+enum fab_setup {
+	SETUP_NONE,       /* waiting for CM events */
+	SETUP_RESOURCES,  /* PD, CQ and QP next */
+	SETUP_PRE,        /* the caller's pre_connect (its receives) next */
+	SETUP_CONNECT,    /* rdma_connect next */
+};
+
 /* What an active connection attempt carries between its steps. */
 struct fab_attempt {
+	enum fab_setup setup;
 	struct fab_caps caps;
 	uint8_t priv[FAB_PRIV_CONNECT_MAX];
 	size_t priv_len;
@@ -316,20 +327,32 @@ static int resolve_tmo(const struct fab_attempt *a)
 	return tmo ? tmo : 1;
 }
 
-static int on_route_resolved(struct fab_conn *c, struct fab_attempt *a)
+/* The next piece of setup after the route: FAB_STEP_AGAIN while more
+ * follows, 0 once rdma_connect went out. */
+static int setup_step(struct fab_conn *c, struct fab_attempt *a)
 {
 	struct rdma_conn_param p;
-	int rc = create_resources(c, &a->caps);
+	int rc;
 
-	if (!rc && a->pre_connect)
-		rc = a->pre_connect(c, a->arg);
-	if (rc)
-		return rc;
-	conn_param(&p, a->priv, a->priv_len);
-	if (rdma_connect(c->id, &p))
-		return rd_err_set(c->err, -errno, "rdma_connect %s failed: %s", a->what,
-				  strerror(errno));
-	return 0;
+	switch (a->setup) {
+	case SETUP_RESOURCES:
+		rc = create_resources(c, &a->caps);
+		a->setup = SETUP_PRE;
+		return rc ? rc : FAB_STEP_AGAIN;
+	case SETUP_PRE:
+		rc = a->pre_connect ? a->pre_connect(c, a->arg) : 0;
+		a->setup = SETUP_CONNECT;
+		return rc ? rc : FAB_STEP_AGAIN;
+	case SETUP_CONNECT:
+		a->setup = SETUP_NONE;
+		conn_param(&p, a->priv, a->priv_len);
+		if (rdma_connect(c->id, &p))
+			return rd_err_set(c->err, -errno, "rdma_connect %s failed: %s", a->what,
+					  strerror(errno));
+		return 0;
+	default:
+		return 0;
+	}
 }
 
 /* One CM event of an attempt; acks it.  1 once established. */
@@ -345,7 +368,7 @@ static int attempt_event(struct fab_conn *c, struct rdma_cm_event *ev)
 					a->what, strerror(errno));
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		rc = on_route_resolved(c, a);
+		a->setup = SETUP_RESOURCES;
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
 		fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
@@ -432,10 +455,20 @@ int fab_connect_step(struct fab_conn *c)
 	if (!c->attempt)
 		return c->state == FAB_CONNECTED ? 1 : rd_err_set(c->err, -EINVAL,
 								  "no connection attempt");
+	if (c->attempt->setup != SETUP_NONE) {
+		rc = setup_step(c, c->attempt);
+		if (rc < 0) {
+			free(c->attempt);
+			c->attempt = NULL;
+		}
+		return rc;
+	}
 	while ((rc = fab_get_event(c->ech, 0, &ev)) == 0) {
 		rc = attempt_event(c, ev);
 		if (rc)
 			return rc;
+		if (c->attempt->setup != SETUP_NONE)
+			return FAB_STEP_AGAIN;
 	}
 	if (rc != -EAGAIN)
 		return rd_err_set(c->err, rc, "rdma_get_cm_event failed: %s", strerror(-rc));
@@ -457,8 +490,9 @@ int fab_connect(struct fab_conn **out, const char *host, const char *port,
 			       err);
 	if (!rc) {
 		pfd = (struct pollfd){ .fd = fab_cm_fd(c), .events = POLLIN };
-		while ((rc = fab_connect_step(c)) == 0)
-			poll(&pfd, 1, rd_remaining_ms(deadline));
+		while ((rc = fab_connect_step(c)) == 0 || rc == FAB_STEP_AGAIN)
+			if (!rc)
+				poll(&pfd, 1, rd_remaining_ms(deadline));
 		rc = rc == 1 ? 0 : rc;
 	}
 	/* Until the QP exists nothing of the caller's is on our PD: clean up

@@ -159,11 +159,14 @@ void fab_conn_set_err(struct fab_conn *c, struct rd_err *err);
  * numeric address at once (a host name is looked up with getaddrinfo, which
  * may block) and starts address resolution; fab_connect_step() handles the
  * CM events pending on fab_cm_fd(), without blocking: route resolution,
- * creating PD/CQ/QP, @pre_connect, rdma_connect.  It returns 1 once
- * established, 0 while in progress, a negative errno on failure (with
+ * creating PD/CQ/QP, @pre_connect, rdma_connect, each of those three in a
+ * call of its own.  It returns 1 once established, FAB_STEP_AGAIN when the
+ * next piece of setup can go at once (call again without waiting for the
+ * fd), 0 while it waits for the CM, a negative errno on failure (with
  * @deadline expired: -ETIMEDOUT).  *out is set by start, even when it fails:
  * the caller destroys it (after deregistering its MRs).  Failures are
  * written to @err, from start on and in every later call on the conn. */
+#define FAB_STEP_AGAIN 2
 int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
 		      const struct fab_caps *caps, const void *priv, size_t len,
 		      int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,
@@ -190,6 +193,9 @@ int fab_cq_fd(const struct fab_conn *c);
 
 int fab_reg_mr(struct fab_conn *c, void *addr, size_t len, int access,
 	       struct ibv_mr **out);
+/* The message for a registration of @len bytes that failed with @rc (made
+ * elsewhere: a helper thread), with the fix where there is one. */
+int fab_reg_error(struct rd_err *err, int rc, size_t len);
 int fab_dereg_mr(struct fab_conn *c, struct ibv_mr *mr);
 
 int fab_post_send(struct fab_conn *c, struct ibv_send_wr *wr);

@@ -72,6 +72,9 @@ void rdmig_source_destroy(struct rdmig_source *s)
 {
 	if (!s)
 		return;
+	/* The helper first: it may be registering, and what it registered and
+	 * nobody reaped goes with it. */
+	regq_fini(&s->rq);
 	src_end_destroy(s);
 	src_iter_destroy(s);
 	src_link_destroy(s);
@@ -120,6 +123,8 @@ static int src_fail(struct rdmig_source *s, int rc)
 	if (s->goal == GOAL_REACHED)
 		s->goal = GOAL_NONE;
 	s->result = sess_fail(&s->ss, rc);
+	/* A registration in progress finishes on its own; nobody waits. */
+	regq_stop(&s->rq);
 	src_link_disconnect(s);
 	/* Nothing more needs the connections' events: a caller still
 	 * watching the fd until it destroys the handle must not spin. */
@@ -148,16 +153,21 @@ static int become_ready(struct rdmig_source *s)
 	return 0;
 }
 
-/* A link call's result: 1 means the link is complete. */
+/* A link call's result: the link complete, or more setup to do at once
+ * (1: the step was cut with work left). */
 static int link_result(struct rdmig_source *s, int rc)
 {
-	return rc > 0 ? become_ready(s) : rc;
+	if (rc == SRC_LINK_UP)
+		return become_ready(s);
+	return rc == SRC_LINK_AGAIN ? 1 : rc;
 }
 
 /* ---- one step ------------------------------------------------------------ */
 
 static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m)
 {
+	int rc;
+
 	switch (h->type) {
 	case CT_CREDIT:
 	case CT_KEEPALIVE:
@@ -168,7 +178,8 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 		return src_on_pin_keys(s, (const Rdmig__PinKeys *)m);
 	case CT_AUTH_RESPONSE:
 	case CT_BLOCK_MAP_RESP:
-		return link_result(s, src_link_msg(s, h, m));
+		rc = src_link_msg(s, h, m);
+		return rc == SRC_LINK_UP ? become_ready(s) : rc;
 	case CT_REGISTER_RESP:
 	case CT_ITER_ACK:
 		return src_iter_msg(s, h, m);
@@ -242,6 +253,42 @@ static int drain_cq(struct rdmig_source *s, int64_t until)
 		}
 		done += (unsigned)n;
 	}
+}
+
+/* Registrations the helper finished, each to the part that asked. */
+static int reap_registrations(struct rdmig_source *s)
+{
+	struct regq_job j[16];
+	unsigned n, i;
+	int rc = 0;
+
+	n = regq_reap(&s->rq, j, RD_ARRAY_SIZE(j));
+	for (i = 0; i < n; i++) {
+		if (!rc && j[i].rc) {
+			rc = src_mem_reg_failed(s, &j[i]);
+			continue;
+		}
+		if (!rc) {
+			switch (SRC_REG_KIND(j[i].cookie)) {
+			case REG_PIECE:
+				rc = src_pin_done(s, &j[i]);
+				break;
+			case REG_CHUNK:
+				rc = src_iter_reg_done(s, &j[i]);
+				break;
+			default:
+				rc = rd_err_set(&s->ss.err, -EPROTO, "a registration nobody asked "
+						"for");
+				break;
+			}
+			if (!rc)
+				continue;
+		}
+		/* Not handed over: nobody else will deregister it. */
+		if (!j[i].rc && j[i].mr)
+			ibv_dereg_mr(j[i].mr);
+	}
+	return rc;
 }
 
 /* Only the destination's own messages prove it alive: the NIC (or rxe in
@@ -327,6 +374,8 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	 * steps as that takes. */
 	if (!rc && s->step_end != STEP_CUT_CQ && s->state > SRC_CONNECTING)
 		rc = src_link_events(s);
+	if (!rc)
+		rc = reap_registrations(s);
 	if (!rc) {
 		cut = advance(s, max_bytes, until);
 		if (cut < 0)
@@ -409,8 +458,6 @@ static int wait_ms(const struct rdmig_source *s)
 	/* Completions left in the CQ by a step at its cap, or an operation
 	 * no step has begun. */
 	if (s->step_end == STEP_CUT_CQ || s->step_end == STEP_KICK)
-		return 0;
-	if (src_pin_pending(s))
 		return 0;
 	/* The last step ran out of budget with work left, unless the
 	 * bandwidth limit holds it. */

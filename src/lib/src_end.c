@@ -6,11 +6,15 @@
 #include "privdata.h"
 #include "src_int.h"
 
-/* Bytes hashed per slice for VERIFY: the clock is read between slices. */
+/* Bytes hashed per slice for VERIFY at most, and at least: a slice is what
+ * fits the step's time left at the learned price. */
 #define DIGEST_STEP (1u << 20)
+#define DIGEST_MIN (64u << 10)
 
 int src_end_begin(struct rdmig_source *s)
 {
+	/* XXH3 runs at memory speed natively, about 3 ns a byte emulated. */
+	cost_init(&s->hash_cost, 3.0);
 	s->state = SRC_HASHING;
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.status = RDMIG_STATUS_COMPLETING;
@@ -18,11 +22,12 @@ int src_end_begin(struct rdmig_source *s)
 	return 0;
 }
 
-/* VERIFY: one digest per block of the final image, DIGEST_STEP bytes per
- * call; 1 once all are done. */
-static int digest_step(struct rdmig_source *s)
+/* VERIFY: one digest per block of the final image, @max bytes (at most
+ * DIGEST_STEP) per call; 1 once all are done. */
+static int digest_step(struct rdmig_source *s, uint64_t max)
 {
 	const struct src_block *b;
+	int64_t t0 = rd_now_us();
 	uint64_t n;
 
 	if (!(s->ss.caps & PD_CAP_VERIFY) || s->dig_block == s->nblocks)
@@ -32,8 +37,9 @@ static int digest_step(struct rdmig_source *s)
 	if (!s->dig && !(s->dig = auth_digest_begin()))
 		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
 	b = &s->blocks[s->dig_block];
-	n = b->d.length - s->dig_off < DIGEST_STEP ? b->d.length - s->dig_off : DIGEST_STEP;
+	n = b->d.length - s->dig_off < max ? b->d.length - s->dig_off : max;
 	auth_digest_more(s->dig, b->host + s->dig_off, n);
+	cost_learn(&s->hash_cost, n, (rd_now_us() - t0) * 1000);
 	s->dig_off += n;
 	if (s->dig_off == b->d.length) {
 		auth_digest_end(s->dig, s->digests + (size_t)s->dig_block * DIGEST_LEN);
@@ -77,11 +83,21 @@ static int send_complete(struct rdmig_source *s)
 
 int src_end_step(struct rdmig_source *s, int64_t until)
 {
-	int rc;
+	uint64_t slice;
+	int rc = 0, first = 1;
 
-	do
-		rc = digest_step(s);
-	while (!rc && rd_now_us() <= until);
+	for (;;) {
+		slice = cost_bytes(&s->hash_cost, until - rd_now_us(), DIGEST_STEP);
+		if (slice < DIGEST_MIN) {
+			if (!first)
+				break;
+			slice = DIGEST_MIN;
+		}
+		first = 0;
+		rc = digest_step(s, slice);
+		if (rc)
+			break;
+	}
 	/* Out of time with digests left: come back at once. */
 	if (rc == 0)
 		return 1;

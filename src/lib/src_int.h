@@ -24,10 +24,12 @@
 
 #include "auth.h"
 #include "blocks.h"
+#include "cost.h"
 #include "dreg.h"
 #include "pace.h"
 #include "pack.h"
 #include "plan.h"
+#include "regq.h"
 #include "session.h"
 #include "wpipe.h"
 
@@ -69,8 +71,17 @@ enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK };
 enum { SRC_TAG_WRITE = 1 };
 
 /* pin-all: pieces of PIECE_SHIFT bytes (at least a chunk) registered on
- * both sides ahead of the writes, one per step at most on each side. */
+ * both sides ahead of the writes, by a helper thread on each side. */
 #define SRC_PIECE_SHIFT 24
+/* Pieces submitted to the helper ahead of the one it works on. */
+#define SRC_PIECES_AHEAD 4
+
+/* What a registration the helper finished was for (regq_job.cookie: the
+ * kind in the top byte, a slot or offset below). */
+enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2, REG_STATE = 3 };
+#define SRC_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
+#define SRC_REG_KIND(c) ((unsigned)((c) >> 56))
+#define SRC_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
 
 struct src_piece {
 	struct ibv_mr *mr;      /* ours */
@@ -136,9 +147,12 @@ struct rdmig_source {
 	uint32_t chan_port;
 	uint64_t chan_token;
 
-	/* pin-all */
+	/* Our registrations, done by a helper thread (regq.h). */
+	struct regq rq;
+	/* pin-all: pieces are submitted in order; the next to submit, and how
+	 * many came back registered */
 	struct src_piece *pieces;
-	uint64_t pieces_local;  /* registered in order: the next one to pin */
+	uint64_t pieces_sub, pieces_local;
 
 	/* rounds */
 	struct dreg dreg;
@@ -165,6 +179,11 @@ struct rdmig_source {
 	uint64_t zr_bytes;      /* covered by the ranges gathered */
 	struct pack pk;         /* PAGES: short runs in unregistered chunks */
 	struct pace pace;       /* the bandwidth limit */
+	/* What a step may start: posting costs time per byte (on Soft-RoCE
+	 * the post sends the data), so WRITEs are cut to op_max and a step
+	 * posts what fits in its time left; hashing likewise. */
+	struct cost post_cost, hash_cost;
+	uint64_t op_max;
 
 	/* completion: with VERIFY the image is hashed in steps first */
 	uint8_t *digests;

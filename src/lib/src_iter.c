@@ -45,23 +45,23 @@ static int wp_post_cb(void *ctx, unsigned chan, struct ibv_send_wr *wr)
 static void wp_done_cb(void *ctx, const struct wp_op *op)
 {
 	struct rdmig_source *s = ctx;
-
 	if (!s->pieces)
 		dreg_op_done(&s->dreg, op);
 }
 
-static int dreg_reg_cb(void *ctx, unsigned block, uint64_t off, uint64_t len, void **mr,
-		       uint32_t *lkey)
+static int dreg_reg_cb(void *ctx, unsigned block, uint64_t slot, uint64_t off, uint64_t len)
 {
 	struct rdmig_source *s = ctx;
-	struct ibv_mr *m;
-	int rc = src_mem_reg(s, &s->blocks[block], off, len, &m);
 
-	if (rc)
-		return rc;
-	*mr = m;
-	*lkey = m->lkey;
-	return 0;
+	return src_mem_submit(s, &s->blocks[block], off, len, SRC_REG_COOKIE(REG_CHUNK, slot));
+}
+
+int src_iter_reg_done(struct rdmig_source *s, const struct regq_job *j)
+{
+	if (!s->dreg_ready)
+		return rd_err_set(&s->ss.err, -EPROTO, "a chunk registered without a request");
+	return dreg_local_done(&s->dreg, SRC_REG_N(j->cookie), j->mr,
+			       ((struct ibv_mr *)j->mr)->lkey, &s->ss.err);
 }
 
 static void dreg_dereg_cb(void *ctx, void *mr)
@@ -86,6 +86,10 @@ int src_iter_setup(struct rdmig_source *s)
 	uint64_t cap = effective_cap(s);
 	int rc;
 
+	/* Until posts were measured, assume the emulated link's price (about
+	 * 20 ns a byte): a NIC brings it down within a few dozen posts. */
+	cost_init(&s->post_cost, 20.0);
+	s->op_max = s->ss.cfg.merge_max;
 	rc = wp_init(&s->wp, s->nchans, s->ss.cfg.max_writes, SRC_TAG_WRITE, &wcb, s,
 		     &s->ss.err);
 	if (rc)
@@ -146,9 +150,10 @@ static int request_registrations(struct rdmig_source *s, int64_t until, bool *mo
 		dreg_sent(&s->dreg, &req);
 		*moved = true;
 	}
-	/* Our side registers while the destination does its part, chunk by
-	 * chunk until the step's time is up. */
-	rc = dreg_reg_local(&s->dreg, until);
+	/* Our side registers (by the helper) while the destination does its
+	 * part. */
+	(void)until;
+	rc = dreg_reg_local(&s->dreg);
 	if (rc > 0)
 		*moved = true;
 	return rc < 0 ? rc : 0;
@@ -170,12 +175,21 @@ static void count_writes(struct rdmig_source *s, uint64_t from, uint64_t to, uin
 	pthread_mutex_unlock(&s->ss.stats.lock);
 }
 
-static int post_writes(struct rdmig_source *s, uint64_t *budget, int64_t until, bool *moved)
+/* Posts what the step's time left, its byte budget and the bandwidth limit
+ * allow: the first post of a step goes whatever it costs (every step
+ * moves), later ones only while they fit the time at the learned price. */
+static int post_writes(struct rdmig_source *s, uint64_t *budget, int64_t until, bool *posted,
+		       bool *moved)
 {
 	uint64_t pace = pace_budget(&s->pace, rd_now_ms()), allow = *budget < pace ? *budget : pace;
-	uint64_t from = s->wp.posted, nops;
-	int64_t got;
+	uint64_t from = s->wp.posted, nops, fit;
+	int64_t got, t0 = rd_now_us();
 
+	fit = cost_bytes(&s->post_cost, until - t0, UINT64_MAX);
+	if (!*posted && fit < 1)
+		fit = 1;
+	if (fit < allow)
+		allow = fit;
 	if (!allow)
 		return 0;
 	got = wp_post(&s->wp, allow == UINT64_MAX ? 0 : allow, until, &nops);
@@ -183,6 +197,8 @@ static int post_writes(struct rdmig_source *s, uint64_t *budget, int64_t until, 
 		return (int)got;
 	if (!nops)
 		return 0;
+	cost_learn(&s->post_cost, (uint64_t)got, (rd_now_us() - t0) * 1000);
+	*posted = true;
 	count_writes(s, from, s->wp.posted, (uint64_t)got);
 	pace_spent(&s->pace, (uint64_t)got);
 	if (*budget != UINT64_MAX)
@@ -209,23 +225,34 @@ static int end_iteration(struct rdmig_source *s)
 int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 {
 	uint64_t budget = max_bytes ? max_bytes : UINT64_MAX;
-	bool moved;
+	bool moved, posted = false;
 	int rc;
 
+	/* A WRITE is cut to what posts in a quarter of a step at the learned
+	 * price (at least a page): the first post of a step goes whatever the
+	 * time left, so one op must not hold a step much beyond its time. */
+	s->op_max = cost_bytes(&s->post_cost, (until - rd_now_us()) / 4,
+			       s->ss.cfg.merge_max) & ~(uint64_t)4095;
+	if (s->op_max < 4096)
+		s->op_max = 4096;
 	do {
 		moved = false;
 		rc = src_sweep_fill(s, until, &budget, &moved);
 		if (!rc)
 			rc = request_registrations(s, until, &moved);
 		if (!rc)
-			rc = post_writes(s, &budget, until, &moved);
+			rc = post_writes(s, &budget, until, &posted, &moved);
 		if (rc)
 			return rc;
 		if (src_sweep_done(s))
 			s->state = SRC_DRAINING;
 		/* ITER_END only once every WRITE of the round completed: on
-		 * other channels a SEND is not ordered after them. */
-		if (s->state == SRC_DRAINING && wp_idle(&s->wp))
+		 * other channels a SEND is not ordered after them.  With
+		 * pin-all the image is wholly registered by then (rdmig(3)):
+		 * a round of zero pages must not end before the helper
+		 * registered the pieces the next rounds write from. */
+		if (s->state == SRC_DRAINING && wp_idle(&s->wp) &&
+		    (!s->pieces || s->pieces_local == s->nslots))
 			return end_iteration(s);
 	} while (moved && budget && rd_now_us() <= until);
 	/* Stopped by the budget or the clock, not for want of anything to

@@ -28,6 +28,9 @@ int src_iter_begin(struct rdmig_source *s);
 int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until_us);
 /* REGISTER_RESP and ITER_ACK. */
 int src_iter_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
+/* Our registration of a dynamic chunk finished (the helper's job). */
+struct regq_job;
+int src_iter_reg_done(struct rdmig_source *s, const struct regq_job *j);
 /* A completion that is not the control channel's: a WRITE's. */
 int src_write_done(struct rdmig_source *s, const struct ibv_wc *wc);
 /* Milliseconds until the bandwidth limit lets pages go again (0: now). */

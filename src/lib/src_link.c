@@ -22,7 +22,10 @@ static int pre_connect(struct fab_conn *c, void *arg)
 			   &s->ss.err);
 
 	s->ss.ctrl_ready = rc == 0;
-	/* The CQ exists now: the one fd the caller watches must see it. */
+	/* The PD and CQ exist now: the helper registers on the PD, and the
+	 * one fd the caller watches must see the CQ. */
+	if (!rc)
+		rc = src_mem_reg_start(s, c->pd);
 	return rc ? rc : sess_watch(&s->ss, fab_cq_fd(c));
 }
 
@@ -298,11 +301,15 @@ static int channels_step(struct rdmig_source *s)
 	unsigned k;
 	int rc;
 
+	int again = 0;
+
 	for (k = 1; k < s->nchans; k++) {
 		if (s->chans[k].up)
 			continue;
 		rc = fab_connect_step(s->chans[k].conn);
-		if (!rc)
+		if (rc == FAB_STEP_AGAIN)
+			again = SRC_LINK_AGAIN;
+		if (!rc || rc == FAB_STEP_AGAIN)
 			continue;
 		rc = chan_connect_finish(s->chans[k].conn, k, rc, &s->ss.err);
 		if (rc)
@@ -310,7 +317,7 @@ static int channels_step(struct rdmig_source *s)
 		s->chans[k].up = true;
 		s->chans_up++;
 	}
-	return 0;
+	return again;
 }
 
 int src_link_step(struct rdmig_source *s)
@@ -326,10 +333,12 @@ int src_link_step(struct rdmig_source *s)
 			return decode_reject(s);
 		if (rc < 0)
 			return rc;
+		if (rc == FAB_STEP_AGAIN)
+			return SRC_LINK_AGAIN;
 		return rc ? on_connected(s) : 0;
 	case SRC_CHANNELS:
 		rc = channels_step(s);
-		return rc ? rc : s->chans_up == s->nchans;
+		return rc ? rc : s->chans_up == s->nchans ? SRC_LINK_UP : 0;
 	default:
 		return 0;
 	}
@@ -364,7 +373,7 @@ int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 	if (rc)
 		return rc;
 	s->state = SRC_CHANNELS;
-	return s->chans_up == s->nchans;
+	return s->chans_up == s->nchans ? SRC_LINK_UP : 0;
 }
 
 /* ---- pin-all pieces ------------------------------------------------------------ */
@@ -378,29 +387,41 @@ static unsigned block_of_slot(const struct rdmig_source *s, uint64_t slot)
 	return i;
 }
 
-int src_pin_pending(const struct rdmig_source *s)
-{
-	return s->pieces && s->pieces_local < s->nslots;
-}
-
-/* One piece per call, in order: the first WRITEs wait for the first
- * piece only, and no step blocks for more than one registration. */
+/* Pieces go to the helper in order, a few ahead of the one it works on:
+ * the first WRITEs wait for the first piece only, and no step waits for a
+ * registration. */
 int src_pin_step(struct rdmig_source *s)
 {
-	uint64_t slot = s->pieces_local, off, len;
+	uint64_t slot, off, len;
 	struct src_block *b;
 	int rc;
 
-	if (!src_pin_pending(s))
-		return 0;
-	b = &s->blocks[block_of_slot(s, slot)];
-	blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);
-	rc = src_mem_reg(s, b, off, len, &s->pieces[slot].mr);
-	if (rc)
-		return rc;
+	while (s->pieces && s->pieces_sub < s->nslots &&
+	       s->pieces_sub - s->pieces_local < SRC_PIECES_AHEAD) {
+		slot = s->pieces_sub;
+		b = &s->blocks[block_of_slot(s, slot)];
+		blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);
+		rc = src_mem_submit(s, b, off, len, SRC_REG_COOKIE(REG_PIECE, slot));
+		if (rc == -EAGAIN)
+			break;
+		if (rc)
+			return rc;
+		s->pieces_sub++;
+	}
+	return 0;
+}
+
+int src_pin_done(struct rdmig_source *s, const struct regq_job *j)
+{
+	uint64_t slot = SRC_REG_N(j->cookie);
+
+	if (!s->pieces || slot != s->pieces_local)
+		return rd_err_set(&s->ss.err, -EPROTO, "pin-all piece %" PRIu64 " registered "
+				  "out of order", slot);
+	s->pieces[slot].mr = j->mr;
 	s->pieces_local++;
 	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.st.pinned_bytes += len;
+	s->ss.stats.st.pinned_bytes += j->len;
 	s->ss.stats.st.pinned_peak = s->ss.stats.st.pinned_bytes;
 	pthread_mutex_unlock(&s->ss.stats.lock);
 	return 0;

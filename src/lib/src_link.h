@@ -6,8 +6,9 @@
  * registered one per step from the block map on, while the destination
  * registers its own and sends their keys.
  *
- * The calls that move the link on return 1 once it is complete (every
- * channel up): the driver then makes the source ready for rounds. */
+ * The calls that move the link on return SRC_LINK_UP once it is complete
+ * (every channel up): the driver then makes the source ready for rounds;
+ * SRC_LINK_AGAIN when the next piece of connection setup can go at once. */
 #ifndef RDMIG_SRC_LINK_H
 #define RDMIG_SRC_LINK_H
 
@@ -16,6 +17,9 @@
 #include "codec.h"
 
 struct rdmig_source;
+struct regq_job;
+
+enum { SRC_LINK_UP = 1, SRC_LINK_AGAIN = 2 };
 
 /* rdmig_source_connect_async(): records where to and enters
  * SRC_CONNECTING; the first step starts the attempt, so the call itself
@@ -26,11 +30,11 @@ int src_link_prepare(struct rdmig_source *s, const char *host, const char *port)
 int src_link_step(struct rdmig_source *s);
 /* AUTH_RESPONSE and BLOCK_MAP_RESP. */
 int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
-/* pin-all: registers our next piece, one per call. */
+/* pin-all: submits our next pieces to the helper ... */
 int src_pin_step(struct rdmig_source *s);
+/* ... which finished one (in order). */
+int src_pin_done(struct rdmig_source *s, const struct regq_job *j);
 int src_on_pin_keys(struct rdmig_source *s, const Rdmig__PinKeys *k);
-/* Whether pin-all pieces of ours are left to register. */
-int src_pin_pending(const struct rdmig_source *s);
 /* The CM events of the connections once connected; a disconnect or a
  * failed data channel is an error. */
 int src_link_events(struct rdmig_source *s);

@@ -264,17 +264,35 @@ uint64_t src_mem_freeze(struct rdmig_source *s, int64_t now_ms)
 	return frozen;
 }
 
-int src_mem_reg(struct rdmig_source *s, const struct src_block *b, uint64_t off,
-		uint64_t len, struct ibv_mr **mr)
-{
-	int rc;
+/* Jobs the helper holds: enough for pin-all pieces ahead, the dynamic
+ * chunks of the requests in flight, and the state ring. */
+#define SRC_REGQ_DEPTH 64
 
+int src_mem_reg_start(struct rdmig_source *s, struct ibv_pd *pd)
+{
+	return regq_init(&s->rq, &regq_verbs, pd, SRC_REGQ_DEPTH, s->ss.wake_fd, &s->ss.err);
+}
+
+int src_mem_submit(struct rdmig_source *s, const struct src_block *b, uint64_t off,
+		   uint64_t len, uint64_t cookie)
+{
 	/* A WRITE source needs only local read access; private memory is
 	 * pinned for writing so copy-on-write is broken now (see
 	 * private_memory).  A read-only private mapping can only be pinned
 	 * for reading. */
-	rc = fab_reg_mr(s->ss.conn, b->host + off, len, b->cow ? IBV_ACCESS_LOCAL_WRITE : 0, mr);
-	if (rc == -EFAULT && b->cow)
-		rc = fab_reg_mr(s->ss.conn, b->host + off, len, 0, mr);
-	return rc ? rd_err_prefix(&s->ss.err, rc, "block \"%s\"", b->d.name) : 0;
+	return regq_submit(&s->rq, b->host + off, len, b->cow ? IBV_ACCESS_LOCAL_WRITE : 0,
+			   b->cow ? 0 : -1, cookie, &s->ss.err);
+}
+
+int src_mem_reg_failed(struct rdmig_source *s, const struct regq_job *j)
+{
+	unsigned i;
+
+	fab_reg_error(&s->ss.err, j->rc, j->len);
+	for (i = 0; i < s->nblocks; i++)
+		if ((uint8_t *)j->addr >= s->blocks[i].host &&
+		    (uint8_t *)j->addr < s->blocks[i].host + s->blocks[i].d.length)
+			return rd_err_prefix(&s->ss.err, j->rc, "block \"%s\"",
+					     s->blocks[i].d.name);
+	return j->rc;
 }

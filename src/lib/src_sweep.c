@@ -167,8 +167,8 @@ static bool cut_pending(struct rdmig_source *s)
 		if (!wp_room(&s->wp))
 			return false;
 		len = chunk - (w->pending.offset & (chunk - 1));
-		if (len > s->ss.cfg.merge_max)
-			len = s->ss.cfg.merge_max;
+		if (len > s->op_max)
+			len = s->op_max;
 		if (len > w->pending.length)
 			len = w->pending.length;
 		wp_push(&s->wp, &(struct wp_op){

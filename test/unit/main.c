@@ -26,6 +26,8 @@ int main(void)
 	srunner_add_suite(sr, dest_suite());
 	srunner_add_suite(sr, pace_suite());
 	srunner_add_suite(sr, abi_suite());
+	srunner_add_suite(sr, cost_suite());
+	srunner_add_suite(sr, regq_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -19,4 +19,6 @@ Suite *pack_suite(void);
 Suite *dest_suite(void);
 Suite *pace_suite(void);
 Suite *abi_suite(void);
+Suite *cost_suite(void);
+Suite *regq_suite(void);
 #endif
