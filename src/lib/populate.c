@@ -45,6 +45,7 @@ static void *run(void *arg)
 	uintptr_t addr;
 	unsigned r;
 
+	rd_thread_background();
 	while (!atomic_load(&p->stop) && pos < p->total) {
 		floor = atomic_load(&p->floor);
 		if (pos < floor)

@@ -55,6 +55,7 @@ static void *helper(void *arg)
 	struct regq_job job;
 	uint64_t pos;
 
+	rd_thread_background();
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		while (!atomic_load(&q->stop) && q->done == q->tail)

@@ -5,7 +5,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 int rd_err_set(struct rd_err *e, int err, const char *fmt, ...)
 {
@@ -74,4 +77,20 @@ int rd_remaining_ms(int64_t deadline)
 bool rd_expired(int64_t deadline)
 {
 	return deadline != RD_NO_DEADLINE && rd_now_ms() >= deadline;
+}
+
+void rd_thread_background(void)
+{
+	/* On Linux the nice value is the thread's own: the driving thread
+	 * keeps its priority.  Raising it is always allowed. */
+	id_t tid = (id_t)syscall(SYS_gettid);
+	int cur;
+
+	errno = 0;
+	cur = getpriority(PRIO_PROCESS, tid);
+	if (cur == -1 && errno)
+		return;
+	if (setpriority(PRIO_PROCESS, tid, cur + 10 > 19 ? 19 : cur + 10)) {
+		/* Best effort: the helper still works at the same priority. */
+	}
 }

@@ -39,6 +39,11 @@ int64_t rd_deadline(int64_t ms);
 int rd_remaining_ms(int64_t deadline);
 bool rd_expired(int64_t deadline);
 
+/* The calling thread is a helper (registering, populating): it yields the
+ * CPU to the thread that drives the migration, whose steps are bounded in
+ * wall-clock time, by running 10 nice levels lower.  Best effort. */
+void rd_thread_background(void);
+
 #define RD_NO_DEADLINE INT64_MAX
 
 static inline bool rd_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r)
