@@ -213,7 +213,10 @@ struct rdmig_stats {
 	/* Source: bytes marked dirty and not sent yet (this iteration's and the
 	 * next's).  Destination: 0. */
 	uint64_t remaining;
-	uint64_t normal_pages;    /* pages sent (received) with RDMA WRITE */
+	/* Pages sent with RDMA WRITE (or inside PAGES messages).  Destination:
+	 * what landed as the source reported it, at most about 100 ms behind
+	 * (a source before 0.2.0 reports it at each iteration's end). */
+	uint64_t normal_pages;
 	uint64_t normal_bytes;
 	uint64_t zero_pages;      /* pages found zero ("duplicate") */
 	uint64_t zero_pages_skipped; /* ... of which the destination already had */

@@ -78,6 +78,7 @@ static const struct ctrl_desc types[CT_TYPE_MAX] = {
 	[CT_PIN_KEYS] = { "PIN_KEYS", &rdmig__pin_keys__descriptor, msgcheck_pin_keys,
 			  pin_keys_limits },
 	[CT_PAGES] = { "PAGES", &rdmig__pages__descriptor, msgcheck_pages, pages_limits },
+	[CT_PROGRESS] = { "PROGRESS", &rdmig__progress__descriptor, NULL, NULL },
 };
 
 static const struct ctrl_desc *type_desc(unsigned type)

@@ -39,6 +39,7 @@ enum ctrl_type {
 	CT_AUTH_RESPONSE,
 	CT_PIN_KEYS,
 	CT_PAGES,
+	CT_PROGRESS,
 	CT_TYPE_MAX       /* one past the last */
 };
 

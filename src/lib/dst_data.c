@@ -45,9 +45,8 @@ static int on_zero_ranges(struct rdmig_dest *d, const Rdmig__ZeroRanges *z)
 			return rc;
 		pages += (z->length[i] + b->d.page_size - 1) / b->d.page_size;
 	}
-	pthread_mutex_lock(&d->ss.stats.lock);
-	d->ss.stats.st.zero_pages += pages;
-	pthread_mutex_unlock(&d->ss.stats.lock);
+	d->zero_pages += pages;
+	dst_data_count(d);
 	d->job = (struct dst_job){ .kind = JOB_ZERO, .zero = z };
 	return 0;
 }
@@ -139,12 +138,43 @@ static int on_iter_end(struct rdmig_dest *d, const Rdmig__IterEnd *e)
 				  e->iteration, d->iteration + 1);
 	d->iteration++;
 	ack.iteration = d->iteration;
+	d->iter_bytes += e->bytes;
+	dst_data_count(d);
+	return sess_send(&d->ss, CT_ITER_ACK, &ack.base, "acknowledge the iteration");
+}
+
+/* PROGRESS: counters since the connection, so one that went down is a
+ * broken source. */
+static int on_progress(struct rdmig_dest *d, const Rdmig__Progress *p)
+{
+	if (!(d->ss.caps & PD_CAP_PROGRESS))
+		return rd_err_set(&d->ss.err, -EPROTO, "PROGRESS without the capability");
+	if (p->normal_bytes < d->told_bytes || p->normal_pages < d->told_pages ||
+	    p->zero_pages_skipped < d->told_skipped)
+		return rd_err_set(&d->ss.err, -EPROTO, "PROGRESS went down: %" PRIu64 " bytes, "
+				  "%" PRIu64 " pages, %" PRIu64 " zero pages skipped after %" PRIu64
+				  ", %" PRIu64 ", %" PRIu64, p->normal_bytes, p->normal_pages,
+				  p->zero_pages_skipped, d->told_bytes, d->told_pages,
+				  d->told_skipped);
+	d->told_bytes = p->normal_bytes;
+	d->told_pages = p->normal_pages;
+	d->told_skipped = p->zero_pages_skipped;
+	dst_data_count(d);
+	return 0;
+}
+
+void dst_data_count(struct rdmig_dest *d)
+{
+	uint64_t bytes = d->told_bytes > d->iter_bytes ? d->told_bytes : d->iter_bytes;
+
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.iterations = d->iteration;
-	d->ss.stats.st.normal_bytes += e->bytes;
-	d->ss.stats.st.transferred += e->bytes;
+	d->ss.stats.st.normal_bytes = bytes;
+	d->ss.stats.st.normal_pages = d->told_pages;
+	d->ss.stats.st.transferred = bytes;
+	d->ss.stats.st.zero_pages = d->zero_pages + d->told_skipped;
+	d->ss.stats.st.zero_pages_skipped = d->told_skipped;
 	pthread_mutex_unlock(&d->ss.stats.lock);
-	return sess_send(&d->ss, CT_ITER_ACK, &ack.base, "acknowledge the iteration");
 }
 
 static int on_state(struct rdmig_dest *d, const Rdmig__State *st)
@@ -325,6 +355,8 @@ int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessag
 		return on_pages(d, (const Rdmig__Pages *)m);
 	case CT_ITER_END:
 		return on_iter_end(d, (const Rdmig__IterEnd *)m);
+	case CT_PROGRESS:
+		return on_progress(d, (const Rdmig__Progress *)m);
 	case CT_STATE:
 		return on_state(d, (const Rdmig__State *)m);
 	case CT_COMPLETE:

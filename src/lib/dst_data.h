@@ -12,8 +12,8 @@
 
 struct rdmig_dest;
 
-/* DST_RUNNING: ZERO_RANGES, PAGES, ITER_END, STATE, COMPLETE.  A
- * ZERO_RANGES is only checked here and becomes the job in hand
+/* DST_RUNNING: ZERO_RANGES, PAGES, ITER_END, PROGRESS, STATE, COMPLETE.
+ * A ZERO_RANGES is only checked here and becomes the job in hand
  * (d->job): its message must live until dst_data_zero_step() is done with
  * it. */
 int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
@@ -21,6 +21,9 @@ int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessag
  * the learned price (one slice at least): DST_JOB_DONE once none is left,
  * DST_JOB_CUT while it goes on. */
 int dst_data_zero_step(struct rdmig_dest *d, int64_t until_us);
+/* The statistics of what landed, from what the source said (ITER_END,
+ * PROGRESS) and the zero ranges that came. */
+void dst_data_count(struct rdmig_dest *d);
 /* DST_VERIFYING: hashes until rd_now_us() passes @until_us, then commits
  * and posts COMPLETE_ACK once the image checked out. */
 int dst_data_verify_step(struct rdmig_dest *d, int64_t until_us);

@@ -149,6 +149,11 @@ struct rdmig_dest {
 	uint32_t iteration;
 	uint64_t state_bytes;
 
+	/* What landed as the source told it: the sum of its ITER_ENDs, and
+	 * with PROGRESS what it last said (pages, bytes, zero pages it did
+	 * not send); the zero pages of the ZERO_RANGES that came. */
+	uint64_t iter_bytes, told_bytes, told_pages, told_skipped, zero_pages;
+
 	/* Bounded steps (rdmig(3)): completions polled and not handled yet,
 	 * and the message in hand. */
 	struct ibv_wc wcs[DST_WC_BATCH];

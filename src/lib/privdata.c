@@ -336,7 +336,7 @@ int pd_reject_error(const struct pd_reject *rej, uint16_t lmin, uint16_t lmax,
 const char *pd_caps_str(uint32_t caps, char *buf, size_t len)
 {
 	static const char *const names[] = {
-		"pin-all", "zero-pages", "verify", "auth", "multi-channel", "pages",
+		"pin-all", "zero-pages", "verify", "auth", "multi-channel", "pages", "progress",
 	};
 	size_t used = 0, i;
 	int n;

@@ -22,7 +22,9 @@ enum pd_cap {
 	PD_CAP_MULTI_CHANNEL = 1u << 4,
 	/* The destination takes short runs of data pages in PAGES messages. */
 	PD_CAP_PAGES = 1u << 5,
-	PD_CAP_KNOWN = 0x3f
+	/* The source reports what landed in PROGRESS messages. */
+	PD_CAP_PROGRESS = 1u << 6,
+	PD_CAP_KNOWN = 0x7f
 };
 
 enum pd_reason {

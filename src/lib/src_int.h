@@ -185,6 +185,13 @@ struct rdmig_source {
 	struct cost post_cost, hash_cost;
 	uint64_t op_max;
 
+	/* What landed (WRITEs completed, PAGES sent), for PROGRESS; and what
+	 * the last PROGRESS said, and when. */
+	uint64_t landed_bytes, landed_pages;
+	uint64_t pk_pages;      /* in the PAGES being gathered */
+	uint64_t told_bytes, told_skipped;
+	int64_t told_ms;
+
 	/* completion: with VERIFY the image is hashed in steps first */
 	uint8_t *digests;
 	struct auth_digest_state *dig;

@@ -45,6 +45,10 @@ static int wp_post_cb(void *ctx, unsigned chan, struct ibv_send_wr *wr)
 static void wp_done_cb(void *ctx, const struct wp_op *op)
 {
 	struct rdmig_source *s = ctx;
+	uint32_t ps = s->blocks[op->block].d.page_size;
+
+	s->landed_bytes += op->length;
+	s->landed_pages += (op->length + ps - 1) / ps;
 	if (!s->pieces)
 		dreg_op_done(&s->dreg, op);
 }
@@ -207,11 +211,50 @@ static int post_writes(struct rdmig_source *s, uint64_t *budget, int64_t until, 
 	return 0;
 }
 
+/* How often the destination hears what landed while pages move. */
+#define PROGRESS_MS 100
+
+/* PROGRESS granted: what landed, when it changed and PROGRESS_MS passed
+ * (@now: whatever the time), and when a credit is free. */
+static int tell_progress(struct rdmig_source *s, bool now)
+{
+	Rdmig__Progress p = RDMIG__PROGRESS__INIT;
+	uint64_t skipped;
+	int64_t ms = rd_now_ms();
+	int rc;
+
+	if (!(s->ss.caps & PD_CAP_PROGRESS) || (!now && ms - s->told_ms < PROGRESS_MS))
+		return 0;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	skipped = s->ss.stats.st.zero_pages_skipped;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	if (s->landed_bytes == s->told_bytes && skipped == s->told_skipped)
+		return 0;
+	/* ITER_END needs the credit more. */
+	if (!ctrl_can_send(&s->ss.ch))
+		return 0;
+	p.normal_bytes = s->landed_bytes;
+	p.normal_pages = s->landed_pages;
+	p.zero_pages_skipped = skipped;
+	rc = ctrl_send(&s->ss.ch, CT_PROGRESS, &p.base);
+	if (rc)
+		return rc == -EAGAIN ? 0 : rc;
+	s->told_bytes = s->landed_bytes;
+	s->told_skipped = skipped;
+	s->told_ms = ms;
+	return 0;
+}
+
 static int end_iteration(struct rdmig_source *s)
 {
 	Rdmig__IterEnd end = RDMIG__ITER_END__INIT;
 	int rc;
 
+	/* The destination's counters are whole at the end of an iteration
+	 * (when a credit is left for it; ITER_END carries the bytes too). */
+	rc = tell_progress(s, true);
+	if (rc)
+		return rc;
 	end.iteration = s->iteration + 1;
 	end.bytes = s->iter_bytes;
 	rc = ctrl_send(&s->ss.ch, CT_ITER_END, &end.base);
@@ -235,6 +278,9 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 			       s->ss.cfg.merge_max) & ~(uint64_t)4095;
 	if (s->op_max < 4096)
 		s->op_max = 4096;
+	rc = tell_progress(s, false);
+	if (rc)
+		return rc;
 	do {
 		moved = false;
 		rc = src_sweep_fill(s, until, &budget, &moved);

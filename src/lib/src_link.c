@@ -35,7 +35,8 @@ static uint32_t requested_caps(const struct rdmig_source *s)
 
 	return (c->pin_all ? PD_CAP_PIN_ALL : 0) | (c->zero_pages ? PD_CAP_ZERO_PAGES : 0) |
 	       (c->auth_key ? PD_CAP_AUTH : 0) | (c->verify ? PD_CAP_VERIFY : 0) |
-	       (c->channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) | (c->pin_all ? 0 : PD_CAP_PAGES);
+	       (c->channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) | (c->pin_all ? 0 : PD_CAP_PAGES) |
+	       PD_CAP_PROGRESS;
 }
 
 int src_link_prepare(struct rdmig_source *s, const char *host, const char *port)

@@ -96,8 +96,14 @@ static int flush_pages(struct rdmig_source *s)
 		return -EAGAIN;
 	pack_msg(&s->pk, &m);
 	rc = ctrl_send(&s->ss.ch, CT_PAGES, &m.base);
-	if (!rc)
+	if (!rc) {
+		/* In order on the control channel: landed for whatever the
+		 * destination reads after it. */
+		s->landed_bytes += s->pk.len;
+		s->landed_pages += s->pk_pages;
+		s->pk_pages = 0;
 		pack_reset(&s->pk);
+	}
 	return rc;
 }
 
@@ -139,6 +145,7 @@ static bool pack_run(struct rdmig_source *s, const struct plan_op *op, uint64_t 
 	}
 	pack_add(&s->pk, s->sweep.block, run.offset, b->host + run.offset, run.length);
 	src_count_pages(s, run.pages, run.length);
+	s->pk_pages += run.pages;
 	pace_spent(&s->pace, run.length);
 	if (*budget != UINT64_MAX)
 		*budget = *budget > run.length ? *budget - run.length : 0;

@@ -316,7 +316,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (sel & 8)
 		auth_nonce(d->nonce);
 	dst_link_begin(d, (sel & 1 ? PD_CAP_PIN_ALL : PD_CAP_PAGES) | (sel & 2 ? PD_CAP_ZERO_PAGES : 0) |
-			 (sel & 4 ? PD_CAP_VERIFY : 0) | (sel & 8 ? PD_CAP_AUTH : 0));
+			 (sel & 4 ? PD_CAP_VERIFY : 0) | (sel & 8 ? PD_CAP_AUTH : 0) |
+			 (sel & 64 ? 0 : PD_CAP_PROGRESS));
 	if ((sel & 32) && open_channels(d, d->ss.conn, 4))
 		d->ss.caps |= PD_CAP_MULTI_CHANNEL;
 

@@ -78,6 +78,7 @@ static void codec(const char *dir)
 	Rdmig__AuthChallenge ac = RDMIG__AUTH_CHALLENGE__INIT;
 	Rdmig__AuthResponse ar = RDMIG__AUTH_RESPONSE__INIT;
 	Rdmig__Pages pg = RDMIG__PAGES__INIT;
+	Rdmig__Progress pr = RDMIG__PROGRESS__INIT;
 	uint64_t pglen[2] = { 16, 16 };
 
 	b[0].name = "pc.ram"; b[0].length = 1 << 24; b[0].page_size = 4096;
@@ -121,6 +122,8 @@ static void codec(const char *dir)
 	pg.block = blk; pg.offset = idx; pg.length = pglen;
 	pg.data.data = bytes; pg.data.len = 32;
 	frame(dir, CT_PAGES, &pg.base);
+	pr.normal_bytes = 1 << 26; pr.normal_pages = 1 << 14; pr.zero_pages_skipped = 7;
+	frame(dir, CT_PROGRESS, &pr.base);
 	/* Found by fuzz_codec: field number 0 spelled as a two-byte tag. */
 	static const uint8_t field0[] = { 0, 0, 0, 5, 0, CT_ITER_ACK, 0, 0,
 					  0x08, 7, 0x80, 0x00, 5 };
@@ -152,6 +155,7 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 	Rdmig__RegisterReq reg = RDMIG__REGISTER_REQ__INIT;
 	Rdmig__ZeroRanges zr = RDMIG__ZERO_RANGES__INIT;
 	Rdmig__IterEnd end = RDMIG__ITER_END__INIT;
+	Rdmig__Progress prog = RDMIG__PROGRESS__INIT;
 	Rdmig__State st = RDMIG__STATE__INIT;
 	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
 	Rdmig__Pages pg = RDMIG__PAGES__INIT;
@@ -198,6 +202,10 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 	zr.offset = zo;
 	zr.length = zl;
 	seq_frame(CT_ZERO_RANGES, &zr.base);
+	prog.normal_bytes = 8192;
+	prog.normal_pages = 2;
+	prog.zero_pages_skipped = 3;
+	seq_frame(CT_PROGRESS, &prog.base);
 	end.iteration = 1;
 	end.bytes = 8192;
 	seq_frame(CT_ITER_END, &end.base);

@@ -108,7 +108,7 @@ START_TEST(hdr_unknown_type)
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_ptr_null(out);
-	ck_assert_str_eq(e.msg, "unknown control message type 18");
+	ck_assert_str_eq(e.msg, "unknown control message type 19");
 	h.type = 0xffff;
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_hdr_get(buf, 8, MSG_MAX, &h, &e), -EPROTO);

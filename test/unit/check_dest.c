@@ -140,6 +140,53 @@ START_TEST(zero_ranges_in_slices)
 }
 END_TEST
 
+/* The destination's counters while a pass runs: what the source said
+ * landed (PROGRESS) and the zero pages it skipped or sent as ranges, at
+ * once, not at the iteration's end; a counter that goes down is a broken
+ * source, and PROGRESS without the capability too. */
+START_TEST(progress_counts_what_landed)
+{
+	static uint8_t ram[64 * 1024] __attribute__((aligned(4096)));
+	struct ctrl_hdr h = { .type = CT_PROGRESS }, hz = { .type = CT_ZERO_RANGES };
+	Rdmig__Progress p = RDMIG__PROGRESS__INIT;
+	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
+	struct rdmig_stats st = { .size = sizeof(st) };
+	uint32_t blk = 0;
+	uint64_t off = 4096, len = 8192;
+	struct rdmig_dest *d;
+
+	d = running_dest(ram, sizeof(ram), PD_CAP_PROGRESS | PD_CAP_ZERO_PAGES);
+	p.normal_bytes = 3 * 4096;
+	p.normal_pages = 3;
+	p.zero_pages_skipped = 5;
+	ck_assert_int_eq(dst_data_msg(d, &h, &p.base), 0);
+	rdmig_dest_stats(d, &st);
+	ck_assert_uint_eq(st.normal_bytes, 3 * 4096);
+	ck_assert_uint_eq(st.normal_pages, 3);
+	ck_assert_uint_eq(st.transferred, 3 * 4096);
+	ck_assert_uint_eq(st.zero_pages_skipped, 5);
+	ck_assert_uint_eq(st.zero_pages, 5);
+	/* Two zero pages sent as a range count as soon as they came. */
+	z.n_block = z.n_offset = z.n_length = 1;
+	z.block = &blk;
+	z.offset = &off;
+	z.length = &len;
+	ck_assert_int_eq(dst_data_msg(d, &hz, &z.base), 0);
+	ck_assert_int_eq(dst_data_zero_step(d, INT64_MAX), DST_JOB_DONE);
+	rdmig_dest_stats(d, &st);
+	ck_assert_uint_eq(st.zero_pages, 7);
+	p.normal_bytes = 4096;
+	ck_assert_int_eq(dst_data_msg(d, &h, &p.base), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "PROGRESS went down"));
+	rdmig_dest_destroy(d);
+
+	d = running_dest(ram, sizeof(ram), PD_CAP_ZERO_PAGES);
+	ck_assert_int_eq(dst_data_msg(d, &h, &p.base), -EPROTO);
+	ck_assert_str_eq(rdmig_dest_error(d), "PROGRESS without the capability");
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
 Suite *dest_suite(void)
 {
 	Suite *s = suite_create("dest");
@@ -147,6 +194,7 @@ Suite *dest_suite(void)
 
 	tcase_add_test(tc, zero_ranges_need_the_capability);
 	tcase_add_test(tc, zero_ranges_in_slices);
+	tcase_add_test(tc, progress_counts_what_landed);
 	suite_add_tcase(s, tc);
 	return s;
 }
