@@ -10,5 +10,6 @@ Suite *qemu_suite(void);
 Suite *qmp_suite(void);
 Suite *security_suite(void);
 Suite *embed_suite(void);
+TCase *embed_trial_tcase(void);
 Suite *local_suite(void);
 #endif
