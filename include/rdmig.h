@@ -317,8 +317,9 @@ RDMIG_API int rdmig_source_process(struct rdmig_source *s);
 RDMIG_API int rdmig_source_step(struct rdmig_source *s, uint64_t max_bytes,
 				unsigned max_us);
 /* Queues device-state bytes: returns how many were taken (0 when the
- * control channel has no room now: process, then try again), or a negative
- * errno.  Allowed once connected, before, between, during and after
+ * control channel has no room now: wait for the fd or the timeout, process,
+ * then try again; the timeout is 0 once a step got room back), or a
+ * negative errno.  Allowed once connected, before, between, during and after
  * iterations, before completing; they reach the destination in order. */
 RDMIG_API ssize_t rdmig_source_write_state(struct rdmig_source *s, const void *data,
 					   size_t len);

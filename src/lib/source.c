@@ -391,6 +391,13 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		rc = sess_keepalive(&s->ss);
 	if (!rc)
 		rc = check_silence(s);
+	/* Device state waits for room the step just got back: once, the
+	 * caller is told to come again at once. */
+	if (!rc && s->state_blocked && ctrl_can_send(&s->ss.ch)) {
+		s->state_blocked = false;
+		if (s->step_end == STEP_IDLE)
+			s->step_end = STEP_ROOM;
+	}
 	return rc < 0 ? src_fail(s, rc) : 0;
 }
 
@@ -457,7 +464,7 @@ static int wait_ms(const struct rdmig_source *s)
 		return -1;
 	/* Completions left in the CQ by a step at its cap, or an operation
 	 * no step has begun. */
-	if (s->step_end == STEP_CUT_CQ || s->step_end == STEP_KICK)
+	if (s->step_end == STEP_CUT_CQ || s->step_end == STEP_KICK || s->step_end == STEP_ROOM)
 		return 0;
 	/* The last step ran out of budget with work left, unless the
 	 * bandwidth limit holds it. */
@@ -593,6 +600,7 @@ ssize_t rdmig_source_write_state(struct rdmig_source *s, const void *data, size_
 	if (s->state == SRC_FAILED)
 		return s->result;
 	n = src_state_write(s, data, len);
+	s->state_blocked = n == 0 && len;
 	/* A send that failed fails the migration; not being connected does
 	 * not. */
 	return n < 0 && n != -ENOTCONN ? src_fail(s, (int)n) : n;

@@ -64,9 +64,10 @@ enum src_goal { GOAL_NONE, GOAL_CONNECTED, GOAL_ITERATED, GOAL_COMPLETED, GOAL_R
 /* Why rdmig_source_timeout() is 0: the last step stopped at its bound with
  * completions left in the CQ (not re-armed: the fd may stay quiet), or
  * with work left it could do now; or an operation was started and no step
- * has begun it yet (nothing would make the fd readable).  STEP_IDLE: wait
- * for the fd and the deadlines. */
-enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK };
+ * has begun it yet (nothing would make the fd readable); or device state
+ * found no room and the step got it back (the credits came in the step:
+ * the fd will not say so).  STEP_IDLE: wait for the fd and the deadlines. */
+enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK, STEP_ROOM };
 
 enum { SRC_TAG_WRITE = 1 };
 
@@ -128,6 +129,7 @@ struct rdmig_source {
 	enum src_state state;
 	enum src_goal goal;
 	enum src_step_end step_end;
+	bool state_blocked;     /* the last write_state found no room */
 	int result;             /* what process() returns once failed */
 	unsigned chunk_shift, slot_shift;
 	char host[256], port[16];
