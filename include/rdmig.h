@@ -13,11 +13,13 @@
  * or exits: messages go to the log callback.
  *
  * Threads: one thread drives a handle (every call below on it).  Only
- * rdmig_*_stats(), rdmig_*_cancel() and rdmig_source_set_max_bandwidth()
- * may be called from any other thread, at any time while the handle
- * exists.  Callbacks run on the driving thread, inside the call that
- * drives; they may call those three functions but nothing else on the same
- * handle.  The block set is fixed once connecting/accepting begins. */
+ * rdmig_*_stats(), rdmig_*_cancel(), rdmig_dest_pause_state() and
+ * rdmig_source_set_max_bandwidth() may be called from any other thread, at
+ * any time while the handle exists, and the marking functions once
+ * connecting began.  Callbacks run on the driving thread, inside the call
+ * that drives; they may call those functions but nothing else on the same
+ * handle (dirty_sync marks).  The block set is fixed once
+ * connecting/accepting begins.  See rdmig(3), Threads. */
 #ifndef RDMIG_H
 #define RDMIG_H
 
@@ -404,6 +406,15 @@ RDMIG_API void rdmig_dest_stats(struct rdmig_dest *d, struct rdmig_stats *st);
 /* Any thread: the migration fails with -ECANCELED and the source is told
  * @reason, at the next rdmig_dest_process() (woken through its fds). */
 RDMIG_API void rdmig_dest_cancel(struct rdmig_dest *d, const char *reason);
+/* Any thread: flow control for device state.  While paused (@pause not 0)
+ * the state callback is not called: the STATE that arrives waits, with
+ * everything the source sent after it behind it, so the control channel's
+ * credits run out and the source's rdmig_source_write_state() returns 0
+ * until the destination resumes (which wakes its fd).  For a destination
+ * that applies state more slowly than it arrives, without blocking in the
+ * callback.  While paused the source's silence is not timed (a disconnect
+ * is still seen). */
+RDMIG_API void rdmig_dest_pause_state(struct rdmig_dest *d, int pause);
 /* Block lookup after completion: name, host address, length. */
 RDMIG_API int rdmig_dest_block(const struct rdmig_dest *d, unsigned idx,
 			       const char **name, void **host, uint64_t *length);

@@ -243,6 +243,9 @@ static int finish_job(struct rdmig_dest *d, int64_t until)
 	case JOB_REGISTER:
 		rc = dst_map_register_step(d);
 		break;
+	case JOB_STATE:
+		rc = dst_data_state_step(d);
+		break;
 	default:
 		return DST_JOB_DONE;
 	}
@@ -400,7 +403,8 @@ static int check_deadlines(struct rdmig_dest *d)
 				  "%" PRId64 " ms of connecting", d->state == DST_AUTH ?
 				  "authenticate" : "send its block map",
 				  d->handshake_deadline - d->ss.stats.start_ms);
-	if (now - d->ss.ch.last_recv_ms > d->ss.cfg.timeout_ms)
+	/* Paused, we do not read what the source sends: its silence is ours. */
+	if (!atomic_load(&d->state_paused) && now - d->ss.ch.last_recv_ms > d->ss.cfg.timeout_ms)
 		return rd_err_set(&d->ss.err, -ETIMEDOUT, "the source was silent for %d ms",
 				  d->ss.cfg.timeout_ms);
 	return d->state >= DST_WAIT_MAP ? sess_keepalive(&d->ss) : 0;
@@ -453,7 +457,9 @@ int rdmig_dest_fds(const struct rdmig_dest *d, int *fds, int max)
 int rdmig_dest_timeout(const struct rdmig_dest *d)
 {
 	int64_t now = rd_now_ms();
-	int64_t t1 = d->ss.ch.last_recv_ms + d->ss.cfg.timeout_ms - now;
+	/* Paused state: the source's silence is not timed (check_deadlines). */
+	int64_t t1 = atomic_load(&d->state_paused) ? 1000 :
+		     d->ss.ch.last_recv_ms + d->ss.cfg.timeout_ms - now;
 	int64_t t2 = d->ss.ch.last_send_ms + d->ss.cfg.keepalive_ms - now;
 	int64_t t = t1 < t2 ? t1 : t2;
 
@@ -506,6 +512,13 @@ void rdmig_dest_stats(struct rdmig_dest *d, struct rdmig_stats *st)
 void rdmig_dest_cancel(struct rdmig_dest *d, const char *reason)
 {
 	sess_cancel(&d->ss, reason ? reason : "no reason given");
+}
+
+void rdmig_dest_pause_state(struct rdmig_dest *d, int pause)
+{
+	/* Resuming must be seen: the STATE in hand waits for a step. */
+	if (atomic_exchange(&d->state_paused, pause != 0) && !pause)
+		sess_wake(&d->ss);
 }
 
 int rdmig_dest_nblocks(const struct rdmig_dest *d)

@@ -177,14 +177,12 @@ void dst_data_count(struct rdmig_dest *d)
 	pthread_mutex_unlock(&d->ss.stats.lock);
 }
 
-static int on_state(struct rdmig_dest *d, const Rdmig__State *st)
+/* The state callback takes @st. */
+static int deliver_state(struct rdmig_dest *d, const Rdmig__State *st)
 {
 	char msg[RD_ERRLEN] = "";
 	int rc;
 
-	if (!d->ss.cfg.state)
-		return rd_err_set(&d->ss.err, -EPROTO, "the source sent device state but the "
-				  "destination has no state sink");
 	rc = d->ss.cfg.state(d->ss.cfg.state_ctx, st->data.data, st->data.len, msg,
 			     sizeof(msg));
 	if (rc)
@@ -195,6 +193,32 @@ static int on_state(struct rdmig_dest *d, const Rdmig__State *st)
 	d->ss.stats.st.state_bytes = d->state_bytes;
 	pthread_mutex_unlock(&d->ss.stats.lock);
 	return 0;
+}
+
+static int on_state(struct rdmig_dest *d, const Rdmig__State *st)
+{
+	if (!d->ss.cfg.state)
+		return rd_err_set(&d->ss.err, -EPROTO, "the source sent device state but the "
+				  "destination has no state sink");
+	/* Paused: it waits in hand, and the frames behind it with it. */
+	if (atomic_load(&d->state_paused)) {
+		d->job = (struct dst_job){ .kind = JOB_STATE, .state = st };
+		return 0;
+	}
+	return deliver_state(d, st);
+}
+
+int dst_data_state_step(struct rdmig_dest *d)
+{
+	int rc;
+
+	if (atomic_load(&d->state_paused))
+		return DST_JOB_WAITING;
+	/* The source's silence is timed again from now: it had nowhere to
+	 * send while we were not reading. */
+	d->ss.ch.last_recv_ms = rd_now_ms();
+	rc = deliver_state(d, d->job.state);
+	return rc ? rc : DST_JOB_DONE;
 }
 
 static void hex(const uint8_t *p, size_t n, char *out)

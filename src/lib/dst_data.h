@@ -21,6 +21,9 @@ int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessag
  * the learned price (one slice at least): DST_JOB_DONE once none is left,
  * DST_JOB_CUT while it goes on. */
 int dst_data_zero_step(struct rdmig_dest *d, int64_t until_us);
+/* The STATE in hand (the application paused state): DST_JOB_WAITING while
+ * it still is, DST_JOB_DONE once the callback took it, or its error. */
+int dst_data_state_step(struct rdmig_dest *d);
 /* The statistics of what landed, from what the source said (ITER_END,
  * PROGRESS) and the zero ranges that came. */
 void dst_data_count(struct rdmig_dest *d);

@@ -74,6 +74,9 @@ enum dst_job_kind {
 	JOB_ZERO,       /* ZERO_RANGES: checked for zero (and cleared) a slice
 			 * at a time with the clock read between slices, so
 			 * 1 GiB of ranges costs many steps, not one long one */
+	JOB_STATE,      /* STATE while the application paused state
+			 * (rdmig_dest_pause_state): it waits, and what came
+			 * after it waits behind it */
 	JOB_REGISTER,   /* REGISTER_REQ: its chunks go to the helper; the
 			 * answer goes once every one is registered */
 };
@@ -86,6 +89,7 @@ struct dst_job {
 	ProtobufCMessage *msg;      /* the message it lives in, let go once done */
 	const Rdmig__ZeroRanges *zero;
 	const Rdmig__RegisterReq *reg;
+	const Rdmig__State *state;
 	size_t i;                   /* zero: the range; register: next chunk */
 	uint64_t off;               /* zero: how far into the range */
 	size_t waiting;             /* register: chunks with the helper */
@@ -148,6 +152,7 @@ struct rdmig_dest {
 
 	uint32_t iteration;
 	uint64_t state_bytes;
+	atomic_bool state_paused;   /* rdmig_dest_pause_state(), any thread */
 
 	/* What landed as the source told it: the sum of its ITER_ENDs, and
 	 * with PROGRESS what it last said (pages, bytes, zero pages it did

@@ -31,6 +31,7 @@
 #define CAP (8 * MiB)           /* first pass, bytes per second: below the bed's rate */
 #define STATE_LEN (256u << 10)
 #define BIG_STATE (4u << 20)    /* pre-copy device state, timed */
+#define PAUSE_MS 300            /* the destination pauses state this long */
 #define MAX_ROUNDS 10
 
 /* The longest call of each library function on either side, over the
@@ -109,7 +110,7 @@ struct dest_side {
 	struct rdmig_listener *l;
 	struct blocks mem;
 	struct watcher *w;
-	uint8_t state[STATE_LEN + BIG_STATE];
+	uint8_t state[STATE_LEN + 2 * BIG_STATE];
 	size_t state_len;
 	int rc, cls;
 	struct rdmig_stats end;
@@ -284,6 +285,18 @@ static void *dest_thread(void *arg)
 	return NULL;
 }
 
+/* Another thread of the destination's VMM: device state waits PAUSE_MS. */
+static void *pause_thread(void *arg)
+{
+	struct watcher *w = arg;
+	struct rdmig_dest *d = atomic_load(&w->d);
+
+	rdmig_dest_pause_state(d, 1);
+	usleep(PAUSE_MS * 1000);
+	rdmig_dest_pause_state(d, 0);
+	return NULL;
+}
+
 /* rdmig(3)'s way to write device state from a loop: write what it takes;
  * when it takes nothing, wait for the fd or the timeout and process. */
 static int loop_write_state(int ep, struct rdmig_source *s, const uint8_t *p, size_t len)
@@ -331,10 +344,11 @@ START_TEST(vmm_trial)
 	struct rdmig_stats st = { .size = sizeof(st) };
 	struct rdmig_config cfg;
 	struct rdmig_source *s;
-	static uint8_t state[STATE_LEN + BIG_STATE];
-	pthread_t dt, wt, ct;
+	static uint8_t state[STATE_LEN + 2 * BIG_STATE];
+	pthread_t dt, wt, ct, pt;
 	char err[256], port[16];
 	uint64_t t0, pass_ms = 0, pass_bytes = 0, remaining = 0, state_ms = 0, before;
+	uint64_t paused_ms = 0;
 	unsigned i, round, rounds = 0;
 	int ep = epoll_create1(EPOLL_CLOEXEC), rc;
 
@@ -394,6 +408,16 @@ START_TEST(vmm_trial)
 			rc = loop_write_state(ep, s, state + STATE_LEN / 2, BIG_STATE);
 			state_ms = tu_now_ms() - t0;
 			ck_assert_msg(rc == 0, "state: %s", rdmig_source_error(s));
+			/* The destination pauses state for PAUSE_MS from another
+			 * thread: the source's writes wait (its credits run out)
+			 * and go on once it resumes. */
+			ck_assert_int_eq(pthread_create(&pt, NULL, pause_thread, &w), 0);
+			usleep(20000);
+			t0 = tu_now_ms();
+			rc = loop_write_state(ep, s, state + STATE_LEN / 2 + BIG_STATE, BIG_STATE);
+			paused_ms = tu_now_ms() - t0;
+			pthread_join(pt, NULL);
+			ck_assert_msg(rc == 0, "paused state: %s", rdmig_source_error(s));
 		}
 		remaining = st.remaining;
 		if (round >= 2 && remaining < 2 * MiB)
@@ -405,7 +429,7 @@ START_TEST(vmm_trial)
 	rc = drive(ep, s, TIMED("source_iterate_async", rdmig_source_iterate_async(s)));
 	ck_assert_msg(rc == 0, "last round: %s", rdmig_source_error(s));
 	rounds++;
-	ck_assert_int_eq(rdmig_source_send_state(s, state + STATE_LEN / 2 + BIG_STATE,
+	ck_assert_int_eq(rdmig_source_send_state(s, state + STATE_LEN / 2 + 2 * BIG_STATE,
 						 STATE_LEN / 2), 0);
 	rc = drive(ep, s, TIMED("source_complete_async",
 				 rdmig_source_complete_async(s)));
@@ -419,13 +443,15 @@ START_TEST(vmm_trial)
 	       "%" PRIu64 " bytes in %" PRIu64 " ms = %.2f MiB/s under a cap of %llu MiB/s; "
 	       "destination saw %" PRIu64 " bytes land during it; %" PRIu64 " stats samples; "
 	       "zero pages skipped %" PRIu64 "/%" PRIu64 ", normal bytes %" PRIu64 "/%" PRIu64
-	       "; %u KiB of device state from the loop in %" PRIu64 " ms = %.1f MiB/s\n",
+	       "; %u KiB of device state from the loop in %" PRIu64 " ms = %.1f MiB/s, the "
+	       "same with the destination paused for %d ms: %" PRIu64 " ms\n",
 	       rounds, log.syncs, wr.writes, pass_bytes, pass_ms,
 	       pass_ms ? (double)pass_bytes / MiB * 1000.0 / (double)pass_ms : 0.0,
 	       (unsigned long long)(CAP / MiB), w.dest_bytes_first_pass, w.samples,
 	       st.zero_pages_skipped, ds.end.zero_pages_skipped, st.normal_bytes,
 	       ds.end.normal_bytes, BIG_STATE >> 10, state_ms,
-	       state_ms ? (double)BIG_STATE / MiB * 1000.0 / (double)state_ms : 0.0);
+	       state_ms ? (double)BIG_STATE / MiB * 1000.0 / (double)state_ms : 0.0, PAUSE_MS,
+	       paused_ms);
 	printf("trial: longest call of each function over the migration (step_us 10 ms):");
 	for (i = 0; i < 16 && calls[i].name; i++)
 		printf(" %s %.1f ms of %" PRIu64 ";", calls[i].name, calls[i].max_us / 1000.0,
@@ -443,6 +469,10 @@ START_TEST(vmm_trial)
 	 * at about 1 MiB/s). */
 	ck_assert_msg(BIG_STATE * 1000ull >= 4 * MiB * state_ms, "device state from the loop "
 		      "went at %.1f MiB/s", (double)BIG_STATE / MiB * 1000.0 / (double)state_ms);
+	/* 4 MiB is more than the control channel's credits hold (32 x 64
+	 * KiB): the paused destination held the source's writes. */
+	ck_assert_msg(paused_ms + 20 >= PAUSE_MS, "state went on while paused (%" PRIu64 " ms)",
+		      paused_ms);
 	/* The library pulled the log at every round. */
 	ck_assert_uint_eq(log.syncs, rounds);
 	/* The cap held: 1 %, and 100 ms worth for the bucket's first burst

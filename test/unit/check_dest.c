@@ -3,6 +3,7 @@
  * the block map leaves (one announced block), and given messages as the
  * control channel would deliver them. */
 #include <check.h>
+#include <poll.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,66 @@ START_TEST(progress_counts_what_landed)
 }
 END_TEST
 
+static size_t got_state;
+
+static int take_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
+{
+	(void)ctx; (void)data; (void)err; (void)errlen;
+	got_state += len;
+	return 0;
+}
+
+/* rdmig_dest_pause_state(): while paused a STATE waits in hand (the frames
+ * behind it wait too, so the source runs out of credits), the callback is
+ * not called and the source's silence is not timed; resuming wakes the fd
+ * and the next step hands it over. */
+START_TEST(state_waits_while_paused)
+{
+	static uint8_t ram[64 * 1024] __attribute__((aligned(4096)));
+	static uint8_t bytes[1000];
+	struct ctrl_hdr h = { .type = CT_STATE };
+	Rdmig__State st = RDMIG__STATE__INIT;
+	struct rdmig_config cfg;
+	struct pollfd p;
+	struct rdmig_dest *d;
+
+	rdmig_config_init(&cfg);
+	cfg.state = take_state;
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "ram", ram, sizeof(ram), 0), 0);
+	d->state = DST_RUNNING;
+	st.data.data = bytes;
+	st.data.len = sizeof(bytes);
+	got_state = 0;
+
+	rdmig_dest_pause_state(d, 1);
+	ck_assert_int_eq(dst_data_msg(d, &h, &st.base), 0);
+	ck_assert_uint_eq(got_state, 0);
+	ck_assert_int_eq(d->job.kind, JOB_STATE);
+	ck_assert_int_eq(dst_data_state_step(d), DST_JOB_WAITING);
+	ck_assert_uint_eq(got_state, 0);
+	/* Long past the source's silence: not timed while paused. */
+	d->ss.ch.last_recv_ms -= 10 * (int64_t)cfg.timeout_ms;
+	ck_assert_int_gt(rdmig_dest_timeout(d), 0);
+
+	p = (struct pollfd){ .fd = rdmig_dest_fd(d), .events = POLLIN };
+	sess_woken(&d->ss);
+	ck_assert_int_eq(poll(&p, 1, 0), 0);
+	rdmig_dest_pause_state(d, 0);
+	ck_assert_int_eq(poll(&p, 1, 0), 1);
+	ck_assert_int_eq(dst_data_state_step(d), DST_JOB_DONE);
+	ck_assert_uint_eq(got_state, sizeof(bytes));
+	ck_assert_uint_eq(d->state_bytes, sizeof(bytes));
+	d->job = (struct dst_job){ .kind = JOB_NONE };
+
+	/* Not paused: handed over at once. */
+	ck_assert_int_eq(dst_data_msg(d, &h, &st.base), 0);
+	ck_assert_uint_eq(got_state, 2 * sizeof(bytes));
+	ck_assert_int_eq(d->job.kind, JOB_NONE);
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
 Suite *dest_suite(void)
 {
 	Suite *s = suite_create("dest");
@@ -195,6 +256,7 @@ Suite *dest_suite(void)
 	tcase_add_test(tc, zero_ranges_need_the_capability);
 	tcase_add_test(tc, zero_ranges_in_slices);
 	tcase_add_test(tc, progress_counts_what_landed);
+	tcase_add_test(tc, state_waits_while_paused);
 	suite_add_tcase(s, tc);
 	return s;
 }
