@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
 #include <sodium.h>
 
 const char cli_exit_help[] =
@@ -388,6 +390,28 @@ void cli_log(void *ctx, int level, const char *msg)
 		return;
 	cli_bar_clear(ctx);
 	cli_err("%s%s", level == RDMIG_LOG_WARN ? "warning: " : "", msg);
+}
+
+static void *warm(void *arg)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+
+	(void)arg;
+	if (ch)
+		rdma_destroy_event_channel(ch);
+	return NULL;
+}
+
+void cli_warm_rdma(void)
+{
+	pthread_attr_t at;
+	pthread_t t;
+
+	if (pthread_attr_init(&at))
+		return;
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_create(&t, &at, warm, NULL);
+	pthread_attr_destroy(&at);
 }
 
 uint64_t cli_now_ms(void)

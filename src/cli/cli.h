@@ -126,4 +126,10 @@ void cli_log(void *ctx, int level, const char *msg);
 
 uint64_t cli_now_ms(void);
 
+/* Starts librdmacm's and libibverbs' one-time set-up (the device list over
+ * netlink, the providers loaded) in a thread of its own, so that it runs
+ * while the command does its other start-up work: 0.2 s and more under
+ * emulation.  Best effort. */
+void cli_warm_rdma(void);
+
 #endif

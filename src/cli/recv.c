@@ -1408,6 +1408,8 @@ int main(int argc, char **argv)
 		cli_free_key(a.o.key, a.o.key_len);
 		return rc;
 	}
+	/* The RDMA devices are found while QEMU and the files are looked at. */
+	cli_warm_rdma();
 	rc = setup(&a);
 	if (!rc) {
 		ev_run(a.loop, 0);

@@ -244,6 +244,7 @@ struct sender {
 	enum phase ph;
 	enum send_status status;
 	bool cancelled;
+	bool need_prepare;      /* the device-state end is not ready yet */
 	bool kicked;            /* the library runs again at once: an operation
 				 * just started, its timeout may not say so */
 
@@ -729,28 +730,39 @@ static void completed(struct sender *x)
  * workload runs (for QEMU, its settings and the pipe: also a measure of how
  * fast its monitor answers, which the switch-over pays a few times), then
  * the first round, or the only one of a cold migration. */
-static void connected(struct sender *x)
+/* The device-state end gets ready (for QEMU, its settings and the pipe:
+ * also a measure of how fast its monitor answers, which the switch-over
+ * pays a few times).  Live, this waits until the first round's first
+ * writes are out: its QMP round trips would only delay the first byte. */
+static int prepare_state(struct sender *x)
 {
 	uint64_t t0 = cli_now_ms();
 	char err[1024];
 	int rc;
 
+	x->need_prepare = false;
+	rc = ds_prepare(x->e.ds, err, sizeof(err));
+	if (rc)
+		return local_fail(x, rc, err);
+	x->switch_ms = 2 * (cli_now_ms() - t0) + 1;
+	return 0;
+}
+
+static void connected(struct sender *x)
+{
 	x->status = ST_ACTIVE;
 	emit_setup(x);
-	rc = ds_prepare(x->e.ds, err, sizeof(err));
-	if (rc) {
-		local_fail(x, rc, err);
-		return;
-	}
-	x->switch_ms = 2 * (cli_now_ms() - t0) + 1;
 	rdmig_source_mark_all(x->s);
 	if (!x->o.live) {
+		if (prepare_state(x))
+			return;
 		x->t_mark = cli_now_ms();
 		start_round(x, PH_LAST_ROUND);
 		return;
 	}
 	/* The first clear happens with the workload frozen too, so its first
 	 * round starts from a known point. */
+	x->need_prepare = true;
 	if (!freeze(x) && !clear_and_thaw(x))
 		start_round(x, PH_ROUND);
 }
@@ -758,6 +770,8 @@ static void connected(struct sender *x)
 /* The operation in hand finished. */
 static void op_done(struct sender *x)
 {
+	if (x->need_prepare && prepare_state(x))
+		return;
 	switch (x->ph) {
 	case PH_CONNECT: connected(x); break;
 	case PH_ROUND: round_done(x); break;
@@ -782,6 +796,8 @@ static void src_step(struct sender *x)
 	}
 	if (rc == 1)
 		op_done(x);
+	else if (x->need_prepare && x->ph == PH_ROUND)
+		prepare_state(x);
 	/* Credits may have come back for device state waiting to go. */
 	if (x->ph != PH_DONE)
 		pump_state(x);
@@ -1214,6 +1230,8 @@ int main(int argc, char **argv)
 		cli_free_key(x.o.key, x.o.key_len);
 		return rc;
 	}
+	/* The RDMA devices are found while the ends are opened. */
+	cli_warm_rdma();
 	rc = prepare(&x);
 	if (rc) {
 		cleanup(&x);

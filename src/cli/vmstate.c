@@ -403,12 +403,59 @@ ssize_t vms_read(struct vmstate *v, void *buf, size_t len, char *err, size_t err
 	return n;
 }
 
+static bool final_status(const char *st)
+{
+	return !strcmp(st, "completed") || !strcmp(st, "failed") || !strcmp(st, "cancelled");
+}
+
+/* Until QEMU's migration ended, told by its MIGRATION events (on while we
+ * drive it): polling query-migrate would add its interval to the
+ * downtime.  0 on "completed", -EIO with QEMU's reason otherwise. */
+static int wait_end(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
+{
+	uint64_t end = cli_now_ms() + (uint64_t)timeout_ms;
+	struct json_object *ev, *data, *st;
+	struct qmp_migration m;
+	char status[32];
+	int rc = qmp_migrate_query(v->q, &m, err, errlen);
+
+	snprintf(status, sizeof(status), "%s", m.status);
+	while (!rc && !final_status(status)) {
+		uint64_t now = cli_now_ms();
+
+		if (now >= end)
+			return cli_errf(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
+					status, timeout_ms);
+		/* Asked again now and then, should an event not come. */
+		rc = qmp_event_wait(v->q, "MIGRATION", end - now < 50 ? (int)(end - now) : 50, &ev,
+				    err, errlen);
+		if (rc == -ETIMEDOUT) {
+			rc = qmp_migrate_query(v->q, &m, err, errlen);
+			snprintf(status, sizeof(status), "%s", m.status);
+			continue;
+		}
+		if (!rc && json_object_object_get_ex(ev, "data", &data) &&
+			 json_object_object_get_ex(data, "status", &st))
+			snprintf(status, sizeof(status), "%s", json_object_get_string(st));
+		if (!rc)
+			json_object_put(ev);
+	}
+	if (rc == -ECONNRESET)
+		return cli_errf(err, errlen, rc, "QEMU closed its QMP socket during the migration "
+				"(a destination QEMU exits when loading fails: see its output)");
+	if (rc || !strcmp(status, "completed"))
+		return rc;
+	if (!qmp_migrate_query(v->q, &m, NULL, 0) && m.error[0])
+		return cli_errf(err, errlen, -EIO, "%s", m.error);
+	return cli_errf(err, errlen, -EIO, "migration %s%s", status, strcmp(status, "failed") ?
+			"" : " (QEMU gave no reason)");
+}
+
 /* Whether QEMU finished, and how; everything goes back either way. */
 static int finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
 {
-	struct qmp_migration m;
 	char why[512];
-	int rc = qmp_migrate_wait(v->q, timeout_ms, &m, why, sizeof(why));
+	int rc = wait_end(v, timeout_ms, why, sizeof(why));
 
 	if (rc == -ECONNRESET)
 		return cli_errf(err, errlen, rc, "QEMU exited while %s the device state%s",
