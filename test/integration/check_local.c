@@ -52,13 +52,7 @@ static void lx_init(struct lx *f)
 	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
 	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
 	snprintf(f->key, sizeof(f->key), "%s/key", f->dir);
-	{
-		int fd = open(f->key, O_WRONLY | O_CREAT | O_EXCL, 0600);
-
-		ck_assert_int_ge(fd, 0);
-		ck_assert_int_eq(write(fd, "a shared secret of 32 bytes here", 32), 32);
-		close(fd);
-	}
+	tu_write_key(f->key);
 }
 
 static void stop(struct tu_run *r)
@@ -109,23 +103,6 @@ static void write_striped(const char *path, size_t len, uint64_t seed)
 	free(buf);
 }
 
-static bool exists(const char *path)
-{
-	struct stat st;
-
-	return lstat(path, &st) == 0;
-}
-
-static bool same_file(const char *a, const char *b)
-{
-	size_t la, lb;
-	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
-	bool same = da && db && la == lb && !memcmp(da, db, la);
-
-	free(da);
-	free(db);
-	return same;
-}
 
 static void one_line(const char *path, char *buf, size_t len)
 {
@@ -343,14 +320,14 @@ START_TEST(precreated_files_refused)
 	as_other(PLANT, mark, 0);
 	planted_fails(&f, src, ram, state, mark, s3, sizeof(s3));
 	assert_untouched(mark, 0);
-	ck_assert_msg(!exists(ram), "%s was left without its marker", ram);
+	ck_assert_msg(!tu_exists(ram), "%s was left without its marker", ram);
 	ck_assert_int_eq(unlink(mark), 0);
 
 	/* The device state's .part file. */
 	as_other(PLANT, part, 0);
 	planted_fails(&f, src, ram, state, part, said, sizeof(said));
 	assert_untouched(part, 0);
-	ck_assert(!exists(state));
+	ck_assert(!tu_exists(state));
 	printf("local: uid %d pre-created the files in a sticky 1777 directory: the image -> "
 	       "%s; with --use-existing -> %s; the marker -> %s; the state's .part -> %s; each "
 	       "of the other user's files still holds only what they wrote\n", OTHER_UID, s1,
@@ -428,8 +405,8 @@ static void assert_image(const char *mnt, int id, const char *name, const char *
 
 	snprintf(img, sizeof(img), "%s/%d/%s", mnt, id, name);
 	snprintf(mark, sizeof(mark), "%s.incomplete", img);
-	ck_assert_msg(same_file(src, img), "%s differs from %s", img, src);
-	ck_assert_msg(!exists(mark), "%s left behind", mark);
+	ck_assert_msg(tu_same_file(src, img), "%s differs from %s", img, src);
+	ck_assert_msg(!tu_exists(mark), "%s left behind", mark);
 }
 
 /* Two 6 MiB blocks into an 8 MiB tmpfs: refused at admission with the
@@ -738,7 +715,7 @@ START_TEST(reused_pid_gets_no_signal)
 	waitpid(victim, NULL, 0);
 	unlink(ram);
 	ck_assert_msg(sc != 0, "migrate-send exit 0 with its workload gone");
-	ck_assert_msg(!exists(mark), "pid %d, reused by another process, got SIGCONT from "
+	ck_assert_msg(!tu_exists(mark), "pid %d, reused by another process, got SIGCONT from "
 		      "migrate-send (%s)", (int)victim, said);
 	ck_assert_msg(!strstr(st, ") T "), "pid %d, reused, was left stopped: %s", (int)victim,
 		      st);
