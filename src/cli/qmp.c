@@ -418,14 +418,20 @@ int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 	return 0;
 }
 
+/* What one qmp_pump() takes at most: a QEMU flooding events must not hold
+ * the caller's loop. */
+#define PUMP_MAX 64
+
 int qmp_pump(struct qmp *q, char *err, size_t errlen)
 {
 	struct waitfor w = wait_for("event", 0);
-	int r;
+	int r, n = 0;
 
 	do
 		r = read_one(q, &w, err, errlen);
-	while (!r);
+	while (!r && ++n < PUMP_MAX);
+	if (!r)
+		return 0;
 	if (r != -ETIMEDOUT)
 		return r;
 	if (err && errlen)

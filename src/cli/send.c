@@ -264,6 +264,7 @@ struct sender {
 	bool ds_started;        /* the device-state end was asked to stop it */
 	uint64_t stop_deadline; /* by when it must have stopped */
 	uint64_t next_round_at; /* PH_STOPPING: a round to keep up, if not yet */
+	uint64_t state_deadline; /* PH_STATE: by when more state must come */
 	uint64_t t_clear;       /* the last clear of the dirty bits */
 	uint64_t t_mark;        /* a phase's start, for downtime-parts */
 	uint64_t iterations;    /* rounds while the workload ran */
@@ -664,7 +665,8 @@ static void check_stopped(struct sender *x)
 	if (cli_now_ms() >= x->next_round_at) {
 		ev_timer_stop(x->loop, &x->stop_timer);
 		keep_up(x);
-		ev_timer_again(x->loop, &x->stop_timer);
+		if (x->ph != PH_DONE)
+			ev_timer_again(x->loop, &x->stop_timer);
 		return;
 	}
 	if (cli_now_ms() > x->stop_deadline) {
@@ -693,6 +695,11 @@ static void last_round_done(struct sender *x)
 		local_fail(x, rc, err);
 		return;
 	}
+	/* The device state must keep coming, or the workload would wait,
+	 * stopped, for ever. */
+	x->state_deadline = cli_now_ms() + x->o.timeout_s * 1000;
+	ev_timer_set(&x->stop_timer, 0.0, 0.1);
+	ev_timer_again(x->loop, &x->stop_timer);
 	watch_state(x);
 	pump_state(x);
 }
@@ -726,14 +733,11 @@ static void completed(struct sender *x)
 	finish(x);
 }
 
-/* Connected and admitted: the device-state end gets ready while the
- * workload runs (for QEMU, its settings and the pipe: also a measure of how
- * fast its monitor answers, which the switch-over pays a few times), then
- * the first round, or the only one of a cold migration. */
-/* The device-state end gets ready (for QEMU, its settings and the pipe:
- * also a measure of how fast its monitor answers, which the switch-over
- * pays a few times).  Live, this waits until the first round's first
- * writes are out: its QMP round trips would only delay the first byte. */
+/* The device-state end gets ready (for QEMU, reading its settings and the
+ * pipe: also a measure of how fast its monitor answers, which the
+ * switch-over pays a few times).  Live, this waits until the first round's
+ * first writes are out: its QMP round trips would only delay the first
+ * byte. */
 static int prepare_state(struct sender *x)
 {
 	uint64_t t0 = cli_now_ms();
@@ -748,6 +752,8 @@ static int prepare_state(struct sender *x)
 	return 0;
 }
 
+/* Connected and admitted: the first round, or the only one of a cold
+ * migration. */
 static void connected(struct sender *x)
 {
 	x->status = ST_ACTIVE;
@@ -819,11 +825,26 @@ static void src_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	src_step(w->data);
 }
 
+/* Waits with a deadline: for the workload to stop, then for the device
+ * state to keep coming. */
 static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct sender *x = w->data;
+	char err[256];
+
 	(void)loop;
 	(void)revents;
-	check_stopped(w->data);
+	if (x->ph != PH_STATE) {
+		check_stopped(x);
+		return;
+	}
+	if (x->cancelled) {
+		local_fail(x, -ECANCELED, "cancelled");
+	} else if (cli_now_ms() > x->state_deadline) {
+		snprintf(err, sizeof(err), "the device state did not move for %" PRIu64 " s "
+			 "(--timeout): its source stalled", x->o.timeout_s);
+		local_fail(x, -ETIMEDOUT, err);
+	}
 }
 
 /* ---- device state: from its end onto the library's stream ------------------------ */
@@ -860,14 +881,17 @@ static void pump_state(struct sender *x)
 		if (n == 0)
 			break;
 		x->fwd_off += (size_t)n;
+		x->state_deadline = cli_now_ms() + x->o.timeout_s * 1000;
 	}
 	/* A full buffer waits for credits, not for the fd. */
 	if (x->fwd_off < x->fwd_len || x->ds_eof)
 		ev_io_stop(x->loop, &x->ds_io);
 	else
 		watch_state(x);
-	if (x->ph == PH_STATE && x->ds_eof && x->fwd_off == x->fwd_len)
+	if (x->ph == PH_STATE && x->ds_eof && x->fwd_off == x->fwd_len) {
+		ev_timer_stop(x->loop, &x->stop_timer);
 		state_done(x);
+	}
 }
 
 static void watch_state(struct sender *x)
