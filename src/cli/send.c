@@ -60,7 +60,8 @@ static const char usage_text[] =
 	"      --trusted-fabric      allow --qmp without --auth-key: whatever answers at\n"
 	"                            HOST:PORT then receives the guest\n"
 	"  -j, --json                JSON events on stdout, one per line\n"
-	"      --control SOCK        control socket (status, cancel, set)\n"
+	"      --control SOCK        control socket (status, cancel, set, start)\n"
+	"      --defer               connect and prepare, then wait for start on --control\n"
 	"  -t, --timeout S           bound on every wait for the peer (default 30)\n"
 	"  -v, --verbose             log what the library does\n"
 	"  -V, --version             print the version and exit\n"
@@ -71,7 +72,7 @@ static const char usage_text[] =
 enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
-	OPT_TRUSTED,
+	OPT_TRUSTED, OPT_DEFER,
 };
 
 static const struct option long_opts[] = {
@@ -90,6 +91,7 @@ static const struct option long_opts[] = {
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
+	{ "defer", no_argument, NULL, OPT_DEFER },
 	{ "verify", no_argument, NULL, OPT_VERIFY },
 	{ "auth-key", required_argument, NULL, OPT_AUTH_KEY },
 	{ "trusted-fabric", no_argument, NULL, OPT_TRUSTED },
@@ -112,17 +114,18 @@ struct send_opts {
 	pid_t pid;
 	uint64_t max_downtime_ms, max_iterations, max_bandwidth, channels;
 	const char *control;
-	int verify, trusted;
+	int verify, trusted, defer;
 	uint8_t *key;
 	size_t key_len;
 };
 
 /* What the control socket reports as "status". */
 enum send_status {
-	ST_SETUP, ST_ACTIVE, ST_DEVICE, ST_COMPLETED, ST_FAILED, ST_CANCELLING, ST_CANCELLED,
+	ST_SETUP, ST_PREPARED, ST_ACTIVE, ST_DEVICE, ST_COMPLETED, ST_FAILED, ST_CANCELLING,
+	ST_CANCELLED,
 };
 static const char *const status_names[] = {
-	[ST_SETUP] = "setup", [ST_ACTIVE] = "active", [ST_DEVICE] = "device",
+	[ST_SETUP] = "setup", [ST_PREPARED] = "prepared", [ST_ACTIVE] = "active", [ST_DEVICE] = "device",
 	[ST_COMPLETED] = "completed", [ST_FAILED] = "failed", [ST_CANCELLING] = "cancelling",
 	[ST_CANCELLED] = "cancelled",
 };
@@ -164,6 +167,7 @@ static int one_opt(void *opts, int c, const char *arg)
 	case OPT_MAX_BW: return cli_opt_size("--max-bandwidth", arg, &o->max_bandwidth);
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
+	case OPT_DEFER: o->defer = 1; return 0;
 	case OPT_VERIFY: o->verify = 1; return 0;
 	case OPT_AUTH_KEY: return cli_opt_key(&o->key, &o->key_len, arg);
 	case OPT_TRUSTED: o->trusted = 1; return 0;
@@ -206,6 +210,9 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 		return cli_usage("--live needs --pid PID (the process writing the RAM files)");
 	if (o->pid && !o->live)
 		return cli_usage("--pid is only used with --live");
+	if (o->defer && !o->control)
+		return cli_usage("--defer waits for the start command on the control socket: give "
+				 "--control SOCK");
 	if (o->state_in && !strcmp(o->state_in, "-") && isatty(0))
 		return cli_usage("--state-in -: standard input is a terminal");
 	return -1;
@@ -215,6 +222,7 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 /* Where the migration is: each phase says what it waits for. */
 enum phase {
 	PH_CONNECT,     /* rdma_cm, authentication, the block map */
+	PH_PREPARED,    /* --defer: connected and admitted, waiting for start */
 	PH_ROUND,       /* a pre-copy round while the workload runs */
 	PH_CONVERGED,   /* the converged round while the workload still runs;
 			 * then the device-state end stops it itself (QEMU
@@ -244,6 +252,7 @@ struct sender {
 	enum phase ph;
 	enum send_status status;
 	bool cancelled;
+	bool start_asked;       /* --defer: the start command came */
 	bool need_prepare;      /* the device-state end is not ready yet */
 	bool kicked;            /* the library runs again at once: an operation
 				 * just started, its timeout may not say so */
@@ -752,12 +761,10 @@ static int prepare_state(struct sender *x)
 	return 0;
 }
 
-/* Connected and admitted: the first round, or the only one of a cold
- * migration. */
-static void connected(struct sender *x)
+/* The first round, or the only one of a cold migration. */
+static void begin(struct sender *x)
 {
 	x->status = ST_ACTIVE;
-	emit_setup(x);
 	rdmig_source_mark_all(x->s);
 	if (!x->o.live) {
 		if (prepare_state(x))
@@ -773,6 +780,23 @@ static void connected(struct sender *x)
 		start_round(x, PH_ROUND);
 }
 
+/* Connected and admitted.  With --defer the workload is not touched until
+ * the start command: the connection, the block map and any pinning are
+ * done by then, so the migration starts with its first write.  The
+ * library keeps the connection alive with keepalives meanwhile. */
+static void connected(struct sender *x)
+{
+	emit_setup(x);
+	if (x->o.defer && !x->start_asked) {
+		x->ph = PH_PREPARED;
+		x->status = ST_PREPARED;
+		if (x->o.json)
+			cli_emit(cli_event("prepared"));
+		return;
+	}
+	begin(x);
+}
+
 /* The operation in hand finished. */
 static void op_done(struct sender *x)
 {
@@ -784,7 +808,7 @@ static void op_done(struct sender *x)
 	case PH_CONVERGED: converged_done(x); break;
 	case PH_LAST_ROUND: last_round_done(x); break;
 	case PH_COMPLETE: completed(x); break;
-	case PH_STOPPING: case PH_STATE: case PH_DONE: break;
+	case PH_PREPARED: case PH_STOPPING: case PH_STATE: case PH_DONE: break;
 	}
 }
 
@@ -1059,7 +1083,8 @@ static struct json_object *status_reply(struct sender *x)
 static void cancel(struct sender *x)
 {
 	x->cancelled = true;
-	if (x->status == ST_ACTIVE || x->status == ST_SETUP || x->status == ST_DEVICE)
+	if (x->status == ST_ACTIVE || x->status == ST_SETUP || x->status == ST_PREPARED ||
+	    x->status == ST_DEVICE)
 		x->status = ST_CANCELLING;
 	rdmig_source_cancel(x->s);
 }
@@ -1097,6 +1122,24 @@ static struct json_object *set_reply(struct sender *x, struct json_object *req)
 	return ctl_return(NULL);
 }
 
+/* A start before the connection is up is kept: the first round follows
+ * it at once. */
+static struct json_object *start_reply(struct sender *x)
+{
+	if (!x->o.defer)
+		return ctl_error("this migration runs already: start is for one begun with --defer");
+	if (x->start_asked)
+		return ctl_error("start was given already");
+	if (x->cancelled || x->ph == PH_DONE)
+		return ctl_error("the migration has ended");
+	x->start_asked = true;
+	if (x->ph == PH_PREPARED)
+		begin(x);
+	if (x->failed)
+		return ctl_error(x->f.msg);
+	return ctl_return(NULL);
+}
+
 static struct json_object *on_command(void *ctx, const char *cmd, struct json_object *req)
 {
 	struct sender *x = ctx;
@@ -1109,6 +1152,8 @@ static struct json_object *on_command(void *ctx, const char *cmd, struct json_ob
 	}
 	if (!strcmp(cmd, "set"))
 		return set_reply(x, req);
+	if (!strcmp(cmd, "start"))
+		return start_reply(x);
 	return NULL;
 }
 
