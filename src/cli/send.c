@@ -253,6 +253,8 @@ struct sender {
 	enum send_status status;
 	bool cancelled;
 	bool start_asked;       /* --defer: the start command came */
+	uint64_t prepared_ms;   /* --defer: when it began to wait for start */
+	uint64_t waited_ms;     /* ... and how long it waited, once started */
 	bool need_prepare;      /* the device-state end is not ready yet */
 	bool kicked;            /* the library runs again at once: an operation
 				 * just started, its timeout may not say so */
@@ -361,6 +363,18 @@ static void draw_bar(struct sender *x, const struct rdmig_stats *st)
 		     ms ? (double)done * 1000.0 / (double)ms : 0, st->iterations + 1);
 }
 
+/* The library's figures, without the time a --defer migration waited for
+ * start: nothing moved then, and a manager's clock starts with start. */
+static void stats(struct sender *x, struct rdmig_stats *st)
+{
+	uint64_t waited = x->waited_ms;
+
+	rdmig_source_stats(x->s, st);
+	if (x->ph == PH_PREPARED)
+		waited = cli_now_ms() - x->prepared_ms;
+	st->total_time_ms -= waited < st->total_time_ms ? waited : st->total_time_ms;
+}
+
 static void on_progress(void *ctx, const struct rdmig_stats *st)
 {
 	draw_bar(ctx, st);
@@ -373,7 +387,7 @@ static void emit_setup(struct sender *x)
 
 	if (!x->o.json)
 		return;
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	o = cli_event("setup");
 	cli_json_u64(o, "setup-time", st.setup_time_ms);
 	cli_json_u64(o, "total", st.total);
@@ -391,7 +405,7 @@ static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
 
 	if (!x->o.json)
 		return;
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	o = cli_event("iteration");
 	cli_json_str(o, "status", status_names[x->status]);
 	cli_json_stats(o, &st);
@@ -500,7 +514,7 @@ static void start_round(struct sender *x, enum phase ph)
 	struct rdmig_stats st = { .size = sizeof(st) };
 	int rc;
 
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	x->iter_base = st.normal_bytes;
 	x->iter_planned = 0;
 	x->iter_t0 = cli_now_ms();
@@ -518,7 +532,7 @@ static void round_ended(struct sender *x)
 	struct rdmig_stats st = { .size = sizeof(st) };
 
 	cli_bar_clear(&x->bar);
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	x->last_bytes = st.normal_bytes - x->iter_base;
 	x->last_ms = cli_now_ms() - x->iter_t0;
 	/* Too little to time: keep the last estimate. */
@@ -790,6 +804,7 @@ static void connected(struct sender *x)
 	if (x->o.defer && !x->start_asked) {
 		x->ph = PH_PREPARED;
 		x->status = ST_PREPARED;
+		x->prepared_ms = cli_now_ms();
 		if (x->o.json)
 			cli_emit(cli_event("prepared"));
 		return;
@@ -961,12 +976,14 @@ static void report_success(struct sender *x)
 	char a[32], b[32], c[32], left[200];
 	double secs, rate;
 
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	if (x->o.json) {
 		struct json_object *o = cli_event("completed");
 
 		cli_json_str(o, "status", "completed");
 		cli_json_stats(o, &st);
+		if (x->o.defer)
+			cli_json_u64(o, "prepared-time", x->waited_ms);
 		if (x->o.live) {
 			struct json_object *parts = json_object_new_object();
 
@@ -1070,7 +1087,7 @@ static struct json_object *status_reply(struct sender *x)
 	struct json_object *o = json_object_new_object();
 	struct rdmig_stats st = { .size = sizeof(st) };
 
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	cli_json_str(o, "status", status_names[x->status]);
 	cli_json_stats(o, &st);
 	if (x->status == ST_COMPLETED && x->o.live)
@@ -1133,8 +1150,10 @@ static struct json_object *start_reply(struct sender *x)
 	if (x->cancelled || x->ph == PH_DONE)
 		return ctl_error("the migration has ended");
 	x->start_asked = true;
-	if (x->ph == PH_PREPARED)
+	if (x->ph == PH_PREPARED) {
+		x->waited_ms = cli_now_ms() - x->prepared_ms;
 		begin(x);
+	}
 	if (x->failed)
 		return ctl_error(x->f.msg);
 	return ctl_return(NULL);

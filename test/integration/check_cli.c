@@ -519,6 +519,12 @@ START_TEST(deferred_start)
 	both_ok(&f, 120000);
 	took = tu_now_ms() - t_start;
 	assert_same(file, dfile);
+	/* The wait is reported apart, not inside total-time. */
+	ev = tu_event_in(f.send.out, "completed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_uint_ge(tu_jnum(ev, "prepared-time"), 5000);
+	ck_assert_uint_lt(tu_jnum(ev, "total-time"), took + 5000);
+	json_object_put(ev);
 	ck_assert_int_eq(proc_state(f.load.p.pid), 'T');
 	printf("deferred: prepared for 5 s past --timeout 2 on both sides, then started: "
 	       "byte-identical %" PRIu64 " ms after start (prepared %" PRIu64 " ms)\n",
