@@ -213,6 +213,9 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 	if (o->defer && !o->control)
 		return cli_usage("--defer waits for the start command on the control socket: give "
 				 "--control SOCK");
+	if (o->defer && o->state_in && !strcmp(o->state_in, "-"))
+		return cli_usage("--defer with --state-in -: the state is read at launch, before "
+				 "the wait; give it as a file written before start, or drop --defer");
 	if (o->state_in && !strcmp(o->state_in, "-") && isatty(0))
 		return cli_usage("--state-in -: standard input is a terminal");
 	return -1;
@@ -253,6 +256,9 @@ struct sender {
 	enum send_status status;
 	bool cancelled;
 	bool start_asked;       /* --defer: the start command came */
+	bool said_prepared;     /* ... and "prepared" was said */
+	bool begun;             /* the workload may have been touched */
+	bool untouched;         /* after a failure: it never was */
 	uint64_t prepared_ms;   /* --defer: when it began to wait for start */
 	uint64_t waited_ms;     /* ... and how long it waited, once started */
 	bool need_prepare;      /* the device-state end is not ready yet */
@@ -370,7 +376,7 @@ static void stats(struct sender *x, struct rdmig_stats *st)
 	uint64_t waited = x->waited_ms;
 
 	rdmig_source_stats(x->s, st);
-	if (x->ph == PH_PREPARED)
+	if (x->ph == PH_PREPARED && x->said_prepared)
 		waited = cli_now_ms() - x->prepared_ms;
 	st->total_time_ms -= waited < st->total_time_ms ? waited : st->total_time_ms;
 }
@@ -778,7 +784,15 @@ static int prepare_state(struct sender *x)
 /* The first round, or the only one of a cold migration. */
 static void begin(struct sender *x)
 {
+	char err[512];
+
+	x->begun = true;
 	x->status = ST_ACTIVE;
+	/* Its manager may have paused, resumed or shut it down meanwhile. */
+	if (x->o.defer && x->e.wl && wl_recheck(x->e.wl, err, sizeof(err))) {
+		local_fail(x, -EINVAL, err);
+		return;
+	}
 	rdmig_source_mark_all(x->s);
 	if (!x->o.live) {
 		if (prepare_state(x))
@@ -794,6 +808,29 @@ static void begin(struct sender *x)
 		start_round(x, PH_ROUND);
 }
 
+/* --defer: "prepared" once the source's own registration (--pin-all) is
+ * done as well, so that start's clock holds none of it. */
+static void say_prepared(struct sender *x)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+
+	if (x->said_prepared)
+		return;
+	if (x->o.pin_all) {
+		rdmig_source_stats(x->s, &st);
+		if (st.pinned_bytes < st.total)
+			return;
+	}
+	x->said_prepared = true;
+	x->status = ST_PREPARED;
+	x->prepared_ms = cli_now_ms();
+	if (x->o.json)
+		cli_emit(cli_event("prepared"));
+	else
+		cli_err("connected to %s:%s and prepared: waiting for start on %s", x->o.host,
+			x->o.port, x->o.control);
+}
+
 /* Connected and admitted.  With --defer the workload is not touched until
  * the start command: the connection, the block map and any pinning are
  * done by then, so the migration starts with its first write.  The
@@ -803,10 +840,7 @@ static void connected(struct sender *x)
 	emit_setup(x);
 	if (x->o.defer && !x->start_asked) {
 		x->ph = PH_PREPARED;
-		x->status = ST_PREPARED;
-		x->prepared_ms = cli_now_ms();
-		if (x->o.json)
-			cli_emit(cli_event("prepared"));
+		say_prepared(x);
 		return;
 	}
 	begin(x);
@@ -841,6 +875,8 @@ static void src_step(struct sender *x)
 	}
 	if (rc == 1)
 		op_done(x);
+	else if (x->ph == PH_PREPARED)
+		say_prepared(x);
 	else if (x->need_prepare && x->ph == PH_ROUND)
 		prepare_state(x);
 	/* Credits may have come back for device state waiting to go. */
@@ -967,6 +1003,11 @@ static void resume_workload(struct sender *x)
 	x->e.ds = NULL;
 	if (!x->e.wl)
 		return;
+	if (x->o.defer && !x->begun) {
+		x->untouched = true;
+		x->resumed = wl_untouched(x->e.wl, x->resume_err, sizeof(x->resume_err));
+		return;
+	}
 	x->resumed = !wl_resume(x->e.wl, x->resume_err, sizeof(x->resume_err));
 }
 
@@ -1020,7 +1061,7 @@ static const char *workload_fate(struct sender *x, char *buf, size_t len)
 	buf[0] = '\0';
 	if (!x->e.wl)
 		return buf;
-	if (!x->resumed)
+	if (!x->resumed || x->untouched)
 		snprintf(buf, len, "; %s", x->resume_err);
 	else
 		snprintf(buf, len, "; %s", wl_runs_again(x->e.wl));
@@ -1057,6 +1098,8 @@ static int report_failure(struct sender *x)
 	if (x->e.wl)
 		json_object_object_add(o, wl_running_key(x->e.wl),
 				       json_object_new_boolean(x->resumed));
+	if (x->o.defer)
+		json_object_object_add(o, "started", json_object_new_boolean(x->begun));
 	cli_emit_failed(line, code, o);
 	return code;
 }
@@ -1151,7 +1194,8 @@ static struct json_object *start_reply(struct sender *x)
 		return ctl_error("the migration has ended");
 	x->start_asked = true;
 	if (x->ph == PH_PREPARED) {
-		x->waited_ms = cli_now_ms() - x->prepared_ms;
+		if (x->said_prepared)
+			x->waited_ms = cli_now_ms() - x->prepared_ms;
 		begin(x);
 	}
 	if (x->failed)
