@@ -18,7 +18,8 @@
  * any time while the handle exists, and the marking functions once
  * connecting began.  Callbacks run on the driving thread, inside the call
  * that drives; they may call those functions but nothing else on the same
- * handle (dirty_sync marks).  The block set is fixed once
+ * handle (dirty_sync marks): what drives or changes it returns -EDEADLK,
+ * and the callback may not destroy it.  The block set is fixed once
  * connecting/accepting begins.  See rdmig(3), Threads. */
 #ifndef RDMIG_H
 #define RDMIG_H

@@ -118,6 +118,7 @@ unsigned cfg_chunk_shift(const struct rdmig_config *cfg)
 void cfg_log(const struct rdmig_config *cfg, int level, const char *fmt, ...)
 {
 	char msg[512];
+	struct cfg_cb_frame f;
 	va_list ap;
 
 	if (!cfg->log || level > cfg->log_level)
@@ -125,7 +126,35 @@ void cfg_log(const struct rdmig_config *cfg, int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	cfg_cb_enter(&f, cfg);
 	cfg->log(cfg->log_ctx, level, msg);
+	cfg_cb_leave(&f);
+}
+
+/* The innermost callback this thread runs; the driving thread's alone, as
+ * the callbacks are. */
+static __thread struct cfg_cb_frame *cb_top;
+
+void cfg_cb_enter(struct cfg_cb_frame *f, const struct rdmig_config *cfg)
+{
+	f->cfg = cfg;
+	f->prev = cb_top;
+	cb_top = f;
+}
+
+void cfg_cb_leave(struct cfg_cb_frame *f)
+{
+	cb_top = f->prev;
+}
+
+bool cfg_in_cb(const struct rdmig_config *cfg)
+{
+	const struct cfg_cb_frame *f;
+
+	for (f = cb_top; f; f = f->prev)
+		if (f->cfg == cfg)
+			return true;
+	return false;
 }
 
 void stats_init(struct stats_box *b)

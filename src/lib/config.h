@@ -4,6 +4,7 @@
 #define RDMIG_CONFIG_H
 
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "rdmig.h"
 #include "util.h"
@@ -23,6 +24,22 @@ unsigned cfg_chunk_shift(const struct rdmig_config *cfg);
 
 void cfg_log(const struct rdmig_config *cfg, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Callbacks run inside the call that drives their handle, which is in the
+ * middle of its work: calling back into that handle (except for the calls
+ * rdmig(3), Threads, allows) would run a step inside a step.  Each callback
+ * is called between cfg_cb_enter() and cfg_cb_leave(), with a frame on the
+ * caller's stack; the frames of the callbacks this thread is inside form a
+ * chain (a callback may drive another handle, whose callbacks nest).
+ * cfg_in_cb() says whether the handle of @cfg is among them. */
+struct cfg_cb_frame {
+	const struct rdmig_config *cfg;
+	struct cfg_cb_frame *prev;
+};
+
+void cfg_cb_enter(struct cfg_cb_frame *f, const struct rdmig_config *cfg);
+void cfg_cb_leave(struct cfg_cb_frame *f);
+bool cfg_in_cb(const struct rdmig_config *cfg);
 
 /* Statistics written by the migration thread, read from any thread. */
 struct stats_box {

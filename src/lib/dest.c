@@ -77,6 +77,8 @@ int rdmig_dest_add_block(struct rdmig_dest *d, const char *name, void *host,
 	unsigned i;
 	int rc;
 
+	if (sess_reentered(&d->ss))
+		return -EDEADLK;
 	if (d->state != DST_NEW)
 		return rd_err_set(&d->ss.err, -EINVAL, "blocks must be added before accepting");
 	rc = blk_name_valid(name, &d->ss.err);
@@ -135,6 +137,8 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 {
 	int rc;
 
+	if (sess_reentered(&d->ss))
+		return -EDEADLK;
 	if (d->state != DST_NEW)
 		return d->state == DST_FAILED ? d->result :
 		       rd_err_set(&d->ss.err, -EISCONN, "already accepted a connection");
@@ -414,6 +418,8 @@ int rdmig_dest_process(struct rdmig_dest *d)
 {
 	int rc;
 
+	if (sess_reentered(&d->ss))
+		return -EDEADLK;
 	if (d->state == DST_FAILED)
 		return d->result;
 	if (d->state == DST_DONE)

@@ -181,10 +181,13 @@ void dst_data_count(struct rdmig_dest *d)
 static int deliver_state(struct rdmig_dest *d, const Rdmig__State *st)
 {
 	char msg[RD_ERRLEN] = "";
+	struct cfg_cb_frame f;
 	int rc;
 
+	cfg_cb_enter(&f, &d->ss.cfg);
 	rc = d->ss.cfg.state(d->ss.cfg.state_ctx, st->data.data, st->data.len, msg,
 			     sizeof(msg));
+	cfg_cb_leave(&f);
 	if (rc)
 		return rd_err_set(&d->ss.err, rc < 0 ? rc : -EIO, "the device state could not "
 				  "be taken: %s", msg[0] ? msg : strerror(rc < 0 ? -rc : EIO));
@@ -314,11 +317,14 @@ static int commit_and_ack(struct rdmig_dest *d)
 
 	if (d->ss.cfg.commit) {
 		char msg[RD_ERRLEN] = "";
+		struct cfg_cb_frame f;
 
 		rc = keepalive_first(d) ? ctrl_keepalive(&d->ss.ch) : 0;
 		if (rc)
 			return rc;
+		cfg_cb_enter(&f, &d->ss.cfg);
 		rc = d->ss.cfg.commit(d->ss.cfg.commit_ctx, msg, sizeof(msg));
+		cfg_cb_leave(&f);
 		if (rc)
 			return rd_err_set(&d->ss.err, rc < 0 ? rc : -EIO, "the destination could "
 					  "not save the image: %s", msg[0] ? msg : strerror(EIO));

@@ -44,6 +44,7 @@ int dst_map_add(struct rdmig_dest *d, const char *name, void *host, uint64_t len
 static int find_block(struct rdmig_dest *d, const Rdmig__BlockDesc *bd)
 {
 	char emsg[RD_ERRLEN] = "";
+	struct cfg_cb_frame f;
 	void *host = NULL;
 	int zeroed = 0, rc;
 	unsigned i;
@@ -64,8 +65,10 @@ static int find_block(struct rdmig_dest *d, const Rdmig__BlockDesc *bd)
 	if (!d->ss.cfg.map_block)
 		return rd_err_set(&d->ss.err, -ENOENT, "block \"%s\" is not configured on the "
 				  "destination", bd->name);
+	cfg_cb_enter(&f, &d->ss.cfg);
 	rc = d->ss.cfg.map_block(d->ss.cfg.map_ctx, bd->name, bd->length, bd->page_size, &host,
 				 &zeroed, emsg, sizeof(emsg));
+	cfg_cb_leave(&f);
 	if (rc || !host)
 		return rd_err_set(&d->ss.err, rc < 0 ? rc : -EINVAL, "block \"%s\": %s", bd->name,
 				  emsg[0] ? emsg : "could not be mapped");
@@ -114,6 +117,7 @@ static uint64_t host_memory(void)
 static int admit_image(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 {
 	const struct rdmig_config *c = &d->ss.cfg;
+	struct cfg_cb_frame f;
 	uint64_t total = 0, max = c->max_image ? c->max_image : host_memory();
 	char msg[RD_ERRLEN] = "";
 	size_t i;
@@ -136,7 +140,9 @@ static int admit_image(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 				  (d->ss.caps & PD_CAP_PIN_ALL) ? "pin-all" : "dynamic");
 	if (!c->admit)
 		return 0;
+	cfg_cb_enter(&f, c);
 	rc = c->admit(c->admit_ctx, total, msg, sizeof(msg));
+	cfg_cb_leave(&f);
 	if (rc)
 		return rd_err_set(&d->ss.err, rc < 0 ? rc : -EPERM, "%s",
 				  msg[0] ? msg : "the destination turned the migration away");

@@ -212,17 +212,25 @@ int sess_keepalive(struct session *ss)
 	return ctrl_keepalive(&ss->ch);
 }
 
+int sess_reentered(const struct session *ss)
+{
+	return cfg_in_cb(&ss->cfg) ? -EDEADLK : 0;
+}
+
 void sess_progress(struct session *ss, int64_t *last_ms, bool force,
 		   void (*fill)(void *role, struct rdmig_stats *st), void *role)
 {
 	struct rdmig_stats st = { .size = sizeof(st) };
 	int64_t now = rd_now_ms();
+	struct cfg_cb_frame f;
 
 	if (!ss->cfg.progress || (!force && now - *last_ms < ss->cfg.progress_ms))
 		return;
 	*last_ms = now;
 	fill(role, &st);
+	cfg_cb_enter(&f, &ss->cfg);
 	ss->cfg.progress(ss->cfg.progress_ctx, &st);
+	cfg_cb_leave(&f);
 }
 
 void sess_stats_out(const struct rdmig_stats *in, struct rdmig_stats *out)

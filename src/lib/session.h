@@ -80,6 +80,12 @@ int sess_error_class(const struct session *ss, int rc);
 void sess_cancel(struct session *ss, const char *reason);
 /* 0, or -ECANCELED with the message set, once sess_cancel() was called. */
 int sess_check_cancel(struct session *ss);
+/* -EDEADLK when called from inside one of this handle's callbacks, which
+ * run in the middle of a step: a call that drives the handle or changes it
+ * would run inside it (rdmig(3), Threads, says which calls are allowed).
+ * The handle's error text is left alone: it may be what the callback is
+ * reporting. */
+int sess_reentered(const struct session *ss);
 
 /* Sends a keepalive when the channel was idle for keepalive_ms. */
 int sess_keepalive(struct session *ss);

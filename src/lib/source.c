@@ -89,6 +89,8 @@ void rdmig_source_destroy(struct rdmig_source *s)
 int rdmig_source_add_block(struct rdmig_source *s, const char *name, void *host,
 			   uint64_t length, uint32_t page_size)
 {
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
 	if (s->state != SRC_NEW)
 		return rd_err_set(&s->ss.err, -EINVAL, "blocks must be added before connecting");
 	return src_mem_add(s, name, host, length, page_size);
@@ -431,6 +433,8 @@ int rdmig_source_step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_u
 {
 	int rc;
 
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
 	if (s->state == SRC_FAILED) {
 		/* A late cancel must not leave the fd readable. */
 		sess_woken(&s->ss);
@@ -518,8 +522,12 @@ static int start_failed(struct rdmig_source *s, int rc)
 
 int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const char *port)
 {
-	int rc = start(s, GOAL_CONNECTED, SRC_NEW);
+	int rc;
 
+	/* From a callback: refused, and the migration goes on as it was. */
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
+	rc = start(s, GOAL_CONNECTED, SRC_NEW);
 	/* Whoever connects drives the handle from now on. */
 	if (!rc)
 		src_mem_set_driver(s);
@@ -535,11 +543,14 @@ int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const c
 static int dirty_sync(struct rdmig_source *s)
 {
 	char msg[RD_ERRLEN] = "";
+	struct cfg_cb_frame f;
 	int rc;
 
 	if (!s->ss.cfg.dirty_sync)
 		return 0;
+	cfg_cb_enter(&f, &s->ss.cfg);
 	rc = s->ss.cfg.dirty_sync(s->ss.cfg.dirty_ctx, s, msg, sizeof(msg));
+	cfg_cb_leave(&f);
 	if (!rc)
 		return 0;
 	return rd_err_set(&s->ss.err, rc < 0 ? rc : -EIO, "the dirty_sync callback failed: %s",
@@ -548,8 +559,11 @@ static int dirty_sync(struct rdmig_source *s)
 
 int rdmig_source_iterate_async(struct rdmig_source *s)
 {
-	int rc = start(s, GOAL_ITERATED, SRC_READY);
+	int rc;
 
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
+	rc = start(s, GOAL_ITERATED, SRC_READY);
 	if (!rc)
 		rc = dirty_sync(s);
 	if (!rc)
@@ -559,8 +573,11 @@ int rdmig_source_iterate_async(struct rdmig_source *s)
 
 int rdmig_source_complete_async(struct rdmig_source *s)
 {
-	int rc = start(s, GOAL_COMPLETED, SRC_READY);
+	int rc;
 
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
+	rc = start(s, GOAL_COMPLETED, SRC_READY);
 	if (!rc)
 		rc = src_end_begin(s);
 	return start_failed(s, rc);
@@ -597,6 +614,8 @@ ssize_t rdmig_source_write_state(struct rdmig_source *s, const void *data, size_
 {
 	ssize_t n;
 
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
 	if (s->state == SRC_FAILED)
 		return s->result;
 	n = src_state_write(s, data, len);
@@ -630,6 +649,8 @@ int rdmig_source_send_state(struct rdmig_source *s, const void *data, size_t len
 
 int rdmig_source_poll(struct rdmig_source *s)
 {
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
 	return step_keep(s);
 }
 

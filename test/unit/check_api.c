@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,6 +197,82 @@ START_TEST(connect_without_a_device)
 }
 END_TEST
 
+/* What a log callback of a failing source did with its handle, and with
+ * another one. */
+struct reenter {
+	struct rdmig_source *s, *other;
+	int calls;
+	int process, poll, add, iterate, complete, connect, write, send, other_process;
+};
+
+static void reenter_log(void *ctx, int level, const char *msg)
+{
+	static uint8_t more[4096] __attribute__((aligned(4096)));
+	struct reenter *r = ctx;
+	/* Allowed, and must not wait for a lock the caller holds. */
+	struct rdmig_stats st = { .size = sizeof(st) };
+
+	(void)level; (void)msg;
+	if (r->calls++)
+		return;
+	r->process = rdmig_source_process(r->s);
+	r->poll = rdmig_source_poll(r->s);
+	r->add = rdmig_source_add_block(r->s, "more", more, sizeof(more), 4096);
+	r->iterate = rdmig_source_iterate(r->s);
+	r->complete = rdmig_source_complete_async(r->s);
+	r->connect = rdmig_source_connect_async(r->s, "127.0.0.1", "4444");
+	r->write = (int)rdmig_source_write_state(r->s, more, 8);
+	r->send = rdmig_source_send_state(r->s, more, 8);
+	/* Allowed: the calls any thread may make, and other handles. */
+	rdmig_source_stats(r->s, &st);
+	rdmig_source_set_max_bandwidth(r->s, 1 << 20);
+	r->other_process = rdmig_source_process(r->other);
+}
+
+/* rdmig(3), Threads: from a callback only the calls any thread may make
+ * are allowed on the callback's handle; the others return -EDEADLK and
+ * change nothing (the error text the callback may be reporting included),
+ * while other handles can be driven as usual. */
+START_TEST(callbacks_may_not_drive_their_handle)
+{
+	static uint8_t ram[1 << 16] __attribute__((aligned(4096)));
+	struct reenter r = { 0 };
+	struct rdmig_config cfg;
+	char err[RD_ERRLEN];
+	int rc;
+
+	rdmig_config_init(&cfg);
+	cfg.log = reenter_log;
+	cfg.log_ctx = &r;
+	cfg.log_level = RDMIG_LOG_ERROR;
+	ck_assert_int_eq(rdmig_source_create(&r.s, &cfg), 0);
+	ck_assert_int_eq(rdmig_source_create(&r.other, NULL), 0);
+	ck_assert_int_ge(rdmig_source_add_block(r.s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_connect_async(r.s, "127.0.0.1", "4444"), 0);
+	/* No device: the step fails the migration and logs why. */
+	rc = rdmig_source_process(r.s);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(r.process, -EDEADLK);
+	ck_assert_int_eq(r.poll, -EDEADLK);
+	ck_assert_int_eq(r.add, -EDEADLK);
+	ck_assert_int_eq(r.iterate, -EDEADLK);
+	ck_assert_int_eq(r.complete, -EDEADLK);
+	ck_assert_int_eq(r.connect, -EDEADLK);
+	ck_assert_int_eq(r.write, -EDEADLK);
+	ck_assert_int_eq(r.send, -EDEADLK);
+	ck_assert_int_eq(r.other_process, -ENOTCONN);
+	/* The failure is still the one logged, and the handle's as before. */
+	ck_assert_msg(strstr(rdmig_source_error(r.s), "RDMA device"), "%s", rdmig_source_error(r.s));
+	snprintf(err, sizeof(err), "%s", rdmig_source_error(r.s));
+	ck_assert_int_eq(rdmig_source_process(r.s), rc);
+	ck_assert_str_eq(rdmig_source_error(r.s), err);
+	ck_assert_uint_eq(r.s->nblocks, 1);
+	rdmig_source_destroy(r.other);
+	rdmig_source_destroy(r.s);
+}
+END_TEST
+
 /* rdmig(3): timeout and process agree in every state a handle can be in
  * without a device: -1 (nothing due) whenever process would only say
  * "not connected" or repeat a failure; 0 right after an operation started,
@@ -366,6 +443,7 @@ Suite *api_suite(void)
 	tcase_add_test(tc, dest_block_checks);
 	tcase_add_test(tc, connect_without_a_device);
 	tcase_add_test(tc, timeout_and_process_agree);
+	tcase_add_test(tc, callbacks_may_not_drive_their_handle);
 	tcase_add_test(tc, error_classes);
 	tcase_add_test(tc, marking_from_another_thread);
 	suite_add_tcase(s, tc);

@@ -197,6 +197,53 @@ static int take_state(void *ctx, const void *data, size_t len, char *err, size_t
 	return 0;
 }
 
+/* A state callback that tries to drive its own handle: refused. */
+static struct rdmig_dest *reenter_d;
+static int reenter_process, reenter_add;
+
+static int reenter_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
+{
+	static uint8_t more[4096] __attribute__((aligned(4096)));
+
+	(void)ctx; (void)data; (void)err; (void)errlen;
+	reenter_process = rdmig_dest_process(reenter_d);
+	reenter_add = rdmig_dest_add_block(reenter_d, "more", more, sizeof(more), 0);
+	/* Allowed from a callback: pausing the state stream. */
+	rdmig_dest_pause_state(reenter_d, 0);
+	got_state += len;
+	return 0;
+}
+
+/* rdmig(3), Threads: a callback that calls rdmig_dest_process() on its
+ * own handle gets -EDEADLK, and the state it was given still counts. */
+START_TEST(state_callback_may_not_process)
+{
+	static uint8_t ram[64 * 1024] __attribute__((aligned(4096)));
+	static uint8_t bytes[100];
+	struct ctrl_hdr h = { .type = CT_STATE };
+	Rdmig__State st = RDMIG__STATE__INIT;
+	struct rdmig_config cfg;
+
+	rdmig_config_init(&cfg);
+	cfg.state = reenter_state;
+	ck_assert_int_eq(rdmig_dest_create(&reenter_d, &cfg), 0);
+	ck_assert_int_eq(rdmig_dest_add_block(reenter_d, "ram", ram, sizeof(ram), 0), 0);
+	reenter_d->state = DST_RUNNING;
+	st.data.data = bytes;
+	st.data.len = sizeof(bytes);
+	got_state = 0;
+	reenter_process = reenter_add = 0;
+	ck_assert_int_eq(dst_data_msg(reenter_d, &h, &st.base), 0);
+	ck_assert_int_eq(reenter_process, -EDEADLK);
+	ck_assert_int_eq(reenter_add, -EDEADLK);
+	ck_assert_uint_eq(got_state, sizeof(bytes));
+	ck_assert_uint_eq(reenter_d->state_bytes, sizeof(bytes));
+	ck_assert_int_eq(reenter_d->state, DST_RUNNING);
+	ck_assert_uint_eq(reenter_d->nblocks, 1);
+	rdmig_dest_destroy(reenter_d);
+}
+END_TEST
+
 /* rdmig_dest_pause_state(): while paused a STATE waits in hand (the frames
  * behind it wait too, so the source runs out of credits), the callback is
  * not called and the source's silence is not timed; resuming wakes the fd
@@ -257,6 +304,7 @@ Suite *dest_suite(void)
 	tcase_add_test(tc, zero_ranges_in_slices);
 	tcase_add_test(tc, progress_counts_what_landed);
 	tcase_add_test(tc, state_waits_while_paused);
+	tcase_add_test(tc, state_callback_may_not_process);
 	suite_add_tcase(s, tc);
 	return s;
 }
