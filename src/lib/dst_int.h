@@ -61,7 +61,7 @@ enum dst_step_end { DSTEP_IDLE, DSTEP_CUT };
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte; a piece is its block's map index << 32 | piece, a
  * chunk its slot). */
-enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2, DREG_RING = 3 };
+enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2 };
 #define DST_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
 #define DST_REG_KIND(c) ((unsigned)((c) >> 56))
 #define DST_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))

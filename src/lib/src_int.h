@@ -79,7 +79,7 @@ enum { SRC_TAG_WRITE = 1 };
 
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte, a slot or offset below). */
-enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2, REG_STATE = 3 };
+enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2 };
 #define SRC_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
 #define SRC_REG_KIND(c) ((unsigned)((c) >> 56))
 #define SRC_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
