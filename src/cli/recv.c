@@ -143,8 +143,7 @@ struct mig {
 	struct mig *next;
 	unsigned id;            /* daemon: the N of DIR/N, from admission on; else 0 */
 	struct rdmig_dest *d;
-	ev_io io[RDMIG_DEST_MAX_FDS];
-	int nio;
+	ev_io io;               /* the handle's one fd (rdmig_dest_fd) */
 	ev_timer timer;
 	bool linked;            /* on app->migs and counted */
 	bool admitted;          /* the source proved itself: files are ours to touch */
@@ -669,8 +668,8 @@ static void mig_free(struct mig *m)
 		else
 			a->handshakes--;
 	}
-	for (i = 0; i < m->nio; i++)
-		ev_io_stop(a->loop, &m->io[i]);
+	/* Never started before mig_watch(): stopping is a no-op then. */
+	ev_io_stop(a->loop, &m->io);
 	ev_timer_stop(a->loop, &m->timer);
 	rdmig_dest_destroy(m->d);
 	/* A half-written state never takes the final name. */
@@ -1134,15 +1133,9 @@ static const char *busy_reason(struct app *a, char *buf, size_t len)
 
 static void mig_watch(struct mig *m)
 {
-	struct app *a = m->app;
-	int fds[RDMIG_DEST_MAX_FDS], i;
-
-	m->nio = rdmig_dest_fds(m->d, fds, RDMIG_DEST_MAX_FDS);
-	for (i = 0; i < m->nio; i++) {
-		ev_io_init(&m->io[i], mig_io_cb, fds[i], EV_READ);
-		m->io[i].data = m;
-		ev_io_start(a->loop, &m->io[i]);
-	}
+	ev_io_init(&m->io, mig_io_cb, rdmig_dest_fd(m->d), EV_READ);
+	m->io.data = m;
+	ev_io_start(m->app->loop, &m->io);
 }
 
 /* Whether a connection request waits on the listener (without taking it). */
