@@ -11,4 +11,5 @@ Suite *qmp_suite(void);
 Suite *security_suite(void);
 Suite *embed_suite(void);
 Suite *local_suite(void);
+Suite *libvirt_suite(void);
 #endif
