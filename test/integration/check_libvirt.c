@@ -11,9 +11,11 @@
  * operator would ask it), not what the tool reports: after a migration the
  * destination domain runs, the source domain is shut off and cannot be
  * resumed, the guest keeps writing at the destination and its RAM there is
- * consistent; after migrate-recv is killed mid-stream the source domain
- * runs and the destination has no such domain; a domain whose RAM is a
- * memfd or private is refused before anything starts, naming the fix.
+ * consistent and the destination holds the disk lease; after migrate-recv
+ * is killed mid-stream (also once QEMU stopped the guest) or the operator
+ * cancels, the source domain runs with its lease and the destination has
+ * no such domain; a domain whose RAM is a memfd or private is refused
+ * before anything starts, naming the fix.
  *
  * RDMIG_LIBVIRT_TOOL names another tool to test (a broken one, to see the
  * tests fail). */
@@ -612,6 +614,47 @@ START_TEST(switchover_failure_source_runs)
 }
 END_TEST
 
+/* The operator cancels (SIGTERM to the tool) mid-stream: exit 7, host A's
+ * libvirt says running, host B has no such domain. */
+START_TEST(cancel_source_runs)
+{
+	char ser_a[300], st_a[128], st_b[128];
+	struct json_object *ev;
+	struct dom d;
+	int rc, m0;
+
+	dom_start(&d, "lv-cancel", RAM_FILE);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "8M", NULL });
+	ev = tu_wait_event(&d.mig, "setup", 120000);
+	if (!ev)
+		dom_dump(&d);
+	ck_assert_msg(ev != NULL, "the migration never started");
+	json_object_put(ev);
+	usleep(1000 * 1000);
+	tu_kill(&d.mig.p, SIGTERM);
+	rc = tu_run_finish(&d.mig, 120000);
+	if (rc != 7)
+		dom_dump(&d);
+	ck_assert_int_eq(rc, 7);
+	ev = tu_event_in(d.mig.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	domstate(&lv.b, d.name, st_b, sizeof(st_b));
+	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
+	ck_assert_msg(find_recv() == 0, "migrate-recv still runs");
+	expect_lease(&d, "A");
+	m0 = guest_markers(ser_a, 0);
+	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the cancel");
+	printf("libvirt: cancelled (SIGTERM) mid-stream: exit 7 (%s); host A %s, host B %s\n",
+	       jstr(ev, "error"), st_a, st_b);
+	json_object_put(ev);
+	dom_free(&d);
+}
+END_TEST
+
 /* A domain whose RAM rdmig cannot carry: refused (exit 2) before anything
  * starts, with the XML that fixes it; nothing on host B, the guest runs on
  * A. */
@@ -668,6 +711,7 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, live_migration);
 	tcase_add_test(tc, recv_killed_source_runs);
 	tcase_add_test(tc, switchover_failure_source_runs);
+	tcase_add_test(tc, cancel_source_runs);
 	suite_add_tcase(s, tc);
 	return s;
 }
