@@ -366,6 +366,7 @@ install: all
 	$(foreach s,1 3 7,$(if $(wildcard man/*.$(s)),install -d $(DESTDIR)$(MANDIR)/man$(s) && \
 		install -m 644 $(wildcard man/*.$(s)) $(DESTDIR)$(MANDIR)/man$(s)/;))
 	$(if $(BINS),install -d $(DESTDIR)$(BINDIR) && install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/)
+	install -m 755 tools/rdmig-libvirt $(DESTDIR)$(BINDIR)/
 
 all: lib $(BINS) $(EXAMPLES)
 
