@@ -11,11 +11,12 @@
  * operator would ask it), not what the tool reports: after a migration the
  * destination domain runs, the source domain is shut off and cannot be
  * resumed, the guest keeps writing at the destination and its RAM there is
- * consistent and the destination holds the disk lease; after migrate-recv
- * is killed mid-stream (also once QEMU stopped the guest) or the operator
- * cancels, the source domain runs with its lease and the destination has
- * no such domain; a domain whose RAM is a memfd or private is refused
- * before anything starts, naming the fix.
+ * consistent, the destination holds the disk lease and its QEMU's user
+ * still owns the disk image, and libvirt notes the custom-argv taint; after
+ * migrate-recv is killed mid-stream (also once QEMU stopped the guest) or
+ * the operator cancels, the source domain runs with its lease and the
+ * destination has no such domain; a domain whose RAM is a memfd or private
+ * is refused before anything starts, naming the fix.
  *
  * RDMIG_LIBVIRT_TOOL names another tool to test (a broken one, to see the
  * tests fail). */
@@ -455,8 +456,9 @@ static void expect_lease(const struct dom *d, const char *want)
 START_TEST(live_migration)
 {
 	char ser_a[300], ser_b[300], out[8192], st_a[128], st_b[128], ram[600], pat[200];
-	char line[512];
+	char line[512], img[360], *text;
 	struct json_object *done;
+	struct stat st0, st1;
 	glob_t g;
 	struct dom d;
 	int rc, m0;
@@ -466,6 +468,10 @@ START_TEST(live_migration)
 	dom_serial(&d, &lv.b, ser_b, sizeof(ser_b));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
 	expect_lease(&d, "A");
+	snprintf(img, sizeof(img), "%s/guest.img", d.dir);
+	ck_assert_int_eq(stat(img, &st0), 0);
+	/* libvirt's DAC driver gave it to QEMU's user: what A's destroy undoes. */
+	ck_assert_msg(st0.st_uid != 0, "host A's libvirt left the disk image to root");
 	dom_migrate(&d, (const char *[]){ "--persistent", "--max-downtime", "300", NULL });
 	rc = tu_run_finish(&d.mig, 300000);
 	if (rc)
@@ -488,6 +494,24 @@ START_TEST(live_migration)
 		      out);
 	/* B's libvirt resumed the guest: it took the disk lease A's released. */
 	expect_lease(&d, "B");
+	/* What the README says libvirt notes of the QMP socket rdmig uses. */
+	snprintf(pat, sizeof(pat), "/var/log/libvirt/qemu/%s.log", d.name);
+	on_host(&lv.b, pat, ram, sizeof(ram));
+	text = tu_slurp(ram, NULL);
+	ck_assert_msg(text && strstr(text, "tainted: custom-argv"), "host B: no taint in %s: %s",
+		      ram, text ? text : "(none)");
+	free(text);
+	/* Destroying the domain on A restores the disk's DAC label, with no
+	 * migration of libvirt's own to tell it not to: B's QEMU must keep
+	 * the image's owner (it reopens the image for block jobs, say). */
+	ck_assert_int_eq(stat(img, &st1), 0);
+	printf("libvirt: the disk image: owner %u:%u on A, %u:%u after the migration\n",
+	       (unsigned)st0.st_uid, (unsigned)st0.st_gid, (unsigned)st1.st_uid,
+	       (unsigned)st1.st_gid);
+	ck_assert_msg(st1.st_uid == st0.st_uid && st1.st_gid == st0.st_gid,
+		      "host A's destroy gave the disk image to %u:%u, host B's QEMU runs as %u:%u",
+		      (unsigned)st1.st_uid, (unsigned)st1.st_gid, (unsigned)st0.st_uid,
+		      (unsigned)st0.st_gid);
 
 	/* The guest runs on B: new passes, written to B's serial log. */
 	m0 = guest_markers(ser_b, 1);
