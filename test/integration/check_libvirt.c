@@ -447,6 +447,30 @@ static void expect_lease(const struct dom *d, const char *want)
 		      d->name, got, want);
 }
 
+/* The owner of @d's disk image (libvirt's DAC label: QEMU's user while a
+ * domain runs it) in @st. */
+static void image_owner(const struct dom *d, struct stat *st)
+{
+	char img[360];
+
+	snprintf(img, sizeof(img), "%s/guest.img", d->dir);
+	ck_assert_int_eq(stat(img, st), 0);
+}
+
+/* The other host's destroy restores the image's DAC label (to root, as on
+ * NFS where libvirt cannot remember owners): the QEMU still running must
+ * keep its owner @st0, or it cannot reopen its disk. */
+static void expect_owner(const struct dom *d, const struct stat *st0, const char *host)
+{
+	struct stat st;
+
+	image_owner(d, &st);
+	ck_assert_msg(st.st_uid == st0->st_uid && st.st_gid == st0->st_gid,
+		      "%s: the disk image is %u:%u, host %s's QEMU runs as %u:%u", d->name,
+		      (unsigned)st.st_uid, (unsigned)st.st_gid, host, (unsigned)st0->st_uid,
+		      (unsigned)st0->st_gid);
+}
+
 /* ---- tests ----------------------------------------------------------------------- */
 
 /* The guest moves live from host A to B: afterwards B's libvirt says
@@ -456,9 +480,9 @@ static void expect_lease(const struct dom *d, const char *want)
 START_TEST(live_migration)
 {
 	char ser_a[300], ser_b[300], out[8192], st_a[128], st_b[128], ram[600], pat[200];
-	char line[512], img[360], *text;
+	char line[512], *text;
 	struct json_object *done;
-	struct stat st0, st1;
+	struct stat st0;
 	glob_t g;
 	struct dom d;
 	int rc, m0;
@@ -468,8 +492,7 @@ START_TEST(live_migration)
 	dom_serial(&d, &lv.b, ser_b, sizeof(ser_b));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
 	expect_lease(&d, "A");
-	snprintf(img, sizeof(img), "%s/guest.img", d.dir);
-	ck_assert_int_eq(stat(img, &st0), 0);
+	image_owner(&d, &st0);
 	/* libvirt's DAC driver gave it to QEMU's user: what A's destroy undoes. */
 	ck_assert_msg(st0.st_uid != 0, "host A's libvirt left the disk image to root");
 	dom_migrate(&d, (const char *[]){ "--persistent", "--max-downtime", "300", NULL });
@@ -501,17 +524,10 @@ START_TEST(live_migration)
 	ck_assert_msg(text && strstr(text, "tainted: custom-argv"), "host B: no taint in %s: %s",
 		      ram, text ? text : "(none)");
 	free(text);
-	/* Destroying the domain on A restores the disk's DAC label, with no
+	/* Destroying the domain on A restored the disk's DAC label, with no
 	 * migration of libvirt's own to tell it not to: B's QEMU must keep
 	 * the image's owner (it reopens the image for block jobs, say). */
-	ck_assert_int_eq(stat(img, &st1), 0);
-	printf("libvirt: the disk image: owner %u:%u on A, %u:%u after the migration\n",
-	       (unsigned)st0.st_uid, (unsigned)st0.st_gid, (unsigned)st1.st_uid,
-	       (unsigned)st1.st_gid);
-	ck_assert_msg(st1.st_uid == st0.st_uid && st1.st_gid == st0.st_gid,
-		      "host A's destroy gave the disk image to %u:%u, host B's QEMU runs as %u:%u",
-		      (unsigned)st1.st_uid, (unsigned)st1.st_gid, (unsigned)st0.st_uid,
-		      (unsigned)st0.st_gid);
+	expect_owner(&d, &st0, "B");
 
 	/* The guest runs on B: new passes, written to B's serial log. */
 	m0 = guest_markers(ser_b, 1);
@@ -525,11 +541,13 @@ START_TEST(live_migration)
 	ck_assert_msg(rc == 0, "host B: guest RAM: %s", line);
 	printf("libvirt: live migration of a running libvirt domain (128 MiB, TCG): total %" PRIu64
 	       " ms, downtime %" PRIu64 " ms + %" PRIu64 " ms for libvirt's resume, %" PRIu64
-	       " rounds; host A %s, host B %s (then %d passes there), disk lease held by B; RAM "
-	       "on B %s\n",
+	       " rounds; host A %s, host B %s (then %d passes there), disk lease held by B, "
+	       "disk image owned by %u:%u (%s); RAM on B %s\n",
 	       tu_jnum(done, "total-time"), tu_jnum(done, "downtime"),
 	       tu_jnum(done, "resume-time"), tu_jnum(done, "dirty-sync-count"), st_a, st_b,
-	       guest_markers(ser_b, 1) - m0, line);
+	       guest_markers(ser_b, 1) - m0, (unsigned)st0.st_uid, (unsigned)st0.st_gid,
+	       json_object_object_get_ex(done, "disks-given-back", NULL) ?
+	       "given back by the tool after A's destroy" : "untouched by A's destroy", line);
 	json_object_put(done);
 	dom_free(&d);
 }
@@ -542,6 +560,7 @@ START_TEST(recv_killed_source_runs)
 {
 	char ser_a[300], st_a[128], st_b[128];
 	struct json_object *ev;
+	struct stat st0;
 	struct dom d;
 	pid_t recv;
 	int rc, m0;
@@ -549,6 +568,7 @@ START_TEST(recv_killed_source_runs)
 	dom_start(&d, "lv-kill", RAM_FILE);
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	image_owner(&d, &st0);
 	/* Slow enough that the first round is still going. */
 	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "8M", NULL });
 	ev = tu_wait_event(&d.mig, "setup", 120000);
@@ -572,6 +592,7 @@ START_TEST(recv_killed_source_runs)
 	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
 	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
 	expect_lease(&d, "A");
+	expect_owner(&d, &st0, "A");
 	m0 = guest_markers(ser_a, 0);
 	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the failure");
 	printf("libvirt: migrate-recv killed mid-stream: exit 5 (%s); host A %s, host B %s, the "
@@ -595,6 +616,7 @@ START_TEST(switchover_failure_source_runs)
 			 "--domain", "lv-stop", "--event", "lifecycle", "--loop", NULL };
 	struct json_object *ev;
 	struct tu_run events;
+	struct stat st0;
 	uint64_t t0;
 	struct dom d;
 	pid_t recv;
@@ -603,6 +625,7 @@ START_TEST(switchover_failure_source_runs)
 	dom_start(&d, "lv-stop", RAM_FILE);
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	image_owner(&d, &st0);
 	tu_run_spawn(&events, d.dir, "events", argv);
 	/* A downtime budget of 2 s leaves that much for the last round after
 	 * the stop: time enough to see the stop and kill migrate-recv in it. */
@@ -640,6 +663,7 @@ START_TEST(switchover_failure_source_runs)
 	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
 	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
 	expect_lease(&d, "A");
+	expect_owner(&d, &st0, "A");
 	m0 = guest_markers(ser_a, 0);
 	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the failure");
 	text = tu_slurp(events.out, NULL);
@@ -658,12 +682,14 @@ START_TEST(cancel_source_runs)
 {
 	char ser_a[300], st_a[128], st_b[128];
 	struct json_object *ev;
+	struct stat st0;
 	struct dom d;
 	int rc, m0;
 
 	dom_start(&d, "lv-cancel", RAM_FILE);
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	image_owner(&d, &st0);
 	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "8M", NULL });
 	ev = tu_wait_event(&d.mig, "setup", 120000);
 	if (!ev)
@@ -684,6 +710,7 @@ START_TEST(cancel_source_runs)
 	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
 	ck_assert_msg(find_recv() == 0, "migrate-recv still runs");
 	expect_lease(&d, "A");
+	expect_owner(&d, &st0, "A");
 	m0 = guest_markers(ser_a, 0);
 	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the cancel");
 	printf("libvirt: cancelled (SIGTERM) mid-stream: exit 7 (%s); host A %s, host B %s\n",
