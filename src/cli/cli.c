@@ -11,9 +11,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
 #include <sodium.h>
 
 const char cli_exit_help[] =
@@ -225,6 +228,17 @@ static int map_fail(int fd, char *err, size_t errlen, const char *fmt, const cha
 	return -e;
 }
 
+int cli_ram_not_it(const struct cli_ram *r, const struct stat *st, char *err, size_t errlen)
+{
+	if (!r->ino || (st->st_dev == r->dev && st->st_ino == r->ino))
+		return 0;
+	snprintf(err, errlen, "%s is no longer the file QEMU maps (device %u:%u inode %llu, "
+		 "opened device %u:%u inode %llu): it was replaced since QEMU's RAM was looked "
+		 "at", r->path, major(r->dev), minor(r->dev), (unsigned long long)r->ino,
+		 major(st->st_dev), minor(st->st_dev), (unsigned long long)st->st_ino);
+	return -ESTALE;
+}
+
 int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 {
 	int prot = PROT_READ | PROT_WRITE;
@@ -248,6 +262,10 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 		close(fd);
 		snprintf(err, errlen, "%s is not a regular file", r->path);
 		return -EINVAL;
+	}
+	if (cli_ram_not_it(r, &st, err, errlen)) {
+		close(fd);
+		return -ESTALE;
 	}
 	if (st.st_size <= 0) {
 		close(fd);
@@ -388,6 +406,28 @@ void cli_log(void *ctx, int level, const char *msg)
 		return;
 	cli_bar_clear(ctx);
 	cli_err("%s%s", level == RDMIG_LOG_WARN ? "warning: " : "", msg);
+}
+
+static void *warm(void *arg)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+
+	(void)arg;
+	if (ch)
+		rdma_destroy_event_channel(ch);
+	return NULL;
+}
+
+void cli_warm_rdma(void)
+{
+	pthread_attr_t at;
+	pthread_t t;
+
+	if (pthread_attr_init(&at))
+		return;
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_create(&t, &at, warm, NULL);
+	pthread_attr_destroy(&at);
 }
 
 uint64_t cli_now_ms(void)

@@ -50,7 +50,9 @@ struct vmstate {
 	bool exit_on_error; /* QEMU 9.1+: migrate-incoming takes exit-on-error */
 	struct cap_change caps[MAX_CHANGES];
 	unsigned ncaps;
-	struct json_object *params_was; /* the parameters we changed, as they were */
+	struct json_object *params_was; /* the parameters we change, as they were */
+	struct json_object *params_now; /* ... and as we set them */
+	bool applied;       /* what was planned is set: restore() has work */
 	uint64_t stop_ms, last_query_ms;
 };
 
@@ -134,7 +136,9 @@ static int plan_caps(struct vmstate *v, struct json_object *caps, char *err, siz
 	return 0;
 }
 
-static int fix_caps(struct vmstate *v, char *err, size_t errlen)
+/* Reads QEMU's capabilities and plans what must change (v->caps); nothing
+ * is set yet. */
+static int read_caps(struct vmstate *v, char *err, size_t errlen)
 {
 	struct json_object *ret;
 	char why[512];
@@ -145,20 +149,12 @@ static int fix_caps(struct vmstate *v, char *err, size_t errlen)
 	rc = json_object_is_type(ret, json_type_array) ? plan_caps(v, ret, err, errlen) :
 		cli_errf(err, errlen, -EPROTO, "query-migrate-capabilities answered no list");
 	json_object_put(ret);
-	if (rc || !v->ncaps)
-		return rc;
-	rc = set_caps(v->q, v->caps, v->ncaps, false, why, sizeof(why));
-	if (rc) {
-		v->ncaps = 0;
-		return cli_errf(err, errlen, rc, "cannot set QEMU's migration capabilities for a "
-				"pipe migration: %s", why);
-	}
-	return 0;
+	return rc;
 }
 
 /* The parameters to change: the old values kept in params_was, the new ones
- * returned (NULL when none). */
-static struct json_object *plan_params(struct vmstate *v, struct json_object *cur)
+ * in params_now (NULL when none). */
+static void plan_params(struct vmstate *v, struct json_object *cur)
 {
 	struct json_object *now = json_object_new_object(), *x;
 
@@ -176,24 +172,45 @@ static struct json_object *plan_params(struct vmstate *v, struct json_object *cu
 	}
 	if (!json_object_object_length(now)) {
 		json_object_put(now);
-		return NULL;
+		now = NULL;
 	}
-	return now;
+	v->params_now = now;
 }
 
-static int fix_params(struct vmstate *v, char *err, size_t errlen)
+static int read_params(struct vmstate *v, char *err, size_t errlen)
 {
-	struct json_object *cur, *now;
+	struct json_object *cur;
 	char why[512];
 	int rc = qmp_call(v->q, "query-migrate-parameters", NULL, &cur, why, sizeof(why));
 
 	if (rc)
 		return cli_errf(err, errlen, rc, "cannot read QEMU's migration parameters: %s", why);
-	now = plan_params(v, cur);
+	plan_params(v, cur);
 	json_object_put(cur);
-	if (!now)
+	return 0;
+}
+
+/* What was planned is set, all capabilities in one command (QEMU checks
+ * their dependencies on the result).  Only from here on is anything to be
+ * put back. */
+static int apply(struct vmstate *v, char *err, size_t errlen)
+{
+	char why[512];
+	int rc = 0;
+
+	if (v->applied)
 		return 0;
-	rc = qmp_call(v->q, "migrate-set-parameters", now, NULL, why, sizeof(why));
+	v->applied = true;
+	if (v->ncaps)
+		rc = set_caps(v->q, v->caps, v->ncaps, false, why, sizeof(why));
+	if (rc) {
+		v->ncaps = 0;
+		return cli_errf(err, errlen, rc, "cannot set QEMU's migration capabilities for a "
+				"pipe migration: %s", why);
+	}
+	if (v->params_now)
+		rc = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_now), NULL,
+			      why, sizeof(why));
 	if (rc) {
 		json_object_put(v->params_was);
 		v->params_was = NULL;
@@ -208,6 +225,8 @@ static int restore(struct vmstate *v, char *err, size_t errlen)
 	char why[512];
 	int rc = 0, r;
 
+	if (!v->applied)
+		return 0;
 	if (v->ncaps) {
 		r = set_caps(v->q, v->caps, v->ncaps, true, why, sizeof(why));
 		if (r)
@@ -224,7 +243,9 @@ static int restore(struct vmstate *v, char *err, size_t errlen)
 				      "restored: %s", why);
 	}
 	json_object_put(v->params_was);
-	v->params_was = NULL;
+	json_object_put(v->params_now);
+	v->params_was = v->params_now = NULL;
+	v->applied = false;
 	return rc;
 }
 
@@ -265,10 +286,14 @@ int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err, siz
 	rc = qmp_version(q, &ver, err, errlen);
 	if (!rc) {
 		v->exit_on_error = qmp_version_ge(&ver, 9, 1);
-		rc = fix_caps(v, err, errlen);
+		rc = read_caps(v, err, errlen);
 	}
 	if (!rc)
-		rc = fix_params(v, err, errlen);
+		rc = read_params(v, err, errlen);
+	/* A source QEMU keeps its own settings until its migration starts: a
+	 * migrate-send killed before that leaves nothing changed behind. */
+	if (!rc && !source)
+		rc = apply(v, err, errlen);
 	if (!rc)
 		rc = hand_pipe(v, err, errlen);
 	if (rc) {
@@ -287,6 +312,9 @@ int vms_begin(struct vmstate *v, char *err, size_t errlen)
 
 	if (v->begun)
 		return 0;
+	rc = apply(v, err, errlen);
+	if (rc)
+		return rc;
 	a = json_object_new_object();
 	json_object_object_add(a, "uri", json_object_new_string("fd:" FD_NAME));
 	if (!v->source && v->exit_on_error)
@@ -403,12 +431,59 @@ ssize_t vms_read(struct vmstate *v, void *buf, size_t len, char *err, size_t err
 	return n;
 }
 
+static bool final_status(const char *st)
+{
+	return !strcmp(st, "completed") || !strcmp(st, "failed") || !strcmp(st, "cancelled");
+}
+
+/* Until QEMU's migration ended, told by its MIGRATION events (on while we
+ * drive it): polling query-migrate would add its interval to the
+ * downtime.  0 on "completed", -EIO with QEMU's reason otherwise. */
+static int wait_end(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
+{
+	uint64_t end = cli_now_ms() + (uint64_t)timeout_ms;
+	struct json_object *ev, *data, *st;
+	struct qmp_migration m;
+	char status[32];
+	int rc = qmp_migrate_query(v->q, &m, err, errlen);
+
+	snprintf(status, sizeof(status), "%s", m.status);
+	while (!rc && !final_status(status)) {
+		uint64_t now = cli_now_ms();
+
+		if (now >= end)
+			return cli_errf(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
+					status, timeout_ms);
+		/* Asked again now and then, should an event not come. */
+		rc = qmp_event_wait(v->q, "MIGRATION", end - now < 50 ? (int)(end - now) : 50, &ev,
+				    err, errlen);
+		if (rc == -ETIMEDOUT) {
+			rc = qmp_migrate_query(v->q, &m, err, errlen);
+			snprintf(status, sizeof(status), "%s", m.status);
+			continue;
+		}
+		if (!rc && json_object_object_get_ex(ev, "data", &data) &&
+			 json_object_object_get_ex(data, "status", &st))
+			snprintf(status, sizeof(status), "%s", json_object_get_string(st));
+		if (!rc)
+			json_object_put(ev);
+	}
+	if (rc == -ECONNRESET)
+		return cli_errf(err, errlen, rc, "QEMU closed its QMP socket during the migration "
+				"(a destination QEMU exits when loading fails: see its output)");
+	if (rc || !strcmp(status, "completed"))
+		return rc;
+	if (!qmp_migrate_query(v->q, &m, NULL, 0) && m.error[0])
+		return cli_errf(err, errlen, -EIO, "%s", m.error);
+	return cli_errf(err, errlen, -EIO, "migration %s%s", status, strcmp(status, "failed") ?
+			"" : " (QEMU gave no reason)");
+}
+
 /* Whether QEMU finished, and how; everything goes back either way. */
 static int finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
 {
-	struct qmp_migration m;
 	char why[512];
-	int rc = qmp_migrate_wait(v->q, timeout_ms, &m, why, sizeof(why));
+	int rc = wait_end(v, timeout_ms, why, sizeof(why));
 
 	if (rc == -ECONNRESET)
 		return cli_errf(err, errlen, rc, "QEMU exited while %s the device state%s",
@@ -502,6 +577,10 @@ int vms_close(struct vmstate *v, char *err, size_t errlen)
 	if (!v->begun)
 		qmp_closefd(v->q, FD_NAME, NULL, 0);
 	cancel(v);
+	/* A destination's incoming migration cannot be cancelled, but the
+	 * closed pipe ends it; its settings can change only after that. */
+	if (!v->source && v->begun)
+		wait_end(v, CANCEL_MS, NULL, 0);
 	rc = restore(v, err, errlen);
 	free(v);
 	return rc;
