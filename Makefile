@@ -265,7 +265,7 @@ check-valgrind: $(UNIT_BIN)
 # Static analysis we trust enough to require zero findings.
 lint:
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 --inline-suppr \
-		-Iinclude -Isrc/lib -Isrc/cli src/lib src/cli tools/memload.c examples
+		-Iinclude -Isrc/lib -Isrc/cli src/lib src/cli tools/memload.c tools/dirtybench.c examples
 	@echo "lint: cppcheck found nothing"
 
 # libFuzzer targets, one per decoder: `make fuzz` runs each for FUZZ_TIME
@@ -294,7 +294,18 @@ $(B)/bin/zerobench: $(B)/obj/tools/zerobench.o $(B)/obj/lib/zero.o $(B)/obj/lib/
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-bench: all tests $(B)/bin/zerobench qemu-root-if-needed
+# dirtybench times one round of write tracking (src/cli/dirty.c) by size
+# and method, for the scale table.
+$(B)/obj/tools/dirtybench.o: tools/dirtybench.c | $(GEN_H)
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
+
+$(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/cli/dirty.o $(B)/obj/cli/inject.o \
+		$(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(LIB_A)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
+
+bench: all tests $(B)/bin/zerobench $(B)/bin/dirtybench qemu-root-if-needed kernel-root-if-needed
 	tools/bench
 
 .PHONY: bench
