@@ -290,6 +290,8 @@ int src_fail(struct rdmig_source *s, int rc)
 	s->state = SRC_FAILED;
 	s->goal_done = false;
 	s->result = sess_fail(&s->ss, rc);
+	/* No thread may post on the channels from here on. */
+	src_iter_stop_threads(s);
 	for (k = 1; s->chans && k < s->nchans; k++)
 		fab_disconnect(s->chans[k].conn);
 	src_unwatch(s);

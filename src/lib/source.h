@@ -15,6 +15,7 @@
 #include "plan.h"
 #include "session.h"
 #include "wpipe.h"
+#include "wpost.h"
 
 /* Each state says what the source waits for; rdmig_source_process() runs
  * the one it is in until nothing changes. */
@@ -113,6 +114,9 @@ struct rdmig_source {
 	bool dreg_ready;
 	struct wpipe wp;
 	bool wp_ready;
+	/* With several channels, each posts from a thread of its own. */
+	struct wpost post;
+	bool post_threads;
 	struct src_sweep sweep;
 	uint32_t iteration;     /* iterations acknowledged */
 	uint64_t iter_bytes;    /* this iteration's WRITEs */
@@ -180,6 +184,8 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until_us, uint64_t *budget, b
 void src_count_pages(struct rdmig_source *s, uint64_t pages, uint64_t bytes);
 int src_complete_step(struct rdmig_source *s, int64_t until_us);
 void src_iter_destroy(struct rdmig_source *s);
+/* Stops the posting threads (the migration ended: completed or failed). */
+void src_iter_stop_threads(struct rdmig_source *s);
 /* Bytes the bandwidth limit lets go now (UINT64_MAX: no limit), and ms
  * until some may go again (0: now). */
 uint64_t src_pacing_budget(struct rdmig_source *s);

@@ -288,14 +288,27 @@ static int kernel_has_scan(void)
 	return maj > 6 || (maj == 6 && min >= 7);
 }
 
+/* True when the file at @path contains @needle. */
+static int file_has(const char *path, const char *needle)
+{
+	char *text = tu_slurp(path, NULL);
+	int found = text && strstr(text, needle);
+
+	free(text);
+	return found;
+}
+
 /* A 32 MiB file written at 4 MiB/s: pre-copy converges, the writer is
  * stopped, and the destination holds exactly what the source held then.
  * _i = 0: the tracking auto picks (wp-async on Linux 6.7 and later,
- * soft-dirty before, saying why); 1: --dirty-tracking soft-dirty. */
+ * soft-dirty before, saying why); 1: --dirty-tracking soft-dirty; 2 and 3:
+ * auto over 2 and 4 channels, each posting from a thread of its own while
+ * the writer runs. */
 START_TEST(live_converges_and_stops)
 {
+	static const char *const chans[] = { "1", "1", "2", "4" };
 	struct fixture f;
-	char file[400], ram[500], pid[32], dfile[400];
+	char file[400], ram[500], pid[32], dfile[400], striping[64];
 	struct json_object *ev, *parts;
 	uint64_t iters, downtime;
 	const char *want;
@@ -308,19 +321,25 @@ START_TEST(live_converges_and_stops)
 	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
-				      "--dirty-tracking", _i ? "soft-dirty" : "auto", NULL });
+				      "--dirty-tracking", _i == 1 ? "soft-dirty" : "auto",
+				      "--channels", chans[_i], _i >= 2 ? "--verbose" : NULL, NULL });
 	both_ok(&f, 120000);
+	if (_i >= 2) {
+		snprintf(striping, sizeof(striping), "striping writes over %s channels", chans[_i]);
+		ck_assert_msg(file_has(f.send.err, striping), "the source did not stripe over %s "
+			      "channels", chans[_i]);
+	}
 	ev = tu_event_in(f.send.out, "setup");
 	ck_assert_ptr_nonnull(ev);
-	want = !_i && kernel_has_scan() ? "wp-async" : "soft-dirty";
-	printf("live, %s: tracking %s (%s)\n", _i ? "soft-dirty" : "auto",
-	       jstr(ev, "dirty-tracking"), jstr(ev, "dirty-tracking-fallback"));
+	want = _i != 1 && kernel_has_scan() ? "wp-async" : "soft-dirty";
+	printf("live, %s, %s channel(s): tracking %s (%s)\n", _i == 1 ? "soft-dirty" : "auto",
+	       chans[_i], jstr(ev, "dirty-tracking"), jstr(ev, "dirty-tracking-fallback"));
 	ck_assert_msg(!strncmp(jstr(ev, "dirty-tracking"), want, strlen(want)),
 		      "dirty-tracking %s, expected %s", jstr(ev, "dirty-tracking"), want);
 	ck_assert_uint_ge(tu_jnum(ev, "dirty-tracking-threads"), 1);
-	if (!_i && !kernel_has_scan())
+	if (_i != 1 && !kernel_has_scan())
 		ck_assert_ptr_nonnull(strstr(jstr(ev, "dirty-tracking-fallback"), "PAGEMAP_SCAN"));
-	if (!_i && kernel_has_scan())
+	if (_i != 1 && kernel_has_scan())
 		ck_assert_str_eq(jstr(ev, "dirty-tracking-fallback"), "");
 	json_object_put(ev);
 	ev = tu_event_in(f.send.out, "iteration");
@@ -780,16 +799,6 @@ START_TEST(auth_and_verify_succeed)
 }
 END_TEST
 
-/* True when the file at @path contains @needle. */
-static int file_has(const char *path, const char *needle)
-{
-	char *text = tu_slurp(path, NULL);
-	int found = text && strstr(text, needle);
-
-	free(text);
-	return found;
-}
-
 /* --channels: the daemon grants at most 3; a pin-all source asking for 4
  * gets 3 and says so, a dynamic one with a cap of four chunks (so chunks
  * are released and re-registered while other channels write) gets the 3 it
@@ -945,7 +954,7 @@ Suite *cli_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, bad_command_lines);
 	tcase_add_test(tc, cold_two_files_and_state);
-	tcase_add_loop_test(tc, live_converges_and_stops, 0, 2);
+	tcase_add_loop_test(tc, live_converges_and_stops, 0, 4);
 	tcase_add_test(tc, recv_killed_workload_resumes);
 	tcase_add_test(tc, cancel_over_control_socket);
 	tcase_add_test(tc, sigterm_cancels_live_migration);
