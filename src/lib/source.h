@@ -16,6 +16,7 @@
 #include "session.h"
 #include "wpipe.h"
 #include "wpost.h"
+#include "zscan.h"
 
 /* Each state says what the source waits for; rdmig_source_process() runs
  * the one it is in until nothing changes. */
@@ -117,6 +118,11 @@ struct rdmig_source {
 	/* With several channels, each posts from a thread of its own. */
 	struct wpost post;
 	bool post_threads;
+	/* With zero detection on a machine of several cores, helpers check
+	 * pages for zeros ahead of the sweep. */
+	struct zscan zs;
+	struct zs_block *zsb;
+	bool zs_on;
 	struct src_sweep sweep;
 	uint32_t iteration;     /* iterations acknowledged */
 	uint64_t iter_bytes;    /* this iteration's WRITEs */

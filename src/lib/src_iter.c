@@ -136,6 +136,15 @@ int src_iter_setup(struct rdmig_source *s)
 	if (rc)
 		return rc;
 	s->wp_ready = true;
+	if ((s->ss.caps & PD_CAP_ZERO_PAGES) && zs_default_threads()) {
+		s->zsb = calloc(s->nblocks, sizeof(*s->zsb));
+		if (!s->zsb)
+			return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+		rc = zs_start(&s->zs, zs_default_threads(), &s->ss.err);
+		if (rc)
+			return rc;
+		s->zs_on = true;
+	}
 	if (!s->pieces) {
 		if (cap && cap < 2ull << s->chunk_shift)
 			return rd_err_set(&s->ss.err, -EINVAL, "the pinned-bytes cap (%" PRIu64
@@ -163,6 +172,8 @@ int src_iter_setup(struct rdmig_source *s)
 void src_iter_stop_threads(struct rdmig_source *s)
 {
 	wpost_stop(&s->post);
+	zs_stop(&s->zs);
+	s->zs_on = false;
 }
 
 void src_iter_destroy(struct rdmig_source *s)
@@ -174,6 +185,8 @@ void src_iter_destroy(struct rdmig_source *s)
 	if (s->wp_ready)
 		wp_fini(&s->wp);
 	s->dreg_ready = s->wp_ready = false;
+	free(s->zsb);
+	s->zsb = NULL;
 	if (s->dig) {
 		uint8_t junk[DIGEST_LEN];
 
@@ -251,6 +264,14 @@ int src_iter_begin(struct rdmig_source *s)
 		s->blocks[i].dirty = t;
 	}
 	memset(&s->sweep, 0, sizeof(s->sweep));
+	if (s->zs_on) {
+		for (i = 0; i < s->nblocks; i++)
+			s->zsb[i] = (struct zs_block){ .host = s->blocks[i].host,
+				.length = s->blocks[i].d.length, .npages = s->blocks[i].npages,
+				.page_size = s->blocks[i].d.page_size,
+				.sending = s->blocks[i].sending };
+		zs_begin(&s->zs, s->zsb, s->nblocks);
+	}
 	s->sweep.planned_bytes = s->dirty_bytes;
 	s->dirty_bytes = 0;
 	if (s->marked_since_ms && now > s->marked_since_ms)
