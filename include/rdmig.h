@@ -93,7 +93,8 @@ struct rdmig_config {
 	 * pin-all of an image larger than its cap. */
 	uint64_t pinned_cap;
 	int timeout_ms;         /* connection setup, and the peer's silence (30000) */
-	int keepalive_ms;       /* idle interval before a keepalive (timeout/4) */
+	int keepalive_ms;       /* idle interval before a keepalive
+				 * (timeout/4, at most 1000) */
 	int progress_ms;        /* progress callback interval (250) */
 	uint32_t ctrl_depth;    /* pre-posted control receive buffers (32) */
 	uint32_t ctrl_msg_max;  /* control message size limit in bytes (64 KiB) */

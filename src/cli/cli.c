@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -227,6 +228,17 @@ static int map_fail(int fd, char *err, size_t errlen, const char *fmt, const cha
 	return -e;
 }
 
+int cli_ram_not_it(const struct cli_ram *r, const struct stat *st, char *err, size_t errlen)
+{
+	if (!r->ino || (st->st_dev == r->dev && st->st_ino == r->ino))
+		return 0;
+	snprintf(err, errlen, "%s is no longer the file QEMU maps (device %u:%u inode %llu, "
+		 "opened device %u:%u inode %llu): it was replaced since QEMU's RAM was looked "
+		 "at", r->path, major(r->dev), minor(r->dev), (unsigned long long)r->ino,
+		 major(st->st_dev), minor(st->st_dev), (unsigned long long)st->st_ino);
+	return -ESTALE;
+}
+
 int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 {
 	int prot = PROT_READ | PROT_WRITE;
@@ -250,6 +262,10 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 		close(fd);
 		snprintf(err, errlen, "%s is not a regular file", r->path);
 		return -EINVAL;
+	}
+	if (cli_ram_not_it(r, &st, err, errlen)) {
+		close(fd);
+		return -ESTALE;
 	}
 	if (st.st_size <= 0) {
 		close(fd);

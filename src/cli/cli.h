@@ -77,8 +77,8 @@ struct cli_ram {
 	void *host;
 	uint64_t len;
 	uint64_t pgsz;   /* the mapping's page size (a huge page on hugetlbfs) */
-	dev_t dev;       /* the file mapped */
-	ino_t ino;
+	dev_t dev;       /* the file mapped; for QEMU's, the file it maps, as */
+	ino_t ino;       /* looked at (0: any file the path names) */
 	int zeroed;      /* created or truncated here: known to be all zero */
 	int created;     /* made by this run (image.h): removed if it fails */
 	int marker;      /* PATH.incomplete exists because of us */
@@ -92,6 +92,12 @@ struct cli_ram {
  * failure writes the reason to @err and returns -errno.  The destination's
  * files are image.h's. */
 int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen);
+struct stat;
+/* A block whose file was named by QEMU (dev, ino set when QEMU's RAM was
+ * looked at) must be that very file when opened: a path is only a name,
+ * and whoever answers on the QMP socket could swap what it names between
+ * the look and the open.  -ESTALE naming both, when @st is another file. */
+int cli_ram_not_it(const struct cli_ram *r, const struct stat *st, char *err, size_t errlen);
 void cli_ram_unmap(struct cli_ram *r);
 
 /* ---- JSON events: one object per line on stdout ---------------------- */

@@ -29,6 +29,7 @@ struct devstate {
 	struct vmstate *vms;
 	bool start, started;          /* dest: cont wanted, done */
 	bool got;                     /* dest: some state arrived */
+	uint64_t written, max;        /* dest: state taken, and at most */
 };
 
 static int alloc(struct devstate **out, enum ds_kind kind, int timeout_ms, char *err,
@@ -152,6 +153,11 @@ bool ds_takes_state(const struct devstate *d)
 	return !d->none;
 }
 
+void ds_limit(struct devstate *d, uint64_t max)
+{
+	d->max = max;
+}
+
 /* ---- preparation ------------------------------------------------------------- */
 
 /* FILE.part, made by us alone (O_EXCL): one another user made first would
@@ -173,6 +179,21 @@ static int create_part(const char *part, char *err, size_t errlen)
 	if (fd < 0)
 		return cli_errf(err, errlen, -errno, "cannot create %s: %s", part, strerror(errno));
 	return fd;
+}
+
+/* FILE.part becomes FILE at the end: a FILE there already must be ours, or
+ * the rename would fail after the source handed over (or, run as root,
+ * replace another user's file). */
+static int final_ours(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(path, &st))
+		return 0;
+	if (S_ISREG(st.st_mode) && st.st_uid == geteuid())
+		return 0;
+	return cli_errf(err, errlen, -EEXIST, "%s already exists and is not a file of ours "
+			"(uid %u): remove it", path, (unsigned)st.st_uid);
 }
 
 /* A destination QEMU must be waiting for its incoming migration. */
@@ -203,7 +224,9 @@ int ds_prepare(struct devstate *d, char *err, size_t errlen)
 			d->fd = 1;
 			return 0;
 		}
-		rc = create_part(d->part, err, errlen);
+		rc = final_ours(d->path, err, errlen);
+		if (!rc)
+			rc = create_part(d->part, err, errlen);
 		if (rc < 0)
 			return rc;
 		d->fd = rc;
@@ -263,6 +286,13 @@ int ds_write(struct devstate *d, const void *data, size_t len, char *err, size_t
 	int rc;
 
 	d->got = true;
+	/* A source that sends state without end must not fill the filesystem
+	 * (or QEMU's memory). */
+	if (d->max && len > d->max - (d->written < d->max ? d->written : d->max))
+		return cli_errf(err, errlen, -EFBIG, "the device state is larger than this "
+				"destination takes (%llu bytes, --max-state)",
+				(unsigned long long)d->max);
+	d->written += len;
 	if (d->kind == DS_DST_QEMU) {
 		/* The first bytes start QEMU's incoming migration (prepared at
 		 * admission, so this is one QMP command). */

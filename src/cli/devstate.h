@@ -50,6 +50,8 @@ int ds_dst_qemu(struct devstate **out, struct qmp *q, bool start, int timeout_ms
 /* Whether this endpoint takes state at all (a destination without one
  * refuses the source's). */
 bool ds_takes_state(const struct devstate *d);
+/* Destination: the device state taken at most (0: no limit). */
+void ds_limit(struct devstate *d, uint64_t max);
 
 int ds_prepare(struct devstate *d, char *err, size_t errlen);
 int ds_start(struct devstate *d, char *err, size_t errlen);

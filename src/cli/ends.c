@@ -131,8 +131,8 @@ static int dest_qemu(struct dst_ends *e, const struct dst_spec *s, char *err, si
 	return rc;
 }
 
-/* A file to be made later: its directory must take it, safe from other
- * local users (image.h). */
+/* Where files are made (the block's, its marker): the directory must take
+ * them, safe from other local users (image.h). */
 static int new_file_dir(const struct cli_ram *r, char *err, size_t errlen)
 {
 	char tmp[4096], why[4400];
@@ -161,11 +161,11 @@ static int map_existing(struct dst_ends *e, const struct dst_spec *s, char *err,
 	for (i = 0; i < e->nrams; i++) {
 		struct cli_ram *r = &e->rams[i];
 
-		if (!s->qmp && lstat(r->path, &st) && errno == ENOENT) {
-			if (new_file_dir(r, err, errlen))
-				return -EPERM;
+		/* Also for an existing file: its marker is made next to it. */
+		if (!s->qmp && new_file_dir(r, err, errlen))
+			return -EPERM;
+		if (!s->qmp && lstat(r->path, &st) && errno == ENOENT)
 			continue;
-		}
 		if (!s->qmp && !s->use_existing)
 			return cli_errf(err, errlen, -EEXIST, "--ram %s: %s already exists: remove "
 					"it, or give --use-existing to receive into it", r->name,
@@ -187,6 +187,7 @@ int ends_open_dest(struct dst_ends *e, const struct dst_spec *s, struct cli_ram 
 	e->nrams = nrams;
 	e->markers = !s->qmp;
 	e->takes_state = s->qmp || s->state_sink;
+	e->max_state = s->max_state;
 	e->start = s->start;
 	e->timeout_ms = s->timeout_ms;
 	if (s->qmp)
@@ -197,9 +198,12 @@ int ends_open_dest(struct dst_ends *e, const struct dst_spec *s, struct cli_ram 
 int ends_dest_state(const struct dst_ends *e, const char *path, struct devstate **out,
 		    char *err, size_t errlen)
 {
-	if (e->q)
-		return ds_dst_qemu(out, e->q, e->start, e->timeout_ms, err, errlen);
-	return ds_dst_file(out, path, err, errlen);
+	int rc = e->q ? ds_dst_qemu(out, e->q, e->start, e->timeout_ms, err, errlen) :
+			ds_dst_file(out, path, err, errlen);
+
+	if (!rc)
+		ds_limit(*out, e->max_state);
+	return rc;
 }
 
 void ends_close_dest(struct dst_ends *e)

@@ -50,6 +50,7 @@ struct dst_spec {
 	bool use_existing;      /* --use-existing: existing --ram files are ours */
 	bool start;             /* QEMU: cont once loaded (not --no-start) */
 	bool state_sink;        /* a file or standard output takes device state */
+	uint64_t max_state;     /* device state taken at most (0: no limit) */
 	int timeout_ms;
 };
 
@@ -61,6 +62,7 @@ struct dst_ends {
 	bool markers;           /* image files get .incomplete markers (not QEMU's:
 				 * QEMU runs only once the migration completed) */
 	bool takes_state;       /* a source's device state has somewhere to go */
+	uint64_t max_state;
 	bool start;
 	int timeout_ms;
 };

@@ -49,11 +49,39 @@ static int dir_ok(const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
+/* A symbolic link in the path as given that another user owns could be
+ * pointed elsewhere after the check: each file is made through the path
+ * again. */
+static int links_ours(const char *dir, char *err, size_t errlen)
+{
+	char p[PATH_MAX], *slash;
+	struct stat st;
+
+	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
+		return sys_fail(-1, err, errlen, "resolve", dir);
+	/* Every prefix of the path as given, the whole path last. */
+	for (slash = strchr(p + 1, '/');; slash = strchr(slash + 1, '/')) {
+		if (slash)
+			*slash = '\0';
+		if (!lstat(p, &st) && S_ISLNK(st.st_mode) && st.st_uid != 0 &&
+		    st.st_uid != geteuid()) {
+			snprintf(err, errlen, "%s is a symbolic link of uid %u, who could point it "
+				 "elsewhere: give the path it points to", p, (unsigned)st.st_uid);
+			return -EPERM;
+		}
+		if (!slash)
+			return 0;
+		*slash = '/';
+	}
+}
+
 int img_safe_dir(const char *dir, char *err, size_t errlen)
 {
 	char real[PATH_MAX], *slash;
-	int rc;
+	int rc = links_ours(dir, err, errlen);
 
+	if (rc)
+		return rc;
 	if (!realpath(dir, real))
 		return sys_fail(-1, err, errlen, "resolve", dir);
 	/* From the directory up to /: a writable parent could move the whole
@@ -112,13 +140,24 @@ static int check_owner(int fd, const struct cli_ram *r, const struct stat *st,
 		snprintf(err, errlen, "%s is not a regular file", r->path);
 		return -EINVAL;
 	}
-	if (mode != IMG_EXISTING || st->st_uid == geteuid())
+	if (mode != IMG_EXISTING)
 		return 0;
-	close(fd);
-	snprintf(err, errlen, "%s belongs to uid %u, not to us (uid %u): another user's file "
-		 "is never written into; remove it or give a path of your own", r->path,
-		 (unsigned)st->st_uid, (unsigned)geteuid());
-	return -EPERM;
+	if (st->st_uid != geteuid()) {
+		close(fd);
+		snprintf(err, errlen, "%s belongs to uid %u, not to us (uid %u): another user's "
+			 "file is never written into; remove it or give a path of your own",
+			 r->path, (unsigned)st->st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	/* A second name elsewhere could be another user's way in (a hard link
+	 * they made to our file, where protected_hardlinks is off). */
+	if (st->st_nlink != 1) {
+		close(fd);
+		snprintf(err, errlen, "%s has %lu names (hard links): give a file with one",
+			 r->path, (unsigned long)st->st_nlink);
+		return -EPERM;
+	}
+	return 0;
 }
 
 static int map_fd(int fd, struct cli_ram *r, uint64_t len, enum img_mode mode, char *err,
@@ -131,6 +170,10 @@ static int map_fd(int fd, struct cli_ram *r, uint64_t len, enum img_mode mode, c
 	if (fstat(fd, &st))
 		return sys_fail(fd, err, errlen, "examine", r->path);
 	rc = check_owner(fd, r, &st, mode, err, errlen);
+	if (!rc && mode == IMG_QEMU && cli_ram_not_it(r, &st, err, errlen)) {
+		close(fd);
+		rc = -ESTALE;
+	}
 	if (rc)
 		return rc;
 	r->zeroed = st.st_size == 0;

@@ -385,48 +385,58 @@ int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev)
 	return 0;
 }
 
+/* Reads one message outside a command: events are kept, a late reply to a
+ * command that timed out is dropped. */
+static int read_one(struct qmp *q, const struct waitfor *w, char *err, size_t errlen)
+{
+	struct json_object *msg;
+	int r = read_msg(q, w, &msg, err, errlen);
+
+	if (r < 0)
+		return r;
+	if (jstr(msg, "event"))
+		keep_event(q, msg);
+	else
+		json_object_put(msg);
+	return 0;
+}
+
 int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 		   struct json_object **ev, char *err, size_t errlen)
 {
 	char what[96];
 	struct waitfor w;
-	struct json_object *msg;
 	int r;
 
 	snprintf(what, sizeof(what), "event %s", name);
 	w = wait_for(what, timeout_ms);
 	while (!qmp_event_take(q, name, ev)) {
-		r = read_msg(q, &w, &msg, err, errlen);
+		r = read_one(q, &w, err, errlen);
 		if (r < 0)
 			return r;
-		if (jstr(msg, "event"))
-			keep_event(q, msg);
-		else
-			json_object_put(msg); /* a late reply */
 	}
 	return 0;
 }
 
+/* What one qmp_pump() takes at most: a QEMU flooding events must not hold
+ * the caller's loop. */
+#define PUMP_MAX 64
+
 int qmp_pump(struct qmp *q, char *err, size_t errlen)
 {
 	struct waitfor w = wait_for("event", 0);
-	struct json_object *msg;
-	int r;
+	int r, n = 0;
 
-	for (;;) {
-		r = read_msg(q, &w, &msg, err, errlen);
-		if (r == -ETIMEDOUT) {
-			if (err && errlen)
-				err[0] = '\0';
-			return 0; /* all there was */
-		}
-		if (r < 0)
-			return r;
-		if (jstr(msg, "event"))
-			keep_event(q, msg);
-		else
-			json_object_put(msg); /* a late reply */
-	}
+	do
+		r = read_one(q, &w, err, errlen);
+	while (!r && ++n < PUMP_MAX);
+	if (!r)
+		return 0;
+	if (r != -ETIMEDOUT)
+		return r;
+	if (err && errlen)
+		err[0] = '\0';
+	return 0; /* all there was */
 }
 
 int qmp_fd(const struct qmp *q)

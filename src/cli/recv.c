@@ -67,6 +67,7 @@ static const char usage_text[] =
 	"      --max-migrations N   --daemon: migrations at once, 1..1024 (default 16)\n"
 	"      --max-handshakes N   connections not yet authenticated, 1..1024 (default 8)\n"
 	"      --max-image SIZE     largest image taken (default: this host's memory)\n"
+	"      --max-state SIZE     largest device state taken (default 1G; 0: no limit)\n"
 	"      --pinned-cap SIZE    bytes pinned per migration at most (default 256M;\n"
 	"                           0: no cap); pin-all of a larger image is refused\n"
 	"      --max-total-image SIZE   --daemon: all images at once (default: this\n"
@@ -83,7 +84,7 @@ static const char usage_text[] =
 enum {
 	OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY, OPT_CHANNELS, OPT_MAX_MIGRATIONS,
 	OPT_MAX_HANDSHAKES, OPT_MAX_IMAGE, OPT_PINNED_CAP, OPT_NO_START, OPT_USE_EXISTING,
-	OPT_TRUSTED, OPT_TOTAL_IMAGE, OPT_TOTAL_PINNED,
+	OPT_TRUSTED, OPT_TOTAL_IMAGE, OPT_TOTAL_PINNED, OPT_MAX_STATE,
 };
 
 static const struct option long_opts[] = {
@@ -106,6 +107,7 @@ static const struct option long_opts[] = {
 	{ "trusted-fabric", no_argument, NULL, OPT_TRUSTED },
 	{ "max-total-image", required_argument, NULL, OPT_TOTAL_IMAGE },
 	{ "max-total-pinned", required_argument, NULL, OPT_TOTAL_PINNED },
+	{ "max-state", required_argument, NULL, OPT_MAX_STATE },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "version", no_argument, NULL, 'V' },
@@ -126,7 +128,7 @@ struct recv_opts {
 	const char *ram_dir, *state_out, *control, *qmp;
 	int json, daemon, verbose, no_start, use_existing, trusted;
 	uint64_t timeout_s, channels, max_migrations, max_handshakes;
-	uint64_t max_image, pinned_cap, total_image, total_pinned;
+	uint64_t max_image, pinned_cap, total_image, total_pinned, max_state;
 	int have_max_migrations, have_totals;
 	uint8_t *key;
 	size_t key_len;
@@ -155,6 +157,8 @@ struct mig {
 	struct devstate *ds;    /* where the device state goes, from admission on */
 	bool usage_err;         /* the failure is this side's configuration */
 	bool discard;           /* daemon: failed, its files give their space back */
+	bool handed_over;       /* the source holds the confirmation: the image
+				 * is the only copy, whatever happens next */
 	uint64_t image_bytes;   /* from admission: counted against the totals */
 	uint64_t pin_bytes;     /* ... the most it may pin */
 	bool final;             /* refused after it proved itself: single mode ends */
@@ -212,6 +216,7 @@ static int one_opt(void *opts, int c, const char *arg)
 	case OPT_TOTAL_IMAGE:
 		o->have_totals = 1;
 		return cli_opt_size("--max-total-image", arg, &o->total_image);
+	case OPT_MAX_STATE: return cli_opt_size("--max-state", arg, &o->max_state);
 	case OPT_TOTAL_PINNED:
 		o->have_totals = 1;
 		return cli_opt_size("--max-total-pinned", arg, &o->total_pinned);
@@ -272,6 +277,7 @@ static int parse_args(struct recv_opts *o, int argc, char **argv)
 	o->max_handshakes = 8;
 	o->pinned_cap = 256ull << 20;
 	o->total_pinned = 1ull << 30;
+	o->max_state = 1ull << 30;
 	rc = cli_getopt(&cmd, o, argc, argv);
 	if (rc >= 0)
 		return rc;
@@ -334,7 +340,7 @@ static int prepare_files(struct app *a)
 	struct recv_opts *o = &a->o;
 	struct dst_spec sp = {
 		.qmp = o->qmp, .use_existing = o->use_existing, .start = !o->no_start,
-		.state_sink = o->state_out || o->daemon,
+		.state_sink = o->state_out || o->daemon, .max_state = o->max_state,
 		.timeout_ms = (int)(o->timeout_s * 1000),
 	};
 	char err[8192];
@@ -492,8 +498,9 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 		}
 		snprintf(path, sizeof(path), "%s", given->path);
 	}
+	/* --ram-dir: the whole image was weighed at admission. */
 	snprintf(dir, sizeof(dir), "%s", path);
-	rc = check_room(m, dirname(dir), path, length, NULL, errbuf, errlen);
+	rc = m->dir[0] ? 0 : check_room(m, dirname(dir), path, length, NULL, errbuf, errlen);
 	if (rc)
 		return rc;
 	f = mig_add_file(m, name, path);
@@ -647,6 +654,7 @@ static struct mig *mig_new(struct app *a)
 static void mig_free(struct mig *m)
 {
 	struct app *a = m->app;
+	char err[1024] = "";
 	struct mig **pp;
 	int i;
 
@@ -666,7 +674,10 @@ static void mig_free(struct mig *m)
 	ev_timer_stop(a->loop, &m->timer);
 	rdmig_dest_destroy(m->d);
 	/* A half-written state never takes the final name. */
-	ds_close(m->ds, NULL, 0);
+	/* What could not be put back is said, unless QEMU is gone. */
+	i = ds_close(m->ds, err, sizeof(err));
+	if (i && i != -ECONNRESET)
+		cli_err("warning: %s", err);
 	for (i = 0; i < (int)m->nfiles; i++) {
 		fg_unwatch(m->files[i].guard - 1);
 		img_close(&m->files[i], m->discard);
@@ -736,7 +747,7 @@ static void mig_end(struct mig *m, int code, const char *msg)
 	}
 	/* A source that fails on purpose, again and again, must not fill the
 	 * daemon's filesystem with partial images. */
-	m->discard = code != CLI_EX_OK && a->o.daemon;
+	m->discard = code != CLI_EX_OK && a->o.daemon && !m->handed_over;
 	mig_free(m);
 }
 
@@ -865,6 +876,7 @@ static void mig_step(struct mig *m)
 		return;
 	}
 	/* The source holds the confirmation: only now is the image usable. */
+	m->handed_over = true;
 	rc = finish_files(m, err, sizeof(err));
 	if (rc) {
 		char line[8400];

@@ -63,7 +63,8 @@ static const char usage_text[] =
 	"      --trusted-fabric      allow --qmp without --auth-key: whatever answers at\n"
 	"                            HOST:PORT then receives the guest\n"
 	"  -j, --json                JSON events on stdout, one per line\n"
-	"      --control SOCK        control socket (status, cancel, set)\n"
+	"      --control SOCK        control socket (status, cancel, set, start)\n"
+	"      --defer               connect and prepare, then wait for start on --control\n"
 	"  -t, --timeout S           bound on every wait for the peer (default 30)\n"
 	"  -v, --verbose             log what the library does\n"
 	"  -V, --version             print the version and exit\n"
@@ -74,7 +75,7 @@ static const char usage_text[] =
 enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
-	OPT_TRUSTED, OPT_DIRTY_TRACKING,
+	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER,
 };
 
 static const struct option long_opts[] = {
@@ -94,6 +95,7 @@ static const struct option long_opts[] = {
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
+	{ "defer", no_argument, NULL, OPT_DEFER },
 	{ "verify", no_argument, NULL, OPT_VERIFY },
 	{ "auth-key", required_argument, NULL, OPT_AUTH_KEY },
 	{ "trusted-fabric", no_argument, NULL, OPT_TRUSTED },
@@ -118,17 +120,18 @@ struct send_opts {
 	int have_track;
 	uint64_t max_downtime_ms, max_iterations, max_bandwidth, channels;
 	const char *control;
-	int verify, trusted;
+	int verify, trusted, defer;
 	uint8_t *key;
 	size_t key_len;
 };
 
 /* What the control socket reports as "status". */
 enum send_status {
-	ST_SETUP, ST_ACTIVE, ST_DEVICE, ST_COMPLETED, ST_FAILED, ST_CANCELLING, ST_CANCELLED,
+	ST_SETUP, ST_PREPARED, ST_ACTIVE, ST_DEVICE, ST_COMPLETED, ST_FAILED, ST_CANCELLING,
+	ST_CANCELLED,
 };
 static const char *const status_names[] = {
-	[ST_SETUP] = "setup", [ST_ACTIVE] = "active", [ST_DEVICE] = "device",
+	[ST_SETUP] = "setup", [ST_PREPARED] = "prepared", [ST_ACTIVE] = "active", [ST_DEVICE] = "device",
 	[ST_COMPLETED] = "completed", [ST_FAILED] = "failed", [ST_CANCELLING] = "cancelling",
 	[ST_CANCELLED] = "cancelled",
 };
@@ -176,6 +179,7 @@ static int one_opt(void *opts, int c, const char *arg)
 	case OPT_MAX_BW: return cli_opt_size("--max-bandwidth", arg, &o->max_bandwidth);
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
+	case OPT_DEFER: o->defer = 1; return 0;
 	case OPT_VERIFY: o->verify = 1; return 0;
 	case OPT_AUTH_KEY: return cli_opt_key(&o->key, &o->key_len, arg);
 	case OPT_TRUSTED: o->trusted = 1; return 0;
@@ -220,6 +224,12 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 		return cli_usage("--pid is only used with --live");
 	if (o->have_track && !o->live)
 		return cli_usage("--dirty-tracking is only used with --live or --qmp");
+	if (o->defer && !o->control)
+		return cli_usage("--defer waits for the start command on the control socket: give "
+				 "--control SOCK");
+	if (o->defer && o->state_in && !strcmp(o->state_in, "-"))
+		return cli_usage("--defer with --state-in -: the state is read at launch, before "
+				 "the wait; give it as a file written before start, or drop --defer");
 	if (o->state_in && !strcmp(o->state_in, "-") && isatty(0))
 		return cli_usage("--state-in -: standard input is a terminal");
 	return -1;
@@ -229,6 +239,7 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 /* Where the migration is: each phase says what it waits for. */
 enum phase {
 	PH_CONNECT,     /* rdma_cm, authentication, the block map */
+	PH_PREPARED,    /* --defer: connected and admitted, waiting for start */
 	PH_ROUND,       /* a pre-copy round while the workload runs */
 	PH_CONVERGED,   /* the converged round while the workload still runs;
 			 * then the device-state end stops it itself (QEMU
@@ -258,6 +269,12 @@ struct sender {
 	enum phase ph;
 	enum send_status status;
 	bool cancelled;
+	bool start_asked;       /* --defer: the start command came */
+	bool said_prepared;     /* ... and "prepared" was said */
+	bool begun;             /* the workload may have been touched */
+	bool untouched;         /* after a failure: it never was */
+	uint64_t prepared_ms;   /* --defer: when it began to wait for start */
+	uint64_t waited_ms;     /* ... and how long it waited, once started */
 	bool need_prepare;      /* the device-state end is not ready yet */
 	bool kicked;            /* the library runs again at once: an operation
 				 * just started, its timeout may not say so */
@@ -278,6 +295,7 @@ struct sender {
 	bool ds_started;        /* the device-state end was asked to stop it */
 	uint64_t stop_deadline; /* by when it must have stopped */
 	uint64_t next_round_at; /* PH_STOPPING: a round to keep up, if not yet */
+	uint64_t state_deadline; /* PH_STATE: by when more state must come */
 	uint64_t t_clear;       /* the last clear of the dirty bits */
 	uint64_t collect_us;    /* the last collect of the dirty pages took */
 	uint64_t clear_us;      /* ... and the last clear */
@@ -368,6 +386,18 @@ static void draw_bar(struct sender *x, const struct rdmig_stats *st)
 		     ms ? (double)done * 1000.0 / (double)ms : 0, st->iterations + 1);
 }
 
+/* The library's figures, without the time a --defer migration waited for
+ * start: nothing moved then, and a manager's clock starts with start. */
+static void stats(struct sender *x, struct rdmig_stats *st)
+{
+	uint64_t waited = x->waited_ms;
+
+	rdmig_source_stats(x->s, st);
+	if (x->ph == PH_PREPARED && x->said_prepared)
+		waited = cli_now_ms() - x->prepared_ms;
+	st->total_time_ms -= waited < st->total_time_ms ? waited : st->total_time_ms;
+}
+
 static void on_progress(void *ctx, const struct rdmig_stats *st)
 {
 	draw_bar(ctx, st);
@@ -380,7 +410,7 @@ static void emit_setup(struct sender *x)
 
 	if (!x->o.json)
 		return;
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	o = cli_event("setup");
 	cli_json_u64(o, "setup-time", st.setup_time_ms);
 	cli_json_u64(o, "total", st.total);
@@ -408,7 +438,7 @@ static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
 
 	if (!x->o.json)
 		return;
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	o = cli_event("iteration");
 	cli_json_str(o, "status", status_names[x->status]);
 	cli_json_stats(o, &st);
@@ -533,7 +563,7 @@ static void start_round(struct sender *x, enum phase ph)
 	struct rdmig_stats st = { .size = sizeof(st) };
 	int rc;
 
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	x->iter_base = st.normal_bytes;
 	x->iter_planned = 0;
 	x->iter_t0 = cli_now_ms();
@@ -551,7 +581,7 @@ static void round_ended(struct sender *x)
 	struct rdmig_stats st = { .size = sizeof(st) };
 
 	cli_bar_clear(&x->bar);
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	x->last_bytes = st.normal_bytes - x->iter_base;
 	x->last_ms = cli_now_ms() - x->iter_t0;
 	/* Too little to time: keep the last estimate. */
@@ -709,7 +739,8 @@ static void check_stopped(struct sender *x)
 	if (cli_now_ms() >= x->next_round_at) {
 		ev_timer_stop(x->loop, &x->stop_timer);
 		keep_up(x);
-		ev_timer_again(x->loop, &x->stop_timer);
+		if (x->ph != PH_DONE)
+			ev_timer_again(x->loop, &x->stop_timer);
 		return;
 	}
 	if (cli_now_ms() > x->stop_deadline) {
@@ -738,6 +769,11 @@ static void last_round_done(struct sender *x)
 		local_fail(x, rc, err);
 		return;
 	}
+	/* The device state must keep coming, or the workload would wait,
+	 * stopped, for ever. */
+	x->state_deadline = cli_now_ms() + x->o.timeout_s * 1000;
+	ev_timer_set(&x->stop_timer, 0.0, 0.1);
+	ev_timer_again(x->loop, &x->stop_timer);
 	watch_state(x);
 	pump_state(x);
 }
@@ -771,14 +807,11 @@ static void completed(struct sender *x)
 	finish(x);
 }
 
-/* Connected and admitted: the device-state end gets ready while the
- * workload runs (for QEMU, its settings and the pipe: also a measure of how
- * fast its monitor answers, which the switch-over pays a few times), then
- * the first round, or the only one of a cold migration. */
-/* The device-state end gets ready (for QEMU, its settings and the pipe:
- * also a measure of how fast its monitor answers, which the switch-over
- * pays a few times).  Live, this waits until the first round's first
- * writes are out: its QMP round trips would only delay the first byte. */
+/* The device-state end gets ready (for QEMU, reading its settings and the
+ * pipe: also a measure of how fast its monitor answers, which the
+ * switch-over pays a few times).  Live, this waits until the first round's
+ * first writes are out: its QMP round trips would only delay the first
+ * byte. */
 static int prepare_state(struct sender *x)
 {
 	uint64_t t0 = cli_now_ms();
@@ -793,10 +826,18 @@ static int prepare_state(struct sender *x)
 	return 0;
 }
 
-static void connected(struct sender *x)
+/* The first round, or the only one of a cold migration. */
+static void begin(struct sender *x)
 {
+	char err[512];
+
+	x->begun = true;
 	x->status = ST_ACTIVE;
-	emit_setup(x);
+	/* Its manager may have paused, resumed or shut it down meanwhile. */
+	if (x->o.defer && x->e.wl && wl_recheck(x->e.wl, err, sizeof(err))) {
+		local_fail(x, -EINVAL, err);
+		return;
+	}
 	rdmig_source_mark_all(x->s);
 	if (!x->o.live) {
 		if (prepare_state(x))
@@ -812,6 +853,44 @@ static void connected(struct sender *x)
 		start_round(x, PH_ROUND);
 }
 
+/* --defer: "prepared" once the source's own registration (--pin-all) is
+ * done as well, so that start's clock holds none of it. */
+static void say_prepared(struct sender *x)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+
+	if (x->said_prepared)
+		return;
+	if (x->o.pin_all) {
+		rdmig_source_stats(x->s, &st);
+		if (st.pinned_bytes < st.total)
+			return;
+	}
+	x->said_prepared = true;
+	x->status = ST_PREPARED;
+	x->prepared_ms = cli_now_ms();
+	if (x->o.json)
+		cli_emit(cli_event("prepared"));
+	else
+		cli_err("connected to %s:%s and prepared: waiting for start on %s", x->o.host,
+			x->o.port, x->o.control);
+}
+
+/* Connected and admitted.  With --defer the workload is not touched until
+ * the start command: the connection, the block map and any pinning are
+ * done by then, so the migration starts with its first write.  The
+ * library keeps the connection alive with keepalives meanwhile. */
+static void connected(struct sender *x)
+{
+	emit_setup(x);
+	if (x->o.defer && !x->start_asked) {
+		x->ph = PH_PREPARED;
+		say_prepared(x);
+		return;
+	}
+	begin(x);
+}
+
 /* The operation in hand finished. */
 static void op_done(struct sender *x)
 {
@@ -823,7 +902,7 @@ static void op_done(struct sender *x)
 	case PH_CONVERGED: converged_done(x); break;
 	case PH_LAST_ROUND: last_round_done(x); break;
 	case PH_COMPLETE: completed(x); break;
-	case PH_STOPPING: case PH_STATE: case PH_DONE: break;
+	case PH_PREPARED: case PH_STOPPING: case PH_STATE: case PH_DONE: break;
 	}
 }
 
@@ -841,6 +920,8 @@ static void src_step(struct sender *x)
 	}
 	if (rc == 1)
 		op_done(x);
+	else if (x->ph == PH_PREPARED)
+		say_prepared(x);
 	else if (x->need_prepare && x->ph == PH_ROUND)
 		prepare_state(x);
 	/* Credits may have come back for device state waiting to go. */
@@ -864,11 +945,26 @@ static void src_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	src_step(w->data);
 }
 
+/* Waits with a deadline: for the workload to stop, then for the device
+ * state to keep coming. */
 static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct sender *x = w->data;
+	char err[256];
+
 	(void)loop;
 	(void)revents;
-	check_stopped(w->data);
+	if (x->ph != PH_STATE) {
+		check_stopped(x);
+		return;
+	}
+	if (x->cancelled) {
+		local_fail(x, -ECANCELED, "cancelled");
+	} else if (cli_now_ms() > x->state_deadline) {
+		snprintf(err, sizeof(err), "the device state did not move for %" PRIu64 " s "
+			 "(--timeout): its source stalled", x->o.timeout_s);
+		local_fail(x, -ETIMEDOUT, err);
+	}
 }
 
 /* ---- device state: from its end onto the library's stream ------------------------ */
@@ -905,14 +1001,17 @@ static void pump_state(struct sender *x)
 		if (n == 0)
 			break;
 		x->fwd_off += (size_t)n;
+		x->state_deadline = cli_now_ms() + x->o.timeout_s * 1000;
 	}
 	/* A full buffer waits for credits, not for the fd. */
 	if (x->fwd_off < x->fwd_len || x->ds_eof)
 		ev_io_stop(x->loop, &x->ds_io);
 	else
 		watch_state(x);
-	if (x->ph == PH_STATE && x->ds_eof && x->fwd_off == x->fwd_len)
+	if (x->ph == PH_STATE && x->ds_eof && x->fwd_off == x->fwd_len) {
+		ev_timer_stop(x->loop, &x->stop_timer);
 		state_done(x);
+	}
 }
 
 static void watch_state(struct sender *x)
@@ -949,6 +1048,11 @@ static void resume_workload(struct sender *x)
 	x->e.ds = NULL;
 	if (!x->e.wl)
 		return;
+	if (x->o.defer && !x->begun) {
+		x->untouched = true;
+		x->resumed = wl_untouched(x->e.wl, x->resume_err, sizeof(x->resume_err));
+		return;
+	}
 	x->resumed = !wl_resume(x->e.wl, x->resume_err, sizeof(x->resume_err));
 }
 
@@ -958,12 +1062,14 @@ static void report_success(struct sender *x)
 	char a[32], b[32], c[32], left[200];
 	double secs, rate;
 
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	if (x->o.json) {
 		struct json_object *o = cli_event("completed");
 
 		cli_json_str(o, "status", "completed");
 		cli_json_stats(o, &st);
+		if (x->o.defer)
+			cli_json_u64(o, "prepared-time", x->waited_ms);
 		if (x->o.live) {
 			struct json_object *parts = json_object_new_object();
 
@@ -1001,7 +1107,7 @@ static const char *workload_fate(struct sender *x, char *buf, size_t len)
 	buf[0] = '\0';
 	if (!x->e.wl)
 		return buf;
-	if (!x->resumed)
+	if (!x->resumed || x->untouched)
 		snprintf(buf, len, "; %s", x->resume_err);
 	else
 		snprintf(buf, len, "; %s", wl_runs_again(x->e.wl));
@@ -1038,6 +1144,8 @@ static int report_failure(struct sender *x)
 	if (x->e.wl)
 		json_object_object_add(o, wl_running_key(x->e.wl),
 				       json_object_new_boolean(x->resumed));
+	if (x->o.defer)
+		json_object_object_add(o, "started", json_object_new_boolean(x->begun));
 	cli_emit_failed(line, code, o);
 	return code;
 }
@@ -1068,7 +1176,7 @@ static struct json_object *status_reply(struct sender *x)
 	struct json_object *o = json_object_new_object();
 	struct rdmig_stats st = { .size = sizeof(st) };
 
-	rdmig_source_stats(x->s, &st);
+	stats(x, &st);
 	cli_json_str(o, "status", status_names[x->status]);
 	cli_json_stats(o, &st);
 	if (x->status == ST_COMPLETED && x->o.live)
@@ -1081,7 +1189,8 @@ static struct json_object *status_reply(struct sender *x)
 static void cancel(struct sender *x)
 {
 	x->cancelled = true;
-	if (x->status == ST_ACTIVE || x->status == ST_SETUP || x->status == ST_DEVICE)
+	if (x->status == ST_ACTIVE || x->status == ST_SETUP || x->status == ST_PREPARED ||
+	    x->status == ST_DEVICE)
 		x->status = ST_CANCELLING;
 	rdmig_source_cancel(x->s);
 }
@@ -1119,6 +1228,27 @@ static struct json_object *set_reply(struct sender *x, struct json_object *req)
 	return ctl_return(NULL);
 }
 
+/* A start before the connection is up is kept: the first round follows
+ * it at once. */
+static struct json_object *start_reply(struct sender *x)
+{
+	if (!x->o.defer)
+		return ctl_error("this migration runs already: start is for one begun with --defer");
+	if (x->start_asked)
+		return ctl_error("start was given already");
+	if (x->cancelled || x->ph == PH_DONE)
+		return ctl_error("the migration has ended");
+	x->start_asked = true;
+	if (x->ph == PH_PREPARED) {
+		if (x->said_prepared)
+			x->waited_ms = cli_now_ms() - x->prepared_ms;
+		begin(x);
+	}
+	if (x->failed)
+		return ctl_error(x->f.msg);
+	return ctl_return(NULL);
+}
+
 static struct json_object *on_command(void *ctx, const char *cmd, struct json_object *req)
 {
 	struct sender *x = ctx;
@@ -1131,6 +1261,8 @@ static struct json_object *on_command(void *ctx, const char *cmd, struct json_ob
 	}
 	if (!strcmp(cmd, "set"))
 		return set_reply(x, req);
+	if (!strcmp(cmd, "start"))
+		return start_reply(x);
 	return NULL;
 }
 

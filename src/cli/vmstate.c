@@ -50,7 +50,9 @@ struct vmstate {
 	bool exit_on_error; /* QEMU 9.1+: migrate-incoming takes exit-on-error */
 	struct cap_change caps[MAX_CHANGES];
 	unsigned ncaps;
-	struct json_object *params_was; /* the parameters we changed, as they were */
+	struct json_object *params_was; /* the parameters we change, as they were */
+	struct json_object *params_now; /* ... and as we set them */
+	bool applied;       /* what was planned is set: restore() has work */
 	uint64_t stop_ms, last_query_ms;
 };
 
@@ -134,7 +136,9 @@ static int plan_caps(struct vmstate *v, struct json_object *caps, char *err, siz
 	return 0;
 }
 
-static int fix_caps(struct vmstate *v, char *err, size_t errlen)
+/* Reads QEMU's capabilities and plans what must change (v->caps); nothing
+ * is set yet. */
+static int read_caps(struct vmstate *v, char *err, size_t errlen)
 {
 	struct json_object *ret;
 	char why[512];
@@ -145,20 +149,12 @@ static int fix_caps(struct vmstate *v, char *err, size_t errlen)
 	rc = json_object_is_type(ret, json_type_array) ? plan_caps(v, ret, err, errlen) :
 		cli_errf(err, errlen, -EPROTO, "query-migrate-capabilities answered no list");
 	json_object_put(ret);
-	if (rc || !v->ncaps)
-		return rc;
-	rc = set_caps(v->q, v->caps, v->ncaps, false, why, sizeof(why));
-	if (rc) {
-		v->ncaps = 0;
-		return cli_errf(err, errlen, rc, "cannot set QEMU's migration capabilities for a "
-				"pipe migration: %s", why);
-	}
-	return 0;
+	return rc;
 }
 
 /* The parameters to change: the old values kept in params_was, the new ones
- * returned (NULL when none). */
-static struct json_object *plan_params(struct vmstate *v, struct json_object *cur)
+ * in params_now (NULL when none). */
+static void plan_params(struct vmstate *v, struct json_object *cur)
 {
 	struct json_object *now = json_object_new_object(), *x;
 
@@ -176,24 +172,45 @@ static struct json_object *plan_params(struct vmstate *v, struct json_object *cu
 	}
 	if (!json_object_object_length(now)) {
 		json_object_put(now);
-		return NULL;
+		now = NULL;
 	}
-	return now;
+	v->params_now = now;
 }
 
-static int fix_params(struct vmstate *v, char *err, size_t errlen)
+static int read_params(struct vmstate *v, char *err, size_t errlen)
 {
-	struct json_object *cur, *now;
+	struct json_object *cur;
 	char why[512];
 	int rc = qmp_call(v->q, "query-migrate-parameters", NULL, &cur, why, sizeof(why));
 
 	if (rc)
 		return cli_errf(err, errlen, rc, "cannot read QEMU's migration parameters: %s", why);
-	now = plan_params(v, cur);
+	plan_params(v, cur);
 	json_object_put(cur);
-	if (!now)
+	return 0;
+}
+
+/* What was planned is set, all capabilities in one command (QEMU checks
+ * their dependencies on the result).  Only from here on is anything to be
+ * put back. */
+static int apply(struct vmstate *v, char *err, size_t errlen)
+{
+	char why[512];
+	int rc = 0;
+
+	if (v->applied)
 		return 0;
-	rc = qmp_call(v->q, "migrate-set-parameters", now, NULL, why, sizeof(why));
+	v->applied = true;
+	if (v->ncaps)
+		rc = set_caps(v->q, v->caps, v->ncaps, false, why, sizeof(why));
+	if (rc) {
+		v->ncaps = 0;
+		return cli_errf(err, errlen, rc, "cannot set QEMU's migration capabilities for a "
+				"pipe migration: %s", why);
+	}
+	if (v->params_now)
+		rc = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_now), NULL,
+			      why, sizeof(why));
 	if (rc) {
 		json_object_put(v->params_was);
 		v->params_was = NULL;
@@ -208,6 +225,8 @@ static int restore(struct vmstate *v, char *err, size_t errlen)
 	char why[512];
 	int rc = 0, r;
 
+	if (!v->applied)
+		return 0;
 	if (v->ncaps) {
 		r = set_caps(v->q, v->caps, v->ncaps, true, why, sizeof(why));
 		if (r)
@@ -224,7 +243,9 @@ static int restore(struct vmstate *v, char *err, size_t errlen)
 				      "restored: %s", why);
 	}
 	json_object_put(v->params_was);
-	v->params_was = NULL;
+	json_object_put(v->params_now);
+	v->params_was = v->params_now = NULL;
+	v->applied = false;
 	return rc;
 }
 
@@ -265,10 +286,14 @@ int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err, siz
 	rc = qmp_version(q, &ver, err, errlen);
 	if (!rc) {
 		v->exit_on_error = qmp_version_ge(&ver, 9, 1);
-		rc = fix_caps(v, err, errlen);
+		rc = read_caps(v, err, errlen);
 	}
 	if (!rc)
-		rc = fix_params(v, err, errlen);
+		rc = read_params(v, err, errlen);
+	/* A source QEMU keeps its own settings until its migration starts: a
+	 * migrate-send killed before that leaves nothing changed behind. */
+	if (!rc && !source)
+		rc = apply(v, err, errlen);
 	if (!rc)
 		rc = hand_pipe(v, err, errlen);
 	if (rc) {
@@ -287,6 +312,9 @@ int vms_begin(struct vmstate *v, char *err, size_t errlen)
 
 	if (v->begun)
 		return 0;
+	rc = apply(v, err, errlen);
+	if (rc)
+		return rc;
 	a = json_object_new_object();
 	json_object_object_add(a, "uri", json_object_new_string("fd:" FD_NAME));
 	if (!v->source && v->exit_on_error)
@@ -549,6 +577,10 @@ int vms_close(struct vmstate *v, char *err, size_t errlen)
 	if (!v->begun)
 		qmp_closefd(v->q, FD_NAME, NULL, 0);
 	cancel(v);
+	/* A destination's incoming migration cannot be cancelled, but the
+	 * closed pipe ends it; its settings can change only after that. */
+	if (!v->source && v->begun)
+		wait_end(v, CANCEL_MS, NULL, 0);
 	rc = restore(v, err, errlen);
 	free(v);
 	return rc;

@@ -226,6 +226,34 @@ const char *wl_runs_again(const struct workload *w)
 	return w->q ? "the guest runs on the source again" : "the process keeps running here";
 }
 
+int wl_recheck(struct workload *w, char *err, size_t errlen)
+{
+	if (proc_signal(&w->proc, 0) == -ESRCH)
+		return cli_errf(err, errlen, -ESRCH, "%s %d exited while the migration waited "
+				"for start", w->q ? "QEMU" : "process", (int)w->pid);
+	return w->q ? guest_state(w, err, errlen) : 0;
+}
+
+bool wl_untouched(struct workload *w, char *msg, size_t len)
+{
+	char st[32] = "", why[256];
+
+	if (proc_signal(&w->proc, 0) == -ESRCH) {
+		snprintf(msg, len, "%s %d has exited", w->q ? "QEMU" : "process", (int)w->pid);
+		return false;
+	}
+	if (!w->q) {
+		snprintf(msg, len, "process %d was not touched and keeps running", (int)w->pid);
+		return true;
+	}
+	if (qmp_status(w->q, st, sizeof(st), why, sizeof(why))) {
+		snprintf(msg, len, "the guest was not touched; its state is unknown: %s", why);
+		return false;
+	}
+	snprintf(msg, len, "the guest was not touched (QEMU status %s)", st);
+	return !strcmp(st, "running");
+}
+
 int wl_resume(struct workload *w, char *err, size_t errlen)
 {
 	char why[512], st[32] = "";

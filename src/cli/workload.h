@@ -85,4 +85,12 @@ const char *wl_runs_again(const struct workload *w);
  * run (it exited, QEMU refused), or that a guest paused before stays so. */
 int wl_resume(struct workload *w, char *err, size_t errlen);
 
+/* A migration that waited (--defer) begins: the workload's state is read
+ * again, as wl_open read it, since its manager may have changed it. */
+int wl_recheck(struct workload *w, char *err, size_t errlen);
+
+/* After a migration that never began: whether the workload, which we never
+ * touched, runs; @msg says how it is. */
+bool wl_untouched(struct workload *w, char *msg, size_t len);
+
 #endif

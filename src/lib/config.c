@@ -54,8 +54,11 @@ int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
 		return range_err(err, "merge_max", out->merge_max, 4096, out->chunk_size);
 	if (out->timeout_ms < 100)
 		return range_err(err, "timeout_ms", (uint64_t)(int64_t)out->timeout_ms, 100, INT32_MAX);
+	/* At most a second apart by default: the peer's timeout is its own
+	 * and may be shorter than ours, which matters once a connection sits
+	 * idle (a prepared migration waiting for its start). */
 	if (out->keepalive_ms <= 0 || out->keepalive_ms > out->timeout_ms / 2)
-		out->keepalive_ms = out->timeout_ms / 4;
+		out->keepalive_ms = out->timeout_ms / 4 < 1000 ? out->timeout_ms / 4 : 1000;
 	if (out->progress_ms <= 0)
 		out->progress_ms = 250;
 	if (out->step_us == 0)

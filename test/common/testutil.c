@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -229,4 +230,33 @@ void tu_fill_random(void *buf, size_t len, uint64_t seed)
 	}
 	for (; i < len; i++)
 		p[i] = (unsigned char)(x >> (i % 8));
+}
+
+int tu_exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+int tu_same_file(const char *a, const char *b)
+{
+	size_t la, lb;
+	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
+	int same = da && db && la == lb && !memcmp(da, db, la);
+
+	free(da);
+	free(db);
+	return same;
+}
+
+void tu_write_key(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+	if (fd < 0 || write(fd, "a shared secret of 32 bytes here", 32) != 32) {
+		perror(path);
+		abort();
+	}
+	close(fd);
 }

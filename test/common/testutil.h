@@ -41,6 +41,13 @@ void tu_dump(const char *label, const char *path);
 
 uint64_t tu_now_ms(void);
 
+/* Whether @path exists (a link counts as itself). */
+int tu_exists(const char *path);
+/* Whether the files at @a and @b hold the same bytes. */
+int tu_same_file(const char *a, const char *b);
+/* A shared key file (32 bytes, mode 0600) for --auth-key, created anew. */
+void tu_write_key(const char *path);
+
 /* Deterministic data from a seed, shared by writers and verifiers. */
 void tu_fill_random(void *buf, size_t len, uint64_t seed);
 

@@ -520,6 +520,131 @@ START_TEST(cancel_over_control_socket)
 }
 END_TEST
 
+/* Not exited yet (a process that did is left for the test to fail on). */
+static int running(struct tu_proc *p)
+{
+	return waitpid(p->pid, NULL, WNOHANG) == 0;
+}
+
+static const char *ctl_status(const char *sock, char *buf, size_t len)
+{
+	struct json_object *r = control(sock, "{\"command\":\"status\"}\n"), *ret;
+
+	assert_reply(r, "return");
+	json_object_object_get_ex(r, "return", &ret);
+	snprintf(buf, len, "%s", json_object_get_string(json_object_object_get(ret, "status")));
+	json_object_put(r);
+	return buf;
+}
+
+/* --defer: connected, the block map exchanged, then nothing until start:
+ * the workload runs untouched and no page lands at the destination, for
+ * longer than the source's --timeout (the destination's keepalives hold
+ * the connection, though its own timeout is longer).
+ * start then migrates byte-identical; a second start is refused. */
+START_TEST(deferred_start)
+{
+	struct fixture f;
+	char file[400], ram[500], pid[32], sock[400], dfile[400], st[32];
+	struct json_object *ev, *r;
+	uint64_t t_prep, t_start, took;
+	size_t len;
+	char *d;
+
+	fx_init(&f);
+	snprintf(file, sizeof(file), "%s/ram", f.src);
+	snprintf(dfile, sizeof(dfile), "%s/vm", f.dst);
+	snprintf(ram, sizeof(ram), "vm=%s", file);
+	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
+	fx_load(&f, file, "16M", "1");
+	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
+	/* The destination's own timeout (30 s) is longer than the source's:
+	 * its keepalives still come often enough for the source. */
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
+	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json", "--defer",
+				      "--control", sock, "--timeout", "2", NULL });
+	ev = tu_wait_event(&f.send, "prepared", 30000);
+	ck_assert_ptr_nonnull(ev);
+	json_object_put(ev);
+	t_prep = tu_now_ms();
+	ck_assert_str_eq(ctl_status(sock, st, sizeof(st)), "prepared");
+	usleep(5000 * 1000);
+	ck_assert_msg(running(&f.send.p), "migrate-send ended while prepared");
+	ck_assert_msg(running(&f.recv.p), "migrate-recv ended while the source was prepared");
+	ck_assert_str_eq(ctl_status(sock, st, sizeof(st)), "prepared");
+	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	d = tu_slurp(dfile, &len);
+	ck_assert_uint_eq(len, 16 * MIB);
+	ck_assert_msg(!d[0] && !memcmp(d, d + 1, len - 1),
+		      "pages reached the destination before start");
+	free(d);
+
+	t_start = tu_now_ms();
+	r = control(sock, "{\"command\":\"start\"}\n");
+	assert_reply(r, "return");
+	json_object_put(r);
+	r = control(sock, "{\"command\":\"start\"}\n");
+	assert_reply(r, "error");
+	json_object_put(r);
+	both_ok(&f, 120000);
+	took = tu_now_ms() - t_start;
+	assert_same(file, dfile);
+	/* The wait is reported apart, not inside total-time. */
+	ev = tu_event_in(f.send.out, "completed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_uint_ge(tu_jnum(ev, "prepared-time"), 5000);
+	ck_assert_uint_le(tu_jnum(ev, "total-time"), tu_jnum(ev, "setup-time") + took + 200);
+	json_object_put(ev);
+	ck_assert_int_eq(proc_state(f.load.p.pid), 'T');
+	printf("deferred: prepared for 5 s past the source's --timeout 2, then started: "
+	       "byte-identical %" PRIu64 " ms after start (prepared %" PRIu64 " ms)\n",
+	       took, t_start - t_prep);
+	fx_free(&f);
+}
+END_TEST
+
+/* A cancel while prepared: exit 7 on both sides, workload never stopped,
+ * and the failed event says the migration never started.  Before it, the
+ * wait outlasts the destination's --timeout. */
+START_TEST(deferred_cancel)
+{
+	struct fixture f;
+	char file[400], ram[500], pid[32], sock[400];
+	struct json_object *ev, *r;
+
+	fx_init(&f);
+	snprintf(file, sizeof(file), "%s/ram", f.src);
+	snprintf(ram, sizeof(ram), "vm=%s", file);
+	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
+	fx_load(&f, file, "8M", "1");
+	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
+	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", "2", NULL });
+	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json", "--defer",
+				      "--control", sock, NULL });
+	ev = tu_wait_event(&f.send, "prepared", 30000);
+	ck_assert_ptr_nonnull(ev);
+	json_object_put(ev);
+	usleep(4000 * 1000);
+	ck_assert_msg(running(&f.recv.p), "migrate-recv --timeout 2 ended while the source was "
+		      "prepared");
+	r = control(sock, "{\"command\":\"cancel\"}\n");
+	assert_reply(r, "return");
+	json_object_put(r);
+	ck_assert_int_eq(tu_run_finish(&f.send, 20000), 7);
+	ck_assert_int_eq(count_lines(f.send.err), 1);
+	ev = tu_event_in(f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert(json_object_object_get_ex(ev, "started", NULL));
+	ck_assert(!json_object_get_boolean(json_object_object_get(ev, "started")));
+	ck_assert(json_object_get_boolean(json_object_object_get(ev, "workload-running")));
+	json_object_put(ev);
+	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
+	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
+	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	fx_free(&f);
+}
+END_TEST
+
 /* SIGTERM cancels like the control socket does: exit 7, workload running. */
 START_TEST(sigterm_cancels_live_migration)
 {
@@ -696,6 +821,8 @@ START_TEST(bad_command_lines)
 								      "soft-dirty", NULL });
 	usage_fails(&f, "--ram-dir", (char *[]){ f.recvbin, "--listen", "10.77.0.1:0",
 						 "--daemon", NULL });
+	usage_fails(&f, "--control", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1", "--ram",
+						 ram, "--defer", NULL });
 	fx_free(&f);
 }
 END_TEST
@@ -958,6 +1085,8 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, recv_killed_workload_resumes);
 	tcase_add_test(tc, cancel_over_control_socket);
 	tcase_add_test(tc, sigterm_cancels_live_migration);
+	tcase_add_test(tc, deferred_start);
+	tcase_add_test(tc, deferred_cancel);
 	tcase_add_test(tc, recv_control_and_signal);
 	tcase_add_test(tc, daemon_two_at_once);
 	tcase_add_test(tc, size_mismatch_existing_file);

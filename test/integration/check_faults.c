@@ -211,13 +211,7 @@ static void fx_init(struct fx *f)
 	bin("memload", f->memload, sizeof(f->memload));
 	/* A daemon needs a key (or --trusted-fabric): its sources get this. */
 	snprintf(f->key, sizeof(f->key), "%s/key", f->dir);
-	{
-		int fd = open(f->key, O_WRONLY | O_CREAT | O_EXCL, 0600);
-
-		ck_assert_int_ge(fd, 0);
-		ck_assert_int_eq(write(fd, "the daemon's shared secret key", 30), 30);
-		close(fd);
-	}
+	tu_write_key(f->key);
 }
 
 /* argv words that start migrate-recv with its open(@path) turned into an

@@ -52,13 +52,7 @@ static void lx_init(struct lx *f)
 	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
 	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
 	snprintf(f->key, sizeof(f->key), "%s/key", f->dir);
-	{
-		int fd = open(f->key, O_WRONLY | O_CREAT | O_EXCL, 0600);
-
-		ck_assert_int_ge(fd, 0);
-		ck_assert_int_eq(write(fd, "a shared secret of 32 bytes here", 32), 32);
-		close(fd);
-	}
+	tu_write_key(f->key);
 }
 
 static void stop(struct tu_run *r)
@@ -109,23 +103,6 @@ static void write_striped(const char *path, size_t len, uint64_t seed)
 	free(buf);
 }
 
-static bool exists(const char *path)
-{
-	struct stat st;
-
-	return lstat(path, &st) == 0;
-}
-
-static bool same_file(const char *a, const char *b)
-{
-	size_t la, lb;
-	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
-	bool same = da && db && la == lb && !memcmp(da, db, la);
-
-	free(da);
-	free(db);
-	return same;
-}
 
 static void one_line(const char *path, char *buf, size_t len)
 {
@@ -312,7 +289,7 @@ static void planted_fails(struct lx *f, const char *src, const char *ram, const 
 START_TEST(precreated_files_refused)
 {
 	char shared[300], open_dir[300], src[300], ram[400], mark[420], state[400], part[420];
-	char rd[420], said[8192], s1[8192], s2[8192], s3[8192];
+	char rd[420], said[8192], s1[8192], s2[8192], s3[8192], s4[8192], s5[8192];
 	struct lx f;
 
 	lx_init(&f);
@@ -343,18 +320,40 @@ START_TEST(precreated_files_refused)
 	as_other(PLANT, mark, 0);
 	planted_fails(&f, src, ram, state, mark, s3, sizeof(s3));
 	assert_untouched(mark, 0);
-	ck_assert_msg(!exists(ram), "%s was left without its marker", ram);
+	ck_assert_msg(!tu_exists(ram), "%s was left without its marker", ram);
 	ck_assert_int_eq(unlink(mark), 0);
 
 	/* The device state's .part file. */
 	as_other(PLANT, part, 0);
 	planted_fails(&f, src, ram, state, part, said, sizeof(said));
 	assert_untouched(part, 0);
-	ck_assert(!exists(state));
+	ck_assert(!tu_exists(state));
+	ck_assert_int_eq(unlink(part), 0);
+
+	/* The state file itself, which FILE.part would replace at the end. */
+	as_other(PLANT, state, 0);
+	planted_fails(&f, src, ram, state, state, s4, sizeof(s4));
+	assert_untouched(state, 0);
+	ck_assert_int_eq(unlink(state), 0);
+
+	/* An image of ours with a second name: whoever made the link could
+	 * be reading along. */
+	{
+		char second[440];
+
+		snprintf(second, sizeof(second), "%s.link", ram);
+		write_random(ram, 4 * MIB, 5);
+		ck_assert_int_eq(link(ram, second), 0);
+		recv_refuses(&f, (const char *const[]){ "--ram", rd, "--use-existing", "--auth-key",
+							 f.key, NULL }, 2, "2 names", s5, sizeof(s5));
+		unlink(second);
+		unlink(ram);
+	}
 	printf("local: uid %d pre-created the files in a sticky 1777 directory: the image -> "
-	       "%s; with --use-existing -> %s; the marker -> %s; the state's .part -> %s; each "
-	       "of the other user's files still holds only what they wrote\n", OTHER_UID, s1,
-	       s2, s3, said);
+	       "%s; with --use-existing -> %s; the marker -> %s; the state's .part -> %s; the "
+	       "state file -> %s; each of the other user's files still holds only what they "
+	       "wrote; an image of ours with a second name -> %s\n", OTHER_UID, s1, s2, s3, said,
+	       s4, s5);
 
 	/* A directory others may write without the sticky bit is refused
 	 * outright: they could rename our files away and put theirs. */
@@ -428,8 +427,8 @@ static void assert_image(const char *mnt, int id, const char *name, const char *
 
 	snprintf(img, sizeof(img), "%s/%d/%s", mnt, id, name);
 	snprintf(mark, sizeof(mark), "%s.incomplete", img);
-	ck_assert_msg(same_file(src, img), "%s differs from %s", img, src);
-	ck_assert_msg(!exists(mark), "%s left behind", mark);
+	ck_assert_msg(tu_same_file(src, img), "%s differs from %s", img, src);
+	ck_assert_msg(!tu_exists(mark), "%s left behind", mark);
 }
 
 /* Two 6 MiB blocks into an 8 MiB tmpfs: refused at admission with the
@@ -646,6 +645,29 @@ START_TEST(limits_hold_by_default)
 	ck_assert_int_eq(tu_run_finish(&f.send[1], 60000), 0);
 	one_line(f.send[2].err, s5, sizeof(s5));
 	ck_assert_msg(strstr(s5, "--max-total-image"), "second source said: %s", s5);
+	stop(&f.recv);
+
+	/* Device state without end: bounded by --max-state. */
+	{
+		char st_in[300], st_out[400], rs[400], s6[8192];
+		int rc;
+
+		snprintf(st_in, sizeof(st_in), "%s/state-in", f.dir);
+		snprintf(st_out, sizeof(st_out), "%s/state", dir);
+		write_random(st_in, 2 * MIB, 32);
+		snprintf(rs, sizeof(rs), "a=%s", a);
+		recv_listen(&f, (const char *const[]){ "--ram-dir", dir, "--state-out", st_out,
+						       "--max-state", "1M", "--auth-key", f.key,
+						       NULL });
+		send_spawn(&f, 0, rs, (const char *const[]){ "--state-in", st_in, NULL });
+		sc = tu_run_finish(&f.send[0], 60000);
+		rc = tu_run_finish(&f.recv, 30000);
+		one_line(f.recv.err, s6, sizeof(s6));
+		ck_assert_msg(sc && rc && strstr(s6, "--max-state"), "send %d, recv %d: %s", sc, rc,
+			      s6);
+		ck_assert(!tu_exists(st_out));
+		printf("local: 2 MiB of device state into --max-state 1M -> %s\n", s6);
+	}
 	printf("local: keyless --daemon -> %s; keyless --qmp -> %s; migrate-send --qmp -> %s; "
 	       "pin-all of 300 MiB with no --pinned-cap -> %s; a second image over "
 	       "--max-total-image 10M -> %s\n", s1, s2, s3, s4, s5);
@@ -738,7 +760,7 @@ START_TEST(reused_pid_gets_no_signal)
 	waitpid(victim, NULL, 0);
 	unlink(ram);
 	ck_assert_msg(sc != 0, "migrate-send exit 0 with its workload gone");
-	ck_assert_msg(!exists(mark), "pid %d, reused by another process, got SIGCONT from "
+	ck_assert_msg(!tu_exists(mark), "pid %d, reused by another process, got SIGCONT from "
 		      "migrate-send (%s)", (int)victim, said);
 	ck_assert_msg(!strstr(st, ") T "), "pid %d, reused, was left stopped: %s", (int)victim,
 		      st);

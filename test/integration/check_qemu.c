@@ -74,13 +74,7 @@ static void qfx_init(struct qfx *f, int which)
 	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
 	/* --qmp on either side needs a key, as operators should use one. */
 	snprintf(f->key, sizeof(f->key), "%s/key", f->work);
-	{
-		int fd = open(f->key, O_WRONLY | O_CREAT | O_EXCL, 0600);
-
-		ck_assert_int_ge(fd, 0);
-		ck_assert_int_eq(write(fd, "the migration's shared secret", 29), 29);
-		close(fd);
-	}
+	tu_write_key(f->key);
 }
 
 /* How a test QEMU holds its guest RAM. */
@@ -179,6 +173,29 @@ static void qfx_send(struct qfx *f, const char *const *extra)
 		argv[n++] = (char *)*extra++;
 	argv[n] = NULL;
 	tu_run_spawn(&f->send, f->work, "send", argv);
+}
+
+static void dump_all(struct qfx *f);
+
+/* Both commands with --qmp on their QEMU's monitor (and @extra for the
+ * source); both must succeed and the guest run at the destination. */
+static void qfx_migrate(struct qfx *f, const char *const *extra)
+{
+	const char *args[16] = { "--qmp", f->src.cmd_sock };
+	int n = 2, sc, rc;
+
+	while (extra && *extra && n < 15)
+		args[n++] = *extra++;
+	args[n] = NULL;
+	qfx_recv(f, (const char *[]){ "--qmp", f->dst.cmd_sock, NULL });
+	qfx_send(f, args);
+	sc = tu_run_finish(&f->send, 180000);
+	rc = tu_run_finish(&f->recv, 30000);
+	if (sc || rc)
+		dump_all(f);
+	ck_assert_int_eq(sc, 0);
+	ck_assert_int_eq(rc, 0);
+	vm_expect_status(&f->dst, "running");
 }
 
 static void qfx_free(struct qfx *f)
@@ -557,7 +574,6 @@ START_TEST(manager_settings_restored)
 {
 	char *src_before, *dst_before;
 	struct qfx f;
-	int sc, rc;
 
 	qfx_init(&f, _i);
 	qfx_pair(&f, "pc");
@@ -565,15 +581,7 @@ START_TEST(manager_settings_restored)
 	set_libvirt_settings(&f.dst);
 	src_before = settings(&f.src);
 	dst_before = settings(&f.dst);
-	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
-	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, NULL });
-	sc = tu_run_finish(&f.send, 180000);
-	rc = tu_run_finish(&f.recv, 30000);
-	if (sc || rc)
-		dump_all(&f);
-	ck_assert_int_eq(sc, 0);
-	ck_assert_int_eq(rc, 0);
-	vm_expect_status(&f.dst, "running");
+	qfx_migrate(&f, NULL);
 	assert_same_settings(&f.src, src_before);
 	assert_same_settings(&f.dst, dst_before);
 	printf("qemu: QEMU %s: with libvirt's settings (pause-before-switchover, events, multifd, "
@@ -691,15 +699,7 @@ START_TEST(memfd_by_version)
 		qfx_free(&f);
 		return;
 	}
-	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
-	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, NULL });
-	sc = tu_run_finish(&f.send, 180000);
-	rc = tu_run_finish(&f.recv, 30000);
-	if (sc || rc)
-		dump_all(&f);
-	ck_assert_int_eq(sc, 0);
-	ck_assert_int_eq(rc, 0);
-	vm_expect_status(&f.dst, "running");
+	qfx_migrate(&f, NULL);
 	m0 = guest_markers(f.dst_serial, 1);
 	guest_wait_markers(f.dst_serial, 1, m0 + 1, 120000, "destination guest");
 	ck_assert_msg(qmp_stop(f.dst.q, line, sizeof(line)) == 0, "stop: %s", line);

@@ -341,6 +341,43 @@ START_TEST(readonly_guest_ram_refused)
 }
 END_TEST
 
+/* Whoever answers on the QMP socket could swap the file a backend's path
+ * names between the look and the open (a symlink, a file renamed over
+ * it): the command must map the file QEMU maps, or refuse, naming both. */
+START_TEST(swapped_ram_file_refused)
+{
+	char dir[64], obj[256], ram[128], other[140], err[1024] = "";
+	const char *args[] = { "-machine", "pc,memory-backend=mem", "-object", obj, "-S", NULL };
+	struct cli_ram *rams = NULL;
+	unsigned n = 0;
+	struct vm v;
+	int fd, r;
+
+	vm_dir(dir, sizeof(dir), "qmp");
+	snprintf(ram, sizeof(ram), "%s/vm.ram", dir);
+	snprintf(other, sizeof(other), "%s/other.ram", dir);
+	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s,share=on", ram);
+	vm_start(&v, dir, "swap", args);
+	r = qram_blocks(v.q, &rams, &n, err, sizeof(err));
+	ck_assert_msg(r == 0 && n == 1, "qram_blocks: %d %s", r, err);
+	/* Another file of the same size takes the name. */
+	fd = open(other, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 64 << 20), 0);
+	close(fd);
+	ck_assert_int_eq(rename(other, ram), 0);
+	r = cli_ram_map_ro(&rams[0], err, sizeof(err));
+	if (!r)
+		cli_ram_unmap(&rams[0]);
+	ck_assert_msg(r == -ESTALE, "a swapped file was mapped: %d %s", r, err);
+	ck_assert_msg(strstr(err, ram) && strstr(err, "no longer the file QEMU maps"), "%s", err);
+	fprintf(stderr, "qmp: swapped file: %s\n", err);
+	free(rams);
+	vm_stop(&v);
+	tu_rmdir(dir);
+}
+END_TEST
+
 /* Moves what @in yields to @out until EOF, as the commands will: the bytes
  * relayed, or -errno. */
 static long relay(int in, int out, int timeout_ms)
@@ -538,6 +575,7 @@ Suite *qmp_suite(void)
 	tcase_add_test(tc, backends_found_and_mapped);
 	tcase_add_test(tc, unshared_guest_ram_refused);
 	tcase_add_test(tc, readonly_guest_ram_refused);
+	tcase_add_test(tc, swapped_ram_file_refused);
 	tcase_add_test(tc, fd_migration_end_to_end);
 	tcase_add_test(tc, failed_incoming_load);
 	suite_add_tcase(s, tc);

@@ -1227,6 +1227,10 @@ START_TEST(flood_does_not_hold_the_daemon)
 	ck_assert_msg(o != NULL, "the daemon reported no setup for the flooder");
 	id_a = (unsigned)tu_jnum(o, "id");
 	json_object_put(o);
+	/* Served, not ignored: its first iteration acknowledged (each covers
+	 * 1 GiB of zeroing, seconds on a loaded machine). */
+	ck_assert_msg(!tu_wait_line(f.evil.err, "evil_peer: flood: served", NULL, 0, 60000),
+		      "the flood was never served: no ITER_ACK within 60 s");
 	usleep(1000000);
 
 	/* (i) an honest migration meanwhile */

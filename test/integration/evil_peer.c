@@ -38,7 +38,8 @@
  * ZERO_RANGES and ITER_END for all of SECONDS without ending the
  * migration (whether its other work went on meanwhile is the test's to
  * see).  flood prints "evil_peer: flood: flooding ..." on stderr once it
- * starts, and its result line gives when the destination ended it
+ * starts, "evil_peer: flood: served ..." at the first ITER_ACK, and its
+ * result line gives when the destination ended it
  * (dropped-at-ms, CLOCK_MONOTONIC, comparable with the test's clock).
  *
  * --proto auto (the default) speaks what the other side offers: as a fake
@@ -1366,6 +1367,10 @@ static int flood(const struct opts *o)
 	while (rd_now_ms() < t_end) {
 		while ((rc = pump(&p, &f)) > 0) {
 			acks += f.h.type == CT_ITER_ACK;
+			/* For a test to wait on: the flood is being served. */
+			if (f.h.type == CT_ITER_ACK && acks == 1)
+				note("served: the first ITER_ACK after %" PRId64 " ms",
+				     rd_now_ms() - t0);
 			ctrl_msg_free(NULL, f.m);
 			if (f.h.type == CT_ERROR)
 				break;

@@ -17,7 +17,12 @@ START_TEST(config_defaults_and_limits)
 	ck_assert_int_eq(cfg_load(&out, &in, &err), 0);
 	ck_assert_uint_eq(out.chunk_size, 1u << 20);
 	ck_assert_uint_eq(cfg_chunk_shift(&out), 20);
-	ck_assert_int_eq(out.keepalive_ms, out.timeout_ms / 4);
+	/* A second apart at most: a peer's shorter timeout is not ours to know. */
+	ck_assert_int_eq(out.keepalive_ms, 1000);
+	in.timeout_ms = 2000;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), 0);
+	ck_assert_int_eq(out.keepalive_ms, 500);
+	in.timeout_ms = 30000;
 	/* A step's time budget is what rdmig.h says, also when left 0. */
 	ck_assert_uint_eq(in.step_us, 10000);
 	in.step_us = 0;
