@@ -265,7 +265,7 @@ check-valgrind: $(UNIT_BIN)
 # Static analysis we trust enough to require zero findings.
 lint:
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 --inline-suppr \
-		-Iinclude -Isrc/lib -Isrc/cli src/lib src/cli tools/memload.c tools/dirtybench.c examples
+		-Iinclude -Isrc/lib -Isrc/cli src/lib src/cli tools/memload.c tools/dirtybench.c tools/regbench.c examples
 	@echo "lint: cppcheck found nothing"
 
 # libFuzzer targets, one per decoder: `make fuzz` runs each for FUZZ_TIME
@@ -305,7 +305,14 @@ $(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/cli/dirty.o $(B)/obj/c
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 
-bench: all tests $(B)/bin/zerobench $(B)/bin/dirtybench qemu-root-if-needed kernel-root-if-needed
+# regbench times registering a RAM file in pin-all's pieces on N threads,
+# for the registration rows.
+$(B)/bin/regbench: $(B)/obj/tools/regbench.o
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^ -libverbs -lpthread
+
+bench: all tests $(B)/bin/zerobench $(B)/bin/dirtybench $(B)/bin/regbench qemu-root-if-needed \
+		kernel-root-if-needed
 	tools/bench
 
 .PHONY: bench
