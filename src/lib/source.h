@@ -13,6 +13,7 @@
 #include "dreg.h"
 #include "pack.h"
 #include "plan.h"
+#include "regpool.h"
 #include "session.h"
 #include "wpipe.h"
 #include "wpost.h"
@@ -108,7 +109,8 @@ struct rdmig_source {
 
 	/* pin-all */
 	struct src_piece *pieces;
-	uint64_t pieces_local;  /* registered in order: the next one to pin */
+	uint64_t pieces_local;  /* registered in order: the next one to take */
+	struct regpool reg;     /* the helpers that register them */
 
 	/* iterations */
 	struct dreg dreg;
@@ -167,6 +169,9 @@ struct rdmig_source {
 int src_link_start(struct rdmig_source *s, const char *host, const char *port);
 int src_link_step(struct rdmig_source *s);
 int src_pin_step(struct rdmig_source *s, int64_t until_us);
+/* Whether src_pin_step has something to do now: helpers to start, or the
+ * next piece registered (or failed). */
+bool src_pin_ready(const struct rdmig_source *s);
 int src_on_pin_keys(struct rdmig_source *s, const Rdmig__PinKeys *k);
 int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
 void src_link_destroy(struct rdmig_source *s);

@@ -22,6 +22,7 @@ int main(void)
 	srunner_add_suite(sr, wpipe_suite());
 	srunner_add_suite(sr, wpost_suite());
 	srunner_add_suite(sr, zscan_suite());
+	srunner_add_suite(sr, regpool_suite());
 	srunner_add_suite(sr, dreg_suite());
 	srunner_add_suite(sr, populate_suite());
 	srunner_add_suite(sr, pack_suite());

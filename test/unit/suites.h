@@ -15,6 +15,7 @@ Suite *arena_suite(void);
 Suite *wpipe_suite(void);
 Suite *wpost_suite(void);
 Suite *zscan_suite(void);
+Suite *regpool_suite(void);
 Suite *dreg_suite(void);
 Suite *populate_suite(void);
 Suite *pack_suite(void);
