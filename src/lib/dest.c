@@ -179,6 +179,7 @@ static int fail(struct rdmig_dest *d, int rc)
 	d->result = sess_fail(&d->ss, rc);
 	chan_set_disconnect(d->chans);
 	pop_stop(&d->pop);
+	rp_stop(&d->reg);
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.status = d->result == -ECANCELED ? RDMIG_STATUS_CANCELLED :
 				RDMIG_STATUS_FAILED;
@@ -648,9 +649,9 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 	 * re-armed), so its fd may never become readable for what waits. */
 	if (d->more)
 		return 0;
-	/* Pin-all pieces still to register: each step does one. */
-	if (d->state == DST_RUNNING && (d->ss.caps & PD_CAP_PIN_ALL) &&
-	    (d->pin_block < d->nmap || d->pk_n))
+	/* Pin-all pieces registered, or keys to send; the helpers write the
+	 * wake fd for the pieces still to come. */
+	if (dst_pin_ready(d))
 		return 0;
 	if (d->state < DST_RUNNING && d->handshake_deadline - now < t)
 		t = d->handshake_deadline - now;

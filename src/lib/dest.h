@@ -13,6 +13,7 @@
 #include "chan.h"
 #include "creg.h"
 #include "populate.h"
+#include "regpool.h"
 #include "session.h"
 
 enum dst_state {
@@ -81,9 +82,11 @@ struct rdmig_dest {
 	uint32_t *rkeys;            /* one REGISTER_RESP's keys */
 	size_t rkeys_max;
 
-	/* pin-all: the next piece to register, and keys not yet sent */
+	/* pin-all: the next piece to take from the registration helpers (its
+	 * block, its index there and over all blocks), and keys not yet sent */
 	unsigned pin_block;
-	uint64_t pin_piece;
+	uint64_t pin_piece, pin_g;
+	struct regpool reg;
 	uint32_t *pk_block, *pk_rkey;
 	uint64_t *pk_piece;
 	size_t pk_n, pk_max;
@@ -128,6 +131,9 @@ int dst_running_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMes
 int dst_zero_step(struct rdmig_dest *d, int64_t until_us);
 /* pin-all: registers the next piece and sends keys; 1 while pieces remain. */
 int dst_pin_step(struct rdmig_dest *d);
+/* Whether dst_pin_step has something to do now: keys to send, or the next
+ * piece registered (or failed) by its helper. */
+bool dst_pin_ready(const struct rdmig_dest *d);
 /* 0, or the failure of the thread making pages present, as ours. */
 int dst_populate_check(struct rdmig_dest *d);
 /* DST_VERIFYING: hashes until rd_now_us() passes @until_us, then commits

@@ -126,7 +126,8 @@ static int admit_image(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 	return 0;
 }
 
-/* pin-all: the pieces are registered after the answer, one per step. */
+/* pin-all: the pieces are registered after the answer, by the helpers of
+ * start_pin_all. */
 static int setup_pin_all(struct rdmig_dest *d, unsigned piece_shift)
 {
 	unsigned i;
@@ -236,6 +237,60 @@ int dst_populate_check(struct rdmig_dest *d)
 			  "not enough memory?");
 }
 
+/* Global piece @g (over the mapped blocks in order): its block and span. */
+static struct dst_block *piece_at(struct rdmig_dest *d, uint64_t g, uint64_t *off,
+				  uint64_t *len)
+{
+	struct dst_block *b;
+	unsigned i;
+
+	for (i = 0; i < d->nmap; i++) {
+		b = &d->blocks[d->map[i]];
+		if (g < b->npieces) {
+			blk_chunk_span(b->d.length, d->piece_shift, g, off, len);
+			return b;
+		}
+		g -= b->npieces;
+	}
+	return NULL;
+}
+
+/* On a helper thread: what it reads of @d was set before it started and
+ * does not change while it runs. */
+static int reg_piece(void *ctx, uint64_t g, void **mr)
+{
+	struct rdmig_dest *d = ctx;
+	struct dst_block *b;
+	uint64_t off, len;
+
+	b = piece_at(d, g, &off, &len);
+	if (!b)
+		return EINVAL;
+	*mr = ibv_reg_mr(fab_pd(d->ss.conn), b->host + off, len,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	return *mr ? 0 : errno ? errno : EIO;
+}
+
+static void unreg_piece(void *ctx, uint64_t g, void *mr)
+{
+	(void)ctx;
+	(void)g;
+	ibv_dereg_mr(mr);
+}
+
+/* The pieces are registered from now on by helpers, in order; each step
+ * takes those done (dst_pin_step). */
+static int start_pin_all(struct rdmig_dest *d)
+{
+	uint64_t n = 0;
+	unsigned i;
+
+	for (i = 0; i < d->nmap; i++)
+		n += d->blocks[d->map[i]].npieces;
+	return rp_start(&d->reg, n, rp_default_threads(), reg_piece, unreg_piece, d,
+			d->ss.wake_fd, &d->ss.err);
+}
+
 int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 {
 	unsigned i;
@@ -251,6 +306,8 @@ int dst_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 		rc = answer_block_map(d);
 	if (!rc)
 		rc = start_populate(d);
+	if (!rc && (d->ss.caps & PD_CAP_PIN_ALL))
+		rc = start_pin_all(d);
 	if (rc)
 		return rc;
 	d->state = DST_RUNNING;
@@ -283,41 +340,75 @@ static int flush_pin_keys(struct rdmig_dest *d)
 	return rc == -EAGAIN ? 0 : rc;
 }
 
+/* A helper failed to register global piece @g with errno @e. */
+static int pin_failed(struct rdmig_dest *d, int e, uint64_t g)
+{
+	struct dst_block *b;
+	uint64_t off = 0, len = 0;
+	int rc;
+
+	b = piece_at(d, g, &off, &len);
+	rc = fab_reg_failed(d->ss.conn, e, len);
+	return rd_err_prefix(&d->ss.err, sess_conn_err(&d->ss, rc), "block \"%s\"",
+			     b ? b->d.name : "?");
+}
+
+bool dst_pin_ready(const struct rdmig_dest *d)
+{
+	if (d->state != DST_RUNNING || !(d->ss.caps & PD_CAP_PIN_ALL))
+		return false;
+	if (d->pk_n)
+		return true;
+	return d->pin_block < d->nmap &&
+	       (rp_ready(&d->reg, d->pin_g) || rp_failed(&d->reg, d->pin_g));
+}
+
+/* Takes the pieces the helpers registered, in order, and sends their keys;
+ * a piece not done yet is taken in a later step (its helper writes the wake
+ * fd).  1 when something was done. */
 int dst_pin_step(struct rdmig_dest *d)
 {
 	struct dst_block *b;
 	uint64_t off, len;
-	int rc;
+	struct ibv_mr *mr;
+	int rc, did = 0, e;
 
 	if (d->state != DST_RUNNING || !(d->ss.caps & PD_CAP_PIN_ALL))
 		return 0;
 	rc = flush_pin_keys(d);
-	if (rc || d->pin_block == d->nmap)
-		return rc ? rc : d->pk_n ? 1 : 0;
-	/* Keys that cannot go yet wait; registering on would outrun them. */
-	if (d->pk_n == d->pk_max)
-		return 1;
-	b = &d->blocks[d->map[d->pin_block]];
-	blk_chunk_span(b->d.length, d->piece_shift, d->pin_piece, &off, &len);
-	rc = fab_reg_mr(d->ss.conn, b->host + off, len,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &b->pieces[d->pin_piece]);
 	if (rc)
-		return rd_err_prefix(&d->ss.err, sess_conn_err(&d->ss, rc), "block \"%s\"",
-				     b->d.name);
-	d->pk_block[d->pk_n] = d->pin_block;
-	d->pk_piece[d->pk_n] = d->pin_piece;
-	d->pk_rkey[d->pk_n++] = b->pieces[d->pin_piece]->rkey;
-	pop_skip(&d->pop, b->pop_base + off + len);
-	pthread_mutex_lock(&d->ss.stats.lock);
-	d->ss.stats.st.pinned_bytes += len;
-	d->ss.stats.st.pinned_peak = d->ss.stats.st.pinned_bytes;
-	pthread_mutex_unlock(&d->ss.stats.lock);
-	if (++d->pin_piece == b->npieces) {
-		d->pin_piece = 0;
-		d->pin_block++;
+		return rc;
+	/* Keys that cannot go yet wait; taking more would outrun them. */
+	while (d->pin_block < d->nmap && d->pk_n < d->pk_max) {
+		b = &d->blocks[d->map[d->pin_block]];
+		blk_chunk_span(b->d.length, d->piece_shift, d->pin_piece, &off, &len);
+		mr = rp_take(&d->reg, d->pin_g);
+		if (!mr) {
+			e = rp_failed(&d->reg, d->pin_g);
+			if (e)
+				return pin_failed(d, e, d->pin_g);
+			break;
+		}
+		b->pieces[d->pin_piece] = mr;
+		d->pin_g++;
+		d->pk_block[d->pk_n] = d->pin_block;
+		d->pk_piece[d->pk_n] = d->pin_piece;
+		d->pk_rkey[d->pk_n++] = mr->rkey;
+		pop_skip(&d->pop, b->pop_base + off + len);
+		pthread_mutex_lock(&d->ss.stats.lock);
+		d->ss.stats.st.pinned_bytes += len;
+		d->ss.stats.st.pinned_peak = d->ss.stats.st.pinned_bytes;
+		pthread_mutex_unlock(&d->ss.stats.lock);
+		if (++d->pin_piece == b->npieces) {
+			d->pin_piece = 0;
+			d->pin_block++;
+		}
+		did = 1;
 	}
+	if (d->pin_block == d->nmap)
+		rp_stop(&d->reg);
 	rc = flush_pin_keys(d);
-	return rc ? rc : 1;
+	return rc ? rc : did || d->pk_n;
 }
 
 /* ---- dynamic registration ------------------------------------------------------- */
@@ -734,6 +825,7 @@ void dst_map_destroy(struct rdmig_dest *d)
 	uint64_t k;
 
 	pop_stop(&d->pop);
+	rp_stop(&d->reg);
 	if (d->vdig)
 		auth_digest_end(d->vdig, junk);
 	free(d->want_dig);

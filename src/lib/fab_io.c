@@ -35,17 +35,19 @@ static const char *memlock_hint(int err)
 	return "";
 }
 
+int fab_reg_failed(struct fab_conn *c, int e, size_t len)
+{
+	return rd_err_set(&c->err, -e, "ibv_reg_mr(%zu bytes) failed: %s%s", len, strerror(e),
+			  memlock_hint(e));
+}
+
 int fab_reg_mr(struct fab_conn *c, void *addr, size_t len, int access,
 	       struct ibv_mr **out)
 {
 	struct ibv_mr *mr = ibv_reg_mr(c->pd, addr, len, access);
 
-	if (!mr) {
-		int e = errno;
-
-		return rd_err_set(&c->err, -e, "ibv_reg_mr(%zu bytes) failed: %s%s",
-				  len, strerror(e), memlock_hint(e));
-	}
+	if (!mr)
+		return fab_reg_failed(c, errno, len);
 	*out = mr;
 	return 0;
 }

@@ -179,9 +179,23 @@ int fab_cq_fd(const struct fab_conn *c);
 
 int fab_reg_mr(struct fab_conn *c, void *addr, size_t len, int access,
 	       struct ibv_mr **out);
+/* The error fab_reg_mr reports when ibv_reg_mr of @len bytes failed with
+ * errno @e, for a registration made elsewhere (a helper thread): -@e. */
+int fab_reg_failed(struct fab_conn *c, int e, size_t len);
+/* The connection's protection domain, for a thread that registers on it
+ * directly (regpool). */
+static inline struct ibv_pd *fab_pd(const struct fab_conn *c)
+{
+	return c->pd;
+}
 int fab_dereg_mr(struct fab_conn *c, struct ibv_mr *mr);
 
 int fab_post_send(struct fab_conn *c, struct ibv_send_wr *wr);
+/* The connection's QP, for a thread that posts on it directly (wpost). */
+static inline struct ibv_qp *fab_qp(const struct fab_conn *c)
+{
+	return c->id->qp;
+}
 int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr);
 
 /* Non-blocking poll of up to @n completions.  Returns the count (0 when the

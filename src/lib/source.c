@@ -290,6 +290,9 @@ int src_fail(struct rdmig_source *s, int rc)
 	s->state = SRC_FAILED;
 	s->goal_done = false;
 	s->result = sess_fail(&s->ss, rc);
+	/* No thread may post on the channels from here on, nor register. */
+	src_iter_stop_threads(s);
+	rp_stop(&s->reg);
 	for (k = 1; s->chans && k < s->nchans; k++)
 		fab_disconnect(s->chans[k].conn);
 	src_unwatch(s);
@@ -547,7 +550,9 @@ static int wait_ms(const struct rdmig_source *s)
 	/* Completions left in the CQ by a step at its cap. */
 	if (s->cq_more)
 		return 0;
-	if (s->pieces && s->pieces_local < s->nslots)
+	/* Pin-all pieces to take (or the helpers to start); they write the
+	 * wake fd for the pieces still to come. */
+	if (src_pin_ready(s))
 		return 0;
 	if (s->state == SRC_ITERATING)
 		wait = src_pacing_wait(s);

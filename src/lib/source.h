@@ -13,8 +13,11 @@
 #include "dreg.h"
 #include "pack.h"
 #include "plan.h"
+#include "regpool.h"
 #include "session.h"
 #include "wpipe.h"
+#include "wpost.h"
+#include "zscan.h"
 
 /* Each state says what the source waits for; rdmig_source_process() runs
  * the one it is in until nothing changes. */
@@ -106,13 +109,22 @@ struct rdmig_source {
 
 	/* pin-all */
 	struct src_piece *pieces;
-	uint64_t pieces_local;  /* registered in order: the next one to pin */
+	uint64_t pieces_local;  /* registered in order: the next one to take */
+	struct regpool reg;     /* the helpers that register them */
 
 	/* iterations */
 	struct dreg dreg;
 	bool dreg_ready;
 	struct wpipe wp;
 	bool wp_ready;
+	/* With several channels, each posts from a thread of its own. */
+	struct wpost post;
+	bool post_threads;
+	/* With zero detection on a machine of several cores, helpers check
+	 * pages for zeros ahead of the sweep. */
+	struct zscan zs;
+	struct zs_block *zsb;
+	bool zs_on;
 	struct src_sweep sweep;
 	uint32_t iteration;     /* iterations acknowledged */
 	uint64_t iter_bytes;    /* this iteration's WRITEs */
@@ -157,6 +169,9 @@ struct rdmig_source {
 int src_link_start(struct rdmig_source *s, const char *host, const char *port);
 int src_link_step(struct rdmig_source *s);
 int src_pin_step(struct rdmig_source *s, int64_t until_us);
+/* Whether src_pin_step has something to do now: helpers to start, or the
+ * next piece registered (or failed). */
+bool src_pin_ready(const struct rdmig_source *s);
 int src_on_pin_keys(struct rdmig_source *s, const Rdmig__PinKeys *k);
 int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
 void src_link_destroy(struct rdmig_source *s);
@@ -180,6 +195,8 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until_us, uint64_t *budget, b
 void src_count_pages(struct rdmig_source *s, uint64_t pages, uint64_t bytes);
 int src_complete_step(struct rdmig_source *s, int64_t until_us);
 void src_iter_destroy(struct rdmig_source *s);
+/* Stops the posting threads (the migration ended: completed or failed). */
+void src_iter_stop_threads(struct rdmig_source *s);
 /* Bytes the bandwidth limit lets go now (UINT64_MAX: no limit), and ms
  * until some may go again (0: now). */
 uint64_t src_pacing_budget(struct rdmig_source *s);

@@ -48,7 +48,13 @@ static int wp_post_cb(void *ctx, unsigned chan, struct ibv_send_wr *wr)
 {
 	struct rdmig_source *s = ctx;
 	struct fab_conn *c = s->chans[chan].conn;
-	int rc = fab_post_send(c, wr);
+	int rc;
+
+	if (s->post_threads) {
+		wpost_submit(&s->post, chan, wr);
+		return 0;
+	}
+	rc = fab_post_send(c, wr);
 
 	if (rc) {
 		memcpy(s->ss.err.msg, c->err.msg, sizeof(s->ss.err.msg));
@@ -56,6 +62,13 @@ static int wp_post_cb(void *ctx, unsigned chan, struct ibv_send_wr *wr)
 			rd_err_prefix(&s->ss.err, rc, "data channel %u", chan);
 	}
 	return rc;
+}
+
+static bool wp_room_cb(void *ctx, unsigned chan)
+{
+	struct rdmig_source *s = ctx;
+
+	return wpost_room(&s->post, chan);
 }
 
 static void wp_done_cb(void *ctx, const struct wp_op *op)
@@ -97,16 +110,41 @@ static uint64_t effective_cap(const struct rdmig_source *s)
 
 int src_iter_setup(struct rdmig_source *s)
 {
-	static const struct wp_callbacks wcb = { wp_target_cb, wp_post_cb, wp_done_cb };
+	static const struct wp_callbacks wcb = { wp_target_cb, wp_post_cb, wp_done_cb, NULL };
+	static const struct wp_callbacks threaded = { wp_target_cb, wp_post_cb, wp_done_cb,
+						      wp_room_cb };
 	static const struct dreg_callbacks dcb = { dreg_reg_cb, dreg_dereg_cb };
+	struct ibv_qp *qps[PD_CHANNELS_MAX];
 	uint64_t cap = effective_cap(s);
+	unsigned k;
 	int rc;
 
-	rc = wp_init(&s->wp, s->nchans, s->ss.cfg.max_writes, SRC_TAG_WRITE, &wcb, s,
-		     &s->ss.err);
+	/* One channel posts from the driving thread (nothing to overlap it
+	 * with but the planning); several post from a thread each, so their
+	 * sending work runs on as many cores. */
+	if (s->nchans > 1) {
+		for (k = 0; k < s->nchans; k++)
+			qps[k] = fab_qp(s->chans[k].conn);
+		rc = wpost_start(&s->post, qps, s->nchans, s->ss.cfg.max_writes, WP_BATCH,
+				 s->ss.wake_fd, &s->ss.err);
+		if (rc)
+			return rc;
+		s->post_threads = true;
+	}
+	rc = wp_init(&s->wp, s->nchans, s->ss.cfg.max_writes, SRC_TAG_WRITE,
+		     s->post_threads ? &threaded : &wcb, s, &s->ss.err);
 	if (rc)
 		return rc;
 	s->wp_ready = true;
+	if ((s->ss.caps & PD_CAP_ZERO_PAGES) && zs_default_threads()) {
+		s->zsb = calloc(s->nblocks, sizeof(*s->zsb));
+		if (!s->zsb)
+			return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+		rc = zs_start(&s->zs, zs_default_threads(), &s->ss.err);
+		if (rc)
+			return rc;
+		s->zs_on = true;
+	}
 	if (!s->pieces) {
 		if (cap && cap < 2ull << s->chunk_shift)
 			return rd_err_set(&s->ss.err, -EINVAL, "the pinned-bytes cap (%" PRIu64
@@ -131,13 +169,24 @@ int src_iter_setup(struct rdmig_source *s)
 	return 0;
 }
 
+void src_iter_stop_threads(struct rdmig_source *s)
+{
+	wpost_stop(&s->post);
+	zs_stop(&s->zs);
+	s->zs_on = false;
+}
+
 void src_iter_destroy(struct rdmig_source *s)
 {
+	/* Before the pipeline they post from and the QPs they post on. */
+	src_iter_stop_threads(s);
 	if (s->dreg_ready)
 		dreg_fini(&s->dreg);
 	if (s->wp_ready)
 		wp_fini(&s->wp);
 	s->dreg_ready = s->wp_ready = false;
+	free(s->zsb);
+	s->zsb = NULL;
 	if (s->dig) {
 		uint8_t junk[DIGEST_LEN];
 
@@ -215,6 +264,14 @@ int src_iter_begin(struct rdmig_source *s)
 		s->blocks[i].dirty = t;
 	}
 	memset(&s->sweep, 0, sizeof(s->sweep));
+	if (s->zs_on) {
+		for (i = 0; i < s->nblocks; i++)
+			s->zsb[i] = (struct zs_block){ .host = s->blocks[i].host,
+				.length = s->blocks[i].d.length, .npages = s->blocks[i].npages,
+				.page_size = s->blocks[i].d.page_size,
+				.sending = s->blocks[i].sending };
+		zs_begin(&s->zs, s->zsb, s->nblocks);
+	}
 	s->sweep.planned_bytes = s->dirty_bytes;
 	s->dirty_bytes = 0;
 	if (s->marked_since_ms && now > s->marked_since_ms)
@@ -311,6 +368,11 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 	bool moved;
 	int rc;
 
+	if (s->post_threads) {
+		rc = wpost_error(&s->post, &s->ss.err);
+		if (rc)
+			return rc;
+	}
 	do {
 		moved = false;
 		rc = src_sweep_fill(s, until, &budget, &moved);
@@ -455,6 +517,8 @@ static int send_complete(struct rdmig_source *s)
 
 int src_complete_begin(struct rdmig_source *s)
 {
+	/* Every WRITE went and completed with the last iteration. */
+	src_iter_stop_threads(s);
 	s->state = SRC_COMPLETING;
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.status = RDMIG_STATUS_COMPLETING;

@@ -419,27 +419,78 @@ static unsigned block_of_slot(const struct rdmig_source *s, uint64_t slot)
 	return i;
 }
 
-/* One piece per call, in order: the first WRITEs wait for the first
- * piece only, and no step blocks for more than one registration. */
+/* On a registration helper: as src_reg_local, without touching @s's
+ * error (the driving thread reports it).  What it reads of @s was set
+ * before the helpers started and does not change while they run. */
+static int reg_piece(void *ctx, uint64_t slot, void **mr)
+{
+	struct rdmig_source *s = ctx;
+	const struct src_block *b = &s->blocks[block_of_slot(s, slot)];
+	struct ibv_pd *pd = fab_pd(s->ss.conn);
+	uint64_t off, len;
+
+	blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);
+	*mr = ibv_reg_mr(pd, b->host + off, len, b->cow ? IBV_ACCESS_LOCAL_WRITE : 0);
+	if (!*mr && errno == EFAULT && b->cow)
+		*mr = ibv_reg_mr(pd, b->host + off, len, 0);
+	return *mr ? 0 : errno ? errno : EIO;
+}
+
+static void unreg_piece(void *ctx, uint64_t slot, void *mr)
+{
+	(void)ctx;
+	(void)slot;
+	ibv_dereg_mr(mr);
+}
+
+bool src_pin_ready(const struct rdmig_source *s)
+{
+	if (!s->pieces || s->pieces_local >= s->nslots)
+		return false;
+	return !s->reg.started || rp_ready(&s->reg, s->pieces_local) ||
+	       rp_failed(&s->reg, s->pieces_local);
+}
+
+/* The pieces are registered by helpers (regpool.h), started by the first
+ * call; each call takes those done, in order: the first WRITEs wait for
+ * the first piece only, and a piece not done yet is taken by a later step
+ * (its helper writes the wake fd). */
 int src_pin_step(struct rdmig_source *s, int64_t until_us)
 {
-	uint64_t slot = s->pieces_local, off, len;
+	uint64_t slot, off, len;
 	struct src_block *b;
-	int rc;
+	struct ibv_mr *mr;
+	int rc, e;
 
 	(void)until_us;
-	if (!s->pieces || slot >= s->nslots)
+	if (!s->pieces || s->pieces_local >= s->nslots)
 		return 0;
-	b = &s->blocks[block_of_slot(s, slot)];
-	blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);
-	rc = src_reg_local(s, b, off, len, &s->pieces[slot].mr);
-	if (rc)
-		return rc;
-	s->pieces_local++;
-	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.st.pinned_bytes += len;
-	s->ss.stats.st.pinned_peak = s->ss.stats.st.pinned_bytes;
-	pthread_mutex_unlock(&s->ss.stats.lock);
+	if (!s->reg.started) {
+		rc = rp_start(&s->reg, s->nslots, rp_default_threads(), reg_piece, unreg_piece, s,
+			      s->ss.wake_fd, &s->ss.err);
+		if (rc)
+			return rc;
+	}
+	while ((slot = s->pieces_local) < s->nslots) {
+		b = &s->blocks[block_of_slot(s, slot)];
+		blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);
+		mr = rp_take(&s->reg, slot);
+		if (!mr) {
+			e = rp_failed(&s->reg, slot);
+			if (!e)
+				return 0;
+			rc = fab_reg_failed(s->ss.conn, e, len);
+			return rd_err_prefix(&s->ss.err, sess_conn_err(&s->ss, rc), "block \"%s\"",
+					     b->d.name);
+		}
+		s->pieces[slot].mr = mr;
+		s->pieces_local++;
+		pthread_mutex_lock(&s->ss.stats.lock);
+		s->ss.stats.st.pinned_bytes += len;
+		s->ss.stats.st.pinned_peak = s->ss.stats.st.pinned_bytes;
+		pthread_mutex_unlock(&s->ss.stats.lock);
+	}
+	rp_stop(&s->reg);
 	return 0;
 }
 
@@ -475,6 +526,7 @@ void src_link_destroy(struct rdmig_source *s)
 	/* The data channels' QPs use the control connection's PD and CQ. */
 	for (k = 1; s->chans && k < s->nchans; k++)
 		fab_conn_destroy(s->chans[k].conn);
+	rp_stop(&s->reg);
 	for (i = 0; s->pieces && i < s->nslots; i++)
 		if (s->pieces[i].mr)
 			ibv_dereg_mr(s->pieces[i].mr);

@@ -161,7 +161,14 @@ static uint64_t max_zero_run(const struct src_block *b)
 	return SWEEP_ZERO_RUN > b->d.page_size ? SWEEP_ZERO_RUN : b->d.page_size;
 }
 
-static struct plan_params plan_of(const struct rdmig_source *s, const struct src_block *b)
+static int zero_hint(void *ctx, uint64_t page)
+{
+	struct rdmig_source *s = ctx;
+
+	return zs_hint(&s->zs, s->sweep.block, page);
+}
+
+static struct plan_params plan_of(struct rdmig_source *s, const struct src_block *b)
 {
 	struct plan_params p = { .chunk_shift = s->chunk_shift,
 				 .merge_max = s->ss.cfg.merge_max,
@@ -169,7 +176,8 @@ static struct plan_params plan_of(const struct rdmig_source *s, const struct src
 				 .detect_zero = !!(s->ss.caps & PD_CAP_ZERO_PAGES),
 				 .dest_zeroed = b->dest_zeroed,
 				 .max_zero_pages = SWEEP_ZERO_RUN / b->d.page_size ?
-						   SWEEP_ZERO_RUN / b->d.page_size : 1 };
+						   SWEEP_ZERO_RUN / b->d.page_size : 1,
+				 .zero_hint = s->zs_on ? zero_hint : NULL, .hint_ctx = s };
 
 	/* A huge page is one dirty unit; cut_pending cuts it into chunks. */
 	if (p.merge_max < p.page_size)
@@ -210,6 +218,8 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until, uint64_t *budget, bool
 			return 0;
 		b = &s->blocks[w->block];
 		p = plan_of(s, b);
+		if (s->zs_on)
+			zs_feed(&s->zs, w->block, w->cursor);
 		if (!plan_next(&p, b->host, b->d.length, b->sending, b->written, &w->cursor, &op)) {
 			w->block++;
 			w->cursor = 0;
