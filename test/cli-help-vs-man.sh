@@ -51,8 +51,11 @@ compare() { # WHAT CMD HELP_FILE MAN_FILE
 	fi
 }
 
-for cmd in migrate-send migrate-recv; do
-	bin=$build/bin/$cmd
+for cmd in migrate-send migrate-recv rdmig-libvirt; do
+	case $cmd in
+	rdmig-libvirt) bin=$repo/tools/$cmd ;; # a script: nothing to build
+	*) bin=$build/bin/$cmd ;;
+	esac
 	page=$repo/man/$cmd.1
 	[ -x "$bin" ] || { echo "cli-help-vs-man: $bin not built (run make)" >&2; exit 1; }
 	[ -f "$page" ] || { echo "cli-help-vs-man: $page missing" >&2; exit 1; }

@@ -1,11 +1,15 @@
 /* memload: the workload and data generator for tests and benchmarks.
  *
- *   memload run FILE --rate MIB_PER_S [--pattern random|seq] [--size SIZE] [--seconds N]
+ *   memload run FILE (--rate MIB_PER_S | --page-rate PAGES_PER_S) [--pattern random|seq]
+ *               [--size SIZE] [--seconds N] [--touch]
  *   memload digest FILE
  *   memload fill FILE --size SIZE [--zero-percent P] [--seed N]
  *
  * `run` stands in for a VM: it maps a RAM file MAP_SHARED and keeps writing
  * into its pages at a known rate, so live migration has something to chase.
+ * With --touch every page is mapped and writable first, as a guest's RAM is
+ * after it has run a while: what the kernel walks to track writes is then
+ * the whole file's page tables, not just the pages written so far.
  * `digest` is XXH64 (seed 0) of the whole file, the same value as
  * `xxhsum -H1 FILE`, so images can be compared without copying them.
  * `fill` makes a reproducible image with an exact number of zero pages.
@@ -31,7 +35,8 @@
 #define MAX_CATCHUP_S 0.1    /* after a SIGSTOP, do not burst to catch up */
 
 static const char usage_text[] =
-	"usage: memload run FILE --rate MIB_PER_S [--pattern random|seq] [--size SIZE] [--seconds N]\n"
+	"usage: memload run FILE (--rate MIB_PER_S | --page-rate PAGES_PER_S) [--pattern random|seq]\n"
+	"                   [--size SIZE] [--seconds N] [--touch]\n"
 	"       memload digest FILE\n"
 	"       memload fill FILE --size SIZE [--zero-percent P] [--seed N]\n"
 	"\n"
@@ -41,7 +46,10 @@ static const char usage_text[] =
 	"        another at MIB_PER_S MiB of pages per second (decimals allowed, 0 =\n"
 	"        idle), in random page order or sequentially with wrap-around, paced\n"
 	"        in 10 ms slices.  Runs until SIGTERM/SIGINT or --seconds elapse, then\n"
-	"        prints \"stopped writes=N\" and exits 0.\n"
+	"        prints \"stopped writes=N\" and exits 0.  --page-rate gives the rate\n"
+	"        in pages per second instead.  --touch first maps every page writable\n"
+	"        (reading each page's first 8 bytes and writing them back: the\n"
+	"        contents stay), before \"ready\".\n"
 	"digest  print \"<16 hex digits>  FILE\": XXH64 (seed 0) of the contents,\n"
 	"        equal to xxhsum -H1.\n"
 	"fill    create FILE of SIZE bytes: random pages, of which P percent (rounded\n"
@@ -159,8 +167,8 @@ static uint64_t now_ns(void)
 
 struct run_opts {
 	const char *file;
-	double rate_mib, seconds;
-	int seq;
+	double rate_mib, page_rate, seconds;
+	int seq, touch;
 	uint64_t size;
 };
 
@@ -224,8 +232,19 @@ static int cmd_run(const struct run_opts *o)
 		die(EX_FAIL, "cannot map %s (%" PRIu64 " bytes): %s", o->file, size, strerror(errno));
 	close(fd);
 	install_stop_handlers();
+	/* Same bytes back: the page is present and writable, its data as it was. */
+	for (page = 0; o->touch && page < npages; page++) {
+		volatile uint64_t *w = (volatile uint64_t *)(base + page * psz);
+		uint64_t v;
+
+		if (size - page * psz < 8)
+			break;
+		v = *w;
+		*w = v;
+	}
+	page = 0;
 	rng = (uint64_t)getpid() ^ now_ns();
-	pps = o->rate_mib * 1048576.0 / (double)psz;
+	pps = o->page_rate > 0 ? o->page_rate : o->rate_mib * 1048576.0 / (double)psz;
 	printf("ready pid=%d size=%" PRIu64 "\n", (int)getpid(), size);
 	fflush(stdout);
 
@@ -402,10 +421,12 @@ static int cmd_fill(const char *file, uint64_t size, double zero_pct, uint64_t s
 /* ---- command line ------------------------------------------------------------ */
 
 enum { OPT_RATE = 'r', OPT_PATTERN = 'p', OPT_SIZE = 's', OPT_SECONDS = 't',
-       OPT_ZERO = 'z', OPT_SEED = 'e', OPT_HELP = 'h' };
+       OPT_ZERO = 'z', OPT_SEED = 'e', OPT_HELP = 'h', OPT_PAGE_RATE = 'P', OPT_TOUCH = 'T' };
 
 static const struct option long_opts[] = {
 	{ "rate", required_argument, NULL, OPT_RATE },
+	{ "page-rate", required_argument, NULL, OPT_PAGE_RATE },
+	{ "touch", no_argument, NULL, OPT_TOUCH },
 	{ "pattern", required_argument, NULL, OPT_PATTERN },
 	{ "size", required_argument, NULL, OPT_SIZE },
 	{ "seconds", required_argument, NULL, OPT_SECONDS },
@@ -417,7 +438,7 @@ static const struct option long_opts[] = {
 
 struct args {
 	const char *cmd, *file;
-	const char *rate, *pattern, *size, *seconds, *zero, *seed;
+	const char *rate, *pattern, *size, *seconds, *zero, *seed, *page_rate, *touch;
 };
 
 /* Options of another command are refused rather than silently ignored. */
@@ -426,6 +447,7 @@ static void only_for(const struct args *a, const char *allowed)
 	const struct { const char *name, *val; } all[] = {
 		{ "rate", a->rate }, { "pattern", a->pattern }, { "size", a->size },
 		{ "seconds", a->seconds }, { "zero-percent", a->zero }, { "seed", a->seed },
+		{ "page-rate", a->page_rate }, { "touch", a->touch },
 	};
 	char key[32];
 	size_t i;
@@ -461,6 +483,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		case OPT_SECONDS: a->seconds = optarg; break;
 		case OPT_ZERO: a->zero = optarg; break;
 		case OPT_SEED: a->seed = optarg; break;
+		case OPT_PAGE_RATE: a->page_rate = optarg; break;
+		case OPT_TOUCH: a->touch = "yes"; break;
 		case OPT_HELP: fputs(usage_text, stdout); exit(0);
 		default:
 			die(EX_USAGE, "%s: unknown option or missing value in `%s' (see memload --help)",
@@ -497,11 +521,13 @@ int main(int argc, char **argv)
 				seed);
 	}
 	if (!strcmp(a.cmd, "run")) {
-		only_for(&a, " rate pattern size seconds ");
-		if (!a.rate)
-			die(EX_USAGE, "run: --rate MIB_PER_S is required");
+		only_for(&a, " rate page-rate pattern size seconds touch ");
+		if (!a.rate == !a.page_rate)
+			die(EX_USAGE, "run: one of --rate MIB_PER_S or --page-rate PAGES_PER_S is required");
 		ro.file = a.file;
-		ro.rate_mib = parse_number("--rate", a.rate, 1e6);
+		ro.rate_mib = a.rate ? parse_number("--rate", a.rate, 1e6) : 0;
+		ro.page_rate = a.page_rate ? parse_number("--page-rate", a.page_rate, 1e9) : 0;
+		ro.touch = a.touch != NULL;
 		if (a.pattern && strcmp(a.pattern, "random") && strcmp(a.pattern, "seq"))
 			die(EX_USAGE, "--pattern: `%s' is neither random nor seq", a.pattern);
 		ro.seq = a.pattern && !strcmp(a.pattern, "seq");

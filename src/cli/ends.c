@@ -73,8 +73,8 @@ static int open_workload(struct src_ends *e, const struct src_spec *s, char *err
 		paths[i] = e->rams[i].path;
 		lens[i] = e->rams[i].len;
 	}
-	if (!rc && wl_open(&e->wl, proc, e->q, paths, lens, e->nrams, s->timeout_ms, why,
-			   sizeof(why)))
+	if (!rc && wl_open(&e->wl, proc, e->q, paths, lens, e->nrams, &s->track, s->timeout_ms,
+			   why, sizeof(why)))
 		rc = cli_errf(err, errlen, -EINVAL, "cannot track the writes of %s %d: %s",
 			      e->q ? "QEMU" : "process", (int)proc->pid, why);
 	proc_close(&own);

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "cli.h"
+#include "dirty.h"
 
 struct qmp;
 struct workload;
@@ -25,6 +26,7 @@ struct src_spec {
 	const char *state_in;   /* --state-in FILE or "-", or NULL */
 	pid_t pid;              /* --live --pid */
 	bool live;
+	struct dirty_opts track; /* --dirty-tracking */
 	int timeout_ms;
 };
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -50,6 +51,8 @@ static const char usage_text[] =
 	"      --channels N          stripe the writes over N connections, 1..64 (default 1)\n"
 	"      --live                pre-copy while --pid keeps running, then stop it\n"
 	"  -p, --pid PID             the process writing the RAM files (with --live)\n"
+	"      --dirty-tracking MODE how to track its writes: auto (default: wp-async\n"
+	"                            where possible), wp-async or soft-dirty\n"
 	"  -q, --qmp SOCK            migrate the QEMU guest whose QMP socket this is, live:\n"
 	"                            its shared RAM backends and its device state\n"
 	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
@@ -72,7 +75,7 @@ static const char usage_text[] =
 enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
-	OPT_TRUSTED, OPT_DEFER,
+	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER,
 };
 
 static const struct option long_opts[] = {
@@ -85,6 +88,7 @@ static const struct option long_opts[] = {
 	{ "channels", required_argument, NULL, OPT_CHANNELS },
 	{ "live", no_argument, NULL, OPT_LIVE },
 	{ "pid", required_argument, NULL, 'p' },
+	{ "dirty-tracking", required_argument, NULL, OPT_DIRTY_TRACKING },
 	{ "qmp", required_argument, NULL, 'q' },
 	{ "max-downtime", required_argument, NULL, OPT_MAX_DOWNTIME },
 	{ "max-iterations", required_argument, NULL, OPT_MAX_ITER },
@@ -112,6 +116,8 @@ struct send_opts {
 	uint64_t chunk_size, pinned_cap, timeout_s;
 	int have_chunk, have_cap;
 	pid_t pid;
+	enum dirty_mode track;
+	int have_track;
 	uint64_t max_downtime_ms, max_iterations, max_bandwidth, channels;
 	const char *control;
 	int verify, trusted, defer;
@@ -161,6 +167,12 @@ static int one_opt(void *opts, int c, const char *arg)
 		rc = cli_opt_num("--pid", arg, 1, INT32_MAX, &v);
 		o->pid = (pid_t)v;
 		return rc;
+	case OPT_DIRTY_TRACKING:
+		o->have_track = 1;
+		if (dirty_mode_parse(arg, &o->track))
+			return cli_usage("bad --dirty-tracking '%s': expected auto, wp-async or soft-dirty",
+					 arg);
+		return 0;
 	case OPT_MAX_DOWNTIME:
 		return cli_opt_num("--max-downtime", arg, 0, 3600000, &o->max_downtime_ms);
 	case OPT_MAX_ITER: return cli_opt_num("--max-iterations", arg, 1, 100000, &o->max_iterations);
@@ -210,6 +222,8 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 		return cli_usage("--live needs --pid PID (the process writing the RAM files)");
 	if (o->pid && !o->live)
 		return cli_usage("--pid is only used with --live");
+	if (o->have_track && !o->live)
+		return cli_usage("--dirty-tracking is only used with --live or --qmp");
 	if (o->defer && !o->control)
 		return cli_usage("--defer waits for the start command on the control socket: give "
 				 "--control SOCK");
@@ -283,11 +297,14 @@ struct sender {
 	uint64_t next_round_at; /* PH_STOPPING: a round to keep up, if not yet */
 	uint64_t state_deadline; /* PH_STATE: by when more state must come */
 	uint64_t t_clear;       /* the last clear of the dirty bits */
+	uint64_t collect_us;    /* the last collect of the dirty pages took */
+	uint64_t clear_us;      /* ... and the last clear */
 	uint64_t t_mark;        /* a phase's start, for downtime-parts */
 	uint64_t iterations;    /* rounds while the workload ran */
 	/* the downtime's parts (ms): until the last round began, the last
 	 * round, the device state, the destination's confirmation */
 	uint64_t dt_stop, dt_round, dt_state, dt_confirm, downtime_ms;
+	uint64_t dt_track_us;   /* of dt_stop: collecting the last pages */
 	uint64_t switch_ms;     /* the switch-over's own cost, estimated */
 
 	/* progress bar of the current round */
@@ -398,6 +415,16 @@ static void emit_setup(struct sender *x)
 	cli_json_u64(o, "setup-time", st.setup_time_ms);
 	cli_json_u64(o, "total", st.total);
 	json_object_object_add(o, "auth-key", json_object_new_boolean(x->o.key != NULL));
+	if (x->e.wl) {
+		const char *method, *why_not;
+		unsigned threads;
+
+		wl_tracking(x->e.wl, &method, &why_not, &threads);
+		cli_json_str(o, "dirty-tracking", method);
+		cli_json_u64(o, "dirty-tracking-threads", threads);
+		if (why_not[0])
+			cli_json_str(o, "dirty-tracking-fallback", why_not);
+	}
 	cli_emit(o);
 }
 
@@ -420,6 +447,10 @@ static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
 	cli_json_u64(o, "pages-per-second", x->last_ms ? pages * 1000 / x->last_ms : pages * 1000);
 	cli_json_u64(o, "iteration-bytes", x->last_bytes);
 	cli_json_u64(o, "iteration-time", x->last_ms);
+	if (x->e.wl) {
+		cli_json_u64(o, "dirty-collect-us", x->collect_us);
+		cli_json_u64(o, "dirty-clear-us", x->clear_us);
+	}
 	cli_emit(o);
 }
 
@@ -449,22 +480,34 @@ static int mark_range(void *ctx, unsigned block, uint64_t off, uint64_t len)
 	return rdmig_source_mark_dirty(x->s, block, off, len);
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /* Marks what the workload wrote since the last clear. */
 static int collect(struct sender *x, uint64_t *bytes)
 {
+	uint64_t t0 = now_us();
 	char err[1024];
 	int rc;
 
 	*bytes = 0;
 	rc = wl_collect_dirty(x->e.wl, mark_range, x, bytes, err, sizeof(err));
+	x->collect_us = now_us() - t0;
 	return rc ? local_fail(x, rc, err) : 0;
 }
 
 static int clear_and_thaw(struct sender *x)
 {
+	uint64_t t0 = now_us();
 	char err[512];
 	int rc = wl_clear_dirty(x->e.wl, err, sizeof(err));
 
+	x->clear_us = now_us() - t0;
 	if (rc)
 		return local_fail(x, rc, err);
 	x->t_clear = cli_now_ms();
@@ -578,6 +621,7 @@ static void converge(struct sender *x)
 	x->stop_ms = stop_ms;
 	x->status = ST_DEVICE;
 	x->dt_stop = cli_now_ms() - stop_ms;
+	x->dt_track_us = x->collect_us;
 	x->t_mark = cli_now_ms();
 	start_round(x, PH_LAST_ROUND);
 }
@@ -650,6 +694,7 @@ static void stopped(struct sender *x)
 		return;
 	x->t_mark = cli_now_ms();
 	x->dt_stop = x->t_mark - x->stop_ms;
+	x->dt_track_us = x->collect_us;
 	start_round(x, PH_LAST_ROUND);
 }
 
@@ -1030,6 +1075,7 @@ static void report_success(struct sender *x)
 
 			cli_json_u64(o, "downtime", x->downtime_ms);
 			cli_json_u64(parts, "stop", x->dt_stop);
+			cli_json_u64(parts, "stop-tracking-us", x->dt_track_us);
 			cli_json_u64(parts, "last-round", x->dt_round);
 			cli_json_u64(parts, "device-state", x->dt_state);
 			cli_json_u64(parts, "confirm", x->dt_confirm);
@@ -1271,6 +1317,7 @@ static int open_ends(struct sender *x)
 	struct src_spec sp = {
 		.qmp = x->o.qmp, .state_in = x->o.state_in, .pid = x->o.pid,
 		.live = x->o.live, .timeout_ms = (int)(x->o.timeout_s * 1000),
+		.track = { .mode = x->o.track },
 	};
 	char err[2048];
 	int rc = ends_open_source(&x->e, &sp, x->o.rams, x->o.nrams, err, sizeof(err));

@@ -18,8 +18,7 @@ struct workload {
 	pid_t pid;
 	struct proc_ref proc;    /* signals and /proc reach this process only */
 	struct qmp *q;           /* borrowed; NULL for a plain process */
-	struct dirty_map **dm;
-	unsigned n;
+	struct dirty_set *ds;    /* the RAM files' written pages */
 	int timeout_ms;
 	bool frozen;             /* SIGSTOPped by us */
 	uint64_t frozen_ms;      /* ... since */
@@ -43,27 +42,24 @@ static int guest_state(struct workload *w, char *err, size_t errlen)
 }
 
 int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
-	    const char *const *paths, const uint64_t *lens, unsigned n, int timeout_ms,
-	    char *err, size_t errlen)
+	    const char *const *paths, const uint64_t *lens, unsigned n,
+	    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen)
 {
 	struct workload *w = calloc(1, sizeof(*w));
-	unsigned i;
 	int rc;
 
 	*out = NULL;
-	if (!w || !(w->dm = calloc(n ? n : 1, sizeof(*w->dm)))) {
-		free(w);
+	if (!w)
 		return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	}
 	w->pid = proc->pid;
 	w->q = q;
-	w->n = n;
 	w->timeout_ms = timeout_ms;
+	w->proc = (struct proc_ref)PROC_REF_INIT;
 	rc = proc_dup(&w->proc, proc, err, errlen);
 	if (!rc && q)
 		rc = guest_state(w, err, errlen);
-	for (i = 0; !rc && i < n; i++)
-		rc = dirty_open(&w->dm[i], &w->proc, paths[i], lens[i], err, errlen);
+	if (!rc)
+		rc = dirty_open(&w->ds, &w->proc, paths, lens, n, track, err, errlen);
 	if (rc) {
 		wl_close(w);
 		return rc;
@@ -74,14 +70,10 @@ int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
 
 void wl_close(struct workload *w)
 {
-	unsigned i;
-
 	if (!w)
 		return;
-	for (i = 0; i < w->n; i++)
-		dirty_close(w->dm[i]);
+	dirty_close(w->ds);
 	proc_close(&w->proc);
-	free(w->dm);
 	free(w);
 }
 
@@ -158,36 +150,37 @@ void wl_thaw(struct workload *w)
 
 int wl_clear_dirty(struct workload *w, char *err, size_t errlen)
 {
-	return dirty_clear(&w->proc, err, errlen);
+	return dirty_clear(w->ds, err, errlen);
 }
 
 struct mark_ctx {
 	wl_mark_fn mark;
 	void *ctx;
-	unsigned file;
 	uint64_t *bytes;
 };
 
-static int mark_run(void *ctx, uint64_t off, uint64_t len)
+static int mark_run(void *ctx, unsigned file, uint64_t off, uint64_t len)
 {
 	struct mark_ctx *c = ctx;
 
 	*c->bytes += len;
-	return c->mark(c->ctx, c->file, off, len);
+	return c->mark(c->ctx, file, off, len);
 }
 
 int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *bytes,
 		     char *err, size_t errlen)
 {
 	struct mark_ctx c = { .mark = mark, .ctx = ctx, .bytes = bytes };
-	int rc;
 
-	for (c.file = 0; c.file < w->n; c.file++) {
-		rc = dirty_collect(w->dm[c.file], mark_run, &c, err, errlen);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return dirty_collect(w->ds, mark_run, &c, err, errlen);
+}
+
+void wl_tracking(const struct workload *w, const char **method, const char **why_not,
+		 unsigned *threads)
+{
+	*method = dirty_method(w->ds);
+	*why_not = dirty_why_not(w->ds);
+	*threads = dirty_threads(w->ds);
 }
 
 int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, size_t errlen)

@@ -2,7 +2,7 @@
  * its RAM files (--live --pid), or a QEMU guest driven over QMP (--qmp).
  *
  * Pre-copy rounds freeze it briefly with SIGSTOP around reading and clearing
- * the soft-dirty bits, which cannot be read and cleared at once (dirty.h).
+ * what it wrote, which soft-dirty bits cannot do at once (dirty.h).
  * A QEMU guest is stopped for good by QEMU itself, inside its own migration
  * (pause-before-switchover, vmstate.h): SIGSTOP would freeze its monitor
  * too, and a QMP `stop` round trip would sit in the downtime.  After any
@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "dirty.h"
 #include "proc.h"
 
 struct qmp;
@@ -31,12 +32,13 @@ typedef int (*wl_idle_fn)(void *ctx);
  * @paths); a negative return stops the walk and is returned. */
 typedef int (*wl_mark_fn)(void *ctx, unsigned file, uint64_t off, uint64_t len);
 
-/* Tracks @proc's writes to each of @paths (@lens bytes each); signals go to
- * that process only (proc.h).  @q: the guest's QMP connection, borrowed
- * (NULL for a plain process). */
+/* Tracks @proc's writes to each of @paths (@lens bytes each) the way
+ * @track asks (dirty.h; NULL: the best there is); signals go to that
+ * process only (proc.h).  @q: the guest's QMP connection, borrowed (NULL
+ * for a plain process). */
 int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
-	    const char *const *paths, const uint64_t *lens, unsigned n, int timeout_ms,
-	    char *err, size_t errlen);
+	    const char *const *paths, const uint64_t *lens, unsigned n,
+	    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen);
 void wl_close(struct workload *w);
 
 /* Freezes every thread (SIGSTOP) and waits until all are stopped. */
@@ -50,6 +52,11 @@ int wl_clear_dirty(struct workload *w, char *err, size_t errlen);
  * *@bytes.  Does not clear. */
 int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *bytes,
 		     char *err, size_t errlen);
+
+/* How its writes are tracked, for the setup event: the method, why not a
+ * better one ("" if none is), and the threads a collect runs on. */
+void wl_tracking(const struct workload *w, const char **method, const char **why_not,
+		 unsigned *threads);
 
 /* At convergence, frozen with the last pages collected: how the workload
  * stops.  A process stays frozen (*@now true, *@stop_ms when it was

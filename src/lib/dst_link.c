@@ -14,8 +14,8 @@
  * the accept, whatever the peer sends meanwhile: a peer that never proves
  * itself must not hold a connection by sending keepalives. */
 #define HANDSHAKE_MS_MAX 10000
-/* Jobs the helper holds: the chunks of a REGISTER_REQ are fed to it as it
- * takes them, pin-all pieces a few ahead. */
+/* Jobs the helpers hold: the chunks of a REGISTER_REQ are fed to them as
+ * they take them, pin-all pieces a few per helper ahead. */
 #define DST_REGQ_DEPTH 64
 
 struct rdmig_listener {
@@ -119,10 +119,10 @@ static int pre_accept(struct fab_conn *c, void *arg)
 			   &d->ss.err);
 
 	d->ss.ctrl_ready = rc == 0;
-	/* The PD exists now: the helper registers on it (nothing before the
+	/* The PD exists now: the helpers register on it (nothing before the
 	 * source is admitted). */
-	return rc ? rc : regq_init(&d->rq, &regq_verbs, c->pd, DST_REGQ_DEPTH, d->ss.wake_fd,
-				   &d->ss.err);
+	return rc ? rc : regq_init(&d->rq, &regq_verbs, c->pd, DST_REGQ_DEPTH, 0,
+				   d->ss.wake_fd, &d->ss.err);
 }
 
 /* Listens for the extra channels now so the fd set is fixed from accept on;

@@ -149,7 +149,8 @@ static int admit_image(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 	return 0;
 }
 
-/* pin-all: the pieces are registered after the answer, one per step. */
+/* pin-all: the pieces are registered after the answer, by the
+ * registration helpers (dst_map_pin_step). */
 static int setup_pin_all(struct rdmig_dest *d, unsigned piece_shift)
 {
 	unsigned i;
@@ -306,7 +307,8 @@ static int flush_pin_keys(struct rdmig_dest *d)
 	return rc == -EAGAIN ? 0 : rc;
 }
 
-/* Pieces at most with the helper at once, ahead of the one it works on. */
+/* Pieces at most with the helpers at once, per helper (regq.h): every
+ * core registers, and the keys go in order. */
 #define DST_PIECES_AHEAD 4
 
 static int piece_failed(struct rdmig_dest *d, const struct regq_job *j)
@@ -322,13 +324,14 @@ int dst_map_pin_step(struct rdmig_dest *d)
 {
 	struct dst_block *b;
 	uint64_t off, len;
+	unsigned ahead = DST_PIECES_AHEAD * regq_threads(&d->rq);
 	int rc;
 
 	if (d->state != DST_RUNNING || !(d->ss.caps & PD_CAP_PIN_ALL))
 		return 0;
 	rc = flush_pin_keys(d);
 	/* Keys that cannot go yet wait; registering on would outrun them. */
-	while (!rc && d->pin_block < d->nmap && d->pin_sub < DST_PIECES_AHEAD &&
+	while (!rc && d->pin_block < d->nmap && d->pin_sub < ahead &&
 	       d->pk_n + d->pin_sub < d->pk_max) {
 		b = &d->blocks[d->map[d->pin_block]];
 		blk_chunk_span(b->d.length, d->piece_shift, d->pin_piece, &off, &len);

@@ -199,6 +199,11 @@ int fab_reg_error(struct rd_err *err, int rc, size_t len);
 int fab_dereg_mr(struct fab_conn *c, struct ibv_mr *mr);
 
 int fab_post_send(struct fab_conn *c, struct ibv_send_wr *wr);
+/* The connection's QP, for a thread that posts on it directly (wpost). */
+static inline struct ibv_qp *fab_qp(const struct fab_conn *c)
+{
+	return c->id->qp;
+}
 int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr);
 
 /* Non-blocking poll of up to @n completions.  Returns the count (0 when the

@@ -15,11 +15,17 @@ struct plan_ctx {
 static enum plan_kind plan_classify(const struct plan_ctx *c, uint64_t page)
 {
 	uint64_t off, len;
+	int zero = -1;
 
 	if (!c->p->detect_zero)
 		return PLAN_WRITE;
-	blk_page_span(c->blk_len, c->p->page_size, page, &off, &len);
-	if (!zero_is_zero(c->host + off, len))
+	if (c->p->zero_hint)
+		zero = c->p->zero_hint(c->p->hint_ctx, page);
+	if (zero < 0) {
+		blk_page_span(c->blk_len, c->p->page_size, page, &off, &len);
+		zero = zero_is_zero(c->host + off, len);
+	}
+	if (!zero)
 		return PLAN_WRITE;
 	if (c->p->dest_zeroed && !bm_test(c->written, page))
 		return PLAN_SKIP;

@@ -22,6 +22,10 @@ struct plan_params {
 	uint64_t max_zero_pages; /* ZERO and SKIP runs end after this many pages,
 				  * so one call reads a bounded amount (0: no
 				  * bound) */
+	/* NULL, or what a helper already found for a page (zscan.h): 1 zero,
+	 * 0 not, -1 unknown (the page is read here then). */
+	int (*zero_hint)(void *ctx, uint64_t page);
+	void *hint_ctx;
 };
 
 struct plan_op {

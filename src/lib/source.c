@@ -125,7 +125,9 @@ static int src_fail(struct rdmig_source *s, int rc)
 	if (s->goal == GOAL_REACHED)
 		s->goal = GOAL_NONE;
 	s->result = sess_fail(&s->ss, rc);
-	/* A registration in progress finishes on its own; nobody waits. */
+	/* No thread may post on the channels from here on, nor register; a
+	 * registration in progress finishes on its own, nobody waits. */
+	src_iter_stop_threads(s);
 	regq_stop(&s->rq);
 	src_link_disconnect(s);
 	/* Nothing more needs the connections' events: a caller still
@@ -578,6 +580,10 @@ int rdmig_source_complete_async(struct rdmig_source *s)
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_COMPLETED, SRC_READY);
+	/* Every WRITE went and completed with the last round: the posting
+	 * and zero-check threads are done. */
+	if (!rc)
+		src_iter_stop_threads(s);
 	if (!rc)
 		rc = src_end_begin(s);
 	return start_failed(s, rc);

@@ -32,6 +32,8 @@
 #include "regq.h"
 #include "session.h"
 #include "wpipe.h"
+#include "wpost.h"
+#include "zscan.h"
 
 /* Each state says what the source waits for; rdmig_source_process() runs
  * the one it is in until nothing changes. */
@@ -72,9 +74,11 @@ enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK, STEP_ROOM 
 enum { SRC_TAG_WRITE = 1 };
 
 /* pin-all: pieces of PIECE_SHIFT bytes (at least a chunk) registered on
- * both sides ahead of the writes, by a helper thread on each side. */
+ * both sides ahead of the writes, by the registration helpers of each
+ * side. */
 #define SRC_PIECE_SHIFT 24
-/* Pieces submitted to the helper ahead of the one it works on. */
+/* Pieces submitted ahead of the one the driving thread waits for, per
+ * registration helper (regq.h). */
 #define SRC_PIECES_AHEAD 4
 
 /* What a registration the helper finished was for (regq_job.cookie: the
@@ -161,6 +165,14 @@ struct rdmig_source {
 	bool dreg_ready;
 	struct wpipe wp;
 	bool wp_ready;
+	/* With several channels, each posts from a thread of its own. */
+	struct wpost post;
+	bool post_threads;
+	/* With zero detection on a machine of several cores, helpers check
+	 * pages for zeros ahead of the sweep. */
+	struct zscan zs;
+	struct zs_block *zsb;
+	bool zs_on;
 	struct src_sweep sweep;
 	uint32_t iteration;     /* rounds acknowledged */
 	uint64_t iter_bytes;    /* this round's page data */

@@ -36,10 +36,25 @@ static int wp_target_cb(void *ctx, uint64_t pos, const struct wp_op *op, struct 
 static int wp_post_cb(void *ctx, unsigned chan, struct ibv_send_wr *wr)
 {
 	struct rdmig_source *s = ctx;
-	int rc = fab_post_send(s->chans[chan].conn, wr);
+	struct fab_conn *c = s->chans[chan].conn;
+	int rc;
+
+	/* Several channels: the channel's own thread posts (wpost.h). */
+	if (s->post_threads) {
+		wpost_submit(&s->post, chan, wr);
+		return 0;
+	}
+	rc = fab_post_send(c, wr);
 
 	/* Every channel writes its failures into ours. */
 	return rc && chan ? rd_err_prefix(&s->ss.err, rc, "data channel %u", chan) : rc;
+}
+
+static bool wp_room_cb(void *ctx, unsigned chan)
+{
+	struct rdmig_source *s = ctx;
+
+	return wpost_room(&s->post, chan);
 }
 
 static void wp_done_cb(void *ctx, const struct wp_op *op)
@@ -85,17 +100,34 @@ static uint64_t effective_cap(const struct rdmig_source *s)
 
 int src_iter_setup(struct rdmig_source *s)
 {
-	static const struct wp_callbacks wcb = { wp_target_cb, wp_post_cb, wp_done_cb };
+	static const struct wp_callbacks wcb = { wp_target_cb, wp_post_cb, wp_done_cb, NULL };
+	static const struct wp_callbacks threaded = { wp_target_cb, wp_post_cb, wp_done_cb,
+						      wp_room_cb };
 	static const struct dreg_callbacks dcb = { dreg_reg_cb, dreg_dereg_cb };
+	struct ibv_qp *qps[PD_CHANNELS_MAX];
 	uint64_t cap = effective_cap(s);
+	unsigned k;
 	int rc;
 
 	/* Until posts were measured, assume the emulated link's price (about
-	 * 20 ns a byte): a NIC brings it down within a few dozen posts. */
+	 * 20 ns a byte): a NIC brings it down within a few dozen posts.  With
+	 * posting threads, what the driving thread pays is the hand-over. */
 	cost_init(&s->post_cost, 20.0);
 	s->op_max = s->ss.cfg.merge_max;
-	rc = wp_init(&s->wp, s->nchans, s->ss.cfg.max_writes, SRC_TAG_WRITE, &wcb, s,
-		     &s->ss.err);
+	/* One channel posts from the driving thread (nothing to overlap it
+	 * with but the planning); several post from a thread each, so their
+	 * sending work runs on as many cores. */
+	if (s->nchans > 1) {
+		for (k = 0; k < s->nchans; k++)
+			qps[k] = fab_qp(s->chans[k].conn);
+		rc = wpost_start(&s->post, qps, s->nchans, s->ss.cfg.max_writes, WP_BATCH,
+				 s->ss.wake_fd, &s->ss.err);
+		if (rc)
+			return rc;
+		s->post_threads = true;
+	}
+	rc = wp_init(&s->wp, s->nchans, s->ss.cfg.max_writes, SRC_TAG_WRITE,
+		     s->post_threads ? &threaded : &wcb, s, &s->ss.err);
 	if (rc)
 		return rc;
 	s->wp_ready = true;
@@ -112,8 +144,16 @@ int src_iter_setup(struct rdmig_source *s)
 	return src_sweep_setup(s, s->peer_msg_max, s->dreg_ready && (s->ss.caps & PD_CAP_PAGES));
 }
 
+void src_iter_stop_threads(struct rdmig_source *s)
+{
+	wpost_stop(&s->post);
+	src_sweep_stop(s);
+}
+
 void src_iter_destroy(struct rdmig_source *s)
 {
+	/* Before the pipeline they post from and the QPs they post on. */
+	src_iter_stop_threads(s);
 	if (s->dreg_ready)
 		dreg_fini(&s->dreg);
 	if (s->wp_ready)
@@ -274,6 +314,12 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 	bool moved, posted = false;
 	int rc;
 
+	/* A posting thread's failure is the migration's. */
+	if (s->post_threads) {
+		rc = wpost_error(&s->post, &s->ss.err);
+		if (rc)
+			return rc;
+	}
 	/* A WRITE is cut to what posts in a quarter of a step at the learned
 	 * price (at least a page): the first post of a step goes whatever the
 	 * time left, so one op must not hold a step much beyond its time. */

@@ -20,6 +20,10 @@ struct rdmig_source;
  * scratch. */
 int src_iter_setup(struct rdmig_source *s);
 void src_iter_destroy(struct rdmig_source *s);
+/* Stops the threads that post and check for zeros (the migration ended:
+ * every WRITE completed, or it failed): none touches a queue pair or the
+ * memory after this. */
+void src_iter_stop_threads(struct rdmig_source *s);
 int src_iter_begin(struct rdmig_source *s);
 /* SRC_ITERATING and SRC_DRAINING: works until rd_now_us() passes @until_us
  * or @max_bytes (0: none) of page data went, then finishes the operation in

@@ -388,17 +388,16 @@ static unsigned block_of_slot(const struct rdmig_source *s, uint64_t slot)
 	return i;
 }
 
-/* Pieces go to the helper in order, a few ahead of the one it works on:
- * the first WRITEs wait for the first piece only, and no step waits for a
- * registration. */
+/* Pieces go to the helpers in order, a few per helper ahead of the one
+ * the driving thread waits for: the first WRITEs wait for the first piece
+ * only, every core registers, and no step waits for a registration. */
 int src_pin_step(struct rdmig_source *s)
 {
-	uint64_t slot, off, len;
+	uint64_t slot, off, len, ahead = SRC_PIECES_AHEAD * (uint64_t)regq_threads(&s->rq);
 	struct src_block *b;
 	int rc;
 
-	while (s->pieces && s->pieces_sub < s->nslots &&
-	       s->pieces_sub - s->pieces_local < SRC_PIECES_AHEAD) {
+	while (s->pieces && s->pieces_sub < s->nslots && s->pieces_sub - s->pieces_local < ahead) {
 		slot = s->pieces_sub;
 		b = &s->blocks[block_of_slot(s, slot)];
 		blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);

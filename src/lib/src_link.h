@@ -3,8 +3,8 @@
  * answer to the destination's (from its ACCEPT) go out and its answer must
  * check out (SRC_AUTH); the block map goes and comes back (SRC_MAP); data
  * channels open in parallel (SRC_CHANNELS).  With pin-all, our pieces are
- * registered one per step from the block map on, while the destination
- * registers its own and sends their keys.
+ * registered by the registration helpers (regq.h) from the block map on,
+ * in order, while the destination registers its own and sends their keys.
  *
  * The calls that move the link on return SRC_LINK_UP once it is complete
  * (every channel up): the driver then makes the source ready for rounds;

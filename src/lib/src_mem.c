@@ -264,13 +264,15 @@ uint64_t src_mem_freeze(struct rdmig_source *s, int64_t now_ms)
 	return frozen;
 }
 
-/* Jobs the helper holds: enough for pin-all pieces ahead, the dynamic
- * chunks of the requests in flight, and the state ring. */
+/* Jobs the helpers hold: enough for pin-all pieces ahead (a few per
+ * helper), the dynamic chunks of the requests in flight, and the state
+ * ring. */
 #define SRC_REGQ_DEPTH 64
 
 int src_mem_reg_start(struct rdmig_source *s, struct ibv_pd *pd)
 {
-	return regq_init(&s->rq, &regq_verbs, pd, SRC_REGQ_DEPTH, s->ss.wake_fd, &s->ss.err);
+	return regq_init(&s->rq, &regq_verbs, pd, SRC_REGQ_DEPTH, 0, s->ss.wake_fd,
+			 &s->ss.err);
 }
 
 int src_mem_submit(struct rdmig_source *s, const struct src_block *b, uint64_t off,

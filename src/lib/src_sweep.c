@@ -27,11 +27,31 @@ int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages)
 	s->zr_length = calloc(s->zr_max, sizeof(*s->zr_length));
 	if (!s->zr_block || !s->zr_offset || !s->zr_length)
 		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	/* With zero detection on a machine of several cores, helpers check
+	 * pages for zeros ahead of the sweep (zscan.h). */
+	if ((s->ss.caps & PD_CAP_ZERO_PAGES) && zs_default_threads()) {
+		s->zsb = calloc(s->nblocks, sizeof(*s->zsb));
+		if (!s->zsb)
+			return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+		rc = zs_start(&s->zs, zs_default_threads(), &s->ss.err);
+		if (rc)
+			return rc;
+		s->zs_on = true;
+	}
 	return 0;
+}
+
+void src_sweep_stop(struct rdmig_source *s)
+{
+	zs_stop(&s->zs);
+	s->zs_on = false;
 }
 
 void src_sweep_destroy(struct rdmig_source *s)
 {
+	src_sweep_stop(s);
+	free(s->zsb);
+	s->zsb = NULL;
 	free(s->zr_block);
 	free(s->zr_offset);
 	free(s->zr_length);
@@ -42,8 +62,17 @@ void src_sweep_destroy(struct rdmig_source *s)
 
 void src_sweep_begin(struct rdmig_source *s, uint64_t bytes)
 {
+	unsigned i;
+
 	memset(&s->sweep, 0, sizeof(s->sweep));
 	s->sweep.planned_bytes = bytes;
+	if (!s->zs_on)
+		return;
+	for (i = 0; i < s->nblocks; i++)
+		s->zsb[i] = (struct zs_block){ .host = s->blocks[i].host,
+			.length = s->blocks[i].d.length, .npages = s->blocks[i].npages,
+			.page_size = s->blocks[i].d.page_size, .sending = s->blocks[i].sending };
+	zs_begin(&s->zs, s->zsb, s->nblocks);
 }
 
 bool src_sweep_done(const struct rdmig_source *s)
@@ -205,7 +234,14 @@ static uint64_t max_zero_run(const struct src_block *b)
 	return SWEEP_ZERO_RUN > b->d.page_size ? SWEEP_ZERO_RUN : b->d.page_size;
 }
 
-static struct plan_params plan_of(const struct rdmig_source *s, const struct src_block *b)
+static int zero_hint(void *ctx, uint64_t page)
+{
+	struct rdmig_source *s = ctx;
+
+	return zs_hint(&s->zs, s->sweep.block, page);
+}
+
+static struct plan_params plan_of(struct rdmig_source *s, const struct src_block *b)
 {
 	struct plan_params p = { .chunk_shift = s->chunk_shift,
 				 .merge_max = s->ss.cfg.merge_max,
@@ -213,7 +249,8 @@ static struct plan_params plan_of(const struct rdmig_source *s, const struct src
 				 .detect_zero = !!(s->ss.caps & PD_CAP_ZERO_PAGES),
 				 .dest_zeroed = b->dest_zeroed,
 				 .max_zero_pages = SWEEP_ZERO_RUN / b->d.page_size ?
-						   SWEEP_ZERO_RUN / b->d.page_size : 1 };
+						   SWEEP_ZERO_RUN / b->d.page_size : 1,
+				 .zero_hint = s->zs_on ? zero_hint : NULL, .hint_ctx = s };
 
 	/* A huge page is one dirty unit; cut_pending cuts it into chunks. */
 	if (p.merge_max < p.page_size)
@@ -249,6 +286,8 @@ int src_sweep_fill(struct rdmig_source *s, int64_t until, uint64_t *budget, bool
 			return 0;
 		b = &s->blocks[w->block];
 		p = plan_of(s, b);
+		if (s->zs_on)
+			zs_feed(&s->zs, w->block, w->cursor);
 		if (!plan_next(&p, b->host, b->d.length, b->sending, b->written, &w->cursor, &op)) {
 			w->block++;
 			w->cursor = 0;

@@ -12,9 +12,11 @@
 struct rdmig_source;
 
 /* Allocates the scratch of ZERO_RANGES and PAGES messages for frames of
- * the peer's @msg_max bytes. */
+ * the peer's @msg_max bytes, and starts the zero-check helpers. */
 int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages);
 void src_sweep_destroy(struct rdmig_source *s);
+/* Stops the zero-check helpers (the migration ended: completed or failed). */
+void src_sweep_stop(struct rdmig_source *s);
 /* A round begins over what src_mem_freeze() froze (@bytes of it). */
 void src_sweep_begin(struct rdmig_source *s, uint64_t bytes);
 /* Plans into the WRITE window until it is full, the sweep is done, a

@@ -68,10 +68,13 @@ static void signal_wr(struct wp_chan *ch, struct ibv_send_wr *wr)
 static bool chain(struct wpipe *wp, int n)
 {
 	const struct wp_op *op = wp_at(wp, wp->posted);
-	struct wp_chan *ch = &wp->chans[wp->posted % wp->nchans];
+	unsigned k = (unsigned)(wp->posted % wp->nchans);
+	struct wp_chan *ch = &wp->chans[k];
 	struct wp_target t;
 
-	if (ch->posted - ch->done >= wp->max_writes || wp->cb.target(wp->ctx, wp->posted, op, &t) <= 0)
+	if (ch->posted - ch->done >= wp->max_writes ||
+	    (wp->cb.room && !wp->cb.room(wp->ctx, k)) ||
+	    wp->cb.target(wp->ctx, wp->posted, op, &t) <= 0)
 		return false;
 	wp->sge[n] = (struct ibv_sge){ .addr = t.local_addr, .length = (uint32_t)op->length,
 				       .lkey = t.lkey };

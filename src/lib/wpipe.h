@@ -51,6 +51,9 @@ struct wp_callbacks {
 	int (*post)(void *ctx, unsigned chan, struct ibv_send_wr *wr);
 	/* @op completed (its registration may be released). */
 	void (*done)(void *ctx, const struct wp_op *op);
+	/* NULL, or whether channel @chan can take one more WRITE into the
+	 * chain being built (posting threads: room in its hand-over ring). */
+	bool (*room)(void *ctx, unsigned chan);
 };
 
 struct wp_chan {

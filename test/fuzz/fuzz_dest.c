@@ -300,7 +300,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!arena.size && arena_init(&arena, ctrl_arena_size(CTRL_MSG_MAX), NULL))
 		abort();
 	if (rdmig_dest_create(&d, &cfg) ||
-	    regq_init(&d->rq, &fake_regq, NULL, 64, d->ss.wake_fd, NULL))
+	    regq_init(&d->rq, &fake_regq, NULL, 64, 1, d->ss.wake_fd, NULL))
 		abort();
 	if (!(sel & 16)) {
 		rdmig_dest_add_block(d, "ram0", ram0, sizeof(ram0), 1);

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -267,14 +268,50 @@ START_TEST(cold_two_files_and_state)
 }
 END_TEST
 
+/* The string member @key of @o, or "". */
+static const char *jstr(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+}
+
+/* Whether this kernel has PAGEMAP_SCAN (Linux 6.7): the tracking auto
+ * picks there is wp-async. */
+static int kernel_has_scan(void)
+{
+	struct utsname u;
+	int maj = 0, min = 0;
+
+	ck_assert_int_eq(uname(&u), 0);
+	ck_assert_int_eq(sscanf(u.release, "%d.%d", &maj, &min), 2);
+	return maj > 6 || (maj == 6 && min >= 7);
+}
+
+/* True when the file at @path contains @needle. */
+static int file_has(const char *path, const char *needle)
+{
+	char *text = tu_slurp(path, NULL);
+	int found = text && strstr(text, needle);
+
+	free(text);
+	return found;
+}
+
 /* A 32 MiB file written at 4 MiB/s: pre-copy converges, the writer is
- * stopped, and the destination holds exactly what the source held then. */
+ * stopped, and the destination holds exactly what the source held then.
+ * _i = 0: the tracking auto picks (wp-async on Linux 6.7 and later,
+ * soft-dirty before, saying why); 1: --dirty-tracking soft-dirty; 2 and 3:
+ * auto over 2 and 4 channels, each posting from a thread of its own while
+ * the writer runs. */
 START_TEST(live_converges_and_stops)
 {
+	static const char *const chans[] = { "1", "1", "2", "4" };
 	struct fixture f;
-	char file[400], ram[500], pid[32], dfile[400];
-	struct json_object *ev;
+	char file[400], ram[500], pid[32], dfile[400], striping[64];
+	struct json_object *ev, *parts;
 	uint64_t iters, downtime;
+	const char *want;
 
 	fx_init(&f);
 	snprintf(file, sizeof(file), "%s/ram", f.src);
@@ -283,8 +320,33 @@ START_TEST(live_converges_and_stops)
 	fx_load(&f, file, "32M", "4");
 	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json", NULL });
+	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
+				      "--dirty-tracking", _i == 1 ? "soft-dirty" : "auto",
+				      "--channels", chans[_i], _i >= 2 ? "--verbose" : NULL, NULL });
 	both_ok(&f, 120000);
+	if (_i >= 2) {
+		snprintf(striping, sizeof(striping), "striping writes over %s channels", chans[_i]);
+		ck_assert_msg(file_has(f.send.err, striping), "the source did not stripe over %s "
+			      "channels", chans[_i]);
+	}
+	ev = tu_event_in(f.send.out, "setup");
+	ck_assert_ptr_nonnull(ev);
+	want = _i != 1 && kernel_has_scan() ? "wp-async" : "soft-dirty";
+	printf("live, %s, %s channel(s): tracking %s (%s)\n", _i == 1 ? "soft-dirty" : "auto",
+	       chans[_i], jstr(ev, "dirty-tracking"), jstr(ev, "dirty-tracking-fallback"));
+	ck_assert_msg(!strncmp(jstr(ev, "dirty-tracking"), want, strlen(want)),
+		      "dirty-tracking %s, expected %s", jstr(ev, "dirty-tracking"), want);
+	ck_assert_uint_ge(tu_jnum(ev, "dirty-tracking-threads"), 1);
+	if (_i != 1 && !kernel_has_scan())
+		ck_assert_ptr_nonnull(strstr(jstr(ev, "dirty-tracking-fallback"), "PAGEMAP_SCAN"));
+	if (_i != 1 && kernel_has_scan())
+		ck_assert_str_eq(jstr(ev, "dirty-tracking-fallback"), "");
+	json_object_put(ev);
+	ev = tu_event_in(f.send.out, "iteration");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert(json_object_object_get_ex(ev, "dirty-collect-us", NULL));
+	ck_assert(json_object_object_get_ex(ev, "dirty-clear-us", NULL));
+	json_object_put(ev);
 	/* Still there, and stopped: it lives on the destination now. */
 	ck_assert_int_eq(proc_state(f.load.p.pid), 'T');
 	assert_same(file, dfile);
@@ -296,8 +358,13 @@ START_TEST(live_converges_and_stops)
 	ck_assert_uint_le(iters, 31);
 	ck_assert_uint_lt(downtime, 10000);
 	ck_assert_uint_ge(tu_jnum(ev, "normal-bytes"), 32 * MIB);
-	printf("live: %" PRIu64 " iterations, downtime %" PRIu64 " ms, total %" PRIu64 " ms\n",
-	       iters, downtime, tu_jnum(ev, "total-time"));
+	/* The last scan is part of stopping, and sub-millisecond work. */
+	ck_assert(json_object_object_get_ex(ev, "downtime-parts", &parts));
+	ck_assert(json_object_object_get_ex(parts, "stop-tracking-us", NULL));
+	ck_assert_uint_le(tu_jnum(parts, "stop-tracking-us") / 1000, tu_jnum(parts, "stop") + 1);
+	printf("live: %" PRIu64 " iterations, downtime %" PRIu64 " ms, total %" PRIu64 " ms, "
+	       "last scan %" PRIu64 " us\n", iters, downtime, tu_jnum(ev, "total-time"),
+	       tu_jnum(parts, "stop-tracking-us"));
 	json_object_put(ev);
 	fx_free(&f);
 }
@@ -746,6 +813,12 @@ START_TEST(bad_command_lines)
 						    "--ram", ram, "--chunk-size", "3000", NULL });
 	usage_fails(&f, "--pid", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1", "--ram", ram,
 					     "--live", NULL });
+	usage_fails(&f, "--dirty-tracking 'often'", (char *[]){ f.sendbin, "--connect",
+								 "10.77.0.1:1", "--ram", ram, "--live", "--pid", "1",
+								 "--dirty-tracking", "often", NULL });
+	usage_fails(&f, "--dirty-tracking is only used", (char *[]){ f.sendbin, "--connect",
+								      "10.77.0.1:1", "--ram", ram, "--dirty-tracking",
+								      "soft-dirty", NULL });
 	usage_fails(&f, "--ram-dir", (char *[]){ f.recvbin, "--listen", "10.77.0.1:0",
 						 "--daemon", NULL });
 	usage_fails(&f, "--control", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1", "--ram",
@@ -852,16 +925,6 @@ START_TEST(auth_and_verify_succeed)
 	fx_free(&f);
 }
 END_TEST
-
-/* True when the file at @path contains @needle. */
-static int file_has(const char *path, const char *needle)
-{
-	char *text = tu_slurp(path, NULL);
-	int found = text && strstr(text, needle);
-
-	free(text);
-	return found;
-}
 
 /* --channels: the daemon grants at most 3; a pin-all source asking for 4
  * gets 3 and says so, a dynamic one with a cap of four chunks (so chunks
@@ -1018,7 +1081,7 @@ Suite *cli_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, bad_command_lines);
 	tcase_add_test(tc, cold_two_files_and_state);
-	tcase_add_test(tc, live_converges_and_stops);
+	tcase_add_loop_test(tc, live_converges_and_stops, 0, 4);
 	tcase_add_test(tc, recv_killed_workload_resumes);
 	tcase_add_test(tc, cancel_over_control_socket);
 	tcase_add_test(tc, sigterm_cancels_live_migration);

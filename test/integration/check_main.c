@@ -19,6 +19,7 @@ int main(void)
 	srunner_add_suite(sr, security_suite());
 	srunner_add_suite(sr, embed_suite());
 	srunner_add_suite(sr, local_suite());
+	srunner_add_suite(sr, libvirt_suite());
 	int failed;
 
 	srunner_run_all(sr, CK_NORMAL);

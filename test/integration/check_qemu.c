@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -344,6 +345,26 @@ static void memfd_of(pid_t pid, char *out, size_t len)
 
 /* ---- tests ----------------------------------------------------------------------- */
 
+/* The tracking migrate-send must have used on QEMU: wp-async where the
+ * kernel has PAGEMAP_SCAN (6.7; the test QEMUs run without a seccomp
+ * sandbox), soft-dirty before. */
+static void expect_tracking(const char *out)
+{
+	struct json_object *ev = tu_event_in(out, "setup"), *v;
+	int maj = 0, min = 0;
+	struct utsname u;
+	const char *got;
+
+	ck_assert_ptr_nonnull(ev);
+	ck_assert(json_object_object_get_ex(ev, "dirty-tracking", &v));
+	got = json_object_get_string(v);
+	uname(&u);
+	ck_assert_int_eq(sscanf(u.release, "%d.%d", &maj, &min), 2);
+	ck_assert_str_eq(got, maj > 6 || (maj == 6 && min >= 7) ? "wp-async" : "soft-dirty");
+	printf("qemu: QEMU's writes tracked with %s on Linux %s\n", got, u.release);
+	json_object_put(ev);
+}
+
 /* Live migration with --qmp on both sides: the guest runs on at the
  * destination, its RAM consistent after passes of its own there. */
 START_TEST(live_migration_runs_on)
@@ -366,6 +387,7 @@ START_TEST(live_migration_runs_on)
 		dump_all(&f);
 	ck_assert_int_eq(sc, 0);
 	ck_assert_int_eq(rc, 0);
+	expect_tracking(f.send.out);
 	done = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(done);
 	ck_assert_uint_gt(tu_jnum(done, "downtime"), 0);

@@ -12,4 +12,5 @@ Suite *security_suite(void);
 Suite *embed_suite(void);
 TCase *embed_trial_tcase(void);
 Suite *local_suite(void);
+Suite *libvirt_suite(void);
 #endif

@@ -70,7 +70,7 @@ static int t_post(void *ctx, unsigned chan, struct ibv_send_wr *wr)
 	return 0;
 }
 
-static const struct wp_callbacks wcb = { t_target, t_post, NULL };
+static const struct wp_callbacks wcb = { t_target, t_post, NULL, NULL };
 static const struct dreg_callbacks dcb = { reg, dereg };
 
 /* One block of 64 chunks of 1 MiB; op i writes 512 KiB into chunk i / 2. */

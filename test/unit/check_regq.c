@@ -1,6 +1,7 @@
-/* The registration helper, with stand-in verbs: results in order, the ring
- * full, the read-only fallback, stopping without waiting, and nothing
- * registered is lost. */
+/* The registration helpers, with stand-in verbs: results in order (even
+ * when later jobs finish first), the ring full, the read-only fallback,
+ * several helpers registering at once, stopping without waiting, and
+ * nothing registered is lost or registered twice. */
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
@@ -15,13 +16,22 @@
 
 static atomic_int live;  /* MRs registered and not deregistered */
 static atomic_int slow;  /* microseconds each registration takes */
+static atomic_int busy, busy_max;  /* registrations in progress, and the most */
 
 static int fake_reg(void *pd, void *addr, size_t len, int access, void **mr)
 {
+	int b = atomic_fetch_add(&busy, 1) + 1, m = atomic_load(&busy_max);
+
 	(void)pd;
 	(void)len;
+	while (b > m && !atomic_compare_exchange_weak(&busy_max, &m, b))
+		;
 	if (atomic_load(&slow))
 		usleep((useconds_t)atomic_load(&slow));
+	/* Address 3 is "memory that takes long to pin". */
+	if ((uintptr_t)addr == 3)
+		usleep(100000);
+	atomic_fetch_sub(&busy, 1);
 	/* Address 1 is "read-only private memory": writable pins fail. */
 	if ((uintptr_t)addr == 1 && access)
 		return -EFAULT;
@@ -53,6 +63,7 @@ static unsigned reap_all(struct regq *q, struct regq_job *out, unsigned want, in
 	return n;
 }
 
+/* Once with one helper, once with four. */
 START_TEST(results_in_order)
 {
 	struct regq q;
@@ -61,7 +72,8 @@ START_TEST(results_in_order)
 	int wake = eventfd(0, EFD_NONBLOCK);
 	unsigned i;
 
-	ck_assert_int_eq(regq_init(&q, &ops, NULL, 4, wake, &e), 0);
+	ck_assert_int_eq(regq_init(&q, &ops, NULL, 4, _i ? 4 : 1, wake, &e), 0);
+	ck_assert_uint_eq(regq_threads(&q), _i ? 4 : 1);
 	for (i = 0; i < 4; i++)
 		ck_assert_int_eq(regq_submit(&q, (void *)(uintptr_t)(4096 * (i + 1)), 4096, 1, -1,
 					     100 + i, &e), 0);
@@ -99,7 +111,7 @@ START_TEST(stop_then_fini)
 	unsigned i;
 
 	atomic_store(&slow, 50000);
-	ck_assert_int_eq(regq_init(&q, &ops, NULL, 8, wake, &e), 0);
+	ck_assert_int_eq(regq_init(&q, &ops, NULL, 8, _i ? 4 : 1, wake, &e), 0);
 	for (i = 0; i < 4; i++)
 		ck_assert_int_eq(regq_submit(&q, (void *)4096, 4096, 0, -1, i, &e), 0);
 	usleep(20000);
@@ -109,9 +121,102 @@ START_TEST(stop_then_fini)
 	ck_assert_int_eq(atomic_load(&live), 0);
 	atomic_store(&slow, 0);
 	/* A queue never started, and a zeroed one, finish quietly. */
-	ck_assert_int_eq(regq_init(&q, &ops, NULL, 8, -1, &e), 0);
+	ck_assert_int_eq(regq_init(&q, &ops, NULL, 8, 0, -1, &e), 0);
+	ck_assert_uint_ge(regq_threads(&q), 1);
+	ck_assert_uint_le(regq_threads(&q), REGQ_MAX_THREADS);
 	regq_fini(&q);
 	regq_fini(&q);
+	ck_assert_int_eq(regq_init(&q, &ops, NULL, 8, REGQ_MAX_THREADS + 1, -1, &e), -EINVAL);
+	regq_fini(&q);
+	close(wake);
+}
+END_TEST
+
+/* Four helpers register four jobs at once (pin-all over the cores); a job
+ * that finished behind a slow one waits for it, so results stay in
+ * order. */
+START_TEST(helpers_at_once)
+{
+	struct regq q;
+	struct regq_job j[8];
+	struct rd_err e;
+	int wake = eventfd(0, EFD_NONBLOCK);
+	unsigned i;
+
+	atomic_store(&busy_max, 0);
+	atomic_store(&slow, 30000);
+	ck_assert_int_eq(regq_init(&q, &ops, NULL, 8, 4, wake, &e), 0);
+	for (i = 0; i < 8; i++)
+		ck_assert_int_eq(regq_submit(&q, (void *)4096, 4096, 0, -1, i, &e), 0);
+	ck_assert_uint_eq(reap_all(&q, j, 8, wake), 8);
+	for (i = 0; i < 8; i++) {
+		ck_assert_uint_eq(j[i].cookie, i);
+		fake_dereg(j[i].mr);
+	}
+	ck_assert_int_ge(atomic_load(&busy_max), 2);
+	ck_assert_int_le(atomic_load(&busy_max), 4);
+	atomic_store(&slow, 0);
+	/* The first job takes 100 ms, the three after it none. */
+	ck_assert_int_eq(regq_submit(&q, (void *)3, 4096, 0, -1, 10, &e), 0);
+	for (i = 1; i < 4; i++)
+		ck_assert_int_eq(regq_submit(&q, (void *)4096, 4096, 0, -1, 10 + i, &e), 0);
+	while (atomic_load(&live) < 3)
+		usleep(1000);
+	ck_assert_uint_eq(regq_reap(&q, j, 8), 0);
+	ck_assert_uint_eq(reap_all(&q, j, 4, wake), 4);
+	for (i = 0; i < 4; i++) {
+		ck_assert_uint_eq(j[i].cookie, 10 + i);
+		fake_dereg(j[i].mr);
+	}
+	regq_fini(&q);
+	ck_assert_int_eq(atomic_load(&live), 0);
+	close(wake);
+}
+END_TEST
+
+/* Thousands of jobs through a small ring on REGQ_MAX_THREADS helpers, the
+ * driving thread reaping as it goes and stopping at a different point
+ * each time: each job is reaped once, in order, and what was registered
+ * and not reaped is deregistered by fini. */
+START_TEST(many_jobs_stop_anytime)
+{
+	uint64_t n = 5000, stop_at = 300 + (uint64_t)_i * 1500, sub = 0, got = 0;
+	struct pollfd p;
+	struct regq q;
+	struct regq_job j[16];
+	struct rd_err e;
+	int wake = eventfd(0, EFD_NONBLOCK), rc;
+	unsigned k, r;
+
+	p = (struct pollfd){ .fd = wake, .events = POLLIN };
+	ck_assert_int_eq(regq_init(&q, &ops, NULL, 16, REGQ_MAX_THREADS, wake, &e), 0);
+	while (got < stop_at) {
+		while (sub < n) {
+			/* One job fails with its errno; the others go on. */
+			rc = regq_submit(&q, (void *)(uintptr_t)(sub == 1234 ? 2 : 4096), 4096, 0, -1,
+					 sub, &e);
+			if (rc == -EAGAIN)
+				break;
+			ck_assert_int_eq(rc, 0);
+			sub++;
+		}
+		r = regq_reap(&q, j, RD_ARRAY_SIZE(j));
+		for (k = 0; k < r; k++, got++) {
+			ck_assert_uint_eq(j[k].cookie, got);
+			ck_assert_int_eq(j[k].rc, got == 1234 ? -ENOMEM : 0);
+			if (!j[k].rc)
+				fake_dereg(j[k].mr);
+		}
+		if (!r) {
+			uint64_t v;
+
+			ck_assert_int_gt(poll(&p, 1, 5000), 0);
+			ck_assert_int_eq(read(wake, &v, sizeof(v)), sizeof(v));
+		}
+	}
+	regq_stop(&q);
+	regq_fini(&q);
+	ck_assert_int_eq(atomic_load(&live), 0);
 	close(wake);
 }
 END_TEST
@@ -121,8 +226,11 @@ Suite *regq_suite(void)
 	Suite *s = suite_create("regq");
 	TCase *tc = tcase_create("helper");
 
-	tcase_add_test(tc, results_in_order);
-	tcase_add_test(tc, stop_then_fini);
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, results_in_order, 0, 2);
+	tcase_add_loop_test(tc, stop_then_fini, 0, 2);
+	tcase_add_test(tc, helpers_at_once);
+	tcase_add_loop_test(tc, many_jobs_stop_anytime, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }

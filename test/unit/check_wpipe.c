@@ -60,7 +60,7 @@ static void done(void *ctx, const struct wp_op *op)
 	r->done[r->ndone++] = op->offset;
 }
 
-static const struct wp_callbacks cbs = { target, post, done };
+static const struct wp_callbacks cbs = { target, post, done, NULL };
 
 /* Op i: its offset encodes i, its length 1..7 pages. */
 static void push_ops(struct wpipe *wp, uint64_t first, uint64_t n)
@@ -205,7 +205,7 @@ static int target_any(void *ctx, uint64_t pos, const struct wp_op *op, struct wp
  * itself), and a call whose time is up stops after its first post. */
 START_TEST(post_calls_are_bounded)
 {
-	static const struct wp_callbacks sized = { target_any, post_sized, NULL };
+	static const struct wp_callbacks sized = { target_any, post_sized, NULL, NULL };
 	static struct wpipe wp;
 	struct calls c = { .n = 0 };
 	struct rd_err e;

@@ -20,6 +20,8 @@ int main(void)
 	srunner_add_suite(sr, codec_suite());
 	srunner_add_suite(sr, arena_suite());
 	srunner_add_suite(sr, wpipe_suite());
+	srunner_add_suite(sr, wpost_suite());
+	srunner_add_suite(sr, zscan_suite());
 	srunner_add_suite(sr, dreg_suite());
 	srunner_add_suite(sr, populate_suite());
 	srunner_add_suite(sr, pack_suite());

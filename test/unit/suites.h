@@ -13,6 +13,8 @@ Suite *privdata_suite(void);
 Suite *codec_suite(void);
 Suite *arena_suite(void);
 Suite *wpipe_suite(void);
+Suite *wpost_suite(void);
+Suite *zscan_suite(void);
 Suite *dreg_suite(void);
 Suite *populate_suite(void);
 Suite *pack_suite(void);

@@ -1,0 +1,782 @@
+/* Guests managed by libvirt, migrated by tools/rdmig-libvirt over
+ * Soft-RoCE: two libvirt daemons on this machine are two hosts
+ * (support/libvirt-host: each in a mount namespace of its own, with its own
+ * state, config, QMP socket directory and /dev/shm), started once for the
+ * suite; the same domain (name, UUID, XML) runs on either, its disk image
+ * on "shared storage" (a directory both see), its serial log on its host.
+ * The guest is the boot-sector test guest of test/guest under the host's
+ * QEMU 7.2 (TCG), with libvirt 9.0 (Debian 12).
+ *
+ * What decides is what libvirt on each host says afterwards (virsh, as an
+ * operator would ask it), not what the tool reports: after a migration the
+ * destination domain runs, the source domain is shut off and cannot be
+ * resumed, the guest keeps writing at the destination and its RAM there is
+ * consistent, the destination holds the disk lease and its QEMU's user
+ * still owns the disk image, and libvirt notes the custom-argv taint; after
+ * migrate-recv is killed mid-stream (also once QEMU stopped the guest) or
+ * the operator cancels, the source domain runs with its lease and the
+ * destination has no such domain; a domain whose RAM is a memfd or private
+ * is refused before anything starts, naming the fix.
+ *
+ * RDMIG_LIBVIRT_TOOL names another tool to test (a broken one, to see the
+ * tests fail). */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "qemu_vm.h"
+#include "runs.h"
+#include "suites.h"
+#include "testutil.h"
+
+/* As the qemu suite's guest: about a pass per second or two. */
+#define GUEST_DELAY 3000
+
+struct lvhost {
+	const char *name;
+	int pid;        /* its libvirtd: nsenter -t PID -m runs a command there */
+	int lockd;      /* its virtlockd, which holds its domains' disk leases */
+	char uri[320];
+};
+
+/* The two hosts, set up before the suite's tests fork. */
+static struct {
+	char dir[128];  /* what both hosts see: their sockets, shared storage */
+	char repo[400];
+	struct lvhost a, b;
+} lv = { .a = { .name = "A" }, .b = { .name = "B" } };
+
+/* ---- running things -------------------------------------------------------------- */
+
+static const char *bin(const char *name, char *buf, size_t len)
+{
+	static const char *const dirs[] = { "/usr/bin", "/usr/sbin", "/bin", "/sbin" };
+	size_t i;
+
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(buf, len, "%s/%s", dirs[i], name);
+		if (!access(buf, X_OK))
+			return buf;
+	}
+	ck_abort_msg("%s not found: run tools/bootstrap", name);
+	return NULL;
+}
+
+/* Runs @argv (NULL-terminated) to the end within @timeout_ms; its exit code,
+ * and its output (stdout and stderr) in @out. */
+static int run(char *const argv[], char *out, size_t len, int timeout_ms)
+{
+	char dir[256], path[300], *text;
+	struct tu_proc p;
+	int rc;
+
+	tu_tmpdir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/out", dir);
+	ck_assert_int_eq(tu_spawn(&p, path, argv), 0);
+	rc = tu_wait(&p, timeout_ms);
+	ck_assert_msg(rc == 0, "%s did not end within %d ms", argv[0], timeout_ms);
+	rc = tu_exit_code(&p);
+	text = tu_slurp(path, NULL);
+	snprintf(out, len, "%s", text ? text : "");
+	free(text);
+	tu_rmdir(dir);
+	return rc;
+}
+
+/* virsh -q -c URI ARGS... (NULL-terminated). */
+static int virsh(const struct lvhost *h, char *out, size_t len, ...)
+{
+	char vbin[64], *argv[24];
+	va_list ap;
+	int n = 0;
+
+	argv[n++] = (char *)bin("virsh", vbin, sizeof(vbin));
+	argv[n++] = "-q";
+	argv[n++] = "-c";
+	argv[n++] = (char *)h->uri;
+	va_start(ap, len);
+	while (n < 23 && (argv[n] = va_arg(ap, char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	return run(argv, out, len, 60000);
+}
+
+/* virsh domstate --reason @dom on @h, its first line in @st; "gone" when
+ * that libvirt has no such domain. */
+static void domstate(const struct lvhost *h, const char *dom, char *st, size_t len)
+{
+	char out[1024];
+
+	if (virsh(h, out, sizeof(out), "domstate", "--reason", dom, NULL)) {
+		ck_assert_msg(strstr(out, "failed to get domain"), "host %s: domstate %s: %s",
+			      h->name, dom, out);
+		snprintf(st, len, "gone");
+		return;
+	}
+	out[strcspn(out, "\n")] = '\0';
+	if (strlen(out) >= len)
+		out[len - 1] = '\0';
+	memcpy(st, out, strlen(out) + 1);
+}
+
+/* A file of @h's own (its serial log, its guest RAM), seen from here. */
+static void on_host(const struct lvhost *h, const char *path, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/%d/root%s", h->pid, path);
+}
+
+/* ---- the hosts ------------------------------------------------------------------- */
+
+static void host_script(char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/test/integration/support/libvirt-host", lv.repo);
+}
+
+/* Starts @h's libvirtd and virtlockd: 0, or -1 with the reason in @why
+ * (libvirt-host's own words: libvirt not installed, the daemon's log). */
+static int host_start(struct lvhost *h, char *why, size_t len)
+{
+	char script[600], out[4096];
+	char *argv[] = { script, "start", lv.dir, (char *)h->name, NULL };
+	char *text;
+	int rc;
+
+	host_script(script, sizeof(script));
+	rc = run(argv, out, sizeof(out), 120000);
+	if (rc || sscanf(out, "%d", &h->pid) != 1) {
+		/* It may have got as far as a daemon: host_stop stops whatever
+		 * it left (libvirt-host finds it by DIR/NAME/pid). */
+		h->pid = -1;
+		snprintf(why, len, "libvirt-host start %s (exit %d): %s", h->name, rc, out);
+		return -1;
+	}
+	snprintf(h->uri, sizeof(h->uri), "qemu:///system?socket=%s/%s/libvirt-sock", lv.dir,
+		 h->name);
+	on_host(h, "/run/libvirt/virtlockd.pid", out, sizeof(out));
+	text = tu_slurp(out, NULL);
+	rc = text && sscanf(text, "%d", &h->lockd) == 1 ? 0 : -1;
+	free(text);
+	if (rc)
+		snprintf(why, len, "host %s: libvirtd runs but no virtlockd (%s)", h->name, out);
+	return rc;
+}
+
+static void host_stop(struct lvhost *h)
+{
+	char script[600], out[4096];
+	char *argv[] = { script, "stop", lv.dir, (char *)h->name, NULL };
+
+	if (!h->pid)
+		return;
+	host_script(script, sizeof(script));
+	run(argv, out, sizeof(out), 120000);
+	h->pid = 0;
+}
+
+static void hosts_down(void)
+{
+	host_stop(&lv.a);
+	host_stop(&lv.b);
+	tu_rmdir(lv.dir);
+}
+
+static void hosts_up(void)
+{
+	char build[512], real[PATH_MAX], why[4200], *slash;
+
+	/* The checkout holds the build directory, and the tool and script. */
+	ck_assert_ptr_nonnull(realpath(tu_build_path(".", build, sizeof(build)), real));
+	ck_assert_uint_lt(strlen(real), sizeof(lv.repo));
+	memcpy(lv.repo, real, strlen(real) + 1);
+	slash = strrchr(lv.repo, '/');
+	ck_assert_ptr_nonnull(slash);
+	*slash = '\0';
+	tu_tmpdir(lv.dir, sizeof(lv.dir));
+	/* QEMU runs as libvirt-qemu and opens the disk images here. */
+	ck_assert_int_eq(chmod(lv.dir, 0755), 0);
+	/* Libvirt that cannot start fails the suite, saying why: never a
+	 * skipped test.  A failed unchecked fixture gets no teardown, so
+	 * whatever did start is stopped here. */
+	if (host_start(&lv.a, why, sizeof(why)) || host_start(&lv.b, why, sizeof(why))) {
+		hosts_down();
+		ck_abort_msg("%s", why);
+	}
+}
+
+/* ---- a domain -------------------------------------------------------------------- */
+
+enum ram_kind { RAM_FILE, RAM_MEMFD, RAM_PRIVATE };
+
+struct dom {
+	const char *name;
+	char dir[300];          /* its shared storage: disk image, key, XML */
+	char key[340], serial[200];
+	char tool[600], sendbin[512], recvbin[512];
+	struct tu_run mig;
+};
+
+/* Defines @d on host A, as the README asks for a domain rdmig moves (with
+ * @kind's RAM instead), and starts it. */
+static void dom_start(struct dom *d, const char *name, enum ram_kind kind)
+{
+	static const char *const ram[] = {
+		[RAM_FILE] = "<memoryBacking><source type='file'/><access mode='shared'/>"
+			     "</memoryBacking>",
+		[RAM_MEMFD] = "<memoryBacking><source type='memfd'/><access mode='shared'/>"
+			      "</memoryBacking>",
+		[RAM_PRIVATE] = "",
+	};
+	char img[360], xml[360], out[4096];
+	const char *tool = getenv("RDMIG_LIBVIRT_TOOL");
+	FILE *f;
+	int fd;
+
+	memset(d, 0, sizeof(*d));
+	d->name = name;
+	snprintf(d->dir, sizeof(d->dir), "%s/%s", lv.dir, name);
+	ck_assert_int_eq(mkdir(d->dir, 0755), 0);
+	snprintf(img, sizeof(img), "%s/guest.img", d->dir);
+	guest_image(img, GUEST_DELAY);
+	snprintf(d->key, sizeof(d->key), "%s/key", d->dir);
+	fd = open(d->key, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "the migration's shared secret", 29), 29);
+	close(fd);
+	snprintf(d->serial, sizeof(d->serial), "/var/log/libvirt/qemu/%s.serial", name);
+	if (tool && *tool)
+		snprintf(d->tool, sizeof(d->tool), "%s", tool);
+	else
+		snprintf(d->tool, sizeof(d->tool), "%s/tools/rdmig-libvirt", lv.repo);
+	tu_build_path("bin/migrate-send", d->sendbin, sizeof(d->sendbin));
+	tu_build_path("bin/migrate-recv", d->recvbin, sizeof(d->recvbin));
+
+	snprintf(xml, sizeof(xml), "%s/domain.xml", d->dir);
+	f = fopen(xml, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f,
+		"<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
+		"  <name>%s</name>\n"
+		"  <memory unit='MiB'>128</memory>\n"
+		"  <vcpu>1</vcpu>\n"
+		"  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>\n"
+		"  %s\n"
+		"  <devices>\n"
+		"    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
+		"    <disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+		"<source file='%s'/><target dev='hda' bus='ide'/></disk>\n"
+		"    <serial type='file'><source path='%s'/><target port='0'/></serial>\n"
+		"    <memballoon model='none'/>\n"
+		"  </devices>\n"
+		"  <qemu:commandline>\n"
+		"    <qemu:arg value='-qmp'/>\n"
+		"    <qemu:arg value='unix:/run/rdmig/%s.qmp,server=on,wait=off'/>\n"
+		"  </qemu:commandline>\n"
+		"</domain>\n", name, ram[kind], img, d->serial, name);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "define", xml, NULL) == 0, "define: %s", out);
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "start", name, NULL) == 0, "start: %s", out);
+}
+
+static void dom_serial(const struct dom *d, const struct lvhost *h, char *buf, size_t len)
+{
+	on_host(h, d->serial, buf, len);
+}
+
+/* tools/rdmig-libvirt migrate, run on host A (nsenter), moving @d to host
+ * B whose commands it runs through nsenter as it would through ssh;
+ * @extra: more of its options (NULL-terminated, may be NULL). */
+static void dom_migrate(struct dom *d, const char *const *extra)
+{
+	char nsenter[64], pid[16], dexec[128];
+	char *argv[48];
+	int n = 0;
+
+	snprintf(pid, sizeof(pid), "%d", lv.a.pid);
+	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- sh -c", bin("nsenter", nsenter,
+		 sizeof(nsenter)), lv.b.pid);
+	argv[n++] = nsenter;
+	argv[n++] = "-t";
+	argv[n++] = pid;
+	argv[n++] = "-m";
+	argv[n++] = "--";
+	argv[n++] = d->tool;
+	argv[n++] = "migrate";
+	argv[n++] = (char *)d->name;
+	argv[n++] = "--connect";
+	argv[n++] = lv.a.uri;
+	argv[n++] = "--dest-connect";
+	argv[n++] = lv.b.uri;
+	argv[n++] = "--dest-exec";
+	argv[n++] = dexec;
+	argv[n++] = "--listen";
+	argv[n++] = (char *)tu_addr();
+	argv[n++] = "--auth-key";
+	argv[n++] = d->key;
+	argv[n++] = "--timeout";
+	argv[n++] = "10";
+	argv[n++] = "--json";
+	argv[n++] = "--migrate-send";
+	argv[n++] = d->sendbin;
+	argv[n++] = "--migrate-recv";
+	argv[n++] = d->recvbin;
+	while (extra && *extra && n < 47)
+		argv[n++] = (char *)*extra++;
+	argv[n] = NULL;
+	tu_run_spawn(&d->mig, d->dir, "migrate", argv);
+}
+
+static void dom_dump(struct dom *d)
+{
+	char log[200], path[300];
+
+	tu_run_dump(&d->mig, "rdmig-libvirt");
+	snprintf(log, sizeof(log), "/var/log/libvirt/qemu/%s.log", d->name);
+	on_host(&lv.a, log, path, sizeof(path));
+	tu_dump("host A: QEMU's log", path);
+	on_host(&lv.b, log, path, sizeof(path));
+	tu_dump("host B: QEMU's log", path);
+}
+
+/* The domain goes from both hosts, whatever state each left it in. */
+static void dom_free(struct dom *d)
+{
+	const struct lvhost *h[] = { &lv.a, &lv.b };
+	char out[1024];
+	size_t i;
+
+	if (d->mig.p.pid > 0 && !d->mig.p.reaped) {
+		tu_kill(&d->mig.p, SIGKILL);
+		tu_wait(&d->mig.p, 5000);
+	}
+	for (i = 0; i < 2; i++) {
+		virsh(h[i], out, sizeof(out), "destroy", d->name, NULL);
+		virsh(h[i], out, sizeof(out), "undefine", d->name, NULL);
+	}
+	tu_rmdir(d->dir);
+}
+
+/* A string member of a JSON event, "" when missing. */
+static const char *jstr(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	return o && json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+}
+
+/* The pid of the one migrate-recv running. */
+static pid_t find_recv(void)
+{
+	char path[300], comm[64];
+	struct dirent *de;
+	pid_t pid = 0;
+	DIR *dir = opendir("/proc");
+	FILE *f;
+
+	ck_assert_ptr_nonnull(dir);
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, "migrate-recv\n"))
+			pid = atoi(de->d_name);
+		fclose(f);
+	}
+	closedir(dir);
+	return pid;
+}
+
+/* Which virtlockd holds the lease on @d's disk (libvirt's automatic disk
+ * lease: a POSIX lock on the file named by the SHA-256 of the disk's path
+ * in the shared lockspace): "A", "B" or "nobody". */
+static const char *lease_holder(const struct dom *d)
+{
+	unsigned char sum[crypto_hash_sha256_BYTES];
+	char hex[2 * sizeof(sum) + 1], path[400], line[256], img[360];
+	unsigned maj, min;
+	unsigned long ino;
+	struct stat st;
+	int pid, holder = 0;
+	size_t i;
+	FILE *f;
+
+	snprintf(img, sizeof(img), "%s/guest.img", d->dir);
+	crypto_hash_sha256(sum, (const unsigned char *)img, strlen(img));
+	for (i = 0; i < sizeof(sum); i++)
+		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	snprintf(path, sizeof(path), "%s/lockspace/%s", lv.dir, hex);
+	/* virtlockd removes the file when it releases the last hold. */
+	if (stat(path, &st) && errno == ENOENT)
+		return "nobody";
+	ck_assert_msg(stat(path, &st) == 0, "lease file %s for %s: %s", path, img,
+		      strerror(errno));
+	f = fopen("/proc/locks", "r");
+	ck_assert_ptr_nonnull(f);
+	/* "1: POSIX  ADVISORY  WRITE 1234 00:2e:5678 0 EOF" */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*s POSIX %*s %*s %d %x:%x:%lu", &pid, &maj, &min, &ino) == 4 &&
+		    ino == st.st_ino && maj == major(st.st_dev) && min == minor(st.st_dev))
+			holder = pid;
+	fclose(f);
+	return holder == 0 ? "nobody" : holder == lv.a.lockd ? "A" : holder == lv.b.lockd ? "B"
+	       : "someone else";
+}
+
+static void expect_lease(const struct dom *d, const char *want)
+{
+	const char *got = lease_holder(d);
+
+	ck_assert_msg(!strcmp(got, want), "%s: the disk lease is held by %s, expected host %s",
+		      d->name, got, want);
+}
+
+/* The owner of @d's disk image (libvirt's DAC label: QEMU's user while a
+ * domain runs it) in @st. */
+static void image_owner(const struct dom *d, struct stat *st)
+{
+	char img[360];
+
+	snprintf(img, sizeof(img), "%s/guest.img", d->dir);
+	ck_assert_int_eq(stat(img, st), 0);
+}
+
+/* The other host's destroy restores the image's DAC label (to root, as on
+ * NFS where libvirt cannot remember owners): the QEMU still running must
+ * keep its owner @st0, or it cannot reopen its disk. */
+static void expect_owner(const struct dom *d, const struct stat *st0, const char *host)
+{
+	struct stat st;
+
+	image_owner(d, &st);
+	ck_assert_msg(st.st_uid == st0->st_uid && st.st_gid == st0->st_gid,
+		      "%s: the disk image is %u:%u, host %s's QEMU runs as %u:%u", d->name,
+		      (unsigned)st.st_uid, (unsigned)st.st_gid, host, (unsigned)st0->st_uid,
+		      (unsigned)st0->st_gid);
+}
+
+/* ---- tests ----------------------------------------------------------------------- */
+
+/* The guest moves live from host A to B: afterwards B's libvirt says
+ * running and A's shut off, A cannot resume it, B has it defined
+ * (--persistent) without -incoming, the guest keeps making passes on B and
+ * its RAM there is consistent. */
+START_TEST(live_migration)
+{
+	char ser_a[300], ser_b[300], out[8192], st_a[128], st_b[128], ram[600], pat[200];
+	char line[512], *text;
+	struct json_object *done;
+	struct stat st0;
+	glob_t g;
+	struct dom d;
+	int rc, m0;
+
+	dom_start(&d, "lv-live", RAM_FILE);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	dom_serial(&d, &lv.b, ser_b, sizeof(ser_b));
+	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	expect_lease(&d, "A");
+	image_owner(&d, &st0);
+	/* libvirt's DAC driver gave it to QEMU's user: what A's destroy undoes. */
+	ck_assert_msg(st0.st_uid != 0, "host A's libvirt left the disk image to root");
+	dom_migrate(&d, (const char *[]){ "--persistent", "--max-downtime", "300", NULL });
+	rc = tu_run_finish(&d.mig, 300000);
+	if (rc)
+		dom_dump(&d);
+	ck_assert_int_eq(rc, 0);
+	done = tu_event_in(d.mig.out, "completed");
+	ck_assert_ptr_nonnull(done);
+
+	/* What each libvirt says, asked as an operator would. */
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	domstate(&lv.b, d.name, st_b, sizeof(st_b));
+	ck_assert_msg(!strncmp(st_a, "shut off", 8), "host A: %s, expected shut off", st_a);
+	ck_assert_msg(!strncmp(st_b, "running", 7), "host B: %s, expected running", st_b);
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "resume", d.name, NULL) != 0,
+		      "host A resumed the migrated guest: %s", out);
+	ck_assert_int_eq(virsh(&lv.b, out, sizeof(out), "dominfo", d.name, NULL), 0);
+	ck_assert_msg(strstr(out, "Persistent:     yes"), "host B: not persistent: %s", out);
+	ck_assert_int_eq(virsh(&lv.b, out, sizeof(out), "dumpxml", "--inactive", d.name, NULL), 0);
+	ck_assert_msg(!strstr(out, "-incoming"), "host B's definition waits for a migration: %s",
+		      out);
+	/* B's libvirt resumed the guest: it took the disk lease A's released. */
+	expect_lease(&d, "B");
+	/* What the README says libvirt notes of the QMP socket rdmig uses. */
+	snprintf(pat, sizeof(pat), "/var/log/libvirt/qemu/%s.log", d.name);
+	on_host(&lv.b, pat, ram, sizeof(ram));
+	text = tu_slurp(ram, NULL);
+	ck_assert_msg(text && strstr(text, "tainted: custom-argv"), "host B: no taint in %s: %s",
+		      ram, text ? text : "(none)");
+	free(text);
+	/* Destroying the domain on A restored the disk's DAC label, with no
+	 * migration of libvirt's own to tell it not to: B's QEMU must keep
+	 * the image's owner (it reopens the image for block jobs, say). */
+	expect_owner(&d, &st0, "B");
+
+	/* The guest runs on B: new passes, written to B's serial log. */
+	m0 = guest_markers(ser_b, 1);
+	guest_wait_markers(ser_b, 1, m0 + 2, 120000, "the guest on host B");
+	ck_assert_msg(virsh(&lv.b, out, sizeof(out), "suspend", d.name, NULL) == 0, "%s", out);
+	snprintf(pat, sizeof(pat), "/dev/shm/libvirt/libvirt/qemu/*-%s/pc.ram", d.name);
+	on_host(&lv.b, pat, ram, sizeof(ram));
+	ck_assert_msg(glob(ram, 0, NULL, &g) == 0 && g.gl_pathc == 1, "host B: no %s", ram);
+	rc = guest_check(g.gl_pathv[0], line, sizeof(line));
+	globfree(&g);
+	ck_assert_msg(rc == 0, "host B: guest RAM: %s", line);
+	printf("libvirt: live migration of a running libvirt domain (128 MiB, TCG): total %" PRIu64
+	       " ms, downtime %" PRIu64 " ms + %" PRIu64 " ms for libvirt's resume, %" PRIu64
+	       " rounds; host A %s, host B %s (then %d passes there), disk lease held by B, "
+	       "disk image owned by %u:%u (%s); RAM on B %s\n",
+	       tu_jnum(done, "total-time"), tu_jnum(done, "downtime"),
+	       tu_jnum(done, "resume-time"), tu_jnum(done, "dirty-sync-count"), st_a, st_b,
+	       guest_markers(ser_b, 1) - m0, (unsigned)st0.st_uid, (unsigned)st0.st_gid,
+	       json_object_object_get_ex(done, "disks-given-back", NULL) ?
+	       "given back by the tool after A's destroy" : "untouched by A's destroy", line);
+	json_object_put(done);
+	dom_free(&d);
+}
+END_TEST
+
+/* migrate-recv killed mid-stream: the tool fails with migrate-send's 5,
+ * host A's libvirt says running and the guest makes passes there, host B
+ * has no such domain. */
+START_TEST(recv_killed_source_runs)
+{
+	char ser_a[300], st_a[128], st_b[128];
+	struct json_object *ev;
+	struct stat st0;
+	struct dom d;
+	pid_t recv;
+	int rc, m0;
+
+	dom_start(&d, "lv-kill", RAM_FILE);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	image_owner(&d, &st0);
+	/* Slow enough that the first round is still going. */
+	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "8M", NULL });
+	ev = tu_wait_event(&d.mig, "setup", 120000);
+	if (!ev)
+		dom_dump(&d);
+	ck_assert_msg(ev != NULL, "the migration never started");
+	json_object_put(ev);
+	usleep(1000 * 1000);
+	recv = find_recv();
+	ck_assert_msg(recv > 0, "no migrate-recv running");
+	kill(recv, SIGKILL);
+	rc = tu_run_finish(&d.mig, 120000);
+	if (rc != 5)
+		dom_dump(&d);
+	ck_assert_int_eq(rc, 5);
+	ev = tu_event_in(d.mig.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	domstate(&lv.b, d.name, st_b, sizeof(st_b));
+	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
+	expect_lease(&d, "A");
+	expect_owner(&d, &st0, "A");
+	m0 = guest_markers(ser_a, 0);
+	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the failure");
+	printf("libvirt: migrate-recv killed mid-stream: exit 5 (%s); host A %s, host B %s, the "
+	       "guest making passes on A, disk lease held by A\n", jstr(ev, "error"), st_a, st_b);
+	json_object_put(ev);
+	dom_free(&d);
+}
+END_TEST
+
+/* migrate-recv killed after QEMU stopped the guest for the switch-over
+ * (libvirt's Suspended event: it released the disk lease then): the tool
+ * fails, and host A's libvirt says running and holds the lease again (QEMU
+ * or migrate-send resumed the guest behind libvirt's back, and libvirt takes
+ * a lease back only when it resumes the guest itself); host B has no such
+ * domain. */
+START_TEST(switchover_failure_source_runs)
+{
+	char vbin[64], sbin[64], ser_a[300], st_a[128], st_b[128], *text = NULL;
+	char *argv[] = { (char *)bin("stdbuf", sbin, sizeof(sbin)), "-oL",
+			 (char *)bin("virsh", vbin, sizeof(vbin)), "-q", "-c", lv.a.uri, "event",
+			 "--domain", "lv-stop", "--event", "lifecycle", "--loop", NULL };
+	struct json_object *ev;
+	struct tu_run events;
+	struct stat st0;
+	uint64_t t0;
+	struct dom d;
+	pid_t recv;
+	int rc, m0;
+
+	dom_start(&d, "lv-stop", RAM_FILE);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	image_owner(&d, &st0);
+	tu_run_spawn(&events, d.dir, "events", argv);
+	/* A downtime budget of 2 s leaves that much for the last round after
+	 * the stop: time enough to see the stop and kill migrate-recv in it. */
+	dom_migrate(&d, (const char *[]){ "--max-downtime", "2000", NULL });
+	ev = tu_wait_event(&d.mig, "setup", 120000);
+	if (!ev)
+		dom_dump(&d);
+	ck_assert_msg(ev != NULL, "the migration never started");
+	json_object_put(ev);
+	recv = find_recv();
+	ck_assert_msg(recv > 0, "no migrate-recv running");
+	t0 = tu_now_ms();
+	while (tu_now_ms() - t0 < 180000 && !tu_has_event(d.mig.out, "completed")) {
+		free(text);
+		text = tu_slurp(events.out, NULL);
+		if (text && strstr(text, "Suspended"))
+			break;
+		usleep(5000);
+	}
+	ck_assert_msg(text && strstr(text, "Suspended"), "host A's libvirt never saw QEMU stop "
+		      "the guest: %s", text ? text : "");
+	free(text);
+	kill(recv, SIGKILL);
+	rc = tu_run_finish(&d.mig, 120000);
+	tu_kill(&events.p, SIGKILL);
+	tu_wait(&events.p, 5000);
+	if (rc != 5)
+		dom_dump(&d);
+	ck_assert_int_eq(rc, 5);
+	ev = tu_event_in(d.mig.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	domstate(&lv.b, d.name, st_b, sizeof(st_b));
+	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
+	expect_lease(&d, "A");
+	expect_owner(&d, &st0, "A");
+	m0 = guest_markers(ser_a, 0);
+	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the failure");
+	text = tu_slurp(events.out, NULL);
+	printf("libvirt: migrate-recv killed once QEMU had stopped the guest: exit 5 (%s); host A "
+	       "%s, host B %s, disk lease held by A again; host A's events: %s", jstr(ev, "error"),
+	       st_a, st_b, text ? text : "");
+	free(text);
+	json_object_put(ev);
+	dom_free(&d);
+}
+END_TEST
+
+/* The operator cancels (SIGTERM to the tool) mid-stream: exit 7, host A's
+ * libvirt says running, host B has no such domain. */
+START_TEST(cancel_source_runs)
+{
+	char ser_a[300], st_a[128], st_b[128];
+	struct json_object *ev;
+	struct stat st0;
+	struct dom d;
+	int rc, m0;
+
+	dom_start(&d, "lv-cancel", RAM_FILE);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	image_owner(&d, &st0);
+	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "8M", NULL });
+	ev = tu_wait_event(&d.mig, "setup", 120000);
+	if (!ev)
+		dom_dump(&d);
+	ck_assert_msg(ev != NULL, "the migration never started");
+	json_object_put(ev);
+	usleep(1000 * 1000);
+	tu_kill(&d.mig.p, SIGTERM);
+	rc = tu_run_finish(&d.mig, 120000);
+	if (rc != 7)
+		dom_dump(&d);
+	ck_assert_int_eq(rc, 7);
+	ev = tu_event_in(d.mig.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	domstate(&lv.b, d.name, st_b, sizeof(st_b));
+	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
+	ck_assert_msg(find_recv() == 0, "migrate-recv still runs");
+	expect_lease(&d, "A");
+	expect_owner(&d, &st0, "A");
+	m0 = guest_markers(ser_a, 0);
+	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the cancel");
+	printf("libvirt: cancelled (SIGTERM) mid-stream: exit 7 (%s); host A %s, host B %s\n",
+	       jstr(ev, "error"), st_a, st_b);
+	json_object_put(ev);
+	dom_free(&d);
+}
+END_TEST
+
+/* A domain whose RAM rdmig cannot carry: refused (exit 2) before anything
+ * starts, with the XML that fixes it; nothing on host B, the guest runs on
+ * A. */
+static void refused(enum ram_kind kind, const char *name, const char *what)
+{
+	char st_a[128], st_b[128], *err;
+	struct dom d;
+	int rc;
+
+	dom_start(&d, name, kind);
+	dom_migrate(&d, NULL);
+	rc = tu_run_finish(&d.mig, 120000);
+	err = tu_slurp(d.mig.err, NULL);
+	ck_assert_ptr_nonnull(err);
+	if (rc != 2)
+		dom_dump(&d);
+	ck_assert_msg(rc == 2, "exit %d: %s", rc, err);
+	ck_assert_msg(strstr(err, what), "no \"%s\" in: %s", what, err);
+	ck_assert_msg(strstr(err, "<source type='file'/>") && strstr(err, "<access mode='shared'/>"),
+		      "the fix is not named: %s", err);
+	domstate(&lv.b, d.name, st_b, sizeof(st_b));
+	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	expect_lease(&d, "A");
+	printf("libvirt: %s refused, host A %s, host B %s: %s", name, st_a, st_b, err);
+	free(err);
+	dom_free(&d);
+}
+
+START_TEST(memfd_refused)
+{
+	refused(RAM_MEMFD, "lv-memfd", "memfd");
+}
+END_TEST
+
+START_TEST(private_refused)
+{
+	refused(RAM_PRIVATE, "lv-private", "not in a shared file");
+}
+END_TEST
+
+Suite *libvirt_suite(void)
+{
+	Suite *s = suite_create("libvirt");
+	TCase *tc = tcase_create("libvirt-9.0");
+
+	/* Both daemons once for all tests (they start in seconds, but probe
+	 * QEMU's capabilities under TCG first). */
+	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, memfd_refused);
+	tcase_add_test(tc, private_refused);
+	tcase_add_test(tc, live_migration);
+	tcase_add_test(tc, recv_killed_source_runs);
+	tcase_add_test(tc, switchover_failure_source_runs);
+	tcase_add_test(tc, cancel_source_runs);
+	suite_add_tcase(s, tc);
+	return s;
+}
