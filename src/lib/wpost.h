@@ -22,7 +22,9 @@
  * thread, and the wake fd is written so an event loop notices at once.
  *
  * The threads are made at setup (wpost_start) and stopped with the
- * migration, before the queue pairs go (wpost_stop); the event-loop
+ * migration, before the queue pairs go (wpost_stop).  Unlike the other
+ * helpers they keep the caller's priority: their work is the sending
+ * itself, which the driving thread would otherwise do.  The event-loop
  * contract is unchanged: the caller's thread still drives every step, and
  * the handle's fd is readable when a thread needs it. */
 #ifndef RDMIG_WPOST_H

@@ -36,6 +36,10 @@ static void *run(void *arg)
 	unsigned i;
 	int want;
 
+	/* Below the driving thread, as the other helpers (util.h): a page no
+	 * helper got to is read by the sweep itself, so the helpers only use
+	 * the CPU the driving thread leaves. */
+	rd_thread_background();
 	for (;;) {
 		pthread_mutex_lock(&z->lock);
 		while (!atomic_load(&z->stop) && !z->pending)
