@@ -298,6 +298,9 @@ static int reap_registrations(struct rdmig_dest *d)
  * CQ from ever emptying (every ITER_ACK hands its credits back for more
  * ZERO_RANGES and ITER_END): draining to the end would never return.
  * 1 when work was left, 0 when the CQ is empty, or a negative errno. */
+/* What drain_cq stopped at. */
+enum { DRAIN_EMPTY = 0, DRAIN_CUT = 1, DRAIN_WAITING = 2 };
+
 static int drain_cq(struct rdmig_dest *d, int64_t until)
 {
 	const struct ibv_wc *wc = NULL;
@@ -309,15 +312,17 @@ static int drain_cq(struct rdmig_dest *d, int64_t until)
 		if (rc < 0)
 			return rc;
 		if (rc == DST_JOB_CUT)
-			return 1;
+			return DRAIN_CUT;
 		/* Waiting for the helper, which wakes the fd when it is done.
 		 * The completions behind wait in the CQ; its channel is
 		 * re-armed for new ones, or its unread event would keep the
 		 * fd readable all the while. */
-		if (rc == DST_JOB_WAITING)
-			return fab_cq_rearm(d->ss.conn);
+		if (rc == DST_JOB_WAITING) {
+			rc = fab_cq_rearm(d->ss.conn);
+			return rc ? rc : DRAIN_WAITING;
+		}
 		if (wcs == DST_STEP_WCS || msgs == DST_STEP_MSGS || (msgs && rd_now_us() > until))
-			return 1;
+			return DRAIN_CUT;
 		rc = next_wc(d, &wc);
 		if (rc <= 0)
 			return rc;
@@ -361,10 +366,24 @@ static int step(struct rdmig_dest *d)
 	rc = drain_cq(d, until);
 	if (rc < 0)
 		return rc;
-	if (rc > 0)
+	if (rc == DRAIN_CUT)
 		d->step_end = DSTEP_CUT;
-	else
+	/* Gone: what it sent before is read to the end first. */
+	if (d->src_gone)
+		return rc == DRAIN_EMPTY ? -ECONNRESET : 0;
+	if (rc != DRAIN_CUT) {
+		bool regs = rc == DRAIN_WAITING && regq_pending(&d->rq);
+
 		rc = cm_events(d);
+		/* The source's ERROR may be in the CQ behind a message whose
+		 * registrations the helpers are doing (a cancel during a
+		 * REGISTER_REQ): its disconnect waits for them, which is not
+		 * long, and a helper wakes the fd when they are done. */
+		if (rc == -ECONNRESET && regs) {
+			d->src_gone = true;
+			return 0;
+		}
+	}
 	if (rc)
 		return rc;
 	if (d->chans) {

@@ -111,6 +111,10 @@ struct rdmig_dest {
 	struct session ss;
 	enum dst_state state;
 	enum dst_step_end step_end;
+	/* The source disconnected while a message waited for our
+	 * registrations: what it sent before (an ERROR saying why) is read
+	 * first, then this fails the migration. */
+	bool src_gone;
 	int result;
 
 	struct dst_block *blocks;   /* configured or mapped on demand */
