@@ -43,7 +43,7 @@ echo "  LD      $out/fuzz_dest"
 $CC $common $warn $san -o "$out/fuzz_dest" test/fuzz/fuzz_dest.c \
 	$codec_src src/lib/privdata.c src/lib/util.c src/lib/blocks.c \
 	src/lib/creg.c src/lib/zero.c src/lib/bitmap.c src/lib/config.c src/lib/auth.c \
-	src/lib/session.c src/lib/populate.c \
+	src/lib/session.c src/lib/populate.c src/lib/regpool.c \
 	"$out/rdmig.pb-c.o" $pb_libs $(pkg-config --libs libsodium libxxhash) -lpthread
 
 # Data-channel admission: the rule alone (chan_admit), fabric stubbed out.
