@@ -334,7 +334,7 @@ check-two-guests: tests
 # libvirt daemons in the bed (make check runs it with the other suites).
 check-libvirt: bootstrap-if-needed
 	$(MAKE) all tests
-	CK_RUN_SUITE=libvirt tools/softroce --timeout 900 -- $(INTEG_BIN)
+	CK_RUN_SUITE=libvirt tools/softroce --timeout 1200 -- $(INTEG_BIN)
 
 .PHONY: check-libvirt
 # ---- end libvirt -----------------------------------------------------------------
