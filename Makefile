@@ -219,7 +219,9 @@ tests: $(UNIT_BIN) $(INTEG_BIN) $(PEER_BIN) $(BINS) $(SHIM_SO) $(B)/guest/bootse
 # Integration tests find the binaries they drive through this variable.
 export RDMIG_BUILD := $(abspath $(B))
 
-SOFTROCE_TIMEOUT ?= 1800
+# One bed run holds every suite, the libvirt suite with its faults case
+# alone ~12 min of it: room for a 2-core machine under a competing load.
+SOFTROCE_TIMEOUT ?= 3600
 
 check: bootstrap-if-needed qemu-root-if-needed kernel-root-if-needed
 	$(MAKE) all tests
