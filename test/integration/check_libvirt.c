@@ -18,6 +18,11 @@
  * destination has no such domain; a domain whose RAM is a memfd or private
  * is refused before anything starts, naming the fix.
  *
+ * The libvirt-faults case is what the tool must survive: a QMP socket that
+ * is not the domain's QEMU's (a clone's, another process's), a migrate-recv
+ * no signal reaches (as through ssh), the reader of --json gone, the tool
+ * itself killed, the destination's libvirtd no longer answering.
+ *
  * RDMIG_LIBVIRT_TOOL names another tool to test (a broken one, to see the
  * tests fail). */
 #include <check.h>
@@ -34,7 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sodium.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -227,12 +234,19 @@ struct dom {
 	char dir[300];          /* its shared storage: disk image, key, XML */
 	char key[340], serial[200];
 	char tool[600], sendbin[512], recvbin[512];
+	/* How dom_migrate runs the tool and migrate-recv: words before the
+	 * tool's (a shell pipeline, say), and the command --dest-exec ends
+	 * with after nsenter ("sh -c" when NULL). */
+	const char *const *wrap;
+	const char *dexec_tail;
 	struct tu_run mig;
 };
 
 /* Defines @d on host A, as the README asks for a domain rdmig moves (with
- * @kind's RAM instead), and starts it. */
-static void dom_start(struct dom *d, const char *name, enum ram_kind kind)
+ * @kind's RAM instead, and the QMP socket /run/rdmig/@qmp.qmp), and starts
+ * it. */
+static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
+			  const char *qmp)
 {
 	static const char *const ram[] = {
 		[RAM_FILE] = "<memoryBacking><source type='file'/><access mode='shared'/>"
@@ -286,10 +300,15 @@ static void dom_start(struct dom *d, const char *name, enum ram_kind kind)
 		"    <qemu:arg value='-qmp'/>\n"
 		"    <qemu:arg value='unix:/run/rdmig/%s.qmp,server=on,wait=off'/>\n"
 		"  </qemu:commandline>\n"
-		"</domain>\n", name, ram[kind], img, d->serial, name);
+		"</domain>\n", name, ram[kind], img, d->serial, qmp);
 	ck_assert_int_eq(fclose(f), 0);
 	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "define", xml, NULL) == 0, "define: %s", out);
 	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "start", name, NULL) == 0, "start: %s", out);
+}
+
+static void dom_start(struct dom *d, const char *name, enum ram_kind kind)
+{
+	dom_start_qmp(d, name, kind, name);
 }
 
 static void dom_serial(const struct dom *d, const struct lvhost *h, char *buf, size_t len)
@@ -303,12 +322,15 @@ static void dom_serial(const struct dom *d, const struct lvhost *h, char *buf, s
 static void dom_migrate(struct dom *d, const char *const *extra)
 {
 	char nsenter[64], pid[16], dexec[128];
+	const char *const *w;
 	char *argv[48];
 	int n = 0;
 
 	snprintf(pid, sizeof(pid), "%d", lv.a.pid);
-	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- sh -c", bin("nsenter", nsenter,
-		 sizeof(nsenter)), lv.b.pid);
+	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- %s", bin("nsenter", nsenter,
+		 sizeof(nsenter)), lv.b.pid, d->dexec_tail ? d->dexec_tail : "sh -c");
+	for (w = d->wrap; w && *w && n < 8; w++)
+		argv[n++] = (char *)*w;
 	argv[n++] = nsenter;
 	argv[n++] = "-t";
 	argv[n++] = pid;
@@ -378,8 +400,8 @@ static const char *jstr(struct json_object *o, const char *key)
 	return o && json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
 }
 
-/* The pid of the one migrate-recv running. */
-static pid_t find_recv(void)
+/* The pid of the one process called @name running (0: none). */
+static pid_t find_proc(const char *name)
 {
 	char path[300], comm[64];
 	struct dirent *de;
@@ -395,12 +417,32 @@ static pid_t find_recv(void)
 		f = fopen(path, "r");
 		if (!f)
 			continue;
-		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, "migrate-recv\n"))
+		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, name, strlen(name)) &&
+		    !strcmp(comm + strlen(name), "\n"))
 			pid = atoi(de->d_name);
 		fclose(f);
 	}
 	closedir(dir);
 	return pid;
+}
+
+/* The pid of the one migrate-recv running. */
+static pid_t find_recv(void)
+{
+	return find_proc("migrate-recv");
+}
+
+/* Waits up to @ms for no process called @name: whether there is none. */
+static int proc_gone(const char *name, int ms)
+{
+	uint64_t t0 = tu_now_ms();
+
+	while (find_proc(name)) {
+		if (tu_now_ms() - t0 > (uint64_t)ms)
+			return 0;
+		usleep(50 * 1000);
+	}
+	return 1;
 }
 
 /* Which virtlockd holds the lease on @d's disk (libvirt's automatic disk
@@ -472,6 +514,15 @@ static void expect_owner(const struct dom *d, const struct stat *st0, const char
 }
 
 /* ---- tests ----------------------------------------------------------------------- */
+
+/* Waits for @d's guest to make two passes on host A. */
+static void guest_wait_markers_on_a(const struct dom *d)
+{
+	char ser[300];
+
+	dom_serial(d, &lv.a, ser, sizeof(ser));
+	guest_wait_markers(ser, 0, 2, 120000, "the guest on host A");
+}
 
 /* The guest moves live from host A to B: afterwards B's libvirt says
  * running and A's shut off, A cannot resume it, B has it defined
@@ -720,6 +771,233 @@ START_TEST(cancel_source_runs)
 }
 END_TEST
 
+/* The tool killed (SIGKILL: no rollback of its own) mid-stream: its
+ * children must not carry on behind it, migrating the guest with nobody
+ * left to tell libvirt (before PR_SET_PDEATHSIG they did: migrate-send in a
+ * session of its own finished the migration and left the source paused).
+ * migrate-send cancels on the SIGTERM it gets, so the guest runs on A. */
+START_TEST(tool_killed_children_stop)
+{
+	char ser_a[300], st_a[128];
+	struct json_object *ev;
+	struct dom d;
+	int rc, m0, gone;
+
+	dom_start(&d, "lv-tkill", RAM_FILE);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
+	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "4M", NULL });
+	ev = tu_wait_event(&d.mig, "setup", 120000);
+	if (!ev)
+		dom_dump(&d);
+	ck_assert_msg(ev != NULL, "the migration never started");
+	json_object_put(ev);
+	usleep(1000 * 1000);
+	tu_kill(&d.mig.p, SIGKILL);
+	rc = tu_run_finish(&d.mig, 10000);
+	ck_assert_int_eq(rc, 128 + SIGKILL);
+	/* 128 MiB at 4 MB/s: a migrate-send left alone runs for half a minute. */
+	gone = proc_gone("migrate-send", 8000);
+	ck_assert_msg(gone, "migrate-send still runs 8 s after the tool was killed");
+	ck_assert_msg(proc_gone("migrate-recv", 8000), "migrate-recv still runs 16 s after the "
+		      "tool was killed");
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	m0 = guest_markers(ser_a, 0);
+	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the tool died");
+	printf("libvirt: tool killed (SIGKILL) mid-stream: migrate-send and migrate-recv ended "
+	       "with it, host A %s (host B's paused domain is left for the operator)\n", st_a);
+	dom_free(&d);
+}
+END_TEST
+
+/* The reader of --json goes away mid-migration (its pipe closes): the
+ * migration goes on to the end, and libvirt says so on both hosts (before,
+ * the BrokenPipeError of the next event escaped every cleanup: exit 1, a
+ * traceback, migrate-send carrying on alone). */
+START_TEST(json_reader_gone)
+{
+	char bash[64], st_a[128], st_b[128], *err;
+	const char *wrap[] = { bin("bash", bash, sizeof(bash)), "-c",
+			       "set -o pipefail; \"$@\" | head -c 1 >/dev/null", "bash", NULL };
+	struct dom d;
+	int rc;
+
+	dom_start(&d, "lv-pipe", RAM_FILE);
+	guest_wait_markers_on_a(&d);
+	d.wrap = wrap;
+	dom_migrate(&d, NULL);
+	rc = tu_run_finish(&d.mig, 300000);
+	err = tu_slurp(d.mig.err, NULL);
+	if (rc)
+		dom_dump(&d);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err ? err : "");
+	ck_assert_msg(!err || !strstr(err, "Traceback"), "%s", err);
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	domstate(&lv.b, d.name, st_b, sizeof(st_b));
+	ck_assert_msg(!strncmp(st_a, "shut off", 8), "host A: %s, expected shut off", st_a);
+	ck_assert_msg(!strncmp(st_b, "running", 7), "host B: %s, expected running", st_b);
+	printf("libvirt: --json reader gone after one byte: migrated all the same, host A %s, "
+	       "host B %s\n", st_a, st_b);
+	free(err);
+	dom_free(&d);
+}
+END_TEST
+
+/* Host B's libvirtd stops answering (SIGSTOP) while the guest moves: the
+ * tool asks it to resume the migrated guest and hears nothing back, so it
+ * cannot know whether the guest runs there.  The source must stay paused
+ * (exit 10, with the commands for each host), never resumed: before, the
+ * unanswered lookup counted as "domain gone", A resumed, and B's libvirt,
+ * once it answered, could run a second copy. */
+START_TEST(dest_unreachable_source_paused)
+{
+	char st_a[128], *err;
+	struct json_object *ev;
+	struct dom d;
+	int rc;
+
+	dom_start(&d, "lv-deaf", RAM_FILE);
+	guest_wait_markers_on_a(&d);
+	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "16M", NULL });
+	ev = tu_wait_event(&d.mig, "setup", 120000);
+	if (!ev)
+		dom_dump(&d);
+	ck_assert_msg(ev != NULL, "the migration never started");
+	json_object_put(ev);
+	ck_assert_int_eq(kill(lv.b.pid, SIGSTOP), 0);
+	rc = tu_run_finish(&d.mig, 240000);
+	/* Before any check: the rest of the suite needs host B. */
+	kill(lv.b.pid, SIGCONT);
+	err = tu_slurp(d.mig.err, NULL);
+	if (rc != 10)
+		dom_dump(&d);
+	ck_assert_msg(rc == 10, "exit %d: %s", rc, err ? err : "");
+	ck_assert_msg(err && strstr(err, "left paused") && strstr(err, "destroy") &&
+		      strstr(err, "resume"), "no commands for the operator: %s", err);
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	ck_assert_msg(!strncmp(st_a, "paused", 6), "host A: %s, expected paused", st_a);
+	ev = tu_event_in(d.mig.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_msg(strncmp(jstr(ev, "destination-state"), "gone", 4),
+		      "an unreachable destination reported as gone");
+	printf("libvirt: destination libvirtd stopped mid-migration: exit 10, host A %s, "
+	       "destination reported as \"%s\"; %s", st_a, jstr(ev, "destination-state"), err);
+	json_object_put(ev);
+	free(err);
+	dom_free(&d);
+}
+END_TEST
+
+/* migrate-recv runs where no signal to the local end of --dest-exec
+ * reaches it (as through ssh, without a pty; here setsid puts it in a
+ * session of its own): after a failure it must still go, not stay
+ * listening with the guest's RAM files mapped. */
+START_TEST(remote_recv_stopped)
+{
+	char st_a[128], st_b[128];
+	struct dom d;
+	pid_t left;
+	int rc, gone;
+
+	dom_start(&d, "lv-remote", RAM_FILE);
+	guest_wait_markers_on_a(&d);
+	d.dexec_tail = "setsid -w sh -c";
+	/* migrate-send refuses the option: the failure comes after
+	 * migrate-recv listens, before anything connects to it. */
+	dom_migrate(&d, (const char *[]){ "--send-arg=--no-such-option", NULL });
+	rc = tu_run_finish(&d.mig, 120000);
+	gone = proc_gone("migrate-recv", 500);
+	left = find_recv();
+	if (left > 0)
+		kill(left, SIGKILL);
+	if (!rc || !gone)
+		dom_dump(&d);
+	ck_assert_msg(rc != 0, "migrate-send ran with --no-such-option");
+	ck_assert_msg(gone, "migrate-recv (pid %d) still runs after the tool exited %d",
+		      (int)left, rc);
+	domstate(&lv.a, d.name, st_a, sizeof(st_a));
+	domstate(&lv.b, d.name, st_b, sizeof(st_b));
+	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
+	printf("libvirt: migrate-recv out of reach of signals: stopped by its pid after the "
+	       "failure (exit %d), host A %s, host B %s\n", rc, st_a, st_b);
+	dom_free(&d);
+}
+END_TEST
+
+/* `rdmig-libvirt check DOMAIN` on host A: its exit code, its output in @out. */
+static int dom_check(const struct dom *d, char *out, size_t len)
+{
+	char nsenter[64], pid[16];
+	char *argv[] = { (char *)bin("nsenter", nsenter, sizeof(nsenter)), "-t", pid, "-m", "--",
+			 (char *)d->tool, "check", (char *)d->name, "--connect", lv.a.uri, NULL };
+
+	snprintf(pid, sizeof(pid), "%d", lv.a.pid);
+	return run(argv, out, len, 60000);
+}
+
+/* The QMP socket in the domain's XML is not its QEMU's: a clone of the
+ * domain with the same -qmp path took it, then a process of ours.  Both
+ * are refused before anything moves (before, the tool migrated the clone's
+ * guest under this domain's name and then destroyed this one). */
+START_TEST(qmp_socket_not_its_own)
+{
+	char out[8192], path[300], st[128], *err;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct dom d, clone;
+	int rc, fd;
+
+	dom_start(&d, "lv-q1", RAM_FILE);
+	dom_start_qmp(&clone, "lv-q2", RAM_FILE, "lv-q1");
+	guest_wait_markers_on_a(&d);
+	rc = dom_check(&d, out, sizeof(out));
+	ck_assert_msg(rc == 2 && strstr(out, "lv-q2"), "check: exit %d: %s", rc, out);
+	dom_migrate(&d, NULL);
+	rc = tu_run_finish(&d.mig, 120000);
+	err = tu_slurp(d.mig.err, NULL);
+	if (rc != 2)
+		dom_dump(&d);
+	ck_assert_msg(rc == 2 && err && strstr(err, "lv-q2"), "exit %d: %s", rc, err ? err : "");
+	free(err);
+	domstate(&lv.b, d.name, st, sizeof(st));
+	ck_assert_msg(!strcmp(st, "gone"), "host B: %s, expected no such domain", st);
+	domstate(&lv.a, clone.name, st, sizeof(st));
+	ck_assert_msg(!strncmp(st, "running", 7), "host A: the clone is %s", st);
+
+	/* The clone goes; a process of ours takes the path. */
+	virsh(&lv.a, out, sizeof(out), "destroy", clone.name, NULL);
+	virsh(&lv.a, out, sizeof(out), "undefine", clone.name, NULL);
+	on_host(&lv.a, "/run/rdmig/lv-q1.qmp", path, sizeof(path));
+	unlink(path);
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(fd, 4), 0);
+	rc = dom_check(&d, out, sizeof(out));
+	ck_assert_msg(rc == 2 && strstr(out, "not its QEMU"), "check: exit %d: %s", rc, out);
+	dom_migrate(&d, NULL);
+	rc = tu_run_finish(&d.mig, 120000);
+	err = tu_slurp(d.mig.err, NULL);
+	if (rc != 2)
+		dom_dump(&d);
+	ck_assert_msg(rc == 2 && err && strstr(err, "not its QEMU"), "exit %d: %s", rc,
+		      err ? err : "");
+	domstate(&lv.a, d.name, st, sizeof(st));
+	ck_assert_msg(!strncmp(st, "running", 7), "host A: %s, expected running", st);
+	domstate(&lv.b, d.name, st, sizeof(st));
+	ck_assert_msg(!strcmp(st, "gone"), "host B: %s, expected no such domain", st);
+	printf("libvirt: QMP socket taken by a clone, then by another process: refused (exit 2) "
+	       "before anything moved: %s", err);
+	free(err);
+	close(fd);
+	dom_free(&clone);
+	dom_free(&d);
+}
+END_TEST
+
 /* A domain whose RAM rdmig cannot carry: refused (exit 2) before anything
  * starts, with the XML that fixes it; nothing on host B, the guest runs on
  * A. */
@@ -777,6 +1055,18 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, recv_killed_source_runs);
 	tcase_add_test(tc, switchover_failure_source_runs);
 	tcase_add_test(tc, cancel_source_runs);
+	suite_add_tcase(s, tc);
+
+	/* What the tool must survive (CK_RUN_CASE=libvirt-faults runs them
+	 * alone, RDMIG_LIBVIRT_TOOL=an older tool to see them fail). */
+	tc = tcase_create("libvirt-faults");
+	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, qmp_socket_not_its_own);
+	tcase_add_test(tc, remote_recv_stopped);
+	tcase_add_test(tc, json_reader_gone);
+	tcase_add_test(tc, tool_killed_children_stop);
+	tcase_add_test(tc, dest_unreachable_source_paused);
 	suite_add_tcase(s, tc);
 	return s;
 }
