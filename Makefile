@@ -293,7 +293,8 @@ fuzz: bootstrap-if-needed
 # `make bench`: link limit, migration throughput and cost, zero pages, live
 # migration over Soft-RoCE, plus the native zero-scan vs memory-read figure;
 # see tools/bench.  zerobench links the data path's zero check directly.
-$(B)/bin/zerobench: $(B)/obj/tools/zerobench.o $(B)/obj/lib/zero.o $(B)/obj/lib/util.o
+$(B)/bin/zerobench: $(B)/obj/tools/zerobench.o $(B)/obj/tools/benchutil.o $(B)/obj/lib/zero.o \
+		$(B)/obj/lib/util.o
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
@@ -303,16 +304,20 @@ $(B)/obj/tools/dirtybench.o: tools/dirtybench.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
 
-$(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/cli/dirty.o $(B)/obj/cli/inject.o \
+$(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/tools/benchutil.o $(B)/obj/cli/dirty.o $(B)/obj/cli/inject.o \
 		$(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 
 # regbench times registering a RAM file in pin-all's pieces on N threads,
 # for the registration rows.
-$(B)/bin/regbench: $(B)/obj/tools/regbench.o
+$(B)/obj/tools/regbench.o: tools/regbench.c | $(GEN_H)
 	@mkdir -p $(@D)
-	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^ -libverbs -lpthread
+	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
+
+$(B)/bin/regbench: $(B)/obj/tools/regbench.o $(B)/obj/tools/benchutil.o $(B)/obj/cli/cli.o $(LIB_A)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -libverbs -lpthread
 
 bench: all tests $(B)/bin/zerobench $(B)/bin/dirtybench $(B)/bin/regbench qemu-root-if-needed \
 		kernel-root-if-needed

@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
+#include "cli.h"
 #include "dirty.h"
 
 #define MAX_ROUNDS 100
@@ -53,35 +55,6 @@ static void usage(void)
 	fputs("usage: dirtybench FILE --size SIZE [--percent P] [--rounds N]\n"
 	      "                  [--mode auto|wp-async|soft-dirty] [--threads N]\n", stderr);
 	exit(2);
-}
-
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	uint64_t v = strtoull(s, &end, 10);
-
-	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
-	default: break;
-	}
-	if (*end || !v)
-		usage();
-	return v;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* The child: maps, touches, then for every byte it reads writes the pages
@@ -150,7 +123,10 @@ int main(int argc, char **argv)
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--size") && i + 1 < argc)
-			size = parse_size(argv[++i]);
+		{
+			if (cli_parse_size(argv[++i], &size) || !size)
+				usage();
+		}
 		else if (!strcmp(argv[i], "--percent") && i + 1 < argc)
 			percent = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
@@ -248,8 +224,8 @@ int main(int argc, char **argv)
 	if (rc && err[0] && rc != 1)
 		fprintf(stderr, "dirtybench: %s\n", err);
 	if (!rc)
-		printf("collect_ms %.3f\nclear_ms %.3f\nround_ms %.3f\n", median(coll, rounds),
-		       median(clr, rounds), median(tot, rounds));
+		printf("collect_ms %.3f\nclear_ms %.3f\nround_ms %.3f\n", bench_median(coll, rounds),
+		       bench_median(clr, rounds), bench_median(tot, rounds));
 	dirty_close(s);
 	if (write(down[1], "Q", 1) != 1)
 		kill(pid, SIGKILL);

@@ -25,6 +25,9 @@
 
 #include <infiniband/verbs.h>
 
+#include "benchutil.h"
+#include "cli.h"
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -64,33 +67,6 @@ static void *reg_thread(void *arg)
 	return NULL;
 }
 
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	uint64_t v = strtoull(s, &end, 10);
-
-	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
-	default: break;
-	}
-	return *end ? 0 : v;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void usage(void)
 {
 	fputs("usage: regbench FILE --dev DEVICE [--threads N] [--piece SIZE] [--runs N]\n", stderr);
@@ -128,7 +104,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[k], "--threads") && k + 1 < argc)
 			threads = atoi(argv[++k]);
 		else if (!strcmp(argv[k], "--piece") && k + 1 < argc)
-			piece = parse_size(argv[++k]);
+		{
+			if (cli_parse_size(argv[++k], &piece))
+				piece = 0;
+		}
 		else if (!strcmp(argv[k], "--runs") && k + 1 < argc)
 			runs = atoi(argv[++k]);
 		else if (argv[k][0] != '-' && !file)
@@ -187,8 +166,8 @@ int main(int argc, char **argv)
 		printf("run %d reg_s %.3f dereg_s %.3f\n", r, reg[r], dereg[r]);
 	}
 	if (!rc)
-		printf("reg_s %.3f\ndereg_s %.3f\nreg_s_per_gib %.3f\n", median(reg, runs),
-		       median(dereg, runs), median(reg, runs) / ((double)j.len / (1u << 30)));
+		printf("reg_s %.3f\ndereg_s %.3f\nreg_s_per_gib %.3f\n", bench_median(reg, runs),
+		       bench_median(dereg, runs), bench_median(reg, runs) / ((double)j.len / (1u << 30)));
 	ibv_dealloc_pd(j.pd);
 	ibv_close_device(ctx);
 	munmap(j.base, j.len);

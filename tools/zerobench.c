@@ -17,6 +17,7 @@
  *          bandwidth-bound case, where every byte must be read.
  * Output: one "key value" line per figure (GB/s are 10^9 bytes per second),
  * ending with the ratios; tools/bench parses it. */
+#include "benchutil.h"
 #include "zero.h"
 
 #include <errno.h>
@@ -94,19 +95,6 @@ static size_t fill(unsigned char *buf, size_t len, unsigned zero_pct)
 		}
 	}
 	return zeros;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -240,9 +228,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	r = median(rd, o.runs);
-	s = median(sc, o.runs);
-	z = median(zr, o.runs);
+	r = bench_median(rd, o.runs);
+	s = bench_median(sc, o.runs);
+	z = bench_median(zr, o.runs);
 	printf("size %zu\nzero_pages %zu\npages %zu\nruns %u\n", o.size, zeros, o.size / PAGE, o.runs);
 	printf("read_gbs %.2f\nscan_gbs %.2f\nscan_allzero_gbs %.2f\n", r, s, z);
 	printf("ratio_scan_read %.3f\nratio_allzero_read %.3f\n", s / r, z / r);

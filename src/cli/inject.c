@@ -46,7 +46,6 @@ static int own_userfaultfd(int flags, int *fd, char *err, size_t errlen)
 
 #if defined(__x86_64__)
 
-#include <dirent.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -70,41 +69,21 @@ static void hold(struct tracee *t, int sig)
 		t->held[t->nheld++] = sig;
 }
 
+/* The first thread that can run: not a zombie (a zombie leader, exited
+ * before the others, cannot be traced). */
+static int runnable(void *ctx, pid_t tid, char state)
+{
+	(void)ctx;
+	return state != 'Z' && state != 'X' ? (int)tid : 0;
+}
+
 /* A thread of @p that can run: the leader, unless it exited before the
- * others (a zombie leader cannot be traced). */
+ * others. */
 static pid_t pick_thread(const struct proc_ref *p)
 {
-	char rel[64], buf[512], *s;
-	struct dirent *de;
-	pid_t tid = -ESRCH;
-	ssize_t n;
-	DIR *d;
-	int fd = proc_openat(p, "task", O_RDONLY | O_DIRECTORY);
+	int tid = proc_each_thread(p, runnable, NULL);
 
-	d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return -ESRCH;
-	}
-	while (tid < 0 && (de = readdir(d))) {
-		int sfd;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(rel, sizeof(rel), "task/%.20s/stat", de->d_name);
-		sfd = proc_openat(p, rel, O_RDONLY);
-		if (sfd < 0)
-			continue;
-		n = read(sfd, buf, sizeof(buf) - 1);
-		close(sfd);
-		buf[n > 0 ? n : 0] = '\0';
-		s = strrchr(buf, ')');
-		if (s && s[1] && s[2] && s[2] != 'Z' && s[2] != 'X')
-			tid = (pid_t)atoi(de->d_name);
-	}
-	closedir(d);
-	return tid;
+	return tid > 0 ? (pid_t)tid : -ESRCH;
 }
 
 static int wait_stop(const struct tracee *t, int *st)

@@ -1,9 +1,11 @@
 #include "proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -89,4 +91,46 @@ int proc_path(const struct proc_ref *p, const char *rel, char *out, size_t len)
 	int n = snprintf(out, len, "/proc/self/fd/%d/%s", p->dirfd, rel);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* The state letter in a task's stat: after the last ')', as the name
+ * before it may hold anything; 0 when unreadable (the thread exited). */
+static char thread_state(const struct proc_ref *p, const char *tid)
+{
+	char rel[64], buf[512], *s;
+	ssize_t n;
+	int fd;
+
+	snprintf(rel, sizeof(rel), "task/%.20s/stat", tid);
+	fd = proc_openat(p, rel, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	s = strrchr(buf, ')');
+	return s && s[1] ? s[2] : 0;
+}
+
+int proc_each_thread(const struct proc_ref *p, proc_thread_fn fn, void *ctx)
+{
+	struct dirent *de;
+	int rc = 0, fd = proc_openat(p, "task", O_RDONLY | O_DIRECTORY);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	char st;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -ESRCH;
+	}
+	while (!rc && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		st = thread_state(p, de->d_name);
+		if (st)
+			rc = fn(ctx, (pid_t)atoi(de->d_name), st);
+	}
+	closedir(d);
+	return rc;
 }

@@ -39,5 +39,11 @@ int proc_openat(const struct proc_ref *p, const char *rel, int flags);
  * functions that take a path (open, stat, realpath): "/proc/self/fd/N/REL".
  * -ENAMETOOLONG when it does not fit @len. */
 int proc_path(const struct proc_ref *p, const char *rel, char *out, size_t len);
+/* Calls @fn with each thread's id and state letter (ps's: R, S, T, Z...)
+ * until it returns non-zero, which is then returned; a thread that exits
+ * meanwhile is passed over.  0 after the last, -ESRCH when the process is
+ * gone. */
+typedef int (*proc_thread_fn)(void *ctx, pid_t tid, char state);
+int proc_each_thread(const struct proc_ref *p, proc_thread_fn fn, void *ctx);
 
 #endif

@@ -1,6 +1,5 @@
 #include "workload.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -77,43 +76,19 @@ void wl_close(struct workload *w)
 	free(w);
 }
 
+static int stopped_thread(void *ctx, pid_t tid, char state)
+{
+	(void)ctx;
+	(void)tid;
+	if (state == 'Z' || state == 'X')
+		return -ESRCH;
+	return state != 'T' && state != 't';
+}
+
 /* 0 once every thread of @p is stopped, -ESRCH when it is gone, 1 if not yet. */
 static int all_stopped(const struct proc_ref *p)
 {
-	char path[64], buf[512], *s;
-	struct dirent *de;
-	ssize_t n;
-	DIR *d;
-	int rc = 0, fd = proc_openat(p, "task", O_RDONLY | O_DIRECTORY);
-
-	d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return -ESRCH;
-	}
-	while (!rc && (de = readdir(d))) {
-		int sfd;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "task/%.20s/stat", de->d_name);
-		sfd = proc_openat(p, path, O_RDONLY);
-		if (sfd < 0)
-			continue; /* the thread exited */
-		n = read(sfd, buf, sizeof(buf) - 1);
-		close(sfd);
-		buf[n > 0 ? n : 0] = '\0';
-		s = strrchr(buf, ')');
-		if (!s || !s[1] || !s[2])
-			continue;
-		if (s[2] == 'Z' || s[2] == 'X')
-			rc = -ESRCH;
-		else if (s[2] != 'T' && s[2] != 't')
-			rc = 1;
-	}
-	closedir(d);
-	return rc;
+	return proc_each_thread(p, stopped_thread, NULL);
 }
 
 int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t errlen)

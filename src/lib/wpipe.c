@@ -72,8 +72,12 @@ static bool chain(struct wpipe *wp, int n)
 	struct wp_chan *ch = &wp->chans[k];
 	struct wp_target t;
 
+	/* Room is asked for a whole batch's chain (wpost_room), and a batch
+	 * chains at most WP_BATCH: the first WRITE of a channel's chain asks
+	 * for all of it, sparing the others a look at the posting thread's
+	 * cache line. */
 	if (ch->posted - ch->done >= wp->max_writes ||
-	    (wp->cb.room && !wp->cb.room(wp->ctx, k)) ||
+	    (wp->cb.room && ch->first < 0 && !wp->cb.room(wp->ctx, k)) ||
 	    wp->cb.target(wp->ctx, wp->posted, op, &t) <= 0)
 		return false;
 	wp->sge[n] = (struct ibv_sge){ .addr = t.local_addr, .length = (uint32_t)op->length,

@@ -111,11 +111,13 @@ static void withdraw(struct zs_win *w)
 	atomic_compare_exchange_strong(&w->state, &want, ZS_FREE);
 }
 
+/* Every window of the last iteration is withdrawn (head = tail), and a
+ * slot a helper still holds is not refilled until it is done: the windows
+ * zs_hint looks at are all of this iteration. */
 void zs_begin(struct zscan *z, const struct zs_block *blocks, unsigned nblocks)
 {
 	for (; z->head < z->tail; z->head++)
 		withdraw(slot(z, z->head));
-	z->gen++;
 	z->blocks = blocks;
 	z->nblocks = nblocks;
 	z->next_block = 0;
@@ -180,7 +182,6 @@ void zs_feed(struct zscan *z, unsigned block, uint64_t cursor)
 				break;
 			continue;
 		}
-		w->gen = z->gen;
 		w->block = z->next_block;
 		w->first = z->next_page;
 		w->npages = n;
@@ -208,8 +209,7 @@ int zs_hint(struct zscan *z, unsigned block, uint64_t page)
 		w = slot(z, pos);
 		if (w->block != block || page < w->first || page >= w->first + w->npages)
 			continue;
-		if (w->gen != z->gen ||
-		    atomic_load_explicit(&w->state, memory_order_acquire) != ZS_DONE)
+		if (atomic_load_explicit(&w->state, memory_order_acquire) != ZS_DONE)
 			break;
 		j = page - w->first;
 		z->hits++;

@@ -44,7 +44,6 @@ enum zs_state {
 
 struct zs_win {
 	_Atomic int state;
-	uint32_t gen;               /* the iteration it belongs to */
 	unsigned block;
 	uint64_t first, npages;     /* pages of the block */
 	const uint8_t *host;        /* the block's memory */
@@ -66,7 +65,6 @@ struct zscan {
 	struct zs_win *win;
 	unsigned nwin;
 	uint64_t head, tail;        /* live windows, in sweep order (driver) */
-	uint32_t gen;
 	unsigned next_block;        /* where the next window starts (driver) */
 	uint64_t next_page;
 	const struct zs_block *blocks;

@@ -516,6 +516,38 @@ static void expect_owner(const struct dom *d, const struct stat *st0, const char
 /* ---- tests ----------------------------------------------------------------------- */
 
 /* Waits for @d's guest to make two passes on host A. */
+/* The migration's "setup" event came: it is under way. */
+static void wait_started(struct dom *d)
+{
+	struct json_object *ev = tu_wait_event(&d->mig, "setup", 120000);
+
+	if (!ev)
+		dom_dump(d);
+	ck_assert_msg(ev != NULL, "the migration never started");
+	json_object_put(ev);
+}
+
+/* What a failed migration must leave: host A's libvirt says running and
+ * holds the lease, the disk image keeps its owner, host B has no such
+ * domain, and the guest goes on making passes on A after @what.  The
+ * states are left in @st_a and @st_b (128 bytes each) for the report. */
+static void expect_rolled_back(struct dom *d, const struct stat *st0, const char *ser_a,
+			       const char *what, char *st_a, char *st_b)
+{
+	char label[96];
+	int m0;
+
+	domstate(&lv.a, d->name, st_a, 128);
+	domstate(&lv.b, d->name, st_b, 128);
+	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
+	expect_lease(d, "A");
+	expect_owner(d, st0, "A");
+	m0 = guest_markers(ser_a, 0);
+	snprintf(label, sizeof(label), "the guest on host A after %s", what);
+	guest_wait_markers(ser_a, 0, m0 + 1, 60000, label);
+}
+
 static void guest_wait_markers_on_a(const struct dom *d)
 {
 	char ser[300];
@@ -614,7 +646,7 @@ START_TEST(recv_killed_source_runs)
 	struct stat st0;
 	struct dom d;
 	pid_t recv;
-	int rc, m0;
+	int rc;
 
 	dom_start(&d, "lv-kill", RAM_FILE);
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
@@ -622,11 +654,7 @@ START_TEST(recv_killed_source_runs)
 	image_owner(&d, &st0);
 	/* Slow enough that the first round is still going. */
 	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "8M", NULL });
-	ev = tu_wait_event(&d.mig, "setup", 120000);
-	if (!ev)
-		dom_dump(&d);
-	ck_assert_msg(ev != NULL, "the migration never started");
-	json_object_put(ev);
+	wait_started(&d);
 	usleep(1000 * 1000);
 	recv = find_recv();
 	ck_assert_msg(recv > 0, "no migrate-recv running");
@@ -638,14 +666,7 @@ START_TEST(recv_killed_source_runs)
 	ev = tu_event_in(d.mig.out, "failed");
 	ck_assert_ptr_nonnull(ev);
 
-	domstate(&lv.a, d.name, st_a, sizeof(st_a));
-	domstate(&lv.b, d.name, st_b, sizeof(st_b));
-	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
-	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
-	expect_lease(&d, "A");
-	expect_owner(&d, &st0, "A");
-	m0 = guest_markers(ser_a, 0);
-	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the failure");
+	expect_rolled_back(&d, &st0, ser_a, "the failure", st_a, st_b);
 	printf("libvirt: migrate-recv killed mid-stream: exit 5 (%s); host A %s, host B %s, the "
 	       "guest making passes on A, disk lease held by A\n", jstr(ev, "error"), st_a, st_b);
 	json_object_put(ev);
@@ -671,7 +692,7 @@ START_TEST(switchover_failure_source_runs)
 	uint64_t t0;
 	struct dom d;
 	pid_t recv;
-	int rc, m0;
+	int rc;
 
 	dom_start(&d, "lv-stop", RAM_FILE);
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
@@ -681,11 +702,7 @@ START_TEST(switchover_failure_source_runs)
 	/* A downtime budget of 2 s leaves that much for the last round after
 	 * the stop: time enough to see the stop and kill migrate-recv in it. */
 	dom_migrate(&d, (const char *[]){ "--max-downtime", "2000", NULL });
-	ev = tu_wait_event(&d.mig, "setup", 120000);
-	if (!ev)
-		dom_dump(&d);
-	ck_assert_msg(ev != NULL, "the migration never started");
-	json_object_put(ev);
+	wait_started(&d);
 	recv = find_recv();
 	ck_assert_msg(recv > 0, "no migrate-recv running");
 	t0 = tu_now_ms();
@@ -709,14 +726,7 @@ START_TEST(switchover_failure_source_runs)
 	ev = tu_event_in(d.mig.out, "failed");
 	ck_assert_ptr_nonnull(ev);
 
-	domstate(&lv.a, d.name, st_a, sizeof(st_a));
-	domstate(&lv.b, d.name, st_b, sizeof(st_b));
-	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
-	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
-	expect_lease(&d, "A");
-	expect_owner(&d, &st0, "A");
-	m0 = guest_markers(ser_a, 0);
-	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the failure");
+	expect_rolled_back(&d, &st0, ser_a, "the failure", st_a, st_b);
 	text = tu_slurp(events.out, NULL);
 	printf("libvirt: migrate-recv killed once QEMU had stopped the guest: exit 5 (%s); host A "
 	       "%s, host B %s, disk lease held by A again; host A's events: %s", jstr(ev, "error"),
@@ -735,18 +745,14 @@ START_TEST(cancel_source_runs)
 	struct json_object *ev;
 	struct stat st0;
 	struct dom d;
-	int rc, m0;
+	int rc;
 
 	dom_start(&d, "lv-cancel", RAM_FILE);
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
 	image_owner(&d, &st0);
 	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "8M", NULL });
-	ev = tu_wait_event(&d.mig, "setup", 120000);
-	if (!ev)
-		dom_dump(&d);
-	ck_assert_msg(ev != NULL, "the migration never started");
-	json_object_put(ev);
+	wait_started(&d);
 	usleep(1000 * 1000);
 	tu_kill(&d.mig.p, SIGTERM);
 	rc = tu_run_finish(&d.mig, 120000);
@@ -755,15 +761,8 @@ START_TEST(cancel_source_runs)
 	ck_assert_int_eq(rc, 7);
 	ev = tu_event_in(d.mig.out, "failed");
 	ck_assert_ptr_nonnull(ev);
-	domstate(&lv.a, d.name, st_a, sizeof(st_a));
-	domstate(&lv.b, d.name, st_b, sizeof(st_b));
-	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
-	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
 	ck_assert_msg(find_recv() == 0, "migrate-recv still runs");
-	expect_lease(&d, "A");
-	expect_owner(&d, &st0, "A");
-	m0 = guest_markers(ser_a, 0);
-	guest_wait_markers(ser_a, 0, m0 + 1, 60000, "the guest on host A after the cancel");
+	expect_rolled_back(&d, &st0, ser_a, "the cancel", st_a, st_b);
 	printf("libvirt: cancelled (SIGTERM) mid-stream: exit 7 (%s); host A %s, host B %s\n",
 	       jstr(ev, "error"), st_a, st_b);
 	json_object_put(ev);
@@ -779,7 +778,6 @@ END_TEST
 START_TEST(tool_killed_children_stop)
 {
 	char ser_a[300], st_a[128];
-	struct json_object *ev;
 	struct dom d;
 	int rc, m0, gone;
 
@@ -787,11 +785,7 @@ START_TEST(tool_killed_children_stop)
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
 	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "4M", NULL });
-	ev = tu_wait_event(&d.mig, "setup", 120000);
-	if (!ev)
-		dom_dump(&d);
-	ck_assert_msg(ev != NULL, "the migration never started");
-	json_object_put(ev);
+	wait_started(&d);
 	usleep(1000 * 1000);
 	tu_kill(&d.mig.p, SIGKILL);
 	rc = tu_run_finish(&d.mig, 10000);
@@ -860,11 +854,7 @@ START_TEST(dest_unreachable_source_paused)
 	dom_start(&d, "lv-deaf", RAM_FILE);
 	guest_wait_markers_on_a(&d);
 	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "16M", NULL });
-	ev = tu_wait_event(&d.mig, "setup", 120000);
-	if (!ev)
-		dom_dump(&d);
-	ck_assert_msg(ev != NULL, "the migration never started");
-	json_object_put(ev);
+	wait_started(&d);
 	ck_assert_int_eq(kill(lv.b.pid, SIGSTOP), 0);
 	rc = tu_run_finish(&d.mig, 240000);
 	/* Before any check: the rest of the suite needs host B. */
