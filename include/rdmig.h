@@ -64,8 +64,8 @@ typedef int (*rdmig_map_fn)(void *ctx, const char *name, uint64_t length,
 			    char *errbuf, size_t errlen);
 /* Destination: the next @len bytes of the device-state stream, in the order
  * the source sent them (before, between or after iterations).  @data is
- * valid only during the call (it is a receive buffer, reused at once):
- * copy what you keep.  Return 0, or a negative errno with a message in
+ * valid only during the call (a receive buffer or the state ring, reused
+ * at once): copy what you keep.  Return 0, or a negative errno with a message in
  * errbuf to fail the migration on both sides. */
 typedef int (*rdmig_state_fn)(void *ctx, const void *data, size_t len,
 			      char *errbuf, size_t errlen);
@@ -320,9 +320,10 @@ RDMIG_API int rdmig_source_process(struct rdmig_source *s);
  * that must return on time. */
 RDMIG_API int rdmig_source_step(struct rdmig_source *s, uint64_t max_bytes,
 				unsigned max_us);
-/* Queues device-state bytes: returns how many were taken (0 when the
- * control channel has no room now: wait for the fd or the timeout, process,
- * then try again; the timeout is 0 once a step got room back), or a
+/* Queues device-state bytes (at most 512 KiB a call, by RDMA WRITE into
+ * the destination's state ring once it offered one): returns how many were
+ * taken (0 when there is no room now: wait for the fd or the timeout,
+ * process, then try again; the timeout is 0 once a step got room back), or a
  * negative errno.  Allowed once connected, before, between, during and after
  * iterations, before completing; they reach the destination in order. */
 RDMIG_API ssize_t rdmig_source_write_state(struct rdmig_source *s, const void *data,

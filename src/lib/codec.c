@@ -79,6 +79,11 @@ static const struct ctrl_desc types[CT_TYPE_MAX] = {
 			  pin_keys_limits },
 	[CT_PAGES] = { "PAGES", &rdmig__pages__descriptor, msgcheck_pages, pages_limits },
 	[CT_PROGRESS] = { "PROGRESS", &rdmig__progress__descriptor, NULL, NULL },
+	[CT_STATE_RING] = { "STATE_RING", &rdmig__state_ring__descriptor, msgcheck_state_ring,
+			    NULL },
+	[CT_STATE_WRITTEN] = { "STATE_WRITTEN", &rdmig__state_written__descriptor,
+			       msgcheck_state_written, NULL },
+	[CT_STATE_TAKEN] = { "STATE_TAKEN", &rdmig__state_taken__descriptor, NULL, NULL },
 };
 
 static const struct ctrl_desc *type_desc(unsigned type)

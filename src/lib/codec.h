@@ -40,6 +40,9 @@ enum ctrl_type {
 	CT_PIN_KEYS,
 	CT_PAGES,
 	CT_PROGRESS,
+	CT_STATE_RING,
+	CT_STATE_WRITTEN,
+	CT_STATE_TAKEN,
 	CT_TYPE_MAX       /* one past the last */
 };
 
@@ -65,6 +68,8 @@ enum ctrl_type {
 #define CTRL_ERROR_MSG_MAX 1024
 #define CTRL_AUTH_MIN 16
 #define CTRL_AUTH_MAX 64
+#define CTRL_STATE_RING_MIN (64u << 10)
+#define CTRL_STATE_RING_MAX (64u << 20)
 
 struct ctrl_hdr {
 	uint32_t len;     /* payload bytes after the header */

@@ -22,6 +22,7 @@
 #include "dst_int.h"
 #include "dst_link.h"
 #include "dst_map.h"
+#include "dst_state.h"
 #include "privdata.h"
 #include "rdmig.h"
 
@@ -248,7 +249,8 @@ static int finish_job(struct rdmig_dest *d, int64_t until)
 		rc = dst_map_register_step(d);
 		break;
 	case JOB_STATE:
-		rc = dst_data_state_step(d);
+	case JOB_RING:
+		rc = dst_state_step(d, until);
 		break;
 	default:
 		return DST_JOB_DONE;
@@ -276,6 +278,9 @@ static int reap_registrations(struct rdmig_dest *d)
 				break;
 			case DREG_CHUNK:
 				rc = dst_map_chunk_done(d, &j[i]);
+				break;
+			case DREG_RING:
+				rc = dst_state_ring_done(d, &j[i]);
 				break;
 			default:
 				rc = rd_err_set(&d->ss.err, -EPROTO, "a registration nobody asked "
@@ -394,6 +399,8 @@ static int step(struct rdmig_dest *d)
 	rc = dst_map_populate_check(d);
 	if (!rc)
 		rc = dst_map_pin_step(d);
+	if (!rc)
+		rc = dst_state_ring_step(d);
 	if (rc >= 0)
 		rc = dst_data_verify_step(d, until);
 	if (rc < 0)
@@ -583,6 +590,7 @@ void rdmig_dest_destroy(struct rdmig_dest *d)
 	if (d->job.msg)
 		ctrl_msg_done(&d->ss.ch, d->job.msg);
 	dst_data_destroy(d);
+	dst_state_destroy(d);
 	dst_map_destroy(d);
 	sess_fini(&d->ss);
 	free(d->blocks);

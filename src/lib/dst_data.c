@@ -8,6 +8,7 @@
 
 #include "codec.h"
 #include "dst_int.h"
+#include "dst_state.h"
 #include "privdata.h"
 #include "zero.h"
 
@@ -177,53 +178,6 @@ void dst_data_count(struct rdmig_dest *d)
 	pthread_mutex_unlock(&d->ss.stats.lock);
 }
 
-/* The state callback takes @st. */
-static int deliver_state(struct rdmig_dest *d, const Rdmig__State *st)
-{
-	char msg[RD_ERRLEN] = "";
-	struct cfg_cb_frame f;
-	int rc;
-
-	cfg_cb_enter(&f, &d->ss.cfg);
-	rc = d->ss.cfg.state(d->ss.cfg.state_ctx, st->data.data, st->data.len, msg,
-			     sizeof(msg));
-	cfg_cb_leave(&f);
-	if (rc)
-		return rd_err_set(&d->ss.err, rc < 0 ? rc : -EIO, "the device state could not "
-				  "be taken: %s", msg[0] ? msg : strerror(rc < 0 ? -rc : EIO));
-	d->state_bytes += st->data.len;
-	pthread_mutex_lock(&d->ss.stats.lock);
-	d->ss.stats.st.state_bytes = d->state_bytes;
-	pthread_mutex_unlock(&d->ss.stats.lock);
-	return 0;
-}
-
-static int on_state(struct rdmig_dest *d, const Rdmig__State *st)
-{
-	if (!d->ss.cfg.state)
-		return rd_err_set(&d->ss.err, -EPROTO, "the source sent device state but the "
-				  "destination has no state sink");
-	/* Paused: it waits in hand, and the frames behind it with it. */
-	if (atomic_load(&d->state_paused)) {
-		d->job = (struct dst_job){ .kind = JOB_STATE, .state = st };
-		return 0;
-	}
-	return deliver_state(d, st);
-}
-
-int dst_data_state_step(struct rdmig_dest *d)
-{
-	int rc;
-
-	if (atomic_load(&d->state_paused))
-		return DST_JOB_WAITING;
-	/* The source's silence is timed again from now: it had nowhere to
-	 * send while we were not reading. */
-	d->ss.ch.last_recv_ms = rd_now_ms();
-	rc = deliver_state(d, d->job.state);
-	return rc ? rc : DST_JOB_DONE;
-}
-
 static void hex(const uint8_t *p, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -388,7 +342,8 @@ int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessag
 	case CT_PROGRESS:
 		return on_progress(d, (const Rdmig__Progress *)m);
 	case CT_STATE:
-		return on_state(d, (const Rdmig__State *)m);
+	case CT_STATE_WRITTEN:
+		return dst_state_msg(d, h, m);
 	case CT_COMPLETE:
 		return on_complete(d, (const Rdmig__Complete *)m);
 	default:

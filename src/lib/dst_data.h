@@ -1,7 +1,7 @@
 /* dst_data: what fills the destination's blocks once they are mapped, and
  * how the migration ends: zero ranges (worked off a slice at a time),
- * PAGES, rounds, the state stream, COMPLETE with its digests and the
- * commit. */
+ * PAGES, rounds, COMPLETE with its digests and the commit; the state
+ * stream's messages go on to dst_state. */
 #ifndef RDMIG_DST_DATA_H
 #define RDMIG_DST_DATA_H
 
@@ -12,7 +12,8 @@
 
 struct rdmig_dest;
 
-/* DST_RUNNING: ZERO_RANGES, PAGES, ITER_END, PROGRESS, STATE, COMPLETE.
+/* DST_RUNNING: ZERO_RANGES, PAGES, ITER_END, PROGRESS, STATE,
+ * STATE_WRITTEN, COMPLETE.
  * A ZERO_RANGES is only checked here and becomes the job in hand
  * (d->job): its message must live until dst_data_zero_step() is done with
  * it. */
@@ -21,9 +22,6 @@ int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessag
  * the learned price (one slice at least): DST_JOB_DONE once none is left,
  * DST_JOB_CUT while it goes on. */
 int dst_data_zero_step(struct rdmig_dest *d, int64_t until_us);
-/* The STATE in hand (the application paused state): DST_JOB_WAITING while
- * it still is, DST_JOB_DONE once the callback took it, or its error. */
-int dst_data_state_step(struct rdmig_dest *d);
 /* The statistics of what landed, from what the source said (ITER_END,
  * PROGRESS) and the zero ranges that came. */
 void dst_data_count(struct rdmig_dest *d);

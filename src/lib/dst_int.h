@@ -9,7 +9,8 @@
  *   dst_map    the blocks: adding, the block map and admission, pin-all
  *              pieces, dynamic registration
  *   dst_data   what fills the blocks after the map: zero ranges, PAGES,
- *              rounds, the state stream, completion and its digests
+ *              rounds, completion and its digests
+ *   dst_state  the device-state stream: STATE messages and the ring
  * Each takes the handle and returns 0 or a negative errno with the message
  * in ss.err; failing (telling the peer, tearing down) is dest.c's alone.
  * Types only, like fab_int.h; nothing outside the destination includes
@@ -61,7 +62,7 @@ enum dst_step_end { DSTEP_IDLE, DSTEP_CUT };
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte; a piece is its block's map index << 32 | piece, a
  * chunk its slot). */
-enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2 };
+enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2, DREG_RING = 3 };
 #define DST_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
 #define DST_REG_KIND(c) ((unsigned)((c) >> 56))
 #define DST_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
@@ -79,6 +80,8 @@ enum dst_job_kind {
 			 * after it waits behind it */
 	JOB_REGISTER,   /* REGISTER_REQ: its chunks go to the helper; the
 			 * answer goes once every one is registered */
+	JOB_RING,       /* STATE_WRITTEN: its ring bytes to the state
+			 * callback, a slice at a time, waiting while paused */
 };
 
 /* What working on the message in hand came to. */
@@ -93,6 +96,19 @@ struct dst_job {
 	size_t i;                   /* zero: the range; register: next chunk */
 	uint64_t off;               /* zero: how far into the range */
 	size_t waiting;             /* register: chunks with the helper */
+	uint64_t ring_left;         /* ring: bytes not handed over yet (from off) */
+};
+
+/* STATE_RING: the ring the source writes device state into.  Positions
+ * count bytes since the connection; a byte's place in the ring is its
+ * position modulo the size. */
+struct dst_sring {
+	uint8_t *buf;
+	struct ibv_mr *mr;          /* registered by the helper */
+	bool submitted, announced;  /* to the helper; STATE_RING sent */
+	uint64_t written;           /* the source said so (STATE_WRITTEN) */
+	uint64_t taken;             /* handed to the state callback */
+	uint64_t told;              /* the last STATE_TAKEN */
 };
 
 struct dst_block {
@@ -156,6 +172,7 @@ struct rdmig_dest {
 
 	uint32_t iteration;
 	uint64_t state_bytes;
+	struct dst_sring sring;
 	atomic_bool state_paused;   /* rdmig_dest_pause_state(), any thread */
 
 	/* What landed as the source told it: the sum of its ITER_ENDs, and

@@ -295,6 +295,37 @@ int msgcheck_state(const ProtobufCMessage *msg, uint32_t msg_max,
 	return 0;
 }
 
+int msgcheck_state_ring(const ProtobufCMessage *msg, uint32_t msg_max,
+			struct rd_err *err)
+{
+	const Rdmig__StateRing *m = (const Rdmig__StateRing *)msg;
+
+	(void)msg_max;
+	if (!m->addr)
+		return rd_err_set(err, -EPROTO, "STATE_RING: address 0");
+	if (m->size < CTRL_STATE_RING_MIN || m->size > CTRL_STATE_RING_MAX ||
+	    (m->size & (m->size - 1)))
+		return rd_err_set(err, -EPROTO, "STATE_RING: size %" PRIu32 " is not a power "
+				  "of two in %u..%u", m->size, CTRL_STATE_RING_MIN,
+				  CTRL_STATE_RING_MAX);
+	if (m->addr > UINT64_MAX - m->size)
+		return rd_err_set(err, -EPROTO, "STATE_RING: %" PRIu32 " bytes at 0x%" PRIx64
+				  " wrap the address space", m->size, m->addr);
+	return 0;
+}
+
+int msgcheck_state_written(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err)
+{
+	const Rdmig__StateWritten *m = (const Rdmig__StateWritten *)msg;
+
+	(void)msg_max;
+	if (!m->length || m->length > CTRL_STATE_RING_MAX)
+		return rd_err_set(err, -EPROTO, "STATE_WRITTEN: length %" PRIu32 " is not in "
+				  "1..%u", m->length, CTRL_STATE_RING_MAX);
+	return 0;
+}
+
 static int check_digests(const char *type, size_t n,
 			 const ProtobufCBinaryData *d, struct rd_err *err)
 {

@@ -26,6 +26,10 @@ int msgcheck_zero_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
 			 struct rd_err *err);
 int msgcheck_state(const ProtobufCMessage *msg, uint32_t msg_max,
 		   struct rd_err *err);
+int msgcheck_state_ring(const ProtobufCMessage *msg, uint32_t msg_max,
+			struct rd_err *err);
+int msgcheck_state_written(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err);
 int msgcheck_complete(const ProtobufCMessage *msg, uint32_t msg_max,
 		      struct rd_err *err);
 int msgcheck_complete_ack(const ProtobufCMessage *msg, uint32_t msg_max,

@@ -24,7 +24,10 @@ enum pd_cap {
 	PD_CAP_PAGES = 1u << 5,
 	/* The source reports what landed in PROGRESS messages. */
 	PD_CAP_PROGRESS = 1u << 6,
-	PD_CAP_KNOWN = 0x7f
+	/* The destination offers a ring that device state is written into
+	 * with RDMA WRITE (STATE_RING, STATE_WRITTEN, STATE_TAKEN). */
+	PD_CAP_STATE_RING = 1u << 7,
+	PD_CAP_KNOWN = 0xff
 };
 
 enum pd_reason {

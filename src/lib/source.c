@@ -76,6 +76,7 @@ void rdmig_source_destroy(struct rdmig_source *s)
 	 * nobody reaped goes with it. */
 	regq_fini(&s->rq);
 	src_end_destroy(s);
+	src_state_destroy(s);
 	src_iter_destroy(s);
 	src_link_destroy(s);
 	src_mem_destroy(s);
@@ -189,6 +190,9 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 		return src_iter_msg(s, h, m);
 	case CT_COMPLETE_ACK:
 		return src_end_msg(s, h, m);
+	case CT_STATE_RING:
+	case CT_STATE_TAKEN:
+		return src_state_msg(s, h, m);
 	default:
 		return rd_err_set(&s->ss.err, -EPROTO, "unexpected %s from the destination",
 				  ctrl_type_name(h->type));
@@ -205,7 +209,8 @@ static int handle_wc(struct rdmig_source *s, const struct ibv_wc *wc)
 	if (s->state == SRC_COMPLETED)
 		return 0;
 	if (!ctrl_owns(wc))
-		return src_write_done(s, wc);
+		return fab_tag_of(wc)->kind == SRC_TAG_STATE ? src_state_write_done(s, wc) :
+		       src_write_done(s, wc);
 	rc = ctrl_complete(&s->ss.ch, wc, &h, &m);
 	if (rc <= 0)
 		return rc;
@@ -269,7 +274,8 @@ static int reap_registrations(struct rdmig_source *s)
 	n = regq_reap(&s->rq, j, RD_ARRAY_SIZE(j));
 	for (i = 0; i < n; i++) {
 		if (!rc && j[i].rc) {
-			rc = src_mem_reg_failed(s, &j[i]);
+			rc = SRC_REG_KIND(j[i].cookie) == REG_STATE ? src_state_reg_done(s, &j[i]) :
+			     src_mem_reg_failed(s, &j[i]);
 			continue;
 		}
 		if (!rc) {
@@ -279,6 +285,9 @@ static int reap_registrations(struct rdmig_source *s)
 				break;
 			case REG_CHUNK:
 				rc = src_iter_reg_done(s, &j[i]);
+				break;
+			case REG_STATE:
+				rc = src_state_reg_done(s, &j[i]);
 				break;
 			default:
 				rc = rd_err_set(&s->ss.err, -EPROTO, "a registration nobody asked "
@@ -389,6 +398,8 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	}
 	if (!rc && s->state > SRC_CONNECTING)
 		rc = src_pin_step(s);
+	if (!rc && s->state > SRC_CONNECTING)
+		rc = src_state_step(s);
 	if (!rc && s->ss.ctrl_ready && s->state > SRC_CONNECTING)
 		rc = ctrl_return_credits(&s->ss.ch, false);
 	if (!rc && s->state > SRC_CONNECTING)
@@ -397,7 +408,7 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		rc = check_silence(s);
 	/* Device state waits for room the step just got back: once, the
 	 * caller is told to come again at once. */
-	if (!rc && s->state_blocked && ctrl_can_send(&s->ss.ch)) {
+	if (!rc && s->state_blocked && src_state_room(s)) {
 		s->state_blocked = false;
 		if (s->step_end == STEP_IDLE)
 			s->step_end = STEP_ROOM;

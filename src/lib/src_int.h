@@ -71,7 +71,7 @@ enum src_goal { GOAL_NONE, GOAL_CONNECTED, GOAL_ITERATED, GOAL_COMPLETED, GOAL_R
  * the fd will not say so).  STEP_IDLE: wait for the fd and the deadlines. */
 enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK, STEP_ROOM };
 
-enum { SRC_TAG_WRITE = 1 };
+enum { SRC_TAG_WRITE = 1, SRC_TAG_STATE = 2 };
 
 /* pin-all: pieces of PIECE_SHIFT bytes (at least a chunk) registered on
  * both sides ahead of the writes, by the registration helpers of each
@@ -83,7 +83,7 @@ enum { SRC_TAG_WRITE = 1 };
 
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte, a slot or offset below). */
-enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2 };
+enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2, REG_STATE = 3 };
 #define SRC_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
 #define SRC_REG_KIND(c) ((unsigned)((c) >> 56))
 #define SRC_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
@@ -123,6 +123,21 @@ struct src_sweep {
 	uint64_t planned_bytes;
 };
 
+/* STATE_RING: device state goes by RDMA WRITE into the destination's
+ * ring, from a registered copy of the same size here (a byte at the same
+ * offset in both).  Positions count bytes since the connection. */
+struct src_sring {
+	uint8_t *buf;
+	struct ibv_mr *mr;      /* ours, registered by the helper */
+	bool submitted;
+	uint64_t raddr;         /* the destination's, from STATE_RING */
+	uint32_t rkey, size;    /* size 0: no ring (yet) */
+	uint64_t written;       /* written and announced in STATE_WRITTEN */
+	uint64_t taken;         /* the destination's STATE_TAKEN */
+	unsigned inflight;      /* WRITEs posted, not completed */
+	struct fab_tag tag;     /* SRC_TAG_STATE */
+};
+
 struct src_chan {
 	struct fab_conn *conn;  /* chans[0] is ss.conn, not owned here */
 	bool up;
@@ -134,6 +149,7 @@ struct rdmig_source {
 	enum src_goal goal;
 	enum src_step_end step_end;
 	bool state_blocked;     /* the last write_state found no room */
+	struct src_sring sring;
 	int result;             /* what process() returns once failed */
 	unsigned chunk_shift, slot_shift;
 	char host[256], port[16];

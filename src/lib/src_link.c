@@ -11,6 +11,7 @@
 #include "codec.h"
 #include "privdata.h"
 #include "src_int.h"
+#include "src_state.h"
 #include "src_mem.h"
 
 /* ---- connecting ------------------------------------------------------------ */
@@ -36,7 +37,7 @@ static uint32_t requested_caps(const struct rdmig_source *s)
 	return (c->pin_all ? PD_CAP_PIN_ALL : 0) | (c->zero_pages ? PD_CAP_ZERO_PAGES : 0) |
 	       (c->auth_key ? PD_CAP_AUTH : 0) | (c->verify ? PD_CAP_VERIFY : 0) |
 	       (c->channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) | (c->pin_all ? 0 : PD_CAP_PAGES) |
-	       PD_CAP_PROGRESS;
+	       PD_CAP_PROGRESS | PD_CAP_STATE_RING;
 }
 
 int src_link_prepare(struct rdmig_source *s, const char *host, const char *port)
@@ -57,9 +58,11 @@ static int link_start(struct rdmig_source *s)
 {
 	const struct rdmig_config *c = &s->ss.cfg;
 	/* The data channels share this CQ: room for their send queues too. */
-	struct fab_caps caps = { .sq_depth = c->max_writes + c->ctrl_depth + 4,
+	struct fab_caps caps = { .sq_depth = c->max_writes + c->ctrl_depth + 4 +
+					     SRC_STATE_WRITES,
 				 .rq_depth = c->ctrl_depth,
 				 .cq_depth = c->max_writes + 2 * c->ctrl_depth + 4 +
+					     SRC_STATE_WRITES +
 					     (c->channels - 1) * (c->max_writes + 4) };
 	struct pd_request req = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
 				  .caps = requested_caps(s), .ctrl_depth = c->ctrl_depth,

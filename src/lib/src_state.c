@@ -1,30 +1,191 @@
 #include "src_state.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/mman.h>
 
+#include "privdata.h"
 #include "src_int.h"
+
+static bool ring_ready(const struct src_sring *r)
+{
+	return r->mr != NULL;
+}
+
+static void count(struct rdmig_source *s, size_t n)
+{
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.state_bytes += n;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+}
+
+/* Before the ring is there (or without one): in the message itself. */
+static ssize_t inline_write(struct rdmig_source *s, const void *data, size_t len)
+{
+	Rdmig__State st = RDMIG__STATE__INIT;
+	size_t max = ctrl_state_max(s->peer_msg_max);
+	int rc;
+
+	st.data.data = (uint8_t *)(uintptr_t)data;
+	st.data.len = len < max ? len : max;
+	rc = ctrl_send(&s->ss.ch, CT_STATE, &st.base);
+	if (rc)
+		return rc == -EAGAIN ? 0 : rc;
+	count(s, st.data.len);
+	return (ssize_t)st.data.len;
+}
+
+/* How much of @len one ring write may take now: no more than the space
+ * the destination gave back, than what is left before the ring's end (a
+ * write never wraps), than SRC_STATE_WRITE_MAX. */
+static size_t ring_fit(const struct src_sring *r, size_t len)
+{
+	uint64_t off = r->written & (r->size - 1);
+	uint64_t n = r->size - (r->written - r->taken);
+
+	if (n > r->size - off)
+		n = r->size - off;
+	if (n > SRC_STATE_WRITE_MAX)
+		n = SRC_STATE_WRITE_MAX;
+	return len < n ? len : (size_t)n;
+}
+
+static ssize_t ring_write(struct rdmig_source *s, const void *data, size_t len)
+{
+	struct src_sring *r = &s->sring;
+	Rdmig__StateWritten w = RDMIG__STATE_WRITTEN__INIT;
+	uint64_t off = r->written & (r->size - 1);
+	size_t n = ring_fit(r, len);
+	struct ibv_sge sge;
+	struct ibv_send_wr wr;
+	int rc;
+
+	if (!n || r->inflight == SRC_STATE_WRITES || !ctrl_can_send(&s->ss.ch))
+		return 0;
+	memcpy(r->buf + off, data, n);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)(r->buf + off), .length = (uint32_t)n,
+				.lkey = r->mr->lkey };
+	wr = (struct ibv_send_wr){ .wr_id = fab_wr_id(&r->tag), .sg_list = &sge,
+				   .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				   .send_flags = IBV_SEND_SIGNALED };
+	wr.wr.rdma.remote_addr = r->raddr + off;
+	wr.wr.rdma.rkey = r->rkey;
+	/* The announcement follows the WRITE on the same queue pair: the
+	 * destination sees it only once the bytes are in its ring. */
+	rc = fab_post_send(s->ss.conn, &wr);
+	if (rc)
+		return rc;
+	r->inflight++;
+	w.length = (uint32_t)n;
+	rc = ctrl_send(&s->ss.ch, CT_STATE_WRITTEN, &w.base);
+	if (rc)
+		return rc == -EAGAIN ? rd_err_set(&s->ss.err, -EPROTO, "no credit to announce "
+						  "device state written") : rc;
+	r->written += n;
+	count(s, n);
+	return (ssize_t)n;
+}
 
 ssize_t src_state_write(struct rdmig_source *s, const void *data, size_t len)
 {
-	Rdmig__State st = RDMIG__STATE__INIT;
-	size_t max;
-	int rc;
-
 	if (s->state < SRC_READY || s->state > SRC_ITER_END)
 		return rd_err_set(&s->ss.err, -ENOTCONN, "device state needs a connection "
 				  "before completion");
 	if (!len || !ctrl_can_send(&s->ss.ch))
 		return 0;
-	max = ctrl_state_max(s->peer_msg_max);
-	st.data.data = (uint8_t *)(uintptr_t)data;
-	st.data.len = len < max ? len : max;
-	rc = ctrl_send(&s->ss.ch, CT_STATE, &st.base);
-	if (rc == -EAGAIN)
+	return ring_ready(&s->sring) ? ring_write(s, data, len) : inline_write(s, data, len);
+}
+
+bool src_state_room(const struct rdmig_source *s)
+{
+	const struct src_sring *r = &s->sring;
+
+	if (!ctrl_can_send(&s->ss.ch))
+		return false;
+	return !ring_ready(r) || (r->inflight < SRC_STATE_WRITES && ring_fit(r, 1));
+}
+
+static int on_ring(struct rdmig_source *s, const Rdmig__StateRing *m)
+{
+	struct src_sring *r = &s->sring;
+	void *p;
+
+	if (!(s->ss.caps & PD_CAP_STATE_RING) || r->size)
+		return rd_err_set(&s->ss.err, -EPROTO, "STATE_RING %s", r->size ? "a second time" :
+				  "without the capability");
+	p = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return rd_err_set(&s->ss.err, -ENOMEM, "cannot allocate %" PRIu32 " bytes for "
+				  "the device-state ring", m->size);
+	r->buf = p;
+	r->raddr = m->addr;
+	r->rkey = m->rkey;
+	r->size = m->size;
+	r->tag.kind = SRC_TAG_STATE;
+	return src_state_step(s);
+}
+
+static int on_taken(struct rdmig_source *s, const Rdmig__StateTaken *m)
+{
+	struct src_sring *r = &s->sring;
+
+	if (!r->size || m->taken < r->taken || m->taken > r->written)
+		return rd_err_set(&s->ss.err, -EPROTO, "STATE_TAKEN %" PRIu64 " outside %" PRIu64
+				  "..%" PRIu64 " (taken before .. written)", m->taken, r->taken,
+				  r->written);
+	r->taken = m->taken;
+	return 0;
+}
+
+int src_state_msg(struct rdmig_source *s, const struct ctrl_hdr *h, const ProtobufCMessage *m)
+{
+	if (h->type == CT_STATE_RING)
+		return on_ring(s, (const Rdmig__StateRing *)m);
+	return on_taken(s, (const Rdmig__StateTaken *)m);
+}
+
+int src_state_write_done(struct rdmig_source *s, const struct ibv_wc *wc)
+{
+	if (wc->status != IBV_WC_SUCCESS)
+		return fab_wc_error(s->ss.conn, wc, "RDMA WRITE of device state");
+	if (!s->sring.inflight)
+		return rd_err_set(&s->ss.err, -EPROTO, "a device-state WRITE completed twice");
+	s->sring.inflight--;
+	return 0;
+}
+
+int src_state_reg_done(struct rdmig_source *s, const struct regq_job *j)
+{
+	if (j->rc) {
+		fab_reg_error(&s->ss.err, j->rc, j->len);
+		return rd_err_prefix(&s->ss.err, j->rc, "the device-state ring");
+	}
+	s->sring.mr = j->mr;
+	return 0;
+}
+
+int src_state_step(struct rdmig_source *s)
+{
+	struct src_sring *r = &s->sring;
+	int rc;
+
+	if (!r->size || r->submitted)
 		return 0;
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.st.state_bytes += st.data.len;
-	pthread_mutex_unlock(&s->ss.stats.lock);
-	return (ssize_t)st.data.len;
+	rc = regq_submit(&s->rq, r->buf, r->size, 0, -1, SRC_REG_COOKIE(REG_STATE, 0),
+			 &s->ss.err);
+	r->submitted = rc == 0;
+	/* The helpers' queue is full of pin-all pieces: the next step. */
+	return rc == -EAGAIN ? 0 : rc;
+}
+
+void src_state_destroy(struct rdmig_source *s)
+{
+	struct src_sring *r = &s->sring;
+
+	if (r->mr)
+		ibv_dereg_mr(r->mr);
+	if (r->buf)
+		munmap(r->buf, r->size);
+	*r = (struct src_sring){ 0 };
 }

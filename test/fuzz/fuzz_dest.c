@@ -1,7 +1,8 @@
 /* Fuzzes the destination's message handler with arbitrary sequences of
  * control frames against a small in-memory block table.
  *
- * dest.c and the files below it (dst_link.c, dst_map.c, dst_data.c) are
+ * dest.c and the files below it (dst_link.c, dst_map.c, dst_data.c,
+ * dst_state.c) are
  * included whole so their static handlers are reachable; the
  * transport underneath (fabric, ctrl, verbs MR calls) is replaced by the
  * minimal stand-ins below, because what is under test is how the state
@@ -14,14 +15,16 @@
  * inputs with bit 1 reach the slicing of their ranges.
  *
  * Input: byte 0 selects capabilities (bit 0 pin-all, 1 zero pages,
- * 2 verify, 3 auth, 5 multi-channel with 4 channels asked for) and bit 4 a
- * map callback instead of fixed blocks; then
+ * 2 verify, 3 auth, 5 multi-channel with 4 channels asked for, 6 no
+ * progress, 7 the state ring) and bit 4 a map callback instead of fixed
+ * blocks; then
  * frames, each a 2-byte little-endian length and that many bytes of a
  * control frame (header + protobuf), decoded by the real codec. */
 #include "../../src/lib/dest.c"
 #include "../../src/lib/dst_data.c"
 #include "../../src/lib/dst_link.c"
 #include "../../src/lib/dst_map.c"
+#include "../../src/lib/dst_state.c"
 
 #include <assert.h>
 #include <sched.h>
@@ -259,6 +262,9 @@ static int settle(struct rdmig_dest *d)
 		rc = dst_map_pin_step(d);
 		if (rc < 0)
 			return rc;
+		rc = dst_state_ring_step(d);
+		if (rc < 0)
+			return rc;
 		if (d->job.kind == JOB_NONE && !regq_pending(&d->rq))
 			return 0;
 		rc = reap_registrations(d);
@@ -317,7 +323,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		auth_nonce(d->nonce);
 	dst_link_begin(d, (sel & 1 ? PD_CAP_PIN_ALL : PD_CAP_PAGES) | (sel & 2 ? PD_CAP_ZERO_PAGES : 0) |
 			 (sel & 4 ? PD_CAP_VERIFY : 0) | (sel & 8 ? PD_CAP_AUTH : 0) |
-			 (sel & 64 ? 0 : PD_CAP_PROGRESS));
+			 (sel & 64 ? 0 : PD_CAP_PROGRESS) | (sel & 128 ? PD_CAP_STATE_RING : 0));
 	if ((sel & 32) && open_channels(d, d->ss.conn, 4))
 		d->ss.caps |= PD_CAP_MULTI_CHANNEL;
 

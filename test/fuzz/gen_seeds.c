@@ -79,6 +79,9 @@ static void codec(const char *dir)
 	Rdmig__AuthResponse ar = RDMIG__AUTH_RESPONSE__INIT;
 	Rdmig__Pages pg = RDMIG__PAGES__INIT;
 	Rdmig__Progress pr = RDMIG__PROGRESS__INIT;
+	Rdmig__StateRing sr = RDMIG__STATE_RING__INIT;
+	Rdmig__StateWritten sw = RDMIG__STATE_WRITTEN__INIT;
+	Rdmig__StateTaken stk = RDMIG__STATE_TAKEN__INIT;
 	uint64_t pglen[2] = { 16, 16 };
 
 	b[0].name = "pc.ram"; b[0].length = 1 << 24; b[0].page_size = 4096;
@@ -124,6 +127,12 @@ static void codec(const char *dir)
 	frame(dir, CT_PAGES, &pg.base);
 	pr.normal_bytes = 1 << 26; pr.normal_pages = 1 << 14; pr.zero_pages_skipped = 7;
 	frame(dir, CT_PROGRESS, &pr.base);
+	sr.addr = 0x7f5500000000ull; sr.rkey = 99; sr.size = 4u << 20;
+	frame(dir, CT_STATE_RING, &sr.base);
+	sw.length = 512u << 10;
+	frame(dir, CT_STATE_WRITTEN, &sw.base);
+	stk.taken = 3u << 20;
+	frame(dir, CT_STATE_TAKEN, &stk.base);
 	/* Found by fuzz_codec: field number 0 spelled as a two-byte tag. */
 	static const uint8_t field0[] = { 0, 0, 0, 5, 0, CT_ITER_ACK, 0, 0,
 					  0x08, 7, 0x80, 0x00, 5 };
@@ -157,6 +166,7 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 	Rdmig__IterEnd end = RDMIG__ITER_END__INIT;
 	Rdmig__Progress prog = RDMIG__PROGRESS__INIT;
 	Rdmig__State st = RDMIG__STATE__INIT;
+	Rdmig__StateWritten sw = RDMIG__STATE_WRITTEN__INIT;
 	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
 	Rdmig__Pages pg = RDMIG__PAGES__INIT;
 	static uint8_t page[4096] = { 9, 8, 7 };
@@ -213,6 +223,11 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 	st.data.len = sizeof(state);
 	seq_frame(CT_STATE, &st.base);
 	c.state_bytes = sizeof(state);
+	if (sel & 0x80) {
+		sw.length = 1000;
+		seq_frame(CT_STATE_WRITTEN, &sw.base);
+		c.state_bytes += sw.length;
+	}
 	c.iteration = 1;
 	seq_frame(CT_COMPLETE, &c.base);
 	put(dir, name, seq, seq_len);
@@ -230,6 +245,7 @@ int main(int argc, char **argv)
 		dest_sequence(argv[3], "dynamic", 0x02);
 		dest_sequence(argv[3], "pin-all", 0x03);
 		dest_sequence(argv[3], "mapped", 0x12);
+		dest_sequence(argv[3], "state-ring", 0x82);
 	}
 	return 0;
 }

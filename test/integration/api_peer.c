@@ -10,7 +10,9 @@
  * Block files are D/src-NAME and D/dst-NAME.  KIND is random (default),
  * zero (all zero) or sparse (one random page in 64, the rest zero).  The
  * destination prints "port N" once listening; both sides print "stat KEY V"
- * lines from the library's own counters and "error: MSG" on failure. */
+ * lines from the library's own counters and "error: MSG" on failure.  The
+ * source times each iteration ("iteration N done in MS ms") and the state
+ * ("time state BYTES bytes MS ms"), for make bench's state row. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -143,17 +145,22 @@ static void config(struct rdmig_config *cfg, const struct opts *o)
 	cfg->verify = o->verify;
 }
 
+/* Prints how long sending took, for make bench's state row. */
 static int send_state(struct rdmig_source *s, const char *path)
 {
 	size_t len;
 	char *data = tu_slurp(path, &len);
+	uint64_t t0;
 	int rc;
 
 	if (!data) {
 		fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
 		return -errno;
 	}
+	t0 = tu_now_ms();
 	rc = rdmig_source_send_state(s, data, len);
+	if (!rc)
+		printf("time state %zu bytes %" PRIu64 " ms\n", len, tu_now_ms() - t0);
 	free(data);
 	return rc;
 }
@@ -183,9 +190,11 @@ static int run_src(struct opts *o)
 		rc = rdmig_source_mark_all(s);
 	}
 	for (i = 0; !rc && (i < o->iterations || o->forever); i++) {
+		uint64_t t0 = tu_now_ms();
+
 		rc = rdmig_source_iterate(s);
 		if (!rc) {
-			printf("iteration %d done\n", i + 1);
+			printf("iteration %d done in %" PRIu64 " ms\n", i + 1, tu_now_ms() - t0);
 			fflush(stdout);
 		}
 		if (!rc && (i + 1 < o->iterations || o->forever))

@@ -108,7 +108,7 @@ START_TEST(hdr_unknown_type)
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_ptr_null(out);
-	ck_assert_str_eq(e.msg, "unknown control message type 19");
+	ck_assert_str_eq(e.msg, "unknown control message type 22");
 	h.type = 0xffff;
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_hdr_get(buf, 8, MSG_MAX, &h, &e), -EPROTO);
@@ -549,6 +549,46 @@ START_TEST(rt_state)
 	ck_assert_uint_eq(so->data.len, sizeof(data));
 	ck_assert_mem_eq(so->data.data, data, sizeof(data));
 	ctrl_msg_free(NULL, out);
+}
+END_TEST
+
+/* The ring the source writes device state into: an address, a power-of-two
+ * size within the limits that does not wrap; writes of 1 byte at least. */
+START_TEST(state_ring_limits)
+{
+	Rdmig__StateRing r = RDMIG__STATE_RING__INIT;
+	Rdmig__StateWritten w = RDMIG__STATE_WRITTEN__INIT;
+	Rdmig__StateTaken t = RDMIG__STATE_TAKEN__INIT;
+
+	r.addr = 0x10000;
+	r.rkey = 7;
+	r.size = 4u << 20;
+	good(CT_STATE_RING, &r.base);
+	r.addr = 0;
+	bad(CT_STATE_RING, &r.base, "STATE_RING: address 0");
+	r.addr = 0x10000;
+	r.size = (4u << 20) + 4096;
+	bad(CT_STATE_RING, &r.base, "STATE_RING: size 4198400 is not a power of two in "
+	    "65536..67108864");
+	r.size = 32u << 10;
+	bad(CT_STATE_RING, &r.base, "STATE_RING: size 32768 is not a power of two in "
+	    "65536..67108864");
+	r.size = 128u << 20;
+	bad(CT_STATE_RING, &r.base, "STATE_RING: size 134217728 is not a power of two in "
+	    "65536..67108864");
+	r.size = 64u << 10;
+	r.addr = UINT64_MAX - 4096;
+	bad(CT_STATE_RING, &r.base, "STATE_RING: 65536 bytes at 0xffffffffffffefff wrap "
+	    "the address space");
+	w.length = 1;
+	good(CT_STATE_WRITTEN, &w.base);
+	w.length = 0;
+	bad(CT_STATE_WRITTEN, &w.base, "STATE_WRITTEN: length 0 is not in 1..67108864");
+	w.length = (64u << 20) + 1;
+	bad(CT_STATE_WRITTEN, &w.base, "STATE_WRITTEN: length 67108865 is not in "
+	    "1..67108864");
+	t.taken = UINT64_MAX;
+	good(CT_STATE_TAKEN, &t.base);
 }
 END_TEST
 
@@ -1534,6 +1574,7 @@ Suite *codec_suite(void)
 	tcase_add_test(rtc, rt_zero_ranges);
 	tcase_add_test(rtc, rt_iterations);
 	tcase_add_test(rtc, rt_state);
+	tcase_add_test(rtc, state_ring_limits);
 	tcase_add_test(rtc, rt_complete);
 	tcase_add_test(rtc, rt_error);
 	tcase_add_test(rtc, rt_auth);

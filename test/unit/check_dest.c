@@ -10,6 +10,7 @@
 
 #include "codec.h"
 #include "dst_data.h"
+#include "dst_state.h"
 #include "dst_int.h"
 #include "privdata.h"
 #include "suites.h"
@@ -271,7 +272,7 @@ START_TEST(state_waits_while_paused)
 	ck_assert_int_eq(dst_data_msg(d, &h, &st.base), 0);
 	ck_assert_uint_eq(got_state, 0);
 	ck_assert_int_eq(d->job.kind, JOB_STATE);
-	ck_assert_int_eq(dst_data_state_step(d), DST_JOB_WAITING);
+	ck_assert_int_eq(dst_state_step(d, INT64_MAX), DST_JOB_WAITING);
 	ck_assert_uint_eq(got_state, 0);
 	/* Long past the source's silence: not timed while paused. */
 	d->ss.ch.last_recv_ms -= 10 * (int64_t)cfg.timeout_ms;
@@ -282,7 +283,7 @@ START_TEST(state_waits_while_paused)
 	ck_assert_int_eq(poll(&p, 1, 0), 0);
 	rdmig_dest_pause_state(d, 0);
 	ck_assert_int_eq(poll(&p, 1, 0), 1);
-	ck_assert_int_eq(dst_data_state_step(d), DST_JOB_DONE);
+	ck_assert_int_eq(dst_state_step(d, INT64_MAX), DST_JOB_DONE);
 	ck_assert_uint_eq(got_state, sizeof(bytes));
 	ck_assert_uint_eq(d->state_bytes, sizeof(bytes));
 	d->job = (struct dst_job){ .kind = JOB_NONE };
@@ -291,6 +292,100 @@ START_TEST(state_waits_while_paused)
 	ck_assert_int_eq(dst_data_msg(d, &h, &st.base), 0);
 	ck_assert_uint_eq(got_state, 2 * sizeof(bytes));
 	ck_assert_int_eq(d->job.kind, JOB_NONE);
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
+/* What the state callback got, in order. */
+static uint8_t *ring_got;
+static size_t ring_got_len, ring_calls;
+
+static int keep_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
+{
+	(void)ctx; (void)err; (void)errlen;
+	memcpy(ring_got + ring_got_len, data, len);
+	ring_got_len += len;
+	ring_calls++;
+	return 0;
+}
+
+static int written(struct rdmig_dest *d, uint32_t len)
+{
+	struct ctrl_hdr h = { .type = CT_STATE_WRITTEN };
+	Rdmig__StateWritten w = RDMIG__STATE_WRITTEN__INIT;
+
+	w.length = len;
+	return dst_data_msg(d, &h, &w.base);
+}
+
+/* STATE_WRITTEN: the bytes are taken from the ring where the last ones
+ * ended, in slices with the step's clock read between them, held while
+ * paused, and a length that would run past the ring's end (or any before
+ * the ring was offered) fails the migration with nothing handed over. */
+START_TEST(state_ring_in_order_and_bounded)
+{
+	static uint8_t ram[64 * 1024] __attribute__((aligned(4096)));
+	const size_t R = DST_STATE_RING;
+	struct rdmig_config cfg;
+	struct rdmig_dest *d;
+	size_t i;
+
+	rdmig_config_init(&cfg);
+	cfg.state = keep_state;
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "ram", ram, sizeof(ram), 0), 0);
+	d->state = DST_RUNNING;
+	d->ss.caps = PD_CAP_STATE_RING;
+	ring_got = malloc(2 * R);
+	ck_assert_ptr_nonnull(ring_got);
+	ring_got_len = ring_calls = 0;
+
+	/* Not offered yet. */
+	ck_assert_int_eq(written(d, 10), -EPROTO);
+	ck_assert_str_eq(rdmig_dest_error(d), "STATE_WRITTEN before this destination offered "
+			 "its state ring");
+	d->sring.buf = malloc(R);
+	ck_assert_ptr_nonnull(d->sring.buf);
+	d->sring.announced = true;
+	for (i = 0; i < R; i++)
+		d->sring.buf[i] = (uint8_t)(i * 31 + (i >> 12));
+
+	/* 1 MiB with the time up: one slice per step. */
+	ck_assert_int_eq(written(d, 1u << 20), 0);
+	ck_assert_int_eq(d->job.kind, JOB_RING);
+	ck_assert_int_eq(dst_state_step(d, 0), DST_JOB_CUT);
+	ck_assert_uint_eq(ring_got_len, 256u << 10);
+	ck_assert_int_eq(dst_state_step(d, INT64_MAX), DST_JOB_DONE);
+	ck_assert_uint_eq(ring_got_len, 1u << 20);
+	ck_assert_uint_eq(d->sring.taken, 1u << 20);
+	ck_assert_mem_eq(ring_got, d->sring.buf, 1u << 20);
+
+	/* Paused: held, nothing handed over. */
+	rdmig_dest_pause_state(d, 1);
+	ck_assert_int_eq(written(d, (uint32_t)(R - (1u << 20))), 0);
+	ck_assert_int_eq(dst_state_step(d, INT64_MAX), DST_JOB_WAITING);
+	ck_assert_uint_eq(ring_got_len, 1u << 20);
+	rdmig_dest_pause_state(d, 0);
+	ck_assert_int_eq(dst_state_step(d, INT64_MAX), DST_JOB_DONE);
+	ck_assert_uint_eq(d->sring.taken, R);
+	ck_assert_mem_eq(ring_got, d->sring.buf, R);
+
+	/* Around: the next bytes start at the ring's start again. */
+	ck_assert_int_eq(written(d, 4096), 0);
+	ck_assert_int_eq(dst_state_step(d, INT64_MAX), DST_JOB_DONE);
+	ck_assert_mem_eq(ring_got + R, d->sring.buf, 4096);
+	ck_assert_uint_eq(d->state_bytes, R + 4096);
+
+	/* One byte past the end: refused, nothing handed over. */
+	ck_assert_int_eq(written(d, (uint32_t)(R - 4096 + 1)), -EPROTO);
+	ck_assert_str_eq(rdmig_dest_error(d), "STATE_WRITTEN: 4190209 bytes at ring offset "
+			 "4096 run past the ring's 4194304 bytes");
+	ck_assert_uint_eq(ring_got_len, R + 4096);
+	ck_assert_uint_eq(d->sring.written, R + 4096);
+	free(d->sring.buf);
+	d->sring.buf = NULL;
+	free(ring_got);
+	d->job = (struct dst_job){ .kind = JOB_NONE };
 	rdmig_dest_destroy(d);
 }
 END_TEST
@@ -305,6 +400,7 @@ Suite *dest_suite(void)
 	tcase_add_test(tc, progress_counts_what_landed);
 	tcase_add_test(tc, state_waits_while_paused);
 	tcase_add_test(tc, state_callback_may_not_process);
+	tcase_add_test(tc, state_ring_in_order_and_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

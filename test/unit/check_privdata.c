@@ -343,9 +343,9 @@ START_TEST(caps_strings)
 	ck_assert_str_eq(pd_caps_str(PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES, buf, sizeof(buf)),
 			 "pin-all,zero-pages");
 	ck_assert_str_eq(pd_caps_str(PD_CAP_KNOWN, buf, sizeof(buf)),
-			 "pin-all,zero-pages,verify,auth,multi-channel,pages,progress");
-	ck_assert_str_eq(pd_caps_str(PD_CAP_AUTH | (1u << 7) | (1u << 31), buf, sizeof(buf)),
-			 "auth,0x80,0x80000000");
+			 "pin-all,zero-pages,verify,auth,multi-channel,pages,progress,state-ring");
+	ck_assert_str_eq(pd_caps_str(PD_CAP_AUTH | (1u << 8) | (1u << 31), buf, sizeof(buf)),
+			 "auth,0x100,0x80000000");
 	/* Truncates without overrunning. */
 	ck_assert_str_eq(pd_caps_str(PD_CAP_KNOWN, small, sizeof(small)), "pin-all,zer");
 }
