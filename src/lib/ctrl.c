@@ -24,12 +24,10 @@ static int post_rx(struct ctrl *ch, uint32_t i)
 	return fab_post_recv(ch->conn, &wr);
 }
 
-int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
-	      uint32_t msg_max, struct rd_err *err)
+int ctrl_prepare(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
+		 uint32_t msg_max, struct rd_err *err)
 {
 	size_t rsize = (size_t)depth * msg_max;
-	uint32_t i;
-	int rc;
 
 	memset(ch, 0, sizeof(*ch));
 	/* The connection's failures are this channel's owner's too. */
@@ -39,15 +37,23 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	ch->msg_max = msg_max;
 	ch->err = err;
 	ch->rx = calloc(depth, sizeof(*ch->rx));
-	if (!ch->rx || posix_memalign((void **)&ch->rbuf, 4096, rsize))
+	if (!ch->rx || posix_memalign((void **)&ch->rbuf, 4096, rsize) ||
+	    posix_memalign((void **)&ch->sbuf, 4096, rsize))
 		return rd_err_set(err, -ENOMEM, "out of memory for control buffers");
-	rc = arena_init(&ch->arena, ctrl_arena_size(msg_max), err);
-	if (rc)
-		return rc;
-	rc = fab_reg_mr(conn, ch->rbuf, rsize, IBV_ACCESS_LOCAL_WRITE, &ch->rmr);
-	if (rc)
-		return rc;
-	for (i = 0; i < depth; i++) {
+	return arena_init(&ch->arena, ctrl_arena_size(msg_max), err);
+}
+
+size_t ctrl_ring_bytes(const struct ctrl *ch)
+{
+	return (size_t)ch->depth * ch->msg_max;
+}
+
+int ctrl_post_receives(struct ctrl *ch)
+{
+	uint32_t i;
+	int rc;
+
+	for (i = 0; i < ch->depth; i++) {
 		ch->rx[i].tag.kind = CTRL_TAG_RECV;
 		ch->rx[i].idx = i;
 		rc = post_rx(ch, i);
@@ -56,6 +62,17 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	}
 	ch->last_recv_ms = ch->last_send_ms = rd_now_ms();
 	return 0;
+}
+
+int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
+	      uint32_t msg_max, struct rd_err *err)
+{
+	int rc = ctrl_prepare(ch, conn, depth, msg_max, err);
+
+	if (!rc)
+		rc = fab_reg_mr(conn, ch->rbuf, ctrl_ring_bytes(ch), IBV_ACCESS_LOCAL_WRITE,
+				&ch->rmr);
+	return rc ? rc : ctrl_post_receives(ch);
 }
 
 void ctrl_start(struct ctrl *ch, uint32_t peer_depth, uint32_t peer_msg_max)
@@ -67,11 +84,12 @@ void ctrl_start(struct ctrl *ch, uint32_t peer_depth, uint32_t peer_msg_max)
 	ch->credits = peer_depth;
 }
 
-/* Send buffers are sized from the peer's limits, so they are allocated when
- * those are known (first send). */
+/* Send slots are cut from the peer's limits, so they are made when those
+ * are known (first send).  Registered here only the part of the send ring
+ * they need, unless the caller registered all of it ahead (ctrl_prepare):
+ * a destination pins no more for a source than it asked for. */
 static int alloc_tx(struct ctrl *ch)
 {
-	size_t ssize;
 	uint32_t i;
 	int rc;
 
@@ -79,13 +97,18 @@ static int alloc_tx(struct ctrl *ch)
 		return 0;
 	/* The send queue was sized for our own depth of control sends. */
 	ch->ntx = ch->peer_depth < ch->depth ? ch->peer_depth : ch->depth;
-	ssize = (size_t)ch->ntx * ch->peer_msg_max;
 	ch->tx = calloc(ch->ntx, sizeof(*ch->tx));
-	if (!ch->tx || posix_memalign((void **)&ch->sbuf, 4096, ssize))
+	if (!ch->tx)
 		return rd_err_set(ch->err, -ENOMEM, "out of memory for control buffers");
-	rc = fab_reg_mr(ch->conn, ch->sbuf, ssize, 0, &ch->smr);
-	if (rc)
-		return rc;
+	if (!ch->smr) {
+		rc = fab_reg_mr(ch->conn, ch->sbuf, (size_t)ch->ntx * ch->peer_msg_max, 0,
+				&ch->smr);
+		if (rc) {
+			free(ch->tx);
+			ch->tx = NULL;
+			return rc;
+		}
+	}
 	for (i = 0; i < ch->ntx; i++) {
 		ch->tx[i].tag.kind = CTRL_TAG_SEND;
 		ch->tx[i].idx = i;

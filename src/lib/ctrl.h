@@ -44,10 +44,24 @@ struct ctrl {
 	struct rd_err *err;
 };
 
-/* Allocates and registers the buffers and posts every receive.  Call after
- * the QP exists and before the connection is accepted/established. */
+/* Allocates the buffers, registers the receive ring and posts every
+ * receive (the send ring is registered at the first send, as far as the
+ * peer's limits need).  Call after the QP exists and before the connection
+ * is accepted/established. */
 int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	      uint32_t msg_max, struct rd_err *err);
+/* ctrl_init in two parts, for a caller whose registrations run on a
+ * helper thread (a 2 MiB registration is 10-20 ms of CPU under emulation,
+ * more than a step may take): ctrl_prepare allocates the receive and the
+ * send ring (depth * msg_max bytes each, the send ring at our own limits
+ * since the peer's may only be lower); the caller registers ch->rbuf for
+ * local writing into ch->rmr and ch->sbuf into ch->smr, each
+ * ctrl_ring_bytes() long; then ctrl_post_receives posts every receive,
+ * still before the connection is established. */
+int ctrl_prepare(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
+		 uint32_t msg_max, struct rd_err *err);
+size_t ctrl_ring_bytes(const struct ctrl *ch);
+int ctrl_post_receives(struct ctrl *ch);
 /* Deregisters and frees; the QP must be gone or idle. */
 void ctrl_fini(struct ctrl *ch);
 /* Starts flow control once the peer's depth and buffer size are known.

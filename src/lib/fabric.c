@@ -341,6 +341,9 @@ static int setup_step(struct fab_conn *c, struct fab_attempt *a)
 		return rc ? rc : FAB_STEP_AGAIN;
 	case SETUP_PRE:
 		rc = a->pre_connect ? a->pre_connect(c, a->arg) : 0;
+		if (rc == FAB_PRE_WAIT)
+			return rd_expired(a->deadline) ? rd_err_set(c->err, -ETIMEDOUT, "timed out "
+								    "%s", a->what) : 0;
 		a->setup = SETUP_CONNECT;
 		return rc ? rc : FAB_STEP_AGAIN;
 	case SETUP_CONNECT:

@@ -165,8 +165,12 @@ void fab_conn_set_err(struct fab_conn *c, struct rd_err *err);
  * fd), 0 while it waits for the CM, a negative errno on failure (with
  * @deadline expired: -ETIMEDOUT).  *out is set by start, even when it fails:
  * the caller destroys it (after deregistering its MRs).  Failures are
- * written to @err, from start on and in every later call on the conn. */
+ * written to @err, from start on and in every later call on the conn.
+ * @pre_connect may return FAB_PRE_WAIT: it is waiting for something that
+ * will wake the caller's loop (a registration on a helper thread), and is
+ * called again in a later step, until the deadline. */
 #define FAB_STEP_AGAIN 2
+#define FAB_PRE_WAIT 3
 int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
 		      const struct fab_caps *caps, const void *priv, size_t len,
 		      int (*pre_connect)(struct fab_conn *c, void *arg), void *arg,

@@ -274,8 +274,17 @@ static int reap_registrations(struct rdmig_source *s)
 	n = regq_reap(&s->rq, j, RD_ARRAY_SIZE(j));
 	for (i = 0; i < n; i++) {
 		if (!rc && j[i].rc) {
-			rc = SRC_REG_KIND(j[i].cookie) == REG_STATE ? src_state_reg_done(s, &j[i]) :
-			     src_mem_reg_failed(s, &j[i]);
+			switch (SRC_REG_KIND(j[i].cookie)) {
+			case REG_STATE:
+				rc = src_state_reg_done(s, &j[i]);
+				break;
+			case REG_CTRL:
+				rc = src_link_ctrl_reg_done(s, &j[i]);
+				break;
+			default:
+				rc = src_mem_reg_failed(s, &j[i]);
+				break;
+			}
 			continue;
 		}
 		if (!rc) {
@@ -288,6 +297,9 @@ static int reap_registrations(struct rdmig_source *s)
 				break;
 			case REG_STATE:
 				rc = src_state_reg_done(s, &j[i]);
+				break;
+			case REG_CTRL:
+				rc = src_link_ctrl_reg_done(s, &j[i]);
 				break;
 			default:
 				rc = rd_err_set(&s->ss.err, -EPROTO, "a registration nobody asked "

@@ -83,7 +83,7 @@ enum { SRC_TAG_WRITE = 1, SRC_TAG_STATE = 2 };
 
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte, a slot or offset below). */
-enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2, REG_STATE = 3 };
+enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2, REG_STATE = 3, REG_CTRL = 4 };
 #define SRC_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
 #define SRC_REG_KIND(c) ((unsigned)((c) >> 56))
 #define SRC_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
@@ -169,8 +169,10 @@ struct rdmig_source {
 	uint32_t chan_port;
 	uint64_t chan_token;
 
-	/* Our registrations, done by a helper thread (regq.h). */
+	/* Our registrations, done by a helper thread (regq.h), the control
+	 * rings' first (REG_CTRL: 0 receive, 1 send). */
 	struct regq rq;
+	bool ctrl_submitted;
 	/* pin-all: pieces are submitted in order; the next to submit, and how
 	 * many came back registered */
 	struct src_piece *pieces;

@@ -16,18 +16,53 @@
 
 /* ---- connecting ------------------------------------------------------------ */
 
+/* Before rdma_connect: the control rings, registered by the helpers (a
+ * step must not spend the 10-20 ms it costs under emulation), then every
+ * receive posted.  The PD and CQ exist now: the helpers register on the
+ * PD, and the one fd the caller watches must see the CQ (the helpers wake
+ * it when they are done). */
 static int pre_connect(struct fab_conn *c, void *arg)
 {
 	struct rdmig_source *s = arg;
-	int rc = ctrl_init(&s->ss.ch, c, s->ss.cfg.ctrl_depth, s->ss.cfg.ctrl_msg_max,
-			   &s->ss.err);
+	struct ctrl *ch = &s->ss.ch;
+	int rc;
 
+	if (!s->ctrl_submitted) {
+		rc = ctrl_prepare(ch, c, s->ss.cfg.ctrl_depth, s->ss.cfg.ctrl_msg_max,
+				  &s->ss.err);
+		if (!rc)
+			rc = src_mem_reg_start(s, c->pd);
+		if (!rc)
+			rc = sess_watch(&s->ss, fab_cq_fd(c));
+		if (!rc)
+			rc = regq_submit(&s->rq, ch->rbuf, ctrl_ring_bytes(ch),
+					 IBV_ACCESS_LOCAL_WRITE, -1, SRC_REG_COOKIE(REG_CTRL, 0),
+					 &s->ss.err);
+		if (!rc)
+			rc = regq_submit(&s->rq, ch->sbuf, ctrl_ring_bytes(ch), 0, -1,
+					 SRC_REG_COOKIE(REG_CTRL, 1), &s->ss.err);
+		s->ctrl_submitted = rc == 0;
+		return rc ? rc : FAB_PRE_WAIT;
+	}
+	if (!ch->rmr || !ch->smr)
+		return FAB_PRE_WAIT;
+	rc = ctrl_post_receives(ch);
 	s->ss.ctrl_ready = rc == 0;
-	/* The PD and CQ exist now: the helper registers on the PD, and the
-	 * one fd the caller watches must see the CQ. */
-	if (!rc)
-		rc = src_mem_reg_start(s, c->pd);
-	return rc ? rc : sess_watch(&s->ss, fab_cq_fd(c));
+	return rc;
+}
+
+int src_link_ctrl_reg_done(struct rdmig_source *s, const struct regq_job *j)
+{
+	if (j->rc) {
+		fab_reg_error(&s->ss.err, j->rc, j->len);
+		return rd_err_prefix(&s->ss.err, j->rc, "the control channel's %s ring",
+				     SRC_REG_N(j->cookie) ? "send" : "receive");
+	}
+	if (SRC_REG_N(j->cookie))
+		s->ss.ch.smr = j->mr;
+	else
+		s->ss.ch.rmr = j->mr;
+	return 0;
 }
 
 static uint32_t requested_caps(const struct rdmig_source *s)

@@ -34,6 +34,8 @@ int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 int src_pin_step(struct rdmig_source *s);
 /* ... which finished one (in order). */
 int src_pin_done(struct rdmig_source *s, const struct regq_job *j);
+/* A control ring the helper registered (REG_CTRL), or failed to. */
+int src_link_ctrl_reg_done(struct rdmig_source *s, const struct regq_job *j);
 int src_on_pin_keys(struct rdmig_source *s, const Rdmig__PinKeys *k);
 /* The CM events of the connections once connected; a disconnect or a
  * failed data channel is an error. */
