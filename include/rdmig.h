@@ -243,6 +243,15 @@ struct rdmig_stats {
 	 * last two iterations ("dirty-pages-rate" x page size). */
 	uint64_t dirty_rate;
 	uint64_t first_write_ms;  /* source: connect until the first WRITE left */
+	/* Since 0.2.0: the last completed iteration.  Its page data (written
+	 * or sent in PAGES; destination: as its ITER_END said), the zero pages
+	 * found in it (destination: cleared or skipped in it), and how long it
+	 * took (source: its start to the destination's acknowledgement;
+	 * destination: from the previous ITER_END, or the block map, to its
+	 * own). */
+	uint64_t last_iter_bytes;
+	uint64_t last_iter_zero_pages;
+	uint64_t last_iter_ms;
 };
 
 /* ---- source ---------------------------------------------------------- */

@@ -130,6 +130,22 @@ static int on_pages(struct rdmig_dest *d, const Rdmig__Pages *m)
 	return 0;
 }
 
+/* The per-round statistics: this ITER_END closes the round that began at
+ * the last one (or at the block map). */
+static void round_done(struct rdmig_dest *d, uint64_t bytes)
+{
+	int64_t now = rd_now_ms();
+	uint64_t zero = d->zero_pages + d->told_skipped;
+
+	pthread_mutex_lock(&d->ss.stats.lock);
+	d->ss.stats.st.last_iter_bytes = bytes;
+	d->ss.stats.st.last_iter_zero_pages = zero - d->round_zero_base;
+	d->ss.stats.st.last_iter_ms = (uint64_t)(now - d->round_start_ms);
+	pthread_mutex_unlock(&d->ss.stats.lock);
+	d->round_zero_base = zero;
+	d->round_start_ms = now;
+}
+
 static int on_iter_end(struct rdmig_dest *d, const Rdmig__IterEnd *e)
 {
 	Rdmig__IterAck ack = RDMIG__ITER_ACK__INIT;
@@ -141,6 +157,7 @@ static int on_iter_end(struct rdmig_dest *d, const Rdmig__IterEnd *e)
 	ack.iteration = d->iteration;
 	d->iter_bytes += e->bytes;
 	dst_data_count(d);
+	round_done(d, e->bytes);
 	return sess_send(&d->ss, CT_ITER_ACK, &ack.base, "acknowledge the iteration");
 }
 

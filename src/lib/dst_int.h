@@ -179,6 +179,10 @@ struct rdmig_dest {
 	 * with PROGRESS what it last said (pages, bytes, zero pages it did
 	 * not send); the zero pages of the ZERO_RANGES that came. */
 	uint64_t iter_bytes, told_bytes, told_pages, told_skipped, zero_pages;
+	/* Where the current round began (the block map or the last ITER_END),
+	 * and the zero pages counted by then. */
+	int64_t round_start_ms;
+	uint64_t round_zero_base;
 
 	/* Bounded steps (rdmig(3)): completions polled and not handled yet,
 	 * and the message in hand. */

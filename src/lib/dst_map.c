@@ -278,6 +278,7 @@ int dst_map_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 	if (rc)
 		return rc;
 	d->state = DST_RUNNING;
+	d->round_start_ms = rd_now_ms();
 	pthread_mutex_lock(&d->ss.stats.lock);
 	for (i = 0; i < d->nmap; i++)
 		d->ss.stats.st.total += d->blocks[d->map[i]].d.length;

@@ -196,6 +196,7 @@ struct rdmig_source {
 	uint64_t iter_bytes;    /* this round's page data */
 	int64_t iter_start_ms;
 	uint64_t last_iter_bytes, last_iter_ms;
+	uint64_t iter_zero_base; /* zero pages found before this round */
 	/* Marking may come from any thread: the dirty bitmaps' swap and these
 	 * counters are under mark_lock, and so is who drives the handle (whose
 	 * marks may write the handle's error text). */

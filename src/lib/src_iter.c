@@ -172,6 +172,9 @@ int src_iter_begin(struct rdmig_source *s)
 	src_sweep_begin(s, src_mem_freeze(s, now));
 	s->iter_bytes = 0;
 	s->iter_start_ms = now;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->iter_zero_base = s->ss.stats.st.zero_pages;
+	pthread_mutex_unlock(&s->ss.stats.lock);
 	if (s->dreg_ready)
 		dreg_restart(&s->dreg);
 	s->state = SRC_ITERATING;
@@ -393,6 +396,9 @@ static int on_iter_ack(struct rdmig_source *s, const Rdmig__IterAck *a)
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.iterations = s->iteration;
 	s->ss.stats.st.data_time_ms += s->last_iter_ms;
+	s->ss.stats.st.last_iter_bytes = s->last_iter_bytes;
+	s->ss.stats.st.last_iter_ms = s->last_iter_ms;
+	s->ss.stats.st.last_iter_zero_pages = s->ss.stats.st.zero_pages - s->iter_zero_base;
 	pthread_mutex_unlock(&s->ss.stats.lock);
 	return 0;
 }

@@ -31,6 +31,9 @@
 #define CAP (8 * MiB)           /* first pass, bytes per second: below the bed's rate */
 #define STATE_LEN (256u << 10)
 #define BIG_STATE (4u << 20)    /* pre-copy device state, timed */
+/* Written while the destination is paused: more than its 4 MiB state ring
+ * holds, so the source must wait for the pause to end. */
+#define PAUSED_STATE (8u << 20)
 #define PAUSE_MS 300            /* the destination pauses state this long */
 #define MAX_ROUNDS 10
 
@@ -110,7 +113,7 @@ struct dest_side {
 	struct rdmig_listener *l;
 	struct blocks mem;
 	struct watcher *w;
-	uint8_t state[STATE_LEN + 2 * BIG_STATE];
+	uint8_t state[STATE_LEN + BIG_STATE + PAUSED_STATE];
 	size_t state_len;
 	int rc, cls;
 	struct rdmig_stats end;
@@ -344,7 +347,7 @@ START_TEST(vmm_trial)
 	struct rdmig_stats st = { .size = sizeof(st) };
 	struct rdmig_config cfg;
 	struct rdmig_source *s;
-	static uint8_t state[STATE_LEN + 2 * BIG_STATE];
+	static uint8_t state[STATE_LEN + BIG_STATE + PAUSED_STATE];
 	pthread_t dt, wt, ct, pt;
 	char err[256], port[16];
 	uint64_t t0, pass_ms = 0, pass_bytes = 0, remaining = 0, state_ms = 0, before;
@@ -396,9 +399,14 @@ START_TEST(vmm_trial)
 		ck_assert_msg(rc == 0, "round %u: %s", round + 1, rdmig_source_error(s));
 		rounds++;
 		rdmig_source_stats(s, &st);
+		/* The round's own counters: its page data, its zero pages at
+		 * most the round's pages, its time within the caller's. */
+		ck_assert_uint_eq(st.last_iter_bytes, st.normal_bytes - before);
+		ck_assert_uint_le(st.last_iter_ms, tu_now_ms() - t0);
 		if (round == 0) {
 			pass_ms = tu_now_ms() - t0;
 			pass_bytes = st.normal_bytes - before;
+			ck_assert_uint_gt(st.last_iter_zero_pages, 0);
 			/* The cap is lifted from another thread's point of view:
 			 * the call may come from anywhere. */
 			rdmig_source_set_max_bandwidth(s, 0);
@@ -414,7 +422,8 @@ START_TEST(vmm_trial)
 			ck_assert_int_eq(pthread_create(&pt, NULL, pause_thread, &w), 0);
 			usleep(20000);
 			t0 = tu_now_ms();
-			rc = loop_write_state(ep, s, state + STATE_LEN / 2 + BIG_STATE, BIG_STATE);
+			rc = loop_write_state(ep, s, state + STATE_LEN / 2 + BIG_STATE,
+					      PAUSED_STATE);
 			paused_ms = tu_now_ms() - t0;
 			pthread_join(pt, NULL);
 			ck_assert_msg(rc == 0, "paused state: %s", rdmig_source_error(s));
@@ -429,7 +438,8 @@ START_TEST(vmm_trial)
 	rc = drive(ep, s, TIMED("source_iterate_async", rdmig_source_iterate_async(s)));
 	ck_assert_msg(rc == 0, "last round: %s", rdmig_source_error(s));
 	rounds++;
-	ck_assert_int_eq(rdmig_source_send_state(s, state + STATE_LEN / 2 + 2 * BIG_STATE,
+	ck_assert_int_eq(rdmig_source_send_state(s, state + STATE_LEN / 2 + BIG_STATE +
+						 PAUSED_STATE,
 						 STATE_LEN / 2), 0);
 	rc = drive(ep, s, TIMED("source_complete_async",
 				 rdmig_source_complete_async(s)));
@@ -469,8 +479,8 @@ START_TEST(vmm_trial)
 	 * at about 1 MiB/s). */
 	ck_assert_msg(BIG_STATE * 1000ull >= 4 * MiB * state_ms, "device state from the loop "
 		      "went at %.1f MiB/s", (double)BIG_STATE / MiB * 1000.0 / (double)state_ms);
-	/* 4 MiB is more than the control channel's credits hold (32 x 64
-	 * KiB): the paused destination held the source's writes. */
+	/* 8 MiB is more than the destination's state ring holds (4 MiB):
+	 * the paused destination held the source's writes. */
 	ck_assert_msg(paused_ms + 20 >= PAUSE_MS, "state went on while paused (%" PRIu64 " ms)",
 		      paused_ms);
 	/* The library pulled the log at every round. */
@@ -486,6 +496,9 @@ START_TEST(vmm_trial)
 	ck_assert_uint_eq(ds.end.zero_pages_skipped, st.zero_pages_skipped);
 	ck_assert_uint_gt(st.zero_pages_skipped, 0);
 	ck_assert_uint_eq(ds.end.normal_bytes, st.normal_bytes);
+	/* Both sides name the same last round. */
+	ck_assert_uint_eq(ds.end.last_iter_bytes, st.last_iter_bytes);
+	ck_assert_uint_eq(ds.end.last_iter_zero_pages, st.last_iter_zero_pages);
 	ck_assert_int_eq(rdmig_source_error_class(s), RDMIG_ERROR_NONE);
 	rdmig_source_destroy(s);
 	rdmig_dest_destroy(ds.d);
