@@ -264,7 +264,24 @@ static int drain_cq(struct rdmig_source *s, int64_t until)
 	}
 }
 
-/* Registrations the helper finished, each to the part that asked. */
+/* One finished registration, to the part that asked for it. */
+static int reg_done(struct rdmig_source *s, const struct regq_job *j)
+{
+	switch (SRC_REG_KIND(j->cookie)) {
+	case REG_PIECE:
+		return j->rc ? src_mem_reg_failed(s, j) : src_pin_done(s, j);
+	case REG_CHUNK:
+		return j->rc ? src_mem_reg_failed(s, j) : src_iter_reg_done(s, j);
+	case REG_STATE:
+		return src_state_reg_done(s, j);
+	case REG_CTRL:
+		return src_link_ctrl_reg_done(s, j);
+	default:
+		return rd_err_set(&s->ss.err, -EPROTO, "a registration nobody asked for");
+	}
+}
+
+/* Registrations the helpers finished, in the order they were asked for. */
 static int reap_registrations(struct rdmig_source *s)
 {
 	struct regq_job j[16];
@@ -273,39 +290,8 @@ static int reap_registrations(struct rdmig_source *s)
 
 	n = regq_reap(&s->rq, j, RD_ARRAY_SIZE(j));
 	for (i = 0; i < n; i++) {
-		if (!rc && j[i].rc) {
-			switch (SRC_REG_KIND(j[i].cookie)) {
-			case REG_STATE:
-				rc = src_state_reg_done(s, &j[i]);
-				break;
-			case REG_CTRL:
-				rc = src_link_ctrl_reg_done(s, &j[i]);
-				break;
-			default:
-				rc = src_mem_reg_failed(s, &j[i]);
-				break;
-			}
-			continue;
-		}
 		if (!rc) {
-			switch (SRC_REG_KIND(j[i].cookie)) {
-			case REG_PIECE:
-				rc = src_pin_done(s, &j[i]);
-				break;
-			case REG_CHUNK:
-				rc = src_iter_reg_done(s, &j[i]);
-				break;
-			case REG_STATE:
-				rc = src_state_reg_done(s, &j[i]);
-				break;
-			case REG_CTRL:
-				rc = src_link_ctrl_reg_done(s, &j[i]);
-				break;
-			default:
-				rc = rd_err_set(&s->ss.err, -EPROTO, "a registration nobody asked "
-						"for");
-				break;
-			}
+			rc = reg_done(s, &j[i]);
 			if (!rc)
 				continue;
 		}
