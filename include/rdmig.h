@@ -65,7 +65,8 @@ typedef int (*rdmig_map_fn)(void *ctx, const char *name, uint64_t length,
 /* Destination: the next @len bytes of the device-state stream, in the order
  * the source sent them (before, between or after iterations).  @data is
  * valid only during the call (a receive buffer or the state ring, reused
- * at once): copy what you keep.  Return 0, or a negative errno with a message in
+ * at once): copy what you keep.  The ring is written by the source over
+ * RDMA: parse a copy when the source may mean harm.  Return 0, or a negative errno with a message in
  * errbuf to fail the migration on both sides. */
 typedef int (*rdmig_state_fn)(void *ctx, const void *data, size_t len,
 			      char *errbuf, size_t errlen);
@@ -419,10 +420,11 @@ RDMIG_API void rdmig_dest_stats(struct rdmig_dest *d, struct rdmig_stats *st);
  * @reason, at the next rdmig_dest_process() (woken through its fds). */
 RDMIG_API void rdmig_dest_cancel(struct rdmig_dest *d, const char *reason);
 /* Any thread: flow control for device state.  While paused (@pause not 0)
- * the state callback is not called: the STATE that arrives waits, with
- * everything the source sent after it behind it, so the control channel's
- * credits run out and the source's rdmig_source_write_state() returns 0
- * until the destination resumes (which wakes its fd).  For a destination
+ * the state callback is not called (from the next slice on, when the
+ * callback itself pauses): the state that arrives waits, with everything
+ * the source sent after it behind it, so the state ring and the control
+ * channel's credits fill and the source's rdmig_source_write_state()
+ * returns 0 until the destination resumes (which wakes its fd).  For a destination
  * that applies state more slowly than it arrives, without blocking in the
  * callback.  While paused the source's silence is not timed (a disconnect
  * is still seen). */

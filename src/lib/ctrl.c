@@ -101,8 +101,11 @@ static int alloc_tx(struct ctrl *ch)
 	if (!ch->tx)
 		return rd_err_set(ch->err, -ENOMEM, "out of memory for control buffers");
 	if (!ch->smr) {
-		rc = fab_reg_mr(ch->conn, ch->sbuf, (size_t)ch->ntx * ch->peer_msg_max, 0,
-				&ch->smr);
+		/* For writing, though the NIC only reads it: untouched memory
+		 * pinned read-only may pin the shared zero page on older
+		 * kernels, and our frames would land beside it. */
+		rc = fab_reg_mr(ch->conn, ch->sbuf, (size_t)ch->ntx * ch->peer_msg_max,
+				IBV_ACCESS_LOCAL_WRITE, &ch->smr);
 		if (rc) {
 			free(ch->tx);
 			ch->tx = NULL;

@@ -55,7 +55,8 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
  * more than a step may take): ctrl_prepare allocates the receive and the
  * send ring (depth * msg_max bytes each, the send ring at our own limits
  * since the peer's may only be lower); the caller registers ch->rbuf for
- * local writing into ch->rmr and ch->sbuf into ch->smr, each
+ * local writing into ch->rmr and ch->sbuf (for local writing too: see
+ * alloc_tx) into ch->smr, each
  * ctrl_ring_bytes() long; then ctrl_post_receives posts every receive,
  * still before the connection is established. */
 int ctrl_prepare(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,

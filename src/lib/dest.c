@@ -371,8 +371,18 @@ static int step(struct rdmig_dest *d)
 	rc = drain_cq(d, until);
 	if (rc < 0)
 		return rc;
-	if (rc == DRAIN_CUT)
+	if (rc == DRAIN_CUT) {
 		d->step_end = DSTEP_CUT;
+		/* Ring space the callback freed goes back even in a step cut
+		 * short (the rest of this one waits): the source's state
+		 * writes wait for it. */
+		if (!d->src_gone) {
+			int r2 = dst_state_ring_step(d);
+
+			if (r2)
+				return r2;
+		}
+	}
 	/* Gone: what it sent before is read to the end first. */
 	if (d->src_gone)
 		return rc == DRAIN_EMPTY ? -ECONNRESET : 0;

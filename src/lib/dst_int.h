@@ -100,12 +100,13 @@ struct dst_job {
 };
 
 /* STATE_RING: the ring the source writes device state into.  Positions
- * count bytes since the connection; a byte's place in the ring is its
- * position modulo the size. */
+ * count the bytes announced in STATE_WRITTEN since STATE_RING; a byte's
+ * place in the ring is its position modulo the size. */
 struct dst_sring {
 	uint8_t *buf;
 	struct ibv_mr *mr;          /* registered by the helper */
 	bool submitted, announced;  /* to the helper; STATE_RING sent */
+	bool failed;                /* not registered: never offered */
 	uint64_t written;           /* the source said so (STATE_WRITTEN) */
 	uint64_t taken;             /* handed to the state callback */
 	uint64_t told;              /* the last STATE_TAKEN */

@@ -56,6 +56,9 @@ static int on_written(struct rdmig_dest *d, const Rdmig__StateWritten *w)
 	struct dst_sring *r = &d->sring;
 	uint64_t off = r->written & (DST_STATE_RING - 1);
 
+	if (!d->ss.cfg.state)
+		return rd_err_set(&d->ss.err, -EPROTO, "the source sent device state but the "
+				  "destination has no state sink");
 	if (!(d->ss.caps & PD_CAP_STATE_RING) || !r->announced)
 		return rd_err_set(&d->ss.err, -EPROTO, "STATE_WRITTEN before this destination "
 				  "offered its state ring");
@@ -83,6 +86,10 @@ static int ring_step(struct rdmig_dest *d, int64_t until_us)
 	int rc;
 
 	while (j->ring_left) {
+		/* The callback may pause the stream (it is full): the next
+		 * slice waits, as a whole STATE would. */
+		if (atomic_load(&d->state_paused))
+			return DST_JOB_WAITING;
 		n = j->ring_left < RING_SLICE ? j->ring_left : RING_SLICE;
 		rc = deliver(d, d->sring.buf + j->off, n);
 		if (rc)
@@ -135,11 +142,19 @@ static int ring_submit(struct rdmig_dest *d)
 
 int dst_state_ring_done(struct rdmig_dest *d, const struct regq_job *j)
 {
-	if (j->rc) {
-		fab_reg_error(&d->ss.err, j->rc, j->len);
-		return rd_err_prefix(&d->ss.err, j->rc, "the device-state ring");
+	struct rd_err e;
+
+	if (!j->rc) {
+		d->sring.mr = j->mr;
+		return 0;
 	}
-	d->sring.mr = j->mr;
+	/* Not fatal: without the ring, state comes in control messages
+	 * (a tight RLIMIT_MEMLOCK must not fail a migration that carries
+	 * none). */
+	fab_reg_error(&e, j->rc, j->len);
+	cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "device state will come in control messages: "
+		"the state ring could not be registered: %s", e.msg);
+	d->sring.failed = true;
 	return 0;
 }
 
@@ -150,7 +165,7 @@ int dst_state_ring_step(struct rdmig_dest *d)
 	Rdmig__StateTaken t = RDMIG__STATE_TAKEN__INIT;
 	int rc;
 
-	if (!(d->ss.caps & PD_CAP_STATE_RING) || d->state != DST_RUNNING)
+	if (!(d->ss.caps & PD_CAP_STATE_RING) || d->state != DST_RUNNING || r->failed)
 		return 0;
 	if (!r->submitted)
 		return ring_submit(d);

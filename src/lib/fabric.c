@@ -460,6 +460,14 @@ int fab_connect_step(struct fab_conn *c)
 								  "no connection attempt");
 	if (c->attempt->setup != SETUP_NONE) {
 		rc = setup_step(c, c->attempt);
+		/* Waiting for the caller's pre_connect: no CM event is due
+		 * before rdma_connect, and one left unread (a device removed)
+		 * would keep the fd readable all the while. */
+		if (rc == 0 && c->attempt->setup == SETUP_PRE &&
+		    fab_get_event(c->ech, 0, &ev) == 0) {
+			rc = attempt_failed(c, ev, c->attempt->what);
+			rdma_ack_cm_event(ev);
+		}
 		if (rc < 0) {
 			free(c->attempt);
 			c->attempt = NULL;

@@ -124,14 +124,17 @@ struct src_sweep {
 };
 
 /* STATE_RING: device state goes by RDMA WRITE into the destination's
- * ring, from a registered copy of the same size here (a byte at the same
- * offset in both).  Positions count bytes since the connection. */
+ * ring, from a registered copy here of lsize bytes (the ring's size or
+ * less).  Positions count the bytes announced in STATE_WRITTEN since
+ * STATE_RING; byte n is at n modulo each side's size. */
 struct src_sring {
 	uint8_t *buf;
 	struct ibv_mr *mr;      /* ours, registered by the helper */
 	bool submitted;
+	bool failed;            /* not registered: state stays in messages */
 	uint64_t raddr;         /* the destination's, from STATE_RING */
 	uint32_t rkey, size;    /* size 0: no ring (yet) */
+	uint32_t lsize;         /* our copy's */
 	uint64_t written;       /* written and announced in STATE_WRITTEN */
 	uint64_t taken;         /* the destination's STATE_TAKEN */
 	unsigned inflight;      /* WRITEs posted, not completed */

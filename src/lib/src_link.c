@@ -39,8 +39,9 @@ static int pre_connect(struct fab_conn *c, void *arg)
 					 IBV_ACCESS_LOCAL_WRITE, -1, SRC_REG_COOKIE(REG_CTRL, 0),
 					 &s->ss.err);
 		if (!rc)
-			rc = regq_submit(&s->rq, ch->sbuf, ctrl_ring_bytes(ch), 0, -1,
-					 SRC_REG_COOKIE(REG_CTRL, 1), &s->ss.err);
+			rc = regq_submit(&s->rq, ch->sbuf, ctrl_ring_bytes(ch),
+					 IBV_ACCESS_LOCAL_WRITE, -1, SRC_REG_COOKIE(REG_CTRL, 1),
+					 &s->ss.err);
 		s->ctrl_submitted = rc == 0;
 		return rc ? rc : FAB_PRE_WAIT;
 	}

@@ -41,11 +41,13 @@ static ssize_t inline_write(struct rdmig_source *s, const void *data, size_t len
  * write never wraps), than SRC_STATE_WRITE_MAX. */
 static size_t ring_fit(const struct src_sring *r, size_t len)
 {
-	uint64_t off = r->written & (r->size - 1);
-	uint64_t n = r->size - (r->written - r->taken);
+	uint64_t off = r->written & (r->lsize - 1);
+	uint64_t n = r->lsize - (r->written - r->taken);
 
-	if (n > r->size - off)
-		n = r->size - off;
+	/* Our copy divides the destination's ring (both powers of two), so a
+	 * write that does not wrap ours does not wrap theirs. */
+	if (n > r->lsize - off)
+		n = r->lsize - off;
 	if (n > SRC_STATE_WRITE_MAX)
 		n = SRC_STATE_WRITE_MAX;
 	return len < n ? len : (size_t)n;
@@ -55,7 +57,8 @@ static ssize_t ring_write(struct rdmig_source *s, const void *data, size_t len)
 {
 	struct src_sring *r = &s->sring;
 	Rdmig__StateWritten w = RDMIG__STATE_WRITTEN__INIT;
-	uint64_t off = r->written & (r->size - 1);
+	uint64_t off = r->written & (r->lsize - 1);
+	uint64_t roff = r->written & (r->size - 1);
 	size_t n = ring_fit(r, len);
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
@@ -69,7 +72,7 @@ static ssize_t ring_write(struct rdmig_source *s, const void *data, size_t len)
 	wr = (struct ibv_send_wr){ .wr_id = fab_wr_id(&r->tag), .sg_list = &sge,
 				   .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
 				   .send_flags = IBV_SEND_SIGNALED };
-	wr.wr.rdma.remote_addr = r->raddr + off;
+	wr.wr.rdma.remote_addr = r->raddr + roff;
 	wr.wr.rdma.rkey = r->rkey;
 	/* The announcement follows the WRITE on the same queue pair: the
 	 * destination sees it only once the bytes are in its ring. */
@@ -114,14 +117,20 @@ static int on_ring(struct rdmig_source *s, const Rdmig__StateRing *m)
 	if (!(s->ss.caps & PD_CAP_STATE_RING) || r->size)
 		return rd_err_set(&s->ss.err, -EPROTO, "STATE_RING %s", r->size ? "a second time" :
 				  "without the capability");
-	p = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return rd_err_set(&s->ss.err, -ENOMEM, "cannot allocate %" PRIu32 " bytes for "
-				  "the device-state ring", m->size);
-	r->buf = p;
 	r->raddr = m->addr;
 	r->rkey = m->rkey;
 	r->size = m->size;
+	/* Completing: no state will be written any more. */
+	if (s->state >= SRC_HASHING)
+		return 0;
+	/* What we pin for it is ours to bound, whatever the destination
+	 * offers. */
+	r->lsize = m->size < SRC_STATE_RING_MAX ? m->size : SRC_STATE_RING_MAX;
+	p = mmap(NULL, r->lsize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return rd_err_set(&s->ss.err, -ENOMEM, "cannot allocate %" PRIu32 " bytes for "
+				  "the device-state ring", r->lsize);
+	r->buf = p;
 	r->tag.kind = SRC_TAG_STATE;
 	return src_state_step(s);
 }
@@ -157,11 +166,17 @@ int src_state_write_done(struct rdmig_source *s, const struct ibv_wc *wc)
 
 int src_state_reg_done(struct rdmig_source *s, const struct regq_job *j)
 {
-	if (j->rc) {
-		fab_reg_error(&s->ss.err, j->rc, j->len);
-		return rd_err_prefix(&s->ss.err, j->rc, "the device-state ring");
+	struct rd_err e;
+
+	if (!j->rc) {
+		s->sring.mr = j->mr;
+		return 0;
 	}
-	s->sring.mr = j->mr;
+	/* Not fatal: the state goes in control messages, slower. */
+	fab_reg_error(&e, j->rc, j->len);
+	cfg_log(&s->ss.cfg, RDMIG_LOG_WARN, "device state goes in control messages: the "
+		"ring could not be registered: %s", e.msg);
+	s->sring.failed = true;
 	return 0;
 }
 
@@ -170,10 +185,14 @@ int src_state_step(struct rdmig_source *s)
 	struct src_sring *r = &s->sring;
 	int rc;
 
-	if (!r->size || r->submitted)
+	if (!r->buf || r->submitted || r->failed)
 		return 0;
-	rc = regq_submit(&s->rq, r->buf, r->size, 0, -1, SRC_REG_COOKIE(REG_STATE, 0),
-			 &s->ss.err);
+	/* For writing, though only read from: untouched private memory
+	 * pinned read-only may pin the shared zero page on older kernels, and
+	 * our copies would then land beside what the WRITEs send (src_mem.c,
+	 * private_memory). */
+	rc = regq_submit(&s->rq, r->buf, r->lsize, IBV_ACCESS_LOCAL_WRITE, -1,
+			 SRC_REG_COOKIE(REG_STATE, 0), &s->ss.err);
 	r->submitted = rc == 0;
 	/* The helpers' queue is full of pin-all pieces: the next step. */
 	return rc == -EAGAIN ? 0 : rc;
@@ -186,6 +205,6 @@ void src_state_destroy(struct rdmig_source *s)
 	if (r->mr)
 		ibv_dereg_mr(r->mr);
 	if (r->buf)
-		munmap(r->buf, r->size);
+		munmap(r->buf, r->lsize);
 	*r = (struct src_sring){ 0 };
 }

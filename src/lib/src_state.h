@@ -21,6 +21,9 @@ struct rdmig_source;
  * queue pair's send queue has room for them beside the pages'). */
 #define SRC_STATE_WRITE_MAX (512u << 10)
 #define SRC_STATE_WRITES 8
+/* Our copy of the ring, at most: a destination may offer a larger one,
+ * of which we use this much. */
+#define SRC_STATE_RING_MAX (4u << 20)
 
 /* Takes what it can of @data now: the bytes taken (0: no room, come back
  * after a step) or a negative errno. */

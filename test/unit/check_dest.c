@@ -300,12 +300,16 @@ END_TEST
 static uint8_t *ring_got;
 static size_t ring_got_len, ring_calls;
 
+static struct rdmig_dest *pause_in_cb; /* the callback pauses this one */
+
 static int keep_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
 {
 	(void)ctx; (void)err; (void)errlen;
 	memcpy(ring_got + ring_got_len, data, len);
 	ring_got_len += len;
 	ring_calls++;
+	if (pause_in_cb)
+		rdmig_dest_pause_state(pause_in_cb, 1);
 	return 0;
 }
 
@@ -336,7 +340,7 @@ START_TEST(state_ring_in_order_and_bounded)
 	ck_assert_int_eq(rdmig_dest_add_block(d, "ram", ram, sizeof(ram), 0), 0);
 	d->state = DST_RUNNING;
 	d->ss.caps = PD_CAP_STATE_RING;
-	ring_got = malloc(2 * R);
+	ring_got = malloc(3 * R);
 	ck_assert_ptr_nonnull(ring_got);
 	ring_got_len = ring_calls = 0;
 
@@ -376,12 +380,24 @@ START_TEST(state_ring_in_order_and_bounded)
 	ck_assert_mem_eq(ring_got + R, d->sring.buf, 4096);
 	ck_assert_uint_eq(d->state_bytes, R + 4096);
 
+	/* The callback pauses (its buffer is full): not one slice more
+	 * until resumed. */
+	pause_in_cb = d;
+	ck_assert_int_eq(written(d, 1u << 20), 0);
+	ck_assert_int_eq(dst_state_step(d, INT64_MAX), DST_JOB_WAITING);
+	ck_assert_uint_eq(ring_got_len, R + 4096 + (256u << 10));
+	pause_in_cb = NULL;
+	rdmig_dest_pause_state(d, 0);
+	ck_assert_int_eq(dst_state_step(d, INT64_MAX), DST_JOB_DONE);
+	ck_assert_uint_eq(ring_got_len, R + 4096 + (1u << 20));
+	ck_assert_mem_eq(ring_got + R + 4096, d->sring.buf + 4096, 1u << 20);
+
 	/* One byte past the end: refused, nothing handed over. */
-	ck_assert_int_eq(written(d, (uint32_t)(R - 4096 + 1)), -EPROTO);
-	ck_assert_str_eq(rdmig_dest_error(d), "STATE_WRITTEN: 4190209 bytes at ring offset "
-			 "4096 run past the ring's 4194304 bytes");
-	ck_assert_uint_eq(ring_got_len, R + 4096);
-	ck_assert_uint_eq(d->sring.written, R + 4096);
+	ck_assert_int_eq(written(d, (uint32_t)(R - 4096 - (1u << 20) + 1)), -EPROTO);
+	ck_assert_str_eq(rdmig_dest_error(d), "STATE_WRITTEN: 3141633 bytes at ring offset "
+			 "1052672 run past the ring's 4194304 bytes");
+	ck_assert_uint_eq(ring_got_len, R + 4096 + (1u << 20));
+	ck_assert_uint_eq(d->sring.written, R + 4096 + (1u << 20));
 	free(d->sring.buf);
 	d->sring.buf = NULL;
 	free(ring_got);
