@@ -330,8 +330,9 @@ RDMIG_API int rdmig_source_process(struct rdmig_source *s);
  * that must return on time. */
 RDMIG_API int rdmig_source_step(struct rdmig_source *s, uint64_t max_bytes,
 				unsigned max_us);
-/* Queues device-state bytes (at most 512 KiB a call, by RDMA WRITE into
- * the destination's state ring once it offered one): returns how many were
+/* Queues device-state bytes (at most 512 KiB a call and what half of
+ * step_us allows, by RDMA WRITE into the destination's state ring once it
+ * offered one): returns how many were
  * taken (0 when there is no room now: wait for the fd or the timeout,
  * process, then try again; the timeout is 0 once a step got room back), or a
  * negative errno.  Allowed once connected, before, between, during and after

@@ -139,6 +139,10 @@ struct src_sring {
 	uint64_t taken;         /* the destination's STATE_TAKEN */
 	unsigned inflight;      /* WRITEs posted, not completed */
 	struct fab_tag tag;     /* SRC_TAG_STATE */
+	/* What a write costs the caller's thread (the copy, and on
+	 * Soft-RoCE the post, which sends): one write_state call stays
+	 * within half a step. */
+	struct cost cost;
 };
 
 struct src_chan {

@@ -60,12 +60,18 @@ static ssize_t ring_write(struct rdmig_source *s, const void *data, size_t len)
 	uint64_t off = r->written & (r->lsize - 1);
 	uint64_t roff = r->written & (r->size - 1);
 	size_t n = ring_fit(r, len);
+	int64_t t0 = rd_now_us();
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
 	int rc;
 
 	if (!n || r->inflight == SRC_STATE_WRITES || !ctrl_can_send(&s->ss.ch))
 		return 0;
+	/* No less than a small write, whatever the estimate: the stream
+	 * must move. */
+	n = (size_t)cost_bytes(&r->cost, s->ss.cfg.step_us / 2, n);
+	if (n < SRC_STATE_WRITE_MIN)
+		n = ring_fit(r, len < SRC_STATE_WRITE_MIN ? len : SRC_STATE_WRITE_MIN);
 	memcpy(r->buf + off, data, n);
 	sge = (struct ibv_sge){ .addr = (uintptr_t)(r->buf + off), .length = (uint32_t)n,
 				.lkey = r->mr->lkey };
@@ -87,6 +93,7 @@ static ssize_t ring_write(struct rdmig_source *s, const void *data, size_t len)
 						  "device state written") : rc;
 	r->written += n;
 	count(s, n);
+	cost_learn(&r->cost, n, (rd_now_us() - t0) * 1000);
 	return (ssize_t)n;
 }
 
@@ -132,6 +139,8 @@ static int on_ring(struct rdmig_source *s, const Rdmig__StateRing *m)
 				  "the device-state ring", r->lsize);
 	r->buf = p;
 	r->tag.kind = SRC_TAG_STATE;
+	/* Soft-RoCE's post under emulation, as the page WRITEs start. */
+	cost_init(&r->cost, 20.0);
 	return src_state_step(s);
 }
 

@@ -20,6 +20,9 @@ struct rdmig_source;
 /* One WRITE into the ring at most, and WRITEs in flight at most (the
  * queue pair's send queue has room for them beside the pages'). */
 #define SRC_STATE_WRITE_MAX (512u << 10)
+/* ... and at least, when the ring has room: what one call takes is sized
+ * to half a step at the learned cost of a write, never below this. */
+#define SRC_STATE_WRITE_MIN (16u << 10)
 #define SRC_STATE_WRITES 8
 /* Our copy of the ring, at most: a destination may offer a larger one,
  * of which we use this much. */
