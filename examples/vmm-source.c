@@ -36,6 +36,7 @@ struct vmm {
 	unsigned long *dirty;   /* the "dirty log", one bit per page */
 	uint64_t budget;
 	uint64_t longest_us, steps;
+	uint64_t slow_steps;    /* longer than twice the 10 ms step budget */
 	uint64_t state_sum;
 	uint32_t rng;
 };
@@ -78,6 +79,8 @@ static int drive(struct vmm *v)
 	v->steps++;
 	if (took > v->longest_us)
 		v->longest_us = took;
+	if (took > 2 * 10000)
+		v->slow_steps++;
 	if (rc == 0)
 		poll(&pfd, 1, rdmig_source_timeout(v->s));
 	return rc;
@@ -240,6 +243,7 @@ int main(int argc, char **argv)
 	}
 	rdmig_source_stats(v.s, &st);
 	printf("longest step: %" PRIu64 " us of %" PRIu64 " steps\n", v.longest_us, v.steps);
+	printf("steps over 20 ms: %" PRIu64 "\n", v.slow_steps);
 	printf("iterations %" PRIu64 ", %" PRIu64 " bytes written, %" PRIu64 " zero pages, "
 	       "first write after %" PRIu64 " ms\n", st.iterations, st.normal_bytes,
 	       st.zero_pages, st.first_write_ms);
