@@ -311,10 +311,12 @@ END_TEST
 /* A QEMU that maps its guest RAM file read-only (readonly=on, r--s) could
  * be anyone posing as QEMU: a file it may only read must not be handed to
  * a command that would open it read-write with its own, often root,
- * rights and write the source's memory into it. */
+ * rights and write the source's memory into it.  On both QEMUs (_i, one of
+ * VM_QEMU_*): 10.0 in its own root, its file seen through /proc/PID/root. */
 START_TEST(readonly_guest_ram_refused)
 {
-	char dir[64], obj[256], ram[128], err[1024] = "";
+	const struct vm_qemu *qemu = &vm_qemus[_i];
+	char dir[64], obj[256], ram[128], inner[256], err[1024] = "";
 	const char *args[] = { "-machine", "pc,memory-backend=mem", "-object", obj,
 			       "-incoming", "defer", NULL };
 	struct qram_backend *b = NULL;
@@ -329,13 +331,13 @@ START_TEST(readonly_guest_ram_refused)
 	ck_assert_int_eq(ftruncate(fd, 64 << 20), 0);
 	close(fd);
 	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s,share=on,"
-		 "readonly=on", ram);
-	vm_start(&v, dir, "readonly", args);
+		 "readonly=on", vm_inner_path(qemu, dir, "ro.ram", inner, sizeof(inner)));
+	vm_start_qemu(&v, qemu, dir, "readonly", args);
 	r = qram_backends(v.q, &b, &n, err, sizeof(err));
 	free(b);
 	ck_assert_msg(r == -EACCES, "qmp_backends: %d %s", r, err);
 	ck_assert_msg(strstr(err, "mem") && strstr(err, "read-only"), "%s", err);
-	fprintf(stderr, "qmp: readonly: %s\n", err);
+	fprintf(stderr, "qmp: readonly, QEMU %s: %s\n", v.version, err);
 	vm_stop(&v);
 	tu_rmdir(dir);
 }
@@ -569,12 +571,12 @@ Suite *qmp_suite(void)
 	Suite *s = suite_create("qmp");
 	TCase *tc = tcase_create("qemu");
 
-	tcase_set_timeout(tc, 30);
+	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, open_status_events_errors);
 	tcase_add_test(tc, stopped_or_dead_qemu_fails_by_deadline);
 	tcase_add_test(tc, backends_found_and_mapped);
 	tcase_add_test(tc, unshared_guest_ram_refused);
-	tcase_add_test(tc, readonly_guest_ram_refused);
+	tcase_add_loop_test(tc, readonly_guest_ram_refused, 0, VM_QEMUS);
 	tcase_add_test(tc, swapped_ram_file_refused);
 	tcase_add_test(tc, fd_migration_end_to_end);
 	tcase_add_test(tc, failed_incoming_load);
