@@ -57,7 +57,7 @@ static void run_pair(const char *mode)
 	char *dargv[] = { p.bin_dst, (char *)tu_addr(), "0", NULL };
 	char *sargv[] = { p.bin_src, (char *)tu_addr(), p.port, mode[0] ? (char *)mode : NULL,
 			  NULL };
-	unsigned long long us = 0, steps = 0, slow = ~0ull;
+	unsigned long long us = 0, steps = 0, slow = ~0ull, cpu_longest = 0, cpu_max = 0;
 	int dcode, scode;
 
 	tu_tmpdir(p.dir, sizeof(p.dir));
@@ -86,9 +86,11 @@ static void run_pair(const char *mode)
 	sscanf(longest, "%llu us of %llu steps", &us, &steps);
 	field(p.src.out, "steps over 20 ms: ", longest, sizeof(longest));
 	sscanf(longest, "%llu", &slow);
-	printf("embed %s: longest step %llu us of %llu steps, %llu over %d us; ram %s/%s, "
-	       "state %s/%s\n", mode[0] ? mode : "dynamic", us, steps, slow, STEP_BOUND_US, ram_s,
-	       ram_d, st_s, st_d);
+	field(p.src.out, "step cpu: ", longest, sizeof(longest));
+	sscanf(longest, "%llu us in the longest step, %llu", &cpu_longest, &cpu_max);
+	printf("embed %s: longest step %llu us (cpu %llu us; most cpu in a step %llu us) of %llu "
+	       "steps, %llu over %d us; ram %s/%s, state %s/%s\n", mode[0] ? mode : "dynamic", us,
+	       cpu_longest, cpu_max, steps, slow, STEP_BOUND_US, ram_s, ram_d, st_s, st_d);
 	fflush(stdout);
 	ck_assert_msg(ram_s[0] && !strcmp(ram_s, ram_d), "the guest RAM differs: %s vs %s",
 		      ram_s, ram_d);
