@@ -96,7 +96,8 @@ typedef int (*rdmig_dirty_sync_fn)(void *ctx, struct rdmig_source *s, char *errb
 
 struct rdmig_config {
 	uint32_t size;          /* sizeof(struct rdmig_config); set by init */
-	uint32_t chunk_size;    /* registration unit, power of two, 4 KiB..1 GiB (1 MiB) */
+	uint32_t chunk_size;    /* registration unit, power of two, 4 KiB..1 GiB (1 MiB);
+				 * raised to the blocks' largest page up to 2 MiB */
 	uint32_t merge_max;     /* largest single RDMA WRITE in bytes (chunk_size) */
 	int pin_all;            /* register whole blocks, in pieces, ahead (0: per chunk) */
 	int zero_pages;         /* detect zero pages and send them as ranges (1) */
@@ -271,7 +272,8 @@ RDMIG_API int rdmig_source_error_class(const struct rdmig_source *s);
  * 1..255 printable ASCII bytes (QEMU's RAMBlock idstr: "pc.ram",
  * "/rom@etc/acpi/tables", "0000:00:02.0/vga.vram").  @page_size is the
  * dirty-tracking unit, a power of two from 4 KiB to 1 GiB (0: 4096); it may
- * exceed the chunk size (huge pages). */
+ * exceed chunk_size (huge pages): the registration unit then grows to the
+ * largest page up to 2 MiB, so a 2 MiB page is registered once. */
 RDMIG_API int rdmig_source_add_block(struct rdmig_source *s, const char *name,
 				     void *host, uint64_t length,
 				     uint32_t page_size);

@@ -134,7 +134,9 @@ int src_iter_setup(struct rdmig_source *s)
 	if (!s->pieces) {
 		if (cap && cap < 2ull << s->chunk_shift)
 			return rd_err_set(&s->ss.err, -EINVAL, "the pinned-bytes cap (%" PRIu64
-					  ") is smaller than two chunks", cap);
+					  ", the smaller of both sides') is smaller than two "
+					  "chunks of %" PRIu64 " bytes", cap,
+					  (uint64_t)1 << s->chunk_shift);
 		rc = dreg_init(&s->dreg, s->dblocks, s->nblocks, s->chunk_shift, s->nslots, cap,
 			       ctrl_register_max(s->peer_msg_max) / 2, &dcb, s, &s->ss.err);
 		if (rc)

@@ -225,11 +225,32 @@ static int on_connected(struct rdmig_source *s)
 
 /* ---- the block map ---------------------------------------------------------- */
 
+/* A huge page registered in chunk-sized parts costs a registration per
+ * part on both sides, each pinning the whole page.  So the registration
+ * unit grows to the blocks' largest page, up to 2 MiB: past that (1 GiB
+ * pages) a chunk would pin a gigabyte for one dirty 4 KiB page of any
+ * other block (the wire carries one chunk size), and one eviction would
+ * unpin a gigabyte inside a step; such pages stay in chunk-sized parts. */
+#define CHUNK_GROW_MAX_SHIFT 21
+
+static unsigned chunk_shift_for(const struct rdmig_source *s)
+{
+	unsigned shift = cfg_chunk_shift(&s->ss.cfg), i, ps;
+
+	for (i = 0; i < s->nblocks; i++) {
+		ps = (unsigned)__builtin_ctz(s->blocks[i].d.page_size);
+		if (ps > shift && ps <= CHUNK_GROW_MAX_SHIFT)
+			shift = ps;
+	}
+	return shift;
+}
+
 /* Slots: dynamic registration's chunks, or pin-all's pieces. */
 static int setup_slots(struct rdmig_source *s)
 {
 	unsigned i;
 
+	s->chunk_shift = chunk_shift_for(s);
 	s->slot_shift = s->ss.cfg.pin_all ?
 			(s->chunk_shift > SRC_PIECE_SHIFT ? s->chunk_shift : SRC_PIECE_SHIFT) :
 			s->chunk_shift;

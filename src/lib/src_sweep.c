@@ -252,7 +252,8 @@ static struct plan_params plan_of(struct rdmig_source *s, const struct src_block
 						   SWEEP_ZERO_RUN / b->d.page_size : 1,
 				 .zero_hint = s->zs_on ? zero_hint : NULL, .hint_ctx = s };
 
-	/* A huge page is one dirty unit; cut_pending cuts it into chunks. */
+	/* A huge page is one dirty unit; cut_pending cuts it into WRITEs of
+	 * at most merge_max, each within a chunk. */
 	if (p.merge_max < p.page_size)
 		p.merge_max = p.page_size;
 	return p;

@@ -4,6 +4,7 @@
  *   api_peer dest ADDR --dir D [--block NAME:SIZE]... [--map] [--state-out F]
  *   api_peer src ADDR PORT --dir D --block NAME:SIZE[:KIND]... [--pin-all]
  *            [--iterations N] [--redirty PAGES] [--state-in F] [--forever]
+ *            [--page BYTES]
  *   common:  [--timeout MS] [--chunk BYTES] [--cap BYTES] [--seed N]
  *            [--key STRING] [--verify]; dest only: [--corrupt-on-state]
  *
@@ -41,12 +42,17 @@ struct opts {
 	int nblocks, pin_all, map, forever, iterations, timeout_ms, verify, corrupt;
 	const char *key;
 	uint64_t redirty, chunk, cap, seed;
+	uint64_t page;          /* the source's page size (dirty unit), 4 KiB */
 };
 
+/* Maps the file at an address aligned to @align: a block's host address
+ * starts a page of its page size, which may be a huge page's. */
 static void *map_file(const char *dir, const char *prefix, const char *name,
-		      uint64_t size, int create)
+		      uint64_t size, int create, uint64_t align)
 {
 	char path[1024];
+	uint8_t *area, *at;
+	uint64_t span;
 	void *p;
 	int fd;
 
@@ -56,8 +62,21 @@ static void *map_file(const char *dir, const char *prefix, const char *name,
 		fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
 		exit(1);
 	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	area = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (area == MAP_FAILED) {
+		fprintf(stderr, "error: mmap of %" PRIu64 " bytes: %s\n", size + align,
+			strerror(errno));
+		exit(1);
+	}
+	at = (uint8_t *)(((uintptr_t)area + align - 1) & ~(uintptr_t)(align - 1));
+	p = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
 	close(fd);
+	/* The reservation around it goes back. */
+	if (at > area)
+		munmap(area, (size_t)(at - area));
+	span = (size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	if (area + size + align > at + span)
+		munmap(at + span, (size_t)(area + size + align - (at + span)));
 	if (p == MAP_FAILED) {
 		fprintf(stderr, "error: mmap %s: %s\n", path, strerror(errno));
 		exit(1);
@@ -177,9 +196,9 @@ static int run_src(struct opts *o)
 	for (i = 0; !rc && i < o->nblocks; i++) {
 		struct blockspec *b = &o->blocks[i];
 
-		b->host = map_file(o->dir, "src", b->name, b->size, 1);
+		b->host = map_file(o->dir, "src", b->name, b->size, 1, o->page);
 		fill(b, o->seed + (uint64_t)i * 1000003);
-		rc = rdmig_source_add_block(s, b->name, b->host, b->size, PAGE);
+		rc = rdmig_source_add_block(s, b->name, b->host, b->size, (uint32_t)o->page);
 		rc = rc < 0 ? rc : 0;
 	}
 	if (!rc)
@@ -235,7 +254,7 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	(void)page_size;
 	(void)errbuf;
 	(void)errlen;
-	*host = map_file(dc->o->dir, "dst", name, length, 1);
+	*host = map_file(dc->o->dir, "dst", name, length, 1, PAGE);
 	*zeroed = 1;
 	return 0;
 }
@@ -293,7 +312,7 @@ static int run_dest(struct opts *o)
 	for (i = 0; !rc && i < o->nblocks; i++) {
 		struct blockspec *b = &o->blocks[i];
 
-		b->host = map_file(o->dir, "dst", b->name, b->size, 1);
+		b->host = map_file(o->dir, "dst", b->name, b->size, 1, PAGE);
 		rc = rdmig_dest_add_block(d, b->name, b->host, b->size, 1);
 		rc = rc < 0 ? rc : 0;
 	}
@@ -349,7 +368,7 @@ static void parse_block(struct opts *o, const char *spec)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .iterations = 1, .seed = 42 };
+	struct opts o = { .iterations = 1, .seed = 42, .page = PAGE };
 	int i, pos = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -380,6 +399,8 @@ int main(int argc, char **argv)
 			o.timeout_ms = atoi(argv[++i]);
 		else if (!strcmp(a, "--chunk") && v)
 			o.chunk = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(a, "--page") && v)
+			o.page = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(a, "--cap") && v)
 			o.cap = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(a, "--seed") && v)
@@ -394,6 +415,11 @@ int main(int argc, char **argv)
 			o.addr = a, pos++;
 		else if (pos == 2)
 			o.port = a, pos++;
+	}
+	if (o.page < PAGE || o.page > (1u << 30) || (o.page & (o.page - 1))) {
+		fprintf(stderr, "error: --page %" PRIu64 " is not a power of two from 4096 to "
+			"1 GiB\n", o.page);
+		return 2;
 	}
 	if (o.role && o.addr && o.dir && !strcmp(o.role, "dest"))
 		return run_dest(&o);

@@ -526,6 +526,35 @@ START_TEST(verify_detects_corruption)
 }
 END_TEST
 
+/* A block in 2 MiB pages (hugetlbfs's) under the default 1 MiB chunks:
+ * the registration unit grows to the page, one registration per huge page
+ * on each side (16 for its 8 pages before: each page registered in two
+ * halves, the whole page pinned twice), and WRITEs are still cut at
+ * merge_max (1 MiB), so the first pass takes at least 16. */
+START_TEST(huge_pages_dynamic)
+{
+	static const char *const one[] = { "huge", NULL };
+	struct mig m;
+
+	mig_init(&m);
+	both(&m, "--block");
+	both(&m, "huge:16777216");
+	sarg(&m, "--page");
+	sarg(&m, "2097152");
+	sarg(&m, "--iterations");
+	sarg(&m, "2");
+	sarg(&m, "--redirty");
+	sarg(&m, "100");
+	run_ok(&m, 180000);
+	assert_blocks_same(&m, one);
+	ck_assert_uint_eq(stat_of(m.dtext, "chunks_registered"), 8);
+	ck_assert_uint_eq(stat_of(m.stext, "chunks_registered"), 8);
+	ck_assert_uint_ge(stat_of(m.stext, "writes"), 16);
+	ck_assert_uint_eq(stat_of(m.dtext, "iterations"), 2);
+	mig_free(&m);
+}
+END_TEST
+
 Suite *migrate_suite(void)
 {
 	Suite *s = suite_create("migrate");
@@ -551,6 +580,10 @@ Suite *migrate_suite(void)
 	tcase_add_test(tc, auth_missing_key_rejected);
 	tcase_add_test(tc, auth_destination_without_key);
 	tcase_add_test(tc, verify_detects_corruption);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("huge-pages");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, huge_pages_dynamic);
 	suite_add_tcase(s, tc);
 	return s;
 }
