@@ -351,7 +351,34 @@ static int cm_events(struct rdmig_dest *d)
 	return d->state == DST_FLUSHING ? 0 : rc;
 }
 
+/* A step over twice its budget says where its time went (debug level). */
+static int log_long_step(const struct rdmig_dest *d, const struct rd_laps *l, int rc)
+{
+	char parts[256];
+	unsigned budget = d->ss.cfg.step_us;
+
+	if (rd_laps_total(l) > 2 * (int64_t)budget) {
+		rd_laps_format(l, parts, sizeof(parts));
+		cfg_log(&d->ss.cfg, RDMIG_LOG_DEBUG, "destination step took %lld us (budget "
+			"%u us): %s", (long long)rd_laps_total(l), budget, parts);
+	}
+	return rc;
+}
+
+static int step_timed(struct rdmig_dest *d, struct rd_laps *laps);
+
 static int step(struct rdmig_dest *d)
+{
+	struct rd_laps laps;
+	int rc;
+
+	rd_laps_start(&laps);
+	rc = step_timed(d, &laps);
+	rd_laps_mark(&laps, "the rest");
+	return log_long_step(d, &laps, rc);
+}
+
+static int step_timed(struct rdmig_dest *d, struct rd_laps *laps)
 {
 	int64_t until = rd_now_us() + d->ss.cfg.step_us;
 	int rc;
@@ -363,12 +390,14 @@ static int step(struct rdmig_dest *d)
 	rc = d->state < DST_FLUSHING ? sess_check_cancel(&d->ss) : 0;
 	if (!rc)
 		rc = reap_registrations(d);
+	rd_laps_mark(laps, "registrations");
 	if (rc)
 		return rc;
 	/* Even after a disconnect, drain the CQ first: the source's last
 	 * message (an ERROR saying why) may be waiting there, possibly
 	 * behind more than one step's worth. */
 	rc = drain_cq(d, until);
+	rd_laps_mark(laps, "messages");
 	if (rc < 0)
 		return rc;
 	if (rc == DRAIN_CUT) {
@@ -406,13 +435,16 @@ static int step(struct rdmig_dest *d)
 		if (rc)
 			return rc;
 	}
+	rd_laps_mark(laps, "events and channels");
 	rc = dst_map_populate_check(d);
 	if (!rc)
 		rc = dst_map_pin_step(d);
 	if (!rc)
 		rc = dst_state_ring_step(d);
+	rd_laps_mark(laps, "pinning and state");
 	if (rc >= 0)
 		rc = dst_data_verify_step(d, until);
+	rd_laps_mark(laps, "verify");
 	if (rc < 0)
 		return rc;
 	return ctrl_return_credits(&d->ss.ch, false);

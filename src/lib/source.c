@@ -354,11 +354,26 @@ static void finish(struct rdmig_source *s)
 	src_link_unwatch(s);
 }
 
+/* A step over twice its budget says where its time went (debug level). */
+static void log_long_step(const struct rdmig_source *s, const struct rd_laps *l,
+			  unsigned max_us)
+{
+	char parts[256];
+
+	if (rd_laps_total(l) <= 2 * (int64_t)max_us)
+		return;
+	rd_laps_format(l, parts, sizeof(parts));
+	cfg_log(&s->ss.cfg, RDMIG_LOG_DEBUG, "source step took %lld us (budget %u us): %s",
+		(long long)rd_laps_total(l), max_us, parts);
+}
+
 static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 {
 	int64_t until = rd_now_us() + max_us;
+	struct rd_laps laps;
 	int rc, cut;
 
+	rd_laps_start(&laps);
 	sess_woken(&s->ss);
 	s->step_end = STEP_IDLE;
 	if (s->state == SRC_COMPLETED)
@@ -368,6 +383,7 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	 * running the guest already: the cancel waits for its answer (bounded
 	 * by the silence timeout) instead of contradicting it. */
 	rc = drain_cq(s, until);
+	rd_laps_mark(&laps, "completions");
 	if (rc > 0) {
 		s->step_end = STEP_CUT_CQ;
 		rc = 0;
@@ -386,6 +402,7 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		rc = src_link_events(s);
 	if (!rc)
 		rc = reap_registrations(s);
+	rd_laps_mark(&laps, "events and registrations");
 	if (!rc) {
 		cut = advance(s, max_bytes, until);
 		if (cut < 0)
@@ -393,10 +410,12 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		else if (cut && s->step_end == STEP_IDLE)
 			s->step_end = STEP_CUT_WORK;
 	}
+	rd_laps_mark(&laps, "operation");
 	if (!rc && s->state > SRC_CONNECTING)
 		rc = src_pin_step(s);
 	if (!rc && s->state > SRC_CONNECTING)
 		rc = src_state_step(s);
+	rd_laps_mark(&laps, "pinning and state");
 	if (!rc && s->ss.ctrl_ready && s->state > SRC_CONNECTING)
 		rc = ctrl_return_credits(&s->ss.ch, false);
 	if (!rc && s->state > SRC_CONNECTING)
@@ -410,6 +429,8 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		if (s->step_end == STEP_IDLE)
 			s->step_end = STEP_ROOM;
 	}
+	rd_laps_mark(&laps, "credits and keepalive");
+	log_long_step(s, &laps, max_us);
 	return rc < 0 ? src_fail(s, rc) : 0;
 }
 

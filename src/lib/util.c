@@ -55,6 +55,44 @@ int64_t rd_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+void rd_laps_start(struct rd_laps *l)
+{
+	l->start = l->last = rd_now_us();
+	l->n = 0;
+}
+
+void rd_laps_mark(struct rd_laps *l, const char *name)
+{
+	int64_t now = rd_now_us();
+
+	if (l->n < RD_LAPS_MAX) {
+		l->name[l->n] = name;
+		l->us[l->n++] = now - l->last;
+	}
+	l->last = now;
+}
+
+int64_t rd_laps_total(const struct rd_laps *l)
+{
+	return l->last - l->start;
+}
+
+void rd_laps_format(const struct rd_laps *l, char *buf, size_t len)
+{
+	size_t at = 0;
+	unsigned i;
+	int n;
+
+	buf[0] = '\0';
+	for (i = 0; i < l->n && at < len; i++) {
+		n = snprintf(buf + at, len - at, "%s%s %lld us", i ? ", " : "", l->name[i],
+			     (long long)l->us[i]);
+		if (n < 0)
+			break;
+		at += (size_t)n;
+	}
+}
+
 int64_t rd_deadline(int64_t ms)
 {
 	if (ms < 0)

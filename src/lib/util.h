@@ -46,6 +46,24 @@ void rd_thread_background(void);
 
 #define RD_NO_DEADLINE INT64_MAX
 
+/* Where a step's time went, phase by phase, for a log line when it ran
+ * long: an embedder whose loop stalls must tell our work from its own. */
+#define RD_LAPS_MAX 8
+struct rd_laps {
+	int64_t start, last;
+	unsigned n;
+	const char *name[RD_LAPS_MAX];
+	int64_t us[RD_LAPS_MAX];
+};
+
+void rd_laps_start(struct rd_laps *l);
+/* Ends the phase @name (a string literal) now. */
+void rd_laps_mark(struct rd_laps *l, const char *name);
+/* Microseconds since the start. */
+int64_t rd_laps_total(const struct rd_laps *l);
+/* "name 123 us, name 4 us, ..." into @buf. */
+void rd_laps_format(const struct rd_laps *l, char *buf, size_t len);
+
 static inline bool rd_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r)
 {
 	return __builtin_add_overflow(a, b, r);

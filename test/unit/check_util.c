@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <string.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "suites.h"
 #include "util.h"
@@ -61,6 +62,36 @@ START_TEST(overflow_helpers)
 }
 END_TEST
 
+/* Phases in order, their times adding up to the total; more phases than
+ * it holds are counted in the total, not listed; a short buffer truncates. */
+START_TEST(laps_account_for_the_step)
+{
+	struct rd_laps l;
+	char buf[512], small[12];
+	int64_t sum = 0;
+	unsigned i;
+
+	rd_laps_start(&l);
+	rd_laps_mark(&l, "first");
+	usleep(2000);
+	rd_laps_mark(&l, "second");
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_int_ge(l.us[1], 2000);
+	for (i = 0; i < l.n; i++)
+		sum += l.us[i];
+	ck_assert_int_eq(sum, rd_laps_total(&l));
+	rd_laps_format(&l, buf, sizeof(buf));
+	ck_assert_ptr_nonnull(strstr(buf, "first "));
+	ck_assert_ptr_nonnull(strstr(buf, ", second "));
+	for (i = 0; i < RD_LAPS_MAX + 3; i++)
+		rd_laps_mark(&l, "more");
+	ck_assert_uint_eq(l.n, RD_LAPS_MAX);
+	ck_assert_int_ge(rd_laps_total(&l), l.us[1]);
+	rd_laps_format(&l, small, sizeof(small));
+	ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+}
+END_TEST
+
 Suite *util_suite(void)
 {
 	Suite *s = suite_create("util");
@@ -70,6 +101,7 @@ Suite *util_suite(void)
 	tcase_add_test(tc, err_message_truncates_safely);
 	tcase_add_test(tc, deadlines);
 	tcase_add_test(tc, overflow_helpers);
+	tcase_add_test(tc, laps_account_for_the_step);
 	suite_add_tcase(s, tc);
 	return s;
 }
