@@ -175,11 +175,21 @@ static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCM
 	}
 }
 
+/* One message or job slice over the step's budget, named (debug level):
+ * the phase a long step's log line blames, broken down. */
+static void log_slow(const struct rdmig_dest *d, const char *what, int64_t us)
+{
+	if (us > (int64_t)d->ss.cfg.step_us)
+		cfg_log(&d->ss.cfg, RDMIG_LOG_DEBUG, "destination: %s took %lld us", what,
+			(long long)us);
+}
+
 /* 1 when a message was delivered and handled, 0 for any other completion. */
 static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 {
 	struct ctrl_hdr h;
 	ProtobufCMessage *m;
+	int64_t t0;
 	int rc;
 
 	if (!ctrl_owns(wc))
@@ -192,7 +202,9 @@ static int handle_wc(struct rdmig_dest *d, const struct ibv_wc *wc)
 	rc = ctrl_complete(&d->ss.ch, wc, &h, &m);
 	if (rc <= 0)
 		return rc;
+	t0 = rd_now_us();
 	rc = handle_msg(d, &h, m);
+	log_slow(d, ctrl_type_name(h.type), rd_now_us() - t0);
 	/* A message worked off over several steps lives on until then. */
 	if (rc == 0 && d->job.kind != JOB_NONE && !d->job.msg)
 		d->job.msg = m;
@@ -239,22 +251,28 @@ static int next_wc(struct rdmig_dest *d, const struct ibv_wc **wc)
  * or it waits for the helper; its message is let go once it is done. */
 static int finish_job(struct rdmig_dest *d, int64_t until)
 {
+	int64_t t0 = rd_now_us();
+	const char *what;
 	int rc;
 
 	switch (d->job.kind) {
 	case JOB_ZERO:
+		what = "zero ranges";
 		rc = dst_data_zero_step(d, until);
 		break;
 	case JOB_REGISTER:
+		what = "registrations";
 		rc = dst_map_register_step(d);
 		break;
 	case JOB_STATE:
 	case JOB_RING:
+		what = "device state";
 		rc = dst_state_step(d, until);
 		break;
 	default:
 		return DST_JOB_DONE;
 	}
+	log_slow(d, what, rd_now_us() - t0);
 	if (rc == DST_JOB_DONE) {
 		ctrl_msg_done(&d->ss.ch, d->job.msg);
 		d->job = (struct dst_job){ .kind = JOB_NONE };

@@ -198,23 +198,39 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 	}
 }
 
+/* One completion's handling over the step's budget, named (debug level):
+ * the phase a long step's log line blames, broken down. */
+static void log_slow(const struct rdmig_source *s, const char *what, int64_t us)
+{
+	if (us > (int64_t)s->ss.cfg.step_us)
+		cfg_log(&s->ss.cfg, RDMIG_LOG_DEBUG, "source: %s took %lld us", what,
+			(long long)us);
+}
+
 static int handle_wc(struct rdmig_source *s, const struct ibv_wc *wc)
 {
 	struct ctrl_hdr h;
 	ProtobufCMessage *m;
+	int64_t t0 = rd_now_us();
 	int rc;
 
 	/* Confirmed: our disconnect flushes what was still posted. */
 	if (s->state == SRC_COMPLETED)
 		return 0;
-	if (!ctrl_owns(wc))
-		return fab_tag_of(wc)->kind == SRC_TAG_STATE ? src_state_write_done(s, wc) :
-		       src_write_done(s, wc);
+	if (!ctrl_owns(wc)) {
+		bool state = fab_tag_of(wc)->kind == SRC_TAG_STATE;
+
+		rc = state ? src_state_write_done(s, wc) : src_write_done(s, wc);
+		log_slow(s, state ? "a device-state WRITE's completion" :
+			 "a WRITE's completion", rd_now_us() - t0);
+		return rc;
+	}
 	rc = ctrl_complete(&s->ss.ch, wc, &h, &m);
 	if (rc <= 0)
 		return rc;
 	rc = handle_msg(s, &h, m);
 	ctrl_msg_done(&s->ss.ch, m);
+	log_slow(s, ctrl_type_name(h.type), rd_now_us() - t0);
 	return rc;
 }
 

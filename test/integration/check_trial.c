@@ -90,7 +90,7 @@ static void long_step_log(void *ctx, int level, const char *msg)
 {
 	(void)ctx;
 	(void)level;
-	if (strstr(msg, "step took"))
+	if (strstr(msg, " took "))
 		printf("trial: %s\n", msg);
 }
 
