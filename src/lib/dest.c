@@ -269,6 +269,10 @@ static int finish_job(struct rdmig_dest *d, int64_t until)
 		what = "device state";
 		rc = dst_state_step(d, until);
 		break;
+	case JOB_PAGES:
+		what = "PAGES";
+		rc = dst_data_pages_step(d);
+		break;
 	default:
 		return DST_JOB_DONE;
 	}
@@ -299,6 +303,9 @@ static int reap_registrations(struct rdmig_dest *d)
 				break;
 			case DREG_RING:
 				rc = dst_state_ring_done(d, &j[i]);
+				break;
+			case DREG_FAULT:
+				rc = dst_data_fault_done(d, &j[i]);
 				break;
 			default:
 				rc = rd_err_set(&d->ss.err, -EPROTO, "a registration nobody asked "

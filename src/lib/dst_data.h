@@ -11,6 +11,7 @@
 #include "codec.h"
 
 struct rdmig_dest;
+struct regq_job;
 
 /* DST_RUNNING: ZERO_RANGES, PAGES, ITER_END, PROGRESS, STATE,
  * STATE_WRITTEN, COMPLETE.
@@ -22,6 +23,12 @@ int dst_data_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessag
  * the learned price (one slice at least): DST_JOB_DONE once none is left,
  * DST_JOB_CUT while it goes on. */
 int dst_data_zero_step(struct rdmig_dest *d, int64_t until_us);
+/* Copies the PAGES in hand from its next run on: DST_JOB_DONE once all
+ * are copied, DST_JOB_WAITING while a helper makes a run's memory
+ * present (dst_data_fault_done() tells when). */
+int dst_data_pages_step(struct rdmig_dest *d);
+/* A helper made a run's memory present (or could not). */
+int dst_data_fault_done(struct rdmig_dest *d, const struct regq_job *j);
 /* The statistics of what landed, from what the source said (ITER_END,
  * PROGRESS) and the zero ranges that came. */
 void dst_data_count(struct rdmig_dest *d);

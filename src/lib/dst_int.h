@@ -62,7 +62,7 @@ enum dst_step_end { DSTEP_IDLE, DSTEP_CUT };
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte; a piece is its block's map index << 32 | piece, a
  * chunk its slot). */
-enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2, DREG_RING = 3 };
+enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2, DREG_RING = 3, DREG_FAULT = 4 };
 #define DST_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
 #define DST_REG_KIND(c) ((unsigned)((c) >> 56))
 #define DST_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
@@ -82,6 +82,8 @@ enum dst_job_kind {
 			 * answer goes once every one is registered */
 	JOB_RING,       /* STATE_WRITTEN: its ring bytes to the state
 			 * callback, a slice at a time, waiting while paused */
+	JOB_PAGES,      /* PAGES: copied run by run; a run whose memory is not
+			 * present yet waits for a helper to fault it in */
 };
 
 /* What working on the message in hand came to. */
@@ -93,9 +95,14 @@ struct dst_job {
 	const Rdmig__ZeroRanges *zero;
 	const Rdmig__RegisterReq *reg;
 	const Rdmig__State *state;
-	size_t i;                   /* zero: the range; register: next chunk */
-	uint64_t off;               /* zero: how far into the range */
-	size_t waiting;             /* register: chunks with the helper */
+	const Rdmig__Pages *pages;
+	const uint8_t *src;         /* pages: the next run's bytes */
+	size_t i;                   /* zero: the range; register: next chunk;
+				     * pages: next run */
+	uint64_t off;               /* zero: how far into the range; pages: 1
+				     * once the run in hand was faulted in */
+	size_t waiting;             /* register: chunks with the helper;
+				     * pages: the run being faulted in */
 	uint64_t ring_left;         /* ring: bytes not handed over yet (from off) */
 };
 
@@ -190,6 +197,7 @@ struct rdmig_dest {
 	struct ibv_wc wcs[DST_WC_BATCH];
 	unsigned wc_next, wc_n;
 	struct dst_job job;
+	bool no_fault_in;           /* the kernel cannot fault in ahead */
 
 	uint8_t nonce[AUTH_NONCE_LEN]; /* our challenge, sent in the ACCEPT */
 	struct auth_bind bind;      /* what the answers are bound to */

@@ -38,12 +38,43 @@ static void failed(struct populate *p, int rc, uint64_t at)
 	}
 }
 
+int pop_fault_in(void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+
+	/* madvise wants a page-aligned start; a block's may not be. */
+	if (madvise((void *)(a & ~(uintptr_t)4095), len + (a & 4095), MADV_POPULATE_WRITE))
+		return -errno;
+	return 0;
+}
+
+bool pop_present(const void *addr, size_t len)
+{
+	unsigned char vec[256];
+	uintptr_t a = (uintptr_t)addr & ~(uintptr_t)4095;
+	uintptr_t end = (uintptr_t)addr + len;
+	size_t n, i;
+
+	while (a < end) {
+		n = (end - a + 4095) / 4096;
+		if (n > sizeof(vec))
+			n = sizeof(vec);
+		if (mincore((void *)a, n * 4096, vec))
+			return false;
+		for (i = 0; i < n; i++)
+			if (!(vec[i] & 1))
+				return false;
+		a += n * 4096;
+	}
+	return true;
+}
+
 static void *run(void *arg)
 {
 	struct populate *p = arg;
 	uint64_t pos = 0, off, len, floor;
-	uintptr_t addr;
 	unsigned r;
+	int rc;
 
 	rd_thread_background();
 	while (!atomic_load(&p->stop) && pos < p->total) {
@@ -57,17 +88,16 @@ static void *run(void *arg)
 		len = POP_STEP - off % POP_STEP;
 		if (len > p->ranges[r].len - off)
 			len = p->ranges[r].len - off;
-		addr = (uintptr_t)(p->ranges[r].host + off);
-		if (madvise((void *)(addr & ~(uintptr_t)4095), len + (addr & 4095),
-			    MADV_POPULATE_WRITE)) {
+		rc = pop_fault_in(p->ranges[r].host + off, len);
+		if (rc) {
 			/* Not supported by this kernel (or memory it cannot
 			 * populate, such as an unaligned mapping): registration
 			 * populates as it always did. */
-			if (errno == EINVAL) {
+			if (rc == -EINVAL) {
 				atomic_store(&p->unsupported, true);
 				break;
 			}
-			failed(p, -errno, pos);
+			failed(p, rc, pos);
 			break;
 		}
 		pos += len;

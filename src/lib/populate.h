@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util.h"
@@ -56,5 +57,15 @@ int pop_error(const struct populate *p, unsigned *range, uint64_t *off);
 /* Stops and joins the helper; safe when never started or already
  * stopped. */
 void pop_stop(struct populate *p);
+
+/* Makes [addr, addr + len) present for writing without changing a byte
+ * (MADV_POPULATE_WRITE): 0, -EINVAL where the kernel cannot (older than
+ * 5.14), or the negative errno (-ENOMEM, -EFAULT: no memory, or no space
+ * left for a file's pages). */
+int pop_fault_in(void *addr, size_t len);
+/* Whether every page of [addr, addr + len) is present (mincore): a write
+ * there costs no fault that allocates and clears a page.  False when it
+ * cannot tell. */
+bool pop_present(const void *addr, size_t len);
 
 #endif

@@ -8,6 +8,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "populate.h"
+
 static int verbs_reg(void *pd, void *addr, size_t len, int access, void **mr)
 {
 	struct ibv_mr *m = ibv_reg_mr(pd, addr, len, access);
@@ -23,7 +25,7 @@ static void verbs_dereg(void *mr)
 	ibv_dereg_mr(mr);
 }
 
-const struct regq_ops regq_verbs = { verbs_reg, verbs_dereg };
+const struct regq_ops regq_verbs = { verbs_reg, verbs_dereg, pop_fault_in };
 
 static void wake(const struct regq *q)
 {
@@ -56,7 +58,10 @@ static void *helper(void *arg)
 		slot = &q->ring[pos % q->cap];
 		job = slot->job;
 		job.mr = NULL;
-		job.rc = q->ops.reg(q->pd, job.addr, job.len, job.access, &job.mr);
+		if (job.access == REGQ_FAULT_IN)
+			job.rc = q->ops.fault_in ? q->ops.fault_in(job.addr, job.len) : -ENOSYS;
+		else
+			job.rc = q->ops.reg(q->pd, job.addr, job.len, job.access, &job.mr);
 		if (job.rc == -EFAULT && job.fallback >= 0)
 			job.rc = q->ops.reg(q->pd, job.addr, job.len, job.fallback, &job.mr);
 		slot->job = job;

@@ -48,7 +48,16 @@ struct regq_ops {
 	 * negative errno.  Runs on a helper thread, several at once. */
 	int (*reg)(void *pd, void *addr, size_t len, int access, void **mr);
 	void (*dereg)(void *mr);
+	/* Makes [addr, addr + len) present for writing, unregistered (a job
+	 * submitted with REGQ_FAULT_IN): 0 or a negative errno; NULL: the
+	 * job fails with -ENOSYS. */
+	int (*fault_in)(void *addr, size_t len);
 };
+
+/* A job's access that asks for its memory made present, not registered:
+ * the fault of a fresh page (allocating and clearing it, 2 MiB at once
+ * with transparent huge pages) is then a helper's, not a step's. */
+#define REGQ_FAULT_IN (-1)
 
 struct regq_job {
 	void *addr;

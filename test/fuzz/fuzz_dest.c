@@ -88,7 +88,7 @@ static void fake_dereg(void *mr)
 	ibv_dereg_mr(mr);
 }
 
-static const struct regq_ops fake_regq = { fake_reg, fake_dereg };
+static const struct regq_ops fake_regq = { fake_reg, fake_dereg, pop_fault_in };
 
 int ctrl_send(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg)
 {

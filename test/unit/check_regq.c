@@ -48,7 +48,18 @@ static void fake_dereg(void *mr)
 	atomic_fetch_sub(&live, 1);
 }
 
-static const struct regq_ops ops = { fake_reg, fake_dereg };
+static atomic_int faulted;  /* fault-in jobs done */
+
+/* Address 5 is "memory with no room left behind it". */
+static int fake_fault_in(void *addr, size_t len)
+{
+	(void)len;
+	atomic_fetch_add(&faulted, 1);
+	return (uintptr_t)addr == 5 ? -EFAULT : 0;
+}
+
+static const struct regq_ops ops = { fake_reg, fake_dereg, fake_fault_in };
+static const struct regq_ops ops_no_fault = { fake_reg, fake_dereg, NULL };
 
 static unsigned reap_all(struct regq *q, struct regq_job *out, unsigned want, int wake)
 {
@@ -221,6 +232,43 @@ START_TEST(many_jobs_stop_anytime)
 }
 END_TEST
 
+/* A fault-in job registers nothing: its result is the fault-in's, in
+ * order with the registrations around it; without the op, -ENOSYS; its
+ * -EFAULT is not retried as a read-only registration. */
+START_TEST(fault_in_registers_nothing)
+{
+	struct regq q;
+	struct regq_job j[4];
+	struct rd_err e;
+	int wake = eventfd(0, EFD_NONBLOCK);
+
+	atomic_store(&faulted, 0);
+	ck_assert_int_eq(regq_init(&q, &ops, NULL, 4, 2, wake, &e), 0);
+	ck_assert_int_eq(regq_submit(&q, (void *)4096, 4096, REGQ_FAULT_IN, -1, 1, &e), 0);
+	ck_assert_int_eq(regq_submit(&q, (void *)8192, 4096, 1, -1, 2, &e), 0);
+	ck_assert_int_eq(regq_submit(&q, (void *)5, 4096, REGQ_FAULT_IN, -1, 3, &e), 0);
+	ck_assert_uint_eq(reap_all(&q, j, 3, wake), 3);
+	ck_assert_uint_eq(j[0].cookie, 1);
+	ck_assert_int_eq(j[0].rc, 0);
+	ck_assert_ptr_null(j[0].mr);
+	ck_assert_uint_eq(j[1].cookie, 2);
+	ck_assert_ptr_nonnull(j[1].mr);
+	fake_dereg(j[1].mr);
+	ck_assert_int_eq(j[2].rc, -EFAULT);
+	ck_assert_ptr_null(j[2].mr);
+	ck_assert_int_eq(atomic_load(&faulted), 2);
+	regq_fini(&q);
+	ck_assert_int_eq(atomic_load(&live), 0);
+
+	ck_assert_int_eq(regq_init(&q, &ops_no_fault, NULL, 4, 1, wake, &e), 0);
+	ck_assert_int_eq(regq_submit(&q, (void *)4096, 4096, REGQ_FAULT_IN, -1, 7, &e), 0);
+	ck_assert_uint_eq(reap_all(&q, j, 1, wake), 1);
+	ck_assert_int_eq(j[0].rc, -ENOSYS);
+	regq_fini(&q);
+	close(wake);
+}
+END_TEST
+
 Suite *regq_suite(void)
 {
 	Suite *s = suite_create("regq");
@@ -231,6 +279,7 @@ Suite *regq_suite(void)
 	tcase_add_loop_test(tc, stop_then_fini, 0, 2);
 	tcase_add_test(tc, helpers_at_once);
 	tcase_add_loop_test(tc, many_jobs_stop_anytime, 0, 4);
+	tcase_add_test(tc, fault_in_registers_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
