@@ -139,38 +139,54 @@ static int on_pages(struct rdmig_dest *d, const Rdmig__Pages *m)
 
 /* A copy into memory never touched faults in fresh pages inside the step:
  * allocating and clearing each, 2 MiB at once where transparent huge pages
- * back the block (10-22 ms a PAGES message on the emulated test bed).  A
- * run whose memory is not all present goes to a registration helper to be
- * faulted in first, and the message waits for it, the frames behind it in
- * order.  Where the kernel cannot (older than 5.14), runs are copied as
- * they come. */
-int dst_data_pages_step(struct rdmig_dest *d)
+ * back the block (10-22 ms a PAGES message on the emulated test bed).  So
+ * the runs whose memory is not all present go to the registration helpers
+ * first, all at once, to be faulted in, and the message waits for them
+ * with the frames behind it, in order; then every run is copied.  Where
+ * the kernel cannot (older than 5.14) or the helpers' queue is full, runs
+ * are copied as they come. */
+static int submit_fault_ins(struct rdmig_dest *d)
 {
 	const Rdmig__Pages *m = d->job.pages;
 	struct dst_job *j = &d->job;
 	struct rd_err ignored;
 	uint8_t *at;
+	size_t i;
 	int rc;
 
+	j->faulted = true;
+	for (i = j->i; i < m->n_block && !d->no_fault_in; i++) {
+		at = d->blocks[d->map[m->block[i]]].host + m->offset[i];
+		if (pop_present(at, m->length[i]))
+			continue;
+		rc = regq_submit(&d->rq, at, m->length[i], REGQ_FAULT_IN, -1,
+				 DST_REG_COOKIE(DREG_FAULT, i), &ignored);
+		/* Full (or never started): the rest is copied as it comes;
+		 * stopped: so is every run from now on. */
+		if (rc == -EAGAIN)
+			break;
+		if (rc)
+			d->no_fault_in = true;
+		else
+			j->waiting++;
+	}
+	return j->waiting ? DST_JOB_WAITING : DST_JOB_DONE;
+}
+
+int dst_data_pages_step(struct rdmig_dest *d)
+{
+	const Rdmig__Pages *m = d->job.pages;
+	struct dst_job *j = &d->job;
+	uint8_t *at;
+
+	if (!j->faulted && !d->no_fault_in && submit_fault_ins(d) == DST_JOB_WAITING)
+		return DST_JOB_WAITING;
 	if (j->waiting)
 		return DST_JOB_WAITING;
 	for (; j->i < m->n_block; j->i++) {
 		at = d->blocks[d->map[m->block[j->i]]].host + m->offset[j->i];
-		if (!d->no_fault_in && !j->off && !pop_present(at, m->length[j->i])) {
-			rc = regq_submit(&d->rq, at, m->length[j->i], REGQ_FAULT_IN, -1,
-					 DST_REG_COOKIE(DREG_FAULT, j->i), &ignored);
-			if (!rc) {
-				j->waiting = 1;
-				return DST_JOB_WAITING;
-			}
-			/* A full queue: this run is copied as it comes; no
-			 * helpers (stopped, or never started): every run. */
-			if (rc != -EAGAIN)
-				d->no_fault_in = true;
-		}
 		memcpy(at, j->src, m->length[j->i]);
 		j->src += m->length[j->i];
-		j->off = 0;
 	}
 	return DST_JOB_DONE;
 }
@@ -180,12 +196,11 @@ int dst_data_fault_done(struct rdmig_dest *d, const struct regq_job *r)
 	struct dst_job *j = &d->job;
 	uint64_t run = DST_REG_N(r->cookie);
 
-	if (j->kind != JOB_PAGES || !j->waiting || run != j->i)
+	if (j->kind != JOB_PAGES || !j->waiting || run >= j->pages->n_block)
 		return rd_err_set(&d->ss.err, -EPROTO, "a fault-in nobody asked for");
-	j->waiting = 0;
-	/* Copied next step whatever came of it: present now, or the fault
-	 * is the copy's as before. */
-	j->off = 1;
+	j->waiting--;
+	/* Not supported here (an older kernel, memory it cannot populate):
+	 * from now on runs are copied as they come, as before. */
 	if (r->rc == -EINVAL || r->rc == -ENOSYS) {
 		d->no_fault_in = true;
 		return 0;

@@ -99,10 +99,10 @@ struct dst_job {
 	const uint8_t *src;         /* pages: the next run's bytes */
 	size_t i;                   /* zero: the range; register: next chunk;
 				     * pages: next run */
-	uint64_t off;               /* zero: how far into the range; pages: 1
-				     * once the run in hand was faulted in */
+	uint64_t off;               /* zero: how far into the range */
 	size_t waiting;             /* register: chunks with the helper;
-				     * pages: the run being faulted in */
+				     * pages: runs being faulted in */
+	bool faulted;               /* pages: fault-ins were asked for */
 	uint64_t ring_left;         /* ring: bytes not handed over yet (from off) */
 };
 

@@ -38,12 +38,19 @@ static void failed(struct populate *p, int rc, uint64_t at)
 	}
 }
 
+static uintptr_t page_size(void)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+
+	return ps > 0 ? (uintptr_t)ps : 4096;
+}
+
 int pop_fault_in(void *addr, size_t len)
 {
-	uintptr_t a = (uintptr_t)addr;
+	uintptr_t a = (uintptr_t)addr, mask = page_size() - 1;
 
 	/* madvise wants a page-aligned start; a block's may not be. */
-	if (madvise((void *)(a & ~(uintptr_t)4095), len + (a & 4095), MADV_POPULATE_WRITE))
+	if (madvise((void *)(a & ~mask), len + (a & mask), MADV_POPULATE_WRITE))
 		return -errno;
 	return 0;
 }
@@ -51,20 +58,20 @@ int pop_fault_in(void *addr, size_t len)
 bool pop_present(const void *addr, size_t len)
 {
 	unsigned char vec[256];
-	uintptr_t a = (uintptr_t)addr & ~(uintptr_t)4095;
+	uintptr_t ps = page_size(), a = (uintptr_t)addr & ~(ps - 1);
 	uintptr_t end = (uintptr_t)addr + len;
 	size_t n, i;
 
 	while (a < end) {
-		n = (end - a + 4095) / 4096;
+		n = (end - a + ps - 1) / ps;
 		if (n > sizeof(vec))
 			n = sizeof(vec);
-		if (mincore((void *)a, n * 4096, vec))
+		if (mincore((void *)a, n * ps, vec))
 			return false;
 		for (i = 0; i < n; i++)
 			if (!(vec[i] & 1))
 				return false;
-		a += n * 4096;
+		a += n * ps;
 	}
 	return true;
 }

@@ -64,8 +64,8 @@ void pop_stop(struct populate *p);
  * left for a file's pages). */
 int pop_fault_in(void *addr, size_t len);
 /* Whether every page of [addr, addr + len) is present (mincore): a write
- * there costs no fault that allocates and clears a page.  False when it
- * cannot tell. */
+ * there allocates nothing, except over a private page only read so far
+ * (the shared zero page: a 4 KiB copy).  False when it cannot tell. */
 bool pop_present(const void *addr, size_t len);
 
 #endif

@@ -202,7 +202,7 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
  * the phase a long step's log line blames, broken down. */
 static void log_slow(const struct rdmig_source *s, const char *what, int64_t us)
 {
-	if (us > (int64_t)s->ss.cfg.step_us)
+	if (us > (int64_t)s->step_budget_us)
 		cfg_log(&s->ss.cfg, RDMIG_LOG_DEBUG, "source: %s took %lld us", what,
 			(long long)us);
 }
@@ -390,6 +390,7 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	int rc, cut;
 
 	rd_laps_start(&laps);
+	s->step_budget_us = max_us;
 	sess_woken(&s->ss);
 	s->step_end = STEP_IDLE;
 	if (s->state == SRC_COMPLETED)

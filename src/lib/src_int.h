@@ -155,6 +155,7 @@ struct rdmig_source {
 	enum src_state state;
 	enum src_goal goal;
 	enum src_step_end step_end;
+	unsigned step_budget_us;    /* the step in progress's max_us */
 	bool state_blocked;     /* the last write_state found no room */
 	struct src_sring sring;
 	int result;             /* what process() returns once failed */
