@@ -725,19 +725,18 @@ static void turn_away(struct mig *m, int rc, const char *msg)
 static void mig_end(struct mig *m, int code, const char *msg)
 {
 	struct app *a = m->app;
+	struct json_object *o = NULL;
+	char line[6144];
 
 	cli_bar_clear(&a->bar);
 	if (code) {
-		char line[6144];
-
 		if (m->id)
 			snprintf(line, sizeof(line), "Migration %u into %s failed: %s", m->id,
 				 m->dir, msg);
 		else
 			snprintf(line, sizeof(line), "Migration failed: %s", msg);
-		cli_err("%s", line);
 		if (a->o.json)
-			cli_emit_failed(line, code, mig_json(m, NULL));
+			o = mig_json(m, NULL);
 	}
 	if (!a->o.daemon) {
 		a->exit_code = code;
@@ -748,6 +747,13 @@ static void mig_end(struct mig *m, int code, const char *msg)
 	 * daemon's filesystem with partial images. */
 	m->discard = code != CLI_EX_OK && a->o.daemon && !m->handed_over;
 	mig_free(m);
+	/* Said once it is so: the failed migration's files are gone and its
+	 * room given back when a script reads "failed". */
+	if (code) {
+		cli_err("%s", line);
+		if (o)
+			cli_emit_failed(line, code, o);
+	}
 }
 
 static void report_done(struct mig *m)
