@@ -140,13 +140,17 @@ static int src_fail(struct rdmig_source *s, int rc)
 	return s->result;
 }
 
-/* The link is up: ready for rounds. */
-static int become_ready(struct rdmig_source *s)
+/* The link is up: the rounds' machinery is set up over the next steps
+ * (it starts threads: not inside the step that handled the last message). */
+static void link_up(struct rdmig_source *s)
 {
-	int rc = src_iter_setup(s);
+	s->state = SRC_PREPARING;
+	s->prep = PREP_POSTERS;
+}
 
-	if (rc)
-		return rc;
+/* Everything set up: ready for rounds. */
+static void become_ready(struct rdmig_source *s)
+{
 	s->state = SRC_READY;
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.setup_time_ms = (uint64_t)(rd_now_ms() - s->ss.stats.start_ms);
@@ -154,16 +158,26 @@ static int become_ready(struct rdmig_source *s)
 	pthread_mutex_unlock(&s->ss.stats.lock);
 	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "connected: %u blocks, %s registration",
 		s->nblocks, s->ss.cfg.pin_all ? "pin-all" : "dynamic");
-	return 0;
 }
 
-/* A link call's result: the link complete, or more setup to do at once
- * (1: the step was cut with work left). */
+/* A link call's result: more setup to do at once (1: the step was cut
+ * with work left), or a wait. */
 static int link_result(struct rdmig_source *s, int rc)
 {
-	if (rc == SRC_LINK_UP)
-		return become_ready(s);
+	if (rc == SRC_LINK_UP) {
+		link_up(s);
+		return 1;
+	}
 	return rc == SRC_LINK_AGAIN ? 1 : rc;
+}
+
+static int prepare(struct rdmig_source *s, int64_t until)
+{
+	int rc = src_iter_prepare(s, until);
+
+	if (!rc)
+		become_ready(s);
+	return rc;
 }
 
 /* ---- one step ------------------------------------------------------------ */
@@ -183,7 +197,9 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 	case CT_AUTH_RESPONSE:
 	case CT_BLOCK_MAP_RESP:
 		rc = src_link_msg(s, h, m);
-		return rc == SRC_LINK_UP ? become_ready(s) : rc;
+		if (rc == SRC_LINK_UP)
+			link_up(s);
+		return rc == SRC_LINK_UP ? 0 : rc;
 	case CT_REGISTER_RESP:
 	case CT_ITER_ACK:
 		return src_iter_msg(s, h, m);
@@ -352,6 +368,8 @@ static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 	case SRC_MAP:
 	case SRC_CHANNELS:
 		return link_result(s, src_link_step(s));
+	case SRC_PREPARING:
+		return prepare(s, until);
 	case SRC_ITERATING:
 	case SRC_DRAINING:
 		return src_iter_step(s, max_bytes, until);

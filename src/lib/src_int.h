@@ -44,6 +44,8 @@ enum src_state {
 			 * answer must check out before anything else goes */
 	SRC_MAP,        /* BLOCK_MAP_REQ sent; waiting for BLOCK_MAP_RESP */
 	SRC_CHANNELS,   /* opening the extra data channels, in parallel */
+	SRC_PREPARING,  /* the link is up; the rounds' machinery is set up, a
+			 * part per step (enum src_prep) */
 	SRC_READY,      /* connected, between operations: state may be sent;
 			 * pin-all pieces may still be pinning */
 	SRC_ITERATING,  /* a round's pages are being planned and written */
@@ -56,6 +58,18 @@ enum src_state {
 	SRC_COMPLETING, /* COMPLETE sent; waiting for COMPLETE_ACK */
 	SRC_COMPLETED,  /* the destination holds the whole image (terminal) */
 	SRC_FAILED,     /* terminal; ss.err says why, the peer was told */
+};
+
+/* What SRC_PREPARING sets up next, in this order.  Each part starts
+ * threads or allocates and first touches memory, which under emulation
+ * costs milliseconds: a step does one, and more while its time lasts. */
+enum src_prep {
+	PREP_POSTERS,    /* the posting threads (several channels) */
+	PREP_PIPELINE,   /* the WRITE window */
+	PREP_REGISTRY,   /* dynamic registration's bookkeeping */
+	PREP_SCRATCH,    /* the sweep's ZERO_RANGES and PAGES scratch */
+	PREP_ZERO_CHECK, /* the zero-check threads */
+	PREP_DONE,
 };
 
 /* The operation the caller started; process() returns 1 once it is
@@ -153,6 +167,7 @@ struct src_chan {
 struct rdmig_source {
 	struct session ss;
 	enum src_state state;
+	enum src_prep prep;
 	enum src_goal goal;
 	enum src_step_end step_end;
 	unsigned step_budget_us;    /* the step in progress's max_us */

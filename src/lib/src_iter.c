@@ -98,14 +98,12 @@ static uint64_t effective_cap(const struct rdmig_source *s)
 	return cap;
 }
 
-int src_iter_setup(struct rdmig_source *s)
+/* PREP_POSTERS: one channel posts from the driving thread (nothing to
+ * overlap it with but the planning); several post from a thread each, so
+ * their sending work runs on as many cores. */
+static int prep_posters(struct rdmig_source *s)
 {
-	static const struct wp_callbacks wcb = { wp_target_cb, wp_post_cb, wp_done_cb, NULL };
-	static const struct wp_callbacks threaded = { wp_target_cb, wp_post_cb, wp_done_cb,
-						      wp_room_cb };
-	static const struct dreg_callbacks dcb = { dreg_reg_cb, dreg_dereg_cb };
 	struct ibv_qp *qps[PD_CHANNELS_MAX];
-	uint64_t cap = effective_cap(s);
 	unsigned k;
 	int rc;
 
@@ -114,36 +112,89 @@ int src_iter_setup(struct rdmig_source *s)
 	 * posting threads, what the driving thread pays is the hand-over. */
 	cost_init(&s->post_cost, 20.0);
 	s->op_max = s->ss.cfg.merge_max;
-	/* One channel posts from the driving thread (nothing to overlap it
-	 * with but the planning); several post from a thread each, so their
-	 * sending work runs on as many cores. */
-	if (s->nchans > 1) {
-		for (k = 0; k < s->nchans; k++)
-			qps[k] = fab_qp(s->chans[k].conn);
-		rc = wpost_start(&s->post, qps, s->nchans, s->ss.cfg.max_writes, WP_BATCH,
-				 s->ss.wake_fd, &s->ss.err);
-		if (rc)
-			return rc;
+	if (s->nchans < 2)
+		return 0;
+	for (k = 0; k < s->nchans; k++)
+		qps[k] = fab_qp(s->chans[k].conn);
+	rc = wpost_start(&s->post, qps, s->nchans, s->ss.cfg.max_writes, WP_BATCH,
+			 s->ss.wake_fd, &s->ss.err);
+	if (!rc)
 		s->post_threads = true;
-	}
+	return rc;
+}
+
+static int prep_pipeline(struct rdmig_source *s)
+{
+	static const struct wp_callbacks wcb = { wp_target_cb, wp_post_cb, wp_done_cb, NULL };
+	static const struct wp_callbacks threaded = { wp_target_cb, wp_post_cb, wp_done_cb,
+						      wp_room_cb };
+	int rc;
+
 	rc = wp_init(&s->wp, s->nchans, s->ss.cfg.max_writes, SRC_TAG_WRITE,
 		     s->post_threads ? &threaded : &wcb, s, &s->ss.err);
-	if (rc)
-		return rc;
-	s->wp_ready = true;
-	if (!s->pieces) {
-		if (cap && cap < 2ull << s->chunk_shift)
-			return rd_err_set(&s->ss.err, -EINVAL, "the pinned-bytes cap (%" PRIu64
-					  ", the smaller of both sides') is smaller than two "
-					  "chunks of %" PRIu64 " bytes", cap,
-					  (uint64_t)1 << s->chunk_shift);
-		rc = dreg_init(&s->dreg, s->dblocks, s->nblocks, s->chunk_shift, s->nslots, cap,
-			       ctrl_register_max(s->peer_msg_max) / 2, &dcb, s, &s->ss.err);
+	if (!rc)
+		s->wp_ready = true;
+	return rc;
+}
+
+/* PREP_REGISTRY: nothing with pin-all, whose pieces register on their own. */
+static int prep_registry(struct rdmig_source *s)
+{
+	static const struct dreg_callbacks dcb = { dreg_reg_cb, dreg_dereg_cb };
+	uint64_t cap = effective_cap(s);
+	int rc;
+
+	if (s->pieces)
+		return 0;
+	if (cap && cap < 2ull << s->chunk_shift)
+		return rd_err_set(&s->ss.err, -EINVAL, "the pinned-bytes cap (%" PRIu64 ", the "
+				  "smaller of both sides') is smaller than two chunks of %" PRIu64
+				  " bytes", cap, (uint64_t)1 << s->chunk_shift);
+	rc = dreg_init(&s->dreg, s->dblocks, s->nblocks, s->chunk_shift, s->nslots, cap,
+		       ctrl_register_max(s->peer_msg_max) / 2, &dcb, s, &s->ss.err);
+	if (!rc)
+		s->dreg_ready = true;
+	return rc;
+}
+
+static int prep_part(struct rdmig_source *s)
+{
+	switch (s->prep) {
+	case PREP_POSTERS:
+		return prep_posters(s);
+	case PREP_PIPELINE:
+		return prep_pipeline(s);
+	case PREP_REGISTRY:
+		return prep_registry(s);
+	case PREP_SCRATCH:
+		return src_sweep_setup(s, s->peer_msg_max,
+				       s->dreg_ready && (s->ss.caps & PD_CAP_PAGES));
+	case PREP_ZERO_CHECK:
+		return src_sweep_start_helpers(s);
+	default:
+		return 0;
+	}
+}
+
+int src_iter_prepare(struct rdmig_source *s, int64_t until_us)
+{
+	static const char *const names[] = { "the posting threads", "the WRITE window",
+					     "dynamic registration", "the sweep's scratch",
+					     "the zero-check threads" };
+	int64_t t0;
+	int rc;
+
+	do {
+		t0 = rd_now_us();
+		rc = prep_part(s);
 		if (rc)
 			return rc;
-		s->dreg_ready = true;
-	}
-	return src_sweep_setup(s, s->peer_msg_max, s->dreg_ready && (s->ss.caps & PD_CAP_PAGES));
+		if (rd_now_us() - t0 > (int64_t)s->step_budget_us)
+			cfg_log(&s->ss.cfg, RDMIG_LOG_DEBUG, "source: setting up %s took %lld us",
+				names[s->prep], (long long)(rd_now_us() - t0));
+		s->prep++;
+	} while (s->prep != PREP_DONE && rd_now_us() < until_us);
+	return s->prep != PREP_DONE;
 }
 
 void src_iter_stop_threads(struct rdmig_source *s)

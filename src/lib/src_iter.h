@@ -16,9 +16,11 @@
 
 struct rdmig_source;
 
-/* Once connected: the WRITE pipeline, dynamic registration, the sweep's
- * scratch. */
-int src_iter_setup(struct rdmig_source *s);
+/* SRC_PREPARING, once connected: the posting threads, the WRITE pipeline,
+ * dynamic registration, the sweep's scratch and its zero-check threads, a
+ * part at a time (enum src_prep) until rd_now_us() passes @until_us.  1
+ * while parts are left, 0 once all are done, or a negative errno. */
+int src_iter_prepare(struct rdmig_source *s, int64_t until_us);
 void src_iter_destroy(struct rdmig_source *s);
 /* Stops the threads that post and check for zeros (the migration ended:
  * every WRITE completed, or it failed): none touches a queue pair or the

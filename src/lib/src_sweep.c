@@ -27,6 +27,13 @@ int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages)
 	s->zr_length = calloc(s->zr_max, sizeof(*s->zr_length));
 	if (!s->zr_block || !s->zr_offset || !s->zr_length)
 		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+	return 0;
+}
+
+int src_sweep_start_helpers(struct rdmig_source *s)
+{
+	int rc;
+
 	/* With zero detection on a machine of several cores, helpers check
 	 * pages for zeros ahead of the sweep (zscan.h). */
 	if ((s->ss.caps & PD_CAP_ZERO_PAGES) && zs_default_threads()) {

@@ -12,8 +12,11 @@
 struct rdmig_source;
 
 /* Allocates the scratch of ZERO_RANGES and PAGES messages for frames of
- * the peer's @msg_max bytes, and starts the zero-check helpers. */
+ * the peer's @msg_max bytes. */
 int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages);
+/* Starts the zero-check helpers where they pay (zero detection on, and a
+ * machine of several cores). */
+int src_sweep_start_helpers(struct rdmig_source *s);
 void src_sweep_destroy(struct rdmig_source *s);
 /* Stops the zero-check helpers (the migration ended: completed or failed). */
 void src_sweep_stop(struct rdmig_source *s);
