@@ -140,8 +140,8 @@ static int src_fail(struct rdmig_source *s, int rc)
 	return s->result;
 }
 
-/* The link is up: the rounds' machinery is set up over the next steps
- * (it starts threads: not inside the step that handled the last message). */
+/* The link is up: the rounds' machinery is set up over the next steps,
+ * not in this one (it starts threads; advance() sees to that). */
 static void link_up(struct rdmig_source *s)
 {
 	s->state = SRC_PREPARING;
@@ -359,8 +359,11 @@ static bool goal_reached(const struct rdmig_source *s)
 	}
 }
 
-/* 1 when the state's work was cut short with more to do now. */
-static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
+/* 1 when the state's work was cut short with more to do now.  @begun is
+ * the state the step began in: the setup parts start in a step of their
+ * own, not in the one that brought the link up. */
+static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until,
+		   enum src_state begun)
 {
 	switch (s->state) {
 	case SRC_CONNECTING:
@@ -369,7 +372,7 @@ static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 	case SRC_CHANNELS:
 		return link_result(s, src_link_step(s));
 	case SRC_PREPARING:
-		return prepare(s, until);
+		return begun == SRC_PREPARING ? prepare(s, until) : 1;
 	case SRC_ITERATING:
 	case SRC_DRAINING:
 		return src_iter_step(s, max_bytes, until);
@@ -404,6 +407,7 @@ static void log_long_step(const struct rdmig_source *s, const struct rd_laps *l,
 static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 {
 	int64_t until = rd_now_us() + max_us;
+	enum src_state begun = s->state;
 	struct rd_laps laps;
 	int rc, cut;
 
@@ -439,7 +443,7 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		rc = reap_registrations(s);
 	rd_laps_mark(&laps, "events and registrations");
 	if (!rc) {
-		cut = advance(s, max_bytes, until);
+		cut = advance(s, max_bytes, until, begun);
 		if (cut < 0)
 			rc = cut;
 		else if (cut && s->step_end == STEP_IDLE)

@@ -1,4 +1,4 @@
-/* src_link: how a source gets to READY, in non-blocking steps.  rdma_cm
+/* src_link: how a source gets its link up, in non-blocking steps.  rdma_cm
  * resolves and connects (SRC_CONNECTING); with AUTH, our challenge and the
  * answer to the destination's (from its ACCEPT) go out and its answer must
  * check out (SRC_AUTH); the block map goes and comes back (SRC_MAP); data
@@ -7,7 +7,8 @@
  * in order, while the destination registers its own and sends their keys.
  *
  * The calls that move the link on return SRC_LINK_UP once it is complete
- * (every channel up): the driver then makes the source ready for rounds;
+ * (every channel up): the driver then sets the rounds' machinery up
+ * (SRC_PREPARING, src_iter_prepare) and the source is READY;
  * SRC_LINK_AGAIN when the next piece of connection setup can go at once. */
 #ifndef RDMIG_SRC_LINK_H
 #define RDMIG_SRC_LINK_H
