@@ -421,10 +421,9 @@ static char proc_state(const char *pid, char *ppid, size_t len)
 	return st;
 }
 
-/* The pid of the one process called @name running (0: none).  A zombie
- * does not count: it has let go of its mappings and sockets already, and
- * only its parent's wait is left, which is not ours to hurry. */
-static pid_t find_proc(const char *name)
+/* The pid of a process called @name (0: none), a zombie (@zombie) or a
+ * live one (!@zombie). */
+static pid_t find_proc_in(const char *name, bool zombie)
 {
 	char path[300], comm[64];
 	struct dirent *de;
@@ -441,12 +440,20 @@ static pid_t find_proc(const char *name)
 		if (!f)
 			continue;
 		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, name, strlen(name)) &&
-		    !strcmp(comm + strlen(name), "\n") && proc_state(de->d_name, NULL, 0) != 'Z')
+		    !strcmp(comm + strlen(name), "\n") &&
+		    (proc_state(de->d_name, NULL, 0) == 'Z') == zombie)
 			pid = atoi(de->d_name);
 		fclose(f);
 	}
 	closedir(dir);
 	return pid;
+}
+
+/* The pid of a process called @name running (0: none).  A zombie does not
+ * run: it has let go of its mappings and sockets already. */
+static pid_t find_proc(const char *name)
+{
+	return find_proc_in(name, false);
 }
 
 /* The pid of the one migrate-recv running. */
@@ -500,19 +507,36 @@ static void proc_describe(pid_t pid, char *out, size_t len)
 
 /* Asserts that no migrate-recv is left @ms after the tool exited (a
  * process killed a moment ago may still be on its way out on a loaded
- * host); one that is left is described, dumped with @d and killed, so
- * that the next test does not find it. */
+ * host).  One still running is described, dumped with @d and killed (all
+ * of them, waited for, so that the next test does not find one); a zombie
+ * still there means the wrapper it ran under (--dest-exec's local end)
+ * outlived the tool without reaping it, and fails the test too. */
 static void expect_recv_gone(struct dom *d, int ms, int rc)
 {
-	char what[512];
-	pid_t left;
+	char what[512], parent[512];
+	char ppid[16] = "";
+	pid_t left, z;
+	int n = 0;
 
-	if (proc_gone("migrate-recv", ms))
-		return;
+	if (proc_gone("migrate-recv", ms)) {
+		z = find_proc_in("migrate-recv", true);
+		if (!z)
+			return;
+		snprintf(what, sizeof(what), "%d", (int)z);
+		proc_state(what, ppid, sizeof(ppid));
+		proc_describe(atoi(ppid), parent, sizeof(parent));
+		dom_dump(d);
+		ck_abort_msg("migrate-recv (pid %d) was left a zombie %d ms after the tool exited "
+			     "%d: its parent lives on without reaping it (%s)", (int)z, ms, rc,
+			     parent);
+	}
 	left = find_recv();
+	if (!left)
+		return; /* gone just as the wait gave up */
 	proc_describe(left, what, sizeof(what));
-	if (left > 0)
-		kill(left, SIGKILL);
+	for (pid_t p = left; p && n < 16; p = find_recv(), n++)
+		kill(p, SIGKILL);
+	proc_gone("migrate-recv", 5000);
 	dom_dump(d);
 	ck_abort_msg("migrate-recv still runs %d ms after the tool exited %d (%s)", ms, rc,
 		     what);
