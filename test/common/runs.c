@@ -10,7 +10,7 @@
 
 void tu_run_spawn(struct tu_run *r, const char *dir, const char *tag, char *const argv[])
 {
-	pid_t pid;
+	pid_t parent = getpid(), pid;
 
 	snprintf(r->out, sizeof(r->out), "%s/%s.out", dir, tag);
 	snprintf(r->err, sizeof(r->err), "%s/%s.err", dir, tag);
@@ -25,6 +25,7 @@ void tu_run_spawn(struct tu_run *r, const char *dir, const char *tag, char *cons
 		int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0666);
 		int n = open("/dev/null", O_RDONLY);
 
+		tu_die_with_parent(parent);
 		setpgid(0, 0);
 		if (o < 0 || e < 0 || n < 0)
 			_exit(126);

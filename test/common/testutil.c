@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -72,9 +73,17 @@ const char *tu_addr(void)
 	return a && *a ? a : "10.77.0.1";
 }
 
+void tu_die_with_parent(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* The parent may have gone before the prctl. */
+	if (getppid() != parent)
+		_exit(126);
+}
+
 int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[])
 {
-	pid_t pid;
+	pid_t parent = getpid(), pid;
 	int fd;
 
 	memset(p, 0, sizeof(*p));
@@ -83,6 +92,7 @@ int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[])
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
+		tu_die_with_parent(parent);
 		setpgid(0, 0);
 		fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
 		if (fd < 0)

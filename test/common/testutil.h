@@ -23,6 +23,12 @@ const char *tu_build_path(const char *rel, char *buf, size_t len);
 /* The address of the Soft-RoCE device set up by tools/softroce. */
 const char *tu_addr(void);
 
+/* In a child of fork(), before exec: it gets SIGKILL when the test that
+ * started it ends, failed or not (Check runs each test in a process of
+ * its own), so that a failed test leaves no migrate-recv holding the bed's
+ * RDMA device or its files for the tests after it.  @parent is the
+ * forking process's pid, read before fork(). */
+void tu_die_with_parent(pid_t parent);
 int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[]);
 /* Waits up to @timeout_ms; on expiry kills the process group and returns -1. */
 int tu_wait(struct tu_proc *p, int timeout_ms);

@@ -1014,9 +1014,24 @@ static void batch(struct fx *f, unsigned b, char files[4][320])
 	for (i = 0; i < 5; i++) {
 		code = tu_run_finish(&s[i], 60000);
 		if (code != (k[i] == K_OK ? 0 : k[i] == K_KILLED ? 128 + SIGKILL : 5)) {
+			char daemon[64];
+			int st;
+
 			tu_run_dump(&s[i], "source");
 			tu_run_dump(&f->recv, "daemon");
-			ck_abort_msg("batch %u source %u (kind %d) exited %d", b, i, k[i], code);
+			/* Whether the daemon itself ended (and how) or dropped
+			 * this one migration. */
+			if (waitpid(f->recv.p.pid, &st, WNOHANG) == f->recv.p.pid) {
+				f->recv.p.status = st;
+				f->recv.p.reaped = 1;
+				snprintf(daemon, sizeof(daemon), "the daemon exited %d",
+					 tu_exit_code(&f->recv.p));
+			} else {
+				snprintf(daemon, sizeof(daemon), "the daemon runs (state %c)",
+					 proc_state(f->recv.p.pid));
+			}
+			ck_abort_msg("batch %u source %u (kind %d) exited %d; %s", b, i, k[i], code,
+				     daemon);
 		}
 	}
 }
