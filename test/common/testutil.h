@@ -27,7 +27,9 @@ const char *tu_addr(void);
  * started it ends, failed or not (Check runs each test in a process of
  * its own), so that a failed test leaves no migrate-recv holding the bed's
  * RDMA device or its files for the tests after it.  @parent is the
- * forking process's pid, read before fork(). */
+ * forking process's pid, read before fork().  Only the direct child: a
+ * fork clears the signal (a wrapper shell should exec its command), and so
+ * does a change of uid (setpriv --pdeathsig=keep sets it again). */
 void tu_die_with_parent(pid_t parent);
 int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[]);
 /* Waits up to @timeout_ms; on expiry kills the process group and returns -1. */

@@ -826,12 +826,15 @@ END_TEST
 /* ---- locked-memory limit ----------------------------------------------------------- */
 
 /* Runs as nobody with RLIMIT_MEMLOCK @limit: root has CAP_IPC_LOCK and
- * ignores the limit. */
+ * ignores the limit.  The kernel clears the parent-death signal when the
+ * uid changes: setpriv sets it again, so that the command still dies with
+ * a failed test (tu_die_with_parent). */
 static const char *const *as_nobody(const char *limit)
 {
 	static char lim[64];
 	static const char *argv[] = { "/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup",
-				      "--clear-groups", "/usr/bin/prlimit", lim, NULL };
+				      "--clear-groups", "--pdeathsig=keep", "/usr/bin/prlimit", lim,
+				      NULL };
 
 	snprintf(lim, sizeof(lim), "--memlock=%s", limit);
 	return argv;
