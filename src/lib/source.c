@@ -197,9 +197,10 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 	case CT_AUTH_RESPONSE:
 	case CT_BLOCK_MAP_RESP:
 		rc = src_link_msg(s, h, m);
-		if (rc == SRC_LINK_UP)
-			link_up(s);
-		return rc == SRC_LINK_UP ? 0 : rc;
+		if (rc != SRC_LINK_UP)
+			return rc;
+		link_up(s);
+		return 0;
 	case CT_REGISTER_RESP:
 	case CT_ITER_ACK:
 		return src_iter_msg(s, h, m);

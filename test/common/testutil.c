@@ -114,19 +114,60 @@ int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[])
 	return 0;
 }
 
+int tu_reap(struct tu_proc *p)
+{
+	if (!p->reaped && waitpid(p->pid, &p->status, WNOHANG) == p->pid)
+		p->reaped = 1;
+	return p->reaped;
+}
+
+char tu_proc_state(pid_t pid, pid_t *ppid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	if (ppid)
+		*ppid = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The name is in parentheses and may hold either: the state is the
+	 * field after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2])
+		return '?';
+	if (ppid && p[3] == ' ')
+		*ppid = (pid_t)atoi(p + 4);
+	return p[2];
+}
+
+void tu_proc_wchan(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+	f = fopen(path, "r");
+	if (f) {
+		n = fread(buf, 1, len - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+}
+
 int tu_wait(struct tu_proc *p, int timeout_ms)
 {
 	uint64_t end = tu_now_ms() + (uint64_t)timeout_ms;
-	pid_t r;
 
-	if (p->reaped)
-		return 0;
 	for (;;) {
-		r = waitpid(p->pid, &p->status, WNOHANG);
-		if (r == p->pid) {
-			p->reaped = 1;
+		if (tu_reap(p))
 			return 0;
-		}
 		if (tu_now_ms() >= end) {
 			kill(-p->pid, SIGKILL);
 			kill(p->pid, SIGKILL);

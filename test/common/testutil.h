@@ -34,6 +34,13 @@ void tu_die_with_parent(pid_t parent);
 int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[]);
 /* Waits up to @timeout_ms; on expiry kills the process group and returns -1. */
 int tu_wait(struct tu_proc *p, int timeout_ms);
+/* Whether @p has exited (reaped now if it just did), without waiting. */
+int tu_reap(struct tu_proc *p);
+/* The state letter of process @pid from /proc/PID/stat ('?' when it cannot
+ * be read); its parent's pid in *@ppid when not NULL (0 when unknown). */
+char tu_proc_state(pid_t pid, pid_t *ppid);
+/* The kernel function process @pid sleeps in ("" when unknown). */
+void tu_proc_wchan(pid_t pid, char *buf, size_t len);
 /* Exit code of a reaped process, or 128+signal. */
 int tu_exit_code(const struct tu_proc *p);
 void tu_kill(struct tu_proc *p, int sig);

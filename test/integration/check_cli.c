@@ -94,24 +94,6 @@ static int exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
-/* State letter of @pid from /proc/PID/stat ('?' when gone). */
-static char proc_state(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return '?';
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p && p[1] && p[2] ? p[2] : '?';
-}
-
 /* ---- a receiver and a workload -------------------------------------------------- */
 
 struct fixture {
@@ -348,7 +330,7 @@ START_TEST(live_converges_and_stops)
 	ck_assert(json_object_object_get_ex(ev, "dirty-clear-us", NULL));
 	json_object_put(ev);
 	/* Still there, and stopped: it lives on the destination now. */
-	ck_assert_int_eq(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_eq(tu_proc_state(f.load.p.pid, NULL), 'T');
 	assert_same(file, dfile);
 	ev = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(ev);
@@ -409,7 +391,7 @@ START_TEST(recv_killed_workload_resumes)
 	json_object_put(ev);
 	/* Alive, running, and still writing its intact file. */
 	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
-	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
 	a = tu_slurp(file, &la);
 	usleep(1000 * 1000);
 	b = tu_slurp(file, &lb);
@@ -515,7 +497,7 @@ START_TEST(cancel_over_control_socket)
 	/* The source told the destination why. */
 	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
 	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
-	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
 	fx_free(&f);
 }
 END_TEST
@@ -572,7 +554,7 @@ START_TEST(deferred_start)
 	ck_assert_msg(running(&f.send.p), "migrate-send ended while prepared");
 	ck_assert_msg(running(&f.recv.p), "migrate-recv ended while the source was prepared");
 	ck_assert_str_eq(ctl_status(sock, st, sizeof(st)), "prepared");
-	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
 	d = tu_slurp(dfile, &len);
 	ck_assert_uint_eq(len, 16 * MIB);
 	ck_assert_msg(!d[0] && !memcmp(d, d + 1, len - 1),
@@ -595,7 +577,7 @@ START_TEST(deferred_start)
 	ck_assert_uint_ge(tu_jnum(ev, "prepared-time"), 5000);
 	ck_assert_uint_le(tu_jnum(ev, "total-time"), tu_jnum(ev, "setup-time") + took + 200);
 	json_object_put(ev);
-	ck_assert_int_eq(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_eq(tu_proc_state(f.load.p.pid, NULL), 'T');
 	printf("deferred: prepared for 5 s past the source's --timeout 2, then started: "
 	       "byte-identical %" PRIu64 " ms after start (prepared %" PRIu64 " ms)\n",
 	       took, t_start - t_prep);
@@ -640,7 +622,7 @@ START_TEST(deferred_cancel)
 	json_object_put(ev);
 	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
 	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
-	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
 	fx_free(&f);
 }
 END_TEST
@@ -672,7 +654,7 @@ START_TEST(sigterm_cancels_live_migration)
 	ck_assert_int_eq(code, 7);
 	ck_assert_int_eq(count_lines(f.send.err), 1);
 	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
-	ck_assert_int_ne(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
 	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
 	fx_free(&f);
 }

@@ -102,39 +102,6 @@ static void write_random(const char *path, size_t len, uint64_t seed)
 	free(buf);
 }
 
-/* State letter of @pid from /proc/PID/stat ('?' when gone). */
-static char proc_state(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return '?';
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p && p[1] && p[2] ? p[2] : '?';
-}
-
-static void read_wchan(pid_t pid, char *buf, size_t len)
-{
-	char path[64];
-	FILE *f;
-	size_t n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
-	f = fopen(path, "r");
-	if (f) {
-		n = fread(buf, 1, len - 1, f);
-		fclose(f);
-	}
-	buf[n] = '\0';
-}
-
 /* Waits until @r sleeps in the kernel function @fn, or @alt (where the
  * compiler inlined @fn): a FIFO stall. */
 static void wait_wchan(struct tu_run *r, const char *label, const char *fn, const char *alt,
@@ -144,7 +111,7 @@ static void wait_wchan(struct tu_run *r, const char *label, const char *fn, cons
 	char w[128] = "";
 
 	do {
-		read_wchan(r->p.pid, w, sizeof(w));
+		tu_proc_wchan(r->p.pid, w, sizeof(w));
 		if (!strcmp(w, fn) || (alt && !strcmp(w, alt)))
 			return;
 		usleep(20000);
@@ -319,7 +286,7 @@ static void fx_free(struct fx *f)
 static void assert_running(struct fx *f)
 {
 	ck_assert_int_eq(kill(f->load.p.pid, 0), 0);
-	ck_assert_msg(proc_state(f->load.p.pid) != 'T', "the workload was left stopped");
+	ck_assert_msg(tu_proc_state(f->load.p.pid, NULL) != 'T', "the workload was left stopped");
 }
 
 static void first_line(const char *path, char *buf, size_t len)
@@ -661,7 +628,7 @@ static void recv_killed_late(const char *fault, size_t bytes, int complete_phase
 	else
 		ck_assert_uint_lt(sent, bytes);
 	json_object_put(w);
-	ck_assert_int_eq(proc_state(f.load.p.pid), 'T');
+	ck_assert_int_eq(tu_proc_state(f.load.p.pid, NULL), 'T');
 	t0 = tu_now_ms();
 	kill(f.recv.p.pid, SIGKILL);
 	code = exit_after(&f.send, t0, &took);
@@ -1018,21 +985,17 @@ static void batch(struct fx *f, unsigned b, char files[4][320])
 		code = tu_run_finish(&s[i], 60000);
 		if (code != (k[i] == K_OK ? 0 : k[i] == K_KILLED ? 128 + SIGKILL : 5)) {
 			char daemon[64];
-			int st;
 
 			tu_run_dump(&s[i], "source");
 			tu_run_dump(&f->recv, "daemon");
 			/* Whether the daemon itself ended (and how) or dropped
 			 * this one migration. */
-			if (waitpid(f->recv.p.pid, &st, WNOHANG) == f->recv.p.pid) {
-				f->recv.p.status = st;
-				f->recv.p.reaped = 1;
+			if (tu_reap(&f->recv.p))
 				snprintf(daemon, sizeof(daemon), "the daemon exited %d",
 					 tu_exit_code(&f->recv.p));
-			} else {
+			else
 				snprintf(daemon, sizeof(daemon), "the daemon runs (state %c)",
-					 proc_state(f->recv.p.pid));
-			}
+					 tu_proc_state(f->recv.p.pid, NULL));
 			ck_abort_msg("batch %u source %u (kind %d) exited %d; %s", b, i, k[i], code,
 				     daemon);
 		}

@@ -400,27 +400,6 @@ static const char *jstr(struct json_object *o, const char *key)
 	return o && json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
 }
 
-/* The state letter of process @pid ('?' when it cannot be read): the
- * field after the parenthesised name in /proc/PID/stat. */
-static char proc_state(const char *pid, char *ppid, size_t len)
-{
-	char path[64], buf[512], *p;
-	FILE *f;
-	char st = '?';
-
-	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return st;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ' && p[2]) {
-		st = p[2];
-		if (ppid)
-			snprintf(ppid, len, "%d", atoi(p + 4));
-	}
-	fclose(f);
-	return st;
-}
-
 /* The pid of a process called @name (0: none), a zombie (@zombie) or a
  * live one (!@zombie). */
 static pid_t find_proc_in(const char *name, bool zombie)
@@ -441,7 +420,7 @@ static pid_t find_proc_in(const char *name, bool zombie)
 			continue;
 		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, name, strlen(name)) &&
 		    !strcmp(comm + strlen(name), "\n") &&
-		    (proc_state(de->d_name, NULL, 0) == 'Z') == zombie)
+		    (tu_proc_state(atoi(de->d_name), NULL) == 'Z') == zombie)
 			pid = atoi(de->d_name);
 		fclose(f);
 	}
@@ -479,19 +458,14 @@ static int proc_gone(const char *name, int ms)
  * state, parent, kernel wait channel and command line, in @out. */
 static void proc_describe(pid_t pid, char *out, size_t len)
 {
-	char id[16], ppid[16] = "?", path[64], wchan[64] = "", cmd[256] = "";
+	char path[64], wchan[64], cmd[256] = "";
 	size_t n = 0, i;
+	pid_t ppid;
 	FILE *f;
 	char st;
 
-	snprintf(id, sizeof(id), "%d", (int)pid);
-	st = proc_state(id, ppid, sizeof(ppid));
-	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
-	if ((f = fopen(path, "r"))) {
-		if (!fgets(wchan, sizeof(wchan), f))
-			wchan[0] = '\0';
-		fclose(f);
-	}
+	st = tu_proc_state(pid, &ppid);
+	tu_proc_wchan(pid, wchan, sizeof(wchan));
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
 	if ((f = fopen(path, "r"))) {
 		n = fread(cmd, 1, sizeof(cmd) - 1, f);
@@ -501,8 +475,8 @@ static void proc_describe(pid_t pid, char *out, size_t len)
 		if (!cmd[i])
 			cmd[i] = ' ';
 	cmd[n] = '\0';
-	snprintf(out, len, "pid %d, state %c, parent %s, waiting in %s: %s", (int)pid, st, ppid,
-		 wchan[0] ? wchan : "-", cmd);
+	snprintf(out, len, "pid %d, state %c, parent %d, waiting in %s: %s", (int)pid, st,
+		 (int)ppid, wchan[0] ? wchan : "-", cmd);
 }
 
 /* Asserts that no migrate-recv is left @ms after the tool exited (a
@@ -514,17 +488,15 @@ static void proc_describe(pid_t pid, char *out, size_t len)
 static void expect_recv_gone(struct dom *d, int ms, int rc)
 {
 	char what[512], parent[512];
-	char ppid[16] = "";
-	pid_t left, z;
+	pid_t ppid, left, z;
 	int n = 0;
 
 	if (proc_gone("migrate-recv", ms)) {
 		z = find_proc_in("migrate-recv", true);
 		if (!z)
 			return;
-		snprintf(what, sizeof(what), "%d", (int)z);
-		proc_state(what, ppid, sizeof(ppid));
-		proc_describe(atoi(ppid), parent, sizeof(parent));
+		tu_proc_state(z, &ppid);
+		proc_describe(ppid, parent, sizeof(parent));
 		dom_dump(d);
 		ck_abort_msg("migrate-recv (pid %d) was left a zombie %d ms after the tool exited "
 			     "%d: its parent lives on without reaping it (%s)", (int)z, ms, rc,
