@@ -50,11 +50,16 @@ struct ctrl {
  * is accepted/established. */
 int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	      uint32_t msg_max, struct rd_err *err);
+/* Allocates the receive and the send ring (depth * msg_max bytes each, the
+ * send ring at our own limits since the peer's may only be lower), with
+ * their pages present: a handle calls it at its creation, so that no step
+ * later pays for faulting them in (10-20 ms under emulation for 2 MiB) or
+ * waits to map them while other threads pin memory. */
+int ctrl_alloc(struct ctrl *ch, uint32_t depth, uint32_t msg_max, struct rd_err *err);
 /* ctrl_init in two parts, for a caller whose registrations run on a
- * helper thread (a 2 MiB registration is 10-20 ms of CPU under emulation,
- * more than a step may take): ctrl_prepare allocates the receive and the
- * send ring (depth * msg_max bytes each, the send ring at our own limits
- * since the peer's may only be lower); the caller registers ch->rbuf for
+ * helper thread: ctrl_prepare ties the rings ctrl_alloc made (or makes
+ * them, when it was not called with these limits) to @conn; the caller
+ * registers ch->rbuf for
  * local writing into ch->rmr and ch->sbuf (for local writing too: see
  * alloc_tx) into ch->smr, each
  * ctrl_ring_bytes() long; then ctrl_post_receives posts every receive,

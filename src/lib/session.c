@@ -34,7 +34,9 @@ int sess_init(struct session *ss, const struct rdmig_config *cfg, const char *pe
 	ss->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ss->epfd < 0)
 		return rd_err_set(&ss->err, -errno, "epoll_create1: %s", strerror(errno));
-	return sess_watch(ss, ss->wake_fd);
+	rc = sess_watch(ss, ss->wake_fd);
+	/* Here, not in the connection's steps (see ctrl_alloc). */
+	return rc ? rc : ctrl_alloc(&ss->ch, ss->cfg.ctrl_depth, ss->cfg.ctrl_msg_max, &ss->err);
 }
 
 int sess_watch(struct session *ss, int fd)
