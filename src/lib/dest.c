@@ -47,6 +47,8 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 	if (!d)
 		return -ENOMEM;
 	rc = sess_init(&d->ss, cfg, "source");
+	if (!rc)
+		rc = dst_state_init(d);
 	if (!d->ss.cfg.channels)
 		d->ss.cfg.channels = DEST_CHANNELS_DEFAULT;
 	/* First guesses, before anything was measured: XXH3 and clearing

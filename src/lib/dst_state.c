@@ -123,15 +123,6 @@ static int ring_submit(struct rdmig_dest *d)
 	struct dst_sring *r = &d->sring;
 	int rc;
 
-	if (!r->buf) {
-		void *p = mmap(NULL, DST_STATE_RING, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (p == MAP_FAILED)
-			return rd_err_set(&d->ss.err, -ENOMEM, "cannot allocate the %u-byte "
-					  "device-state ring", DST_STATE_RING);
-		r->buf = p;
-	}
 	rc = regq_submit(&d->rq, r->buf, DST_STATE_RING,
 			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, -1,
 			 DST_REG_COOKIE(DREG_RING, 0), &d->ss.err);
@@ -186,6 +177,22 @@ int dst_state_ring_step(struct rdmig_dest *d)
 	if (!rc)
 		r->told = r->taken;
 	return rc == -EAGAIN ? 0 : rc;
+}
+
+int dst_state_init(struct rdmig_dest *d)
+{
+	void *p;
+
+	if (!d->ss.cfg.state)
+		return 0;
+	/* Address space only (the helper's registration brings the pages). */
+	p = mmap(NULL, DST_STATE_RING, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (p == MAP_FAILED)
+		return rd_err_set(&d->ss.err, -ENOMEM, "cannot map the %u-byte device-state "
+				  "ring", DST_STATE_RING);
+	d->sring.buf = p;
+	return 0;
 }
 
 void dst_state_destroy(struct rdmig_dest *d)

@@ -34,6 +34,10 @@ int dst_state_step(struct rdmig_dest *d, int64_t until_us);
 int dst_state_ring_step(struct rdmig_dest *d);
 /* The helper is done with the ring (regq cookie DREG_RING). */
 int dst_state_ring_done(struct rdmig_dest *d, const struct regq_job *j);
+/* Maps the ring at the handle's creation when a state callback is set:
+ * mapping waits for the address-space lock, which the helpers hold while
+ * they pin, so no step does it. */
+int dst_state_init(struct rdmig_dest *d);
 void dst_state_destroy(struct rdmig_dest *d);
 
 #endif

@@ -41,6 +41,8 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	/* Here rather than in the first connection step, which must be short. */
 	if (!rc)
 		fab_warm_up();
+	if (!rc)
+		rc = src_state_init(s);
 	pace_init(&s->pace, s->ss.cfg.max_bandwidth);
 	if (rc) {
 		/* Report the configuration error through a half-made handle. */

@@ -143,7 +143,7 @@ struct src_sweep {
  * less).  Positions count the bytes announced in STATE_WRITTEN since
  * STATE_RING; byte n is at n modulo each side's size. */
 struct src_sring {
-	uint8_t *buf;
+	uint8_t *buf;           /* SRC_STATE_RING_MAX mapped at create */
 	struct ibv_mr *mr;      /* ours, registered by the helper */
 	bool submitted;
 	bool failed;            /* not registered: state stays in messages */

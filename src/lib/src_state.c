@@ -119,7 +119,6 @@ bool src_state_room(const struct rdmig_source *s)
 static int on_ring(struct rdmig_source *s, const Rdmig__StateRing *m)
 {
 	struct src_sring *r = &s->sring;
-	void *p;
 
 	if (!(s->ss.caps & PD_CAP_STATE_RING) || r->size)
 		return rd_err_set(&s->ss.err, -EPROTO, "STATE_RING %s", r->size ? "a second time" :
@@ -133,11 +132,6 @@ static int on_ring(struct rdmig_source *s, const Rdmig__StateRing *m)
 	/* What we pin for it is ours to bound, whatever the destination
 	 * offers. */
 	r->lsize = m->size < SRC_STATE_RING_MAX ? m->size : SRC_STATE_RING_MAX;
-	p = mmap(NULL, r->lsize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return rd_err_set(&s->ss.err, -ENOMEM, "cannot allocate %" PRIu32 " bytes for "
-				  "the device-state ring", r->lsize);
-	r->buf = p;
 	r->tag.kind = SRC_TAG_STATE;
 	/* Soft-RoCE's post under emulation, as the page WRITEs start. */
 	cost_init(&r->cost, 20.0);
@@ -194,7 +188,7 @@ int src_state_step(struct rdmig_source *s)
 	struct src_sring *r = &s->sring;
 	int rc;
 
-	if (!r->buf || r->submitted || r->failed)
+	if (!r->lsize || r->submitted || r->failed)
 		return 0;
 	/* For writing, though only read from: untouched private memory
 	 * pinned read-only may pin the shared zero page on older kernels, and
@@ -207,6 +201,20 @@ int src_state_step(struct rdmig_source *s)
 	return rc == -EAGAIN ? 0 : rc;
 }
 
+int src_state_init(struct rdmig_source *s)
+{
+	/* Address space only: its pages come when the helper registers the
+	 * part the destination's ring needs (lsize). */
+	void *p = mmap(NULL, SRC_STATE_RING_MAX, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return rd_err_set(&s->ss.err, -ENOMEM, "cannot map %u bytes for the "
+				  "device-state ring", SRC_STATE_RING_MAX);
+	s->sring.buf = p;
+	return 0;
+}
+
 void src_state_destroy(struct rdmig_source *s)
 {
 	struct src_sring *r = &s->sring;
@@ -214,6 +222,6 @@ void src_state_destroy(struct rdmig_source *s)
 	if (r->mr)
 		ibv_dereg_mr(r->mr);
 	if (r->buf)
-		munmap(r->buf, r->lsize);
+		munmap(r->buf, SRC_STATE_RING_MAX);
 	*r = (struct src_sring){ 0 };
 }

@@ -43,6 +43,10 @@ int src_state_reg_done(struct rdmig_source *s, const struct regq_job *j);
 /* Hands our copy of the ring to the helper once the destination offered
  * one (again when the helper's queue was full). */
 int src_state_step(struct rdmig_source *s);
+/* Maps our copy of the ring at the handle's creation: mapping waits for
+ * the address-space lock, which pinning on other threads holds, so no
+ * step does it. */
+int src_state_init(struct rdmig_source *s);
 void src_state_destroy(struct rdmig_source *s);
 
 #endif
