@@ -27,11 +27,17 @@ static int post_rx(struct ctrl *ch, uint32_t i)
 
 /* Faulted in here, so that registering the rings later pins present pages
  * (a fraction of a millisecond) instead of zeroing them, which under
- * emulation took 10-20 ms of the call that registered them. */
+ * emulation took 10-20 ms of the call that registered them.  Not beyond
+ * CTRL_POPULATE_MAX: limits raised that far (up to 16 GiB a ring) would
+ * have the memory come in here, with the OOM killer as the answer when
+ * it is not there, where the registration would fail with an error. */
+#define CTRL_POPULATE_MAX (64u << 20)
+
 static void *ring_map(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		       MAP_PRIVATE | MAP_ANONYMOUS | (len <= CTRL_POPULATE_MAX ? MAP_POPULATE : 0),
+		       -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -58,7 +64,8 @@ int ctrl_prepare(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 {
 	int rc = 0;
 
-	if (!ch->rbuf || ch->depth != depth || ch->msg_max != msg_max) {
+	/* A handle connects once, so the rings come to it unused. */
+	if (!ch->rbuf || !ch->sbuf || !ch->rx || ch->depth != depth || ch->msg_max != msg_max) {
 		ctrl_fini(ch);
 		rc = ctrl_alloc(ch, depth, msg_max, err);
 	}

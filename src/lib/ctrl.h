@@ -44,8 +44,8 @@ struct ctrl {
 	struct rd_err *err;
 };
 
-/* Allocates the buffers, registers the receive ring and posts every
- * receive (the send ring is registered at the first send, as far as the
+/* Ties the rings to @conn (allocating them if ctrl_alloc did not with
+ * these limits), registers the receive ring and posts every receive (the send ring is registered at the first send, as far as the
  * peer's limits need).  Call after the QP exists and before the connection
  * is accepted/established. */
 int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,

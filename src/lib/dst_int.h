@@ -110,7 +110,7 @@ struct dst_job {
  * count the bytes announced in STATE_WRITTEN since STATE_RING; a byte's
  * place in the ring is its position modulo the size. */
 struct dst_sring {
-	uint8_t *buf;
+	uint8_t *buf;               /* DST_STATE_RING mapped at create */
 	struct ibv_mr *mr;          /* registered by the helper */
 	bool submitted, announced;  /* to the helper; STATE_RING sent */
 	bool failed;                /* not registered: never offered */

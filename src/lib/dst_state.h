@@ -27,7 +27,7 @@ int dst_state_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessa
  * rd_now_us() passed @until_us with ring bytes left, DST_JOB_DONE once the
  * callback took everything, or the callback's error. */
 int dst_state_step(struct rdmig_dest *d, int64_t until_us);
-/* Once the block map is answered: the ring allocated and handed to the
+/* Once the block map is answered: the ring (mapped at create) handed to the
  * registration helper, STATE_RING sent once it is registered (and a
  * credit is free), STATE_TAKEN when the application took ring bytes since
  * the last. */

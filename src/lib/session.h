@@ -43,8 +43,9 @@ struct session {
 	atomic_int err_class;       /* enum rdmig_error_class, once failed */
 };
 
-/* Copies and checks @cfg (NULL: defaults).  On failure the session is still
- * valid enough to report the error (ss->err) and be finished. */
+/* Copies and checks @cfg (NULL: defaults) and allocates the control rings
+ * (ctrl_alloc).  On failure the session is still valid enough to report the
+ * error (ss->err) and be finished. */
 int sess_init(struct session *ss, const struct rdmig_config *cfg, const char *peer);
 /* The role's own MRs on the connection's PD must be gone. */
 void sess_fini(struct session *ss);
