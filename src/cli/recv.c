@@ -172,6 +172,12 @@ struct app {
 	struct ctl_server *ctl;
 	struct dst_ends e;      /* the blocks mapped up front, and where state goes */
 	struct mig *migs;       /* accepted connections, newest first */
+	/* The handle of a request turned away as malformed, of no common
+	 * version or keyless, kept while more requests wait: the next one
+	 * uses it, so a flood of bad requests does not make and fill a
+	 * handle's control rings each (rdmig(3): the handle may accept
+	 * again after those).  An idle daemon keeps none. */
+	struct mig *spare;
 	unsigned handshakes;    /* of which not admitted yet */
 	unsigned admitted;
 	unsigned next_id;
@@ -701,7 +707,7 @@ static struct json_object *mig_json(struct mig *m, const char *event)
 
 /* A connection that never became a migration: one line, and migrate-recv
  * goes on waiting for the source it is meant for. */
-static void turn_away(struct mig *m, int rc, const char *msg)
+static void report_turned_away(struct mig *m, int rc, const char *msg)
 {
 	struct app *a = m->app;
 	const char *peer = m->peer[0] ? m->peer : "an unknown peer";
@@ -717,6 +723,11 @@ static void turn_away(struct mig *m, int rc, const char *msg)
 				       json_object_new_int(cli_exit_code(rc, CLI_PHASE_CONNECT, msg)));
 		cli_emit(o);
 	}
+}
+
+static void turn_away(struct mig *m, int rc, const char *msg)
+{
+	report_turned_away(m, rc, msg);
 	mig_free(m);
 }
 
@@ -1171,11 +1182,15 @@ static int take_request(struct app *a)
 		cli_err("turned away a connection: %s", busy);
 		return 1;
 	}
-	m = mig_new(a);
-	if (!m || (!a->o.daemon && lend_files(m))) {
-		if (m)
-			mig_free(m);
-		return rdmig_listener_refuse(a->l) ? 0 : 1;
+	m = a->spare;
+	a->spare = NULL;
+	if (!m) {
+		m = mig_new(a);
+		if (!m || (!a->o.daemon && lend_files(m))) {
+			if (m)
+				mig_free(m);
+			return rdmig_listener_refuse(a->l) ? 0 : 1;
+		}
 	}
 	rc = rdmig_dest_accept(m->d, a->l, 0);
 	if (rc == -EAGAIN) {
@@ -1196,10 +1211,17 @@ static int take_request(struct app *a)
 		}
 		/* What the peer asked for is its problem; failing to accept at
 		 * all (memory, pinning) is ours and would fail every source. */
-		if (rc == -EPROTO || rc == -EPROTONOSUPPORT || rc == -EACCES || a->o.daemon)
+		if ((rc == -EPROTO || rc == -EPROTONOSUPPORT || rc == -EACCES) &&
+		    rdmig_dest_error_class(m->d) == RDMIG_ERROR_NONE) {
+			report_turned_away(m, rc, err);
+			m->peer[0] = '\0';
+			a->spare = m;
+		} else if (rc == -EPROTO || rc == -EPROTONOSUPPORT || rc == -EACCES ||
+			   a->o.daemon) {
 			turn_away(m, rc, err);
-		else
+		} else {
 			mig_end(m, cli_exit_code(rc, CLI_PHASE_CONNECT, err), err);
+		}
 		return 1;
 	}
 	m->t0 = cli_now_ms();
@@ -1227,6 +1249,10 @@ static void listen_cb(struct ev_loop *loop, ev_io *w, int revents)
 	 * migrations in progress. */
 	for (i = 0; i < 8 && take_request(a); i++)
 		;
+	if (a->spare && !request_pending(a)) {
+		mig_free(a->spare);
+		a->spare = NULL;
+	}
 }
 
 /* ---- cancellation, control socket, signals ------------------------------------- */
@@ -1392,6 +1418,8 @@ static void teardown(struct app *a)
 
 	while (a->migs)
 		mig_free(a->migs);
+	if (a->spare)
+		mig_free(a->spare);
 	ctl_close(a->ctl);
 	if (a->loop) {
 		ev_io_stop(a->loop, &a->listen_w);
