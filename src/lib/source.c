@@ -147,7 +147,6 @@ static int src_fail(struct rdmig_source *s, int rc)
 static void link_up(struct rdmig_source *s)
 {
 	s->state = SRC_PREPARING;
-	s->prep = PREP_POSTERS;
 }
 
 /* Everything set up: ready for rounds. */
@@ -173,13 +172,14 @@ static int link_result(struct rdmig_source *s, int rc)
 	return rc == SRC_LINK_AGAIN ? 1 : rc;
 }
 
-static int prepare(struct rdmig_source *s, int64_t until)
+/* 0 while the set-up is out: the set-up thread wakes the fd. */
+static int prepare(struct rdmig_source *s)
 {
-	int rc = src_iter_prepare(s, until);
+	int rc = src_iter_prepare(s);
 
-	if (!rc)
+	if (rc == 1)
 		become_ready(s);
-	return rc;
+	return rc < 0 ? rc : 0;
 }
 
 /* ---- one step ------------------------------------------------------------ */
@@ -375,7 +375,7 @@ static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until,
 	case SRC_CHANNELS:
 		return link_result(s, src_link_step(s));
 	case SRC_PREPARING:
-		return begun == SRC_PREPARING ? prepare(s, until) : 1;
+		return begun == SRC_PREPARING ? prepare(s) : 1;
 	case SRC_ITERATING:
 	case SRC_DRAINING:
 		return src_iter_step(s, max_bytes, until);
@@ -608,6 +608,9 @@ int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const c
 		rc = rd_err_set(&s->ss.err, -EINVAL, "no RAM blocks were added");
 	if (!rc)
 		rc = src_link_prepare(s, host, port);
+	/* Before anything pins (the rounds' set-up is its job). */
+	if (!rc)
+		rc = src_iter_setup_start(s);
 	return start_failed(s, rc);
 }
 
@@ -753,7 +756,7 @@ static void publish(struct rdmig_source *s)
 	uint64_t dirty = src_mem_dirty_bytes(s);
 
 	pthread_mutex_lock(&b->lock);
-	if (s->dreg_ready) {
+	if (!s->prep_out && s->dreg_ready) {
 		b->st.pinned_bytes = s->dreg.creg.pinned_bytes;
 		b->st.pinned_peak = s->dreg.creg.peak_bytes;
 		b->st.register_requests = s->dreg.requests;

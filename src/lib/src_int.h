@@ -20,6 +20,7 @@
 #ifndef RDMIG_SRC_INT_H
 #define RDMIG_SRC_INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -33,6 +34,7 @@
 #include "regq.h"
 #include "session.h"
 #include "wpipe.h"
+#include "worker.h"
 #include "wpost.h"
 #include "zscan.h"
 
@@ -45,8 +47,8 @@ enum src_state {
 			 * answer must check out before anything else goes */
 	SRC_MAP,        /* BLOCK_MAP_REQ sent; waiting for BLOCK_MAP_RESP */
 	SRC_CHANNELS,   /* opening the extra data channels, in parallel */
-	SRC_PREPARING,  /* the link is up; the rounds' machinery is set up, a
-			 * part per step (enum src_prep) */
+	SRC_PREPARING,  /* the link is up; the rounds' machinery is set up on
+			 * the set-up thread (enum src_prep) */
 	SRC_READY,      /* connected, between operations: state may be sent;
 			 * pin-all pieces may still be pinning */
 	SRC_ITERATING,  /* a round's pages are being planned and written */
@@ -61,9 +63,10 @@ enum src_state {
 	SRC_FAILED,     /* terminal; ss.err says why, the peer was told */
 };
 
-/* What SRC_PREPARING sets up next, in this order.  Each part starts
- * threads or allocates and first touches memory, which under emulation
- * costs milliseconds: a step does one, and more while its time lasts. */
+/* What SRC_PREPARING sets up, in this order, on the set-up thread
+ * (worker.h): each part starts threads or allocates and first touches
+ * memory, which waits for the address-space lock while other threads pin
+ * (13-24 ms in a step, with 3 ms of CPU, in the trial). */
 enum src_prep {
 	PREP_POSTERS,    /* the posting threads (several channels) */
 	PREP_PIPELINE,   /* the WRITE window */
@@ -168,7 +171,16 @@ struct src_chan {
 struct rdmig_source {
 	struct session ss;
 	enum src_state state;
-	enum src_prep prep;
+	enum src_prep prep;         /* the set-up thread's, while prep_out */
+	/* The rounds' set-up is out on the set-up thread: until it is
+	 * reaped the driving thread touches nothing it makes (the WRITE
+	 * window, dreg, the sweep's scratch, the posting and zero-check
+	 * threads, the flags saying they exist). */
+	bool prep_out;
+	atomic_bool prep_abandon;   /* the migration failed: skip the rest */
+	struct worker setup;
+	struct rd_err prep_err;     /* the set-up thread's own */
+	int64_t prep_us[PREP_DONE]; /* what each part took */
 	enum src_goal goal;
 	enum src_step_end step_end;
 	unsigned step_budget_us;    /* the step in progress's max_us */

@@ -98,10 +98,13 @@ static uint64_t effective_cap(const struct rdmig_source *s)
 	return cap;
 }
 
+/* The parts below run on the set-up thread (worker.h), in order: they
+ * write only what they make, and failures into @err (s->prep_err). */
+
 /* PREP_POSTERS: one channel posts from the driving thread (nothing to
  * overlap it with but the planning); several post from a thread each, so
  * their sending work runs on as many cores. */
-static int prep_posters(struct rdmig_source *s)
+static int prep_posters(struct rdmig_source *s, struct rd_err *err)
 {
 	struct ibv_qp *qps[PD_CHANNELS_MAX];
 	unsigned k;
@@ -117,13 +120,13 @@ static int prep_posters(struct rdmig_source *s)
 	for (k = 0; k < s->nchans; k++)
 		qps[k] = fab_qp(s->chans[k].conn);
 	rc = wpost_start(&s->post, qps, s->nchans, s->ss.cfg.max_writes, WP_BATCH,
-			 s->ss.wake_fd, &s->ss.err);
+			 s->ss.wake_fd, err);
 	if (!rc)
 		s->post_threads = true;
 	return rc;
 }
 
-static int prep_pipeline(struct rdmig_source *s)
+static int prep_pipeline(struct rdmig_source *s, struct rd_err *err)
 {
 	static const struct wp_callbacks wcb = { wp_target_cb, wp_post_cb, wp_done_cb, NULL };
 	static const struct wp_callbacks threaded = { wp_target_cb, wp_post_cb, wp_done_cb,
@@ -131,14 +134,14 @@ static int prep_pipeline(struct rdmig_source *s)
 	int rc;
 
 	rc = wp_init(&s->wp, s->nchans, s->ss.cfg.max_writes, SRC_TAG_WRITE,
-		     s->post_threads ? &threaded : &wcb, s, &s->ss.err);
+		     s->post_threads ? &threaded : &wcb, s, err);
 	if (!rc)
 		s->wp_ready = true;
 	return rc;
 }
 
 /* PREP_REGISTRY: nothing with pin-all, whose pieces register on their own. */
-static int prep_registry(struct rdmig_source *s)
+static int prep_registry(struct rdmig_source *s, struct rd_err *err)
 {
 	static const struct dreg_callbacks dcb = { dreg_reg_cb, dreg_dereg_cb };
 	uint64_t cap = effective_cap(s);
@@ -147,58 +150,99 @@ static int prep_registry(struct rdmig_source *s)
 	if (s->pieces)
 		return 0;
 	if (cap && cap < 2ull << s->chunk_shift)
-		return rd_err_set(&s->ss.err, -EINVAL, "the pinned-bytes cap (%" PRIu64 ", the "
+		return rd_err_set(err, -EINVAL, "the pinned-bytes cap (%" PRIu64 ", the "
 				  "smaller of both sides') is smaller than two chunks of %" PRIu64
 				  " bytes", cap, (uint64_t)1 << s->chunk_shift);
 	rc = dreg_init(&s->dreg, s->dblocks, s->nblocks, s->chunk_shift, s->nslots, cap,
-		       ctrl_register_max(s->peer_msg_max) / 2, &dcb, s, &s->ss.err);
+		       ctrl_register_max(s->peer_msg_max) / 2, &dcb, s, err);
 	if (!rc)
 		s->dreg_ready = true;
 	return rc;
 }
 
-static int prep_part(struct rdmig_source *s)
+static int prep_part(struct rdmig_source *s, struct rd_err *err)
 {
 	switch (s->prep) {
 	case PREP_POSTERS:
-		return prep_posters(s);
+		return prep_posters(s, err);
 	case PREP_PIPELINE:
-		return prep_pipeline(s);
+		return prep_pipeline(s, err);
 	case PREP_REGISTRY:
-		return prep_registry(s);
+		return prep_registry(s, err);
 	case PREP_SCRATCH:
 		return src_sweep_setup(s, s->peer_msg_max,
-				       s->dreg_ready && (s->ss.caps & PD_CAP_PAGES));
+				       s->dreg_ready && (s->ss.caps & PD_CAP_PAGES), err);
 	case PREP_ZERO_CHECK:
-		return src_sweep_start_helpers(s);
+		return src_sweep_start_helpers(s, err);
 	default:
 		return 0;
 	}
 }
 
-int src_iter_prepare(struct rdmig_source *s, int64_t until_us)
+/* The set-up thread's job: every part, unless the migration failed. */
+static int prep_job(void *arg)
 {
-	static const char *const names[] = { "the posting threads", "the WRITE window",
-					     "dynamic registration", "the sweep's scratch",
-					     "the zero-check threads" };
+	struct rdmig_source *s = arg;
 	int64_t t0;
 	int rc;
 
-	do {
+	for (s->prep = PREP_POSTERS; s->prep != PREP_DONE; s->prep++) {
+		if (atomic_load(&s->prep_abandon))
+			return rd_err_set(&s->prep_err, -ECANCELED, "abandoned");
 		t0 = rd_now_us();
-		rc = prep_part(s);
+		rc = prep_part(s, &s->prep_err);
+		s->prep_us[s->prep] = rd_now_us() - t0;
 		if (rc)
 			return rc;
-		if (rd_now_us() - t0 > (int64_t)s->step_budget_us)
-			cfg_log(&s->ss.cfg, RDMIG_LOG_DEBUG, "source: setting up %s took %lld us",
-				names[s->prep], (long long)(rd_now_us() - t0));
-		s->prep++;
-	} while (s->prep != PREP_DONE && rd_now_us() < until_us);
-	return s->prep != PREP_DONE;
+	}
+	return 0;
+}
+
+static const char *const prep_names[] = { "the posting threads", "the WRITE window",
+					   "dynamic registration", "the sweep's scratch",
+					   "the zero-check threads" };
+
+int src_iter_setup_start(struct rdmig_source *s)
+{
+	if (s->setup.started)
+		return 0;
+	return worker_start(&s->setup, s->ss.wake_fd, &s->ss.err);
+}
+
+int src_iter_prepare(struct rdmig_source *s)
+{
+	unsigned p;
+	int rc, job;
+
+	if (!s->prep_out) {
+		rc = worker_hand(&s->setup, prep_job, s);
+		if (rc)
+			return rd_err_set(&s->ss.err, rc, "cannot hand the rounds' set-up to its "
+					  "thread: %s", strerror(-rc));
+		s->prep_out = true;
+		return 0;
+	}
+	if (worker_reap(&s->setup, &job) <= 0)
+		return 0;
+	s->prep_out = false;
+	for (p = PREP_POSTERS; p < PREP_DONE && p <= s->prep; p++)
+		if (s->prep_us[p] > (int64_t)s->step_budget_us)
+			cfg_log(&s->ss.cfg, RDMIG_LOG_DEBUG, "source: setting up %s took %lld us "
+				"(on the set-up thread)", prep_names[p], (long long)s->prep_us[p]);
+	if (job)
+		return rd_err_set(&s->ss.err, job, "setting up %s: %s", prep_names[s->prep],
+				  s->prep_err.msg);
+	return 1;
 }
 
 void src_iter_stop_threads(struct rdmig_source *s)
 {
+	/* The set-up thread first: it may be starting the others.  A part
+	 * in progress ends (tens of milliseconds at most); the rest is
+	 * skipped. */
+	atomic_store(&s->prep_abandon, true);
+	worker_stop(&s->setup);
+	s->prep_out = false;
 	wpost_stop(&s->post);
 	src_sweep_stop(s);
 }
@@ -422,7 +466,7 @@ int src_write_done(struct rdmig_source *s, const struct ibv_wc *wc)
 	const struct fab_tag *tag = fab_tag_of(wc);
 	unsigned k;
 
-	if (tag->kind != SRC_TAG_WRITE || !s->wp_ready)
+	if (tag->kind != SRC_TAG_WRITE || s->prep_out || !s->wp_ready)
 		return rd_err_set(&s->ss.err, -EPROTO, "completion for an unknown request");
 	k = wp_chan_index(&s->wp, tag);
 	if (wc->status != IBV_WC_SUCCESS) {
@@ -460,7 +504,7 @@ int src_iter_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 {
 	switch (h->type) {
 	case CT_REGISTER_RESP:
-		if (!s->dreg_ready)
+		if (s->prep_out || !s->dreg_ready)
 			return rd_err_set(&s->ss.err, -EPROTO, "REGISTER_RESP without a request");
 		return dreg_on_resp(&s->dreg, (const Rdmig__RegisterResp *)m, &s->ss.err);
 	case CT_ITER_ACK:

@@ -16,11 +16,16 @@
 
 struct rdmig_source;
 
-/* SRC_PREPARING, once connected: the posting threads, the WRITE pipeline,
- * dynamic registration, the sweep's scratch and its zero-check threads, a
- * part at a time (enum src_prep) until rd_now_us() passes @until_us.  1
- * while parts are left, 0 once all are done, or a negative errno. */
-int src_iter_prepare(struct rdmig_source *s, int64_t until_us);
+/* Starts the set-up thread (rdmig_source_connect_async, before anything
+ * pins). */
+int src_iter_setup_start(struct rdmig_source *s);
+/* SRC_PREPARING, once connected: hands the posting threads, the WRITE
+ * pipeline, dynamic registration's bookkeeping, the sweep's scratch and
+ * the zero-check threads (enum src_prep) to the set-up thread, and in a
+ * later step reaps them.  1 once all are set up, 0 while they are out (the
+ * thread wakes the fd when done), or a negative errno naming the part
+ * that failed. */
+int src_iter_prepare(struct rdmig_source *s);
 void src_iter_destroy(struct rdmig_source *s);
 /* Stops the threads that post and check for zeros (the migration ended:
  * every WRITE completed, or it failed): none touches a queue pair or the

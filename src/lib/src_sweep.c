@@ -12,12 +12,12 @@
  * a bounded amount of memory. */
 #define SWEEP_ZERO_RUN (16u << 20)
 
-int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages)
+int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages, struct rd_err *err)
 {
 	int rc;
 
 	if (pages) {
-		rc = pack_init(&s->pk, msg_max, &s->ss.err);
+		rc = pack_init(&s->pk, msg_max, err);
 		if (rc)
 			return rc;
 	}
@@ -26,11 +26,11 @@ int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages)
 	s->zr_offset = calloc(s->zr_max, sizeof(*s->zr_offset));
 	s->zr_length = calloc(s->zr_max, sizeof(*s->zr_length));
 	if (!s->zr_block || !s->zr_offset || !s->zr_length)
-		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
+		return rd_err_set(err, -ENOMEM, "out of memory");
 	return 0;
 }
 
-int src_sweep_start_helpers(struct rdmig_source *s)
+int src_sweep_start_helpers(struct rdmig_source *s, struct rd_err *err)
 {
 	int rc;
 
@@ -39,8 +39,8 @@ int src_sweep_start_helpers(struct rdmig_source *s)
 	if ((s->ss.caps & PD_CAP_ZERO_PAGES) && zs_default_threads()) {
 		s->zsb = calloc(s->nblocks, sizeof(*s->zsb));
 		if (!s->zsb)
-			return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
-		rc = zs_start(&s->zs, zs_default_threads(), &s->ss.err);
+			return rd_err_set(err, -ENOMEM, "out of memory");
+		rc = zs_start(&s->zs, zs_default_threads(), err);
 		if (rc)
 			return rc;
 		s->zs_on = true;

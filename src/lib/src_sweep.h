@@ -10,13 +10,15 @@
 #include <stdint.h>
 
 struct rdmig_source;
+struct rd_err;
 
 /* Allocates the scratch of ZERO_RANGES and PAGES messages for frames of
- * the peer's @msg_max bytes. */
-int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages);
+ * the peer's @msg_max bytes.  This and the next run on the set-up thread:
+ * failures go to @err, not the session's. */
+int src_sweep_setup(struct rdmig_source *s, uint32_t msg_max, bool pages, struct rd_err *err);
 /* Starts the zero-check helpers where they pay (zero detection on, and a
  * machine of several cores). */
-int src_sweep_start_helpers(struct rdmig_source *s);
+int src_sweep_start_helpers(struct rdmig_source *s, struct rd_err *err);
 void src_sweep_destroy(struct rdmig_source *s);
 /* Stops the zero-check helpers (the migration ended: completed or failed). */
 void src_sweep_stop(struct rdmig_source *s);

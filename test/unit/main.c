@@ -21,6 +21,7 @@ int main(void)
 	srunner_add_suite(sr, arena_suite());
 	srunner_add_suite(sr, wpipe_suite());
 	srunner_add_suite(sr, wpost_suite());
+	srunner_add_suite(sr, worker_suite());
 	srunner_add_suite(sr, zscan_suite());
 	srunner_add_suite(sr, dreg_suite());
 	srunner_add_suite(sr, populate_suite());

@@ -14,6 +14,7 @@ Suite *codec_suite(void);
 Suite *arena_suite(void);
 Suite *wpipe_suite(void);
 Suite *wpost_suite(void);
+Suite *worker_suite(void);
 Suite *zscan_suite(void);
 Suite *dreg_suite(void);
 Suite *populate_suite(void);
