@@ -173,9 +173,12 @@ struct rdmig_source {
 	enum src_state state;
 	enum src_prep prep;         /* the set-up thread's, while prep_out */
 	/* The rounds' set-up is out on the set-up thread: until it is
-	 * reaped the driving thread touches nothing it makes (the WRITE
-	 * window, dreg, the sweep's scratch, the posting and zero-check
-	 * threads, the flags saying they exist). */
+	 * reaped the driving thread touches nothing it writes (the WRITE
+	 * window wp, dreg, the sweep's pk and zr_* scratch, zsb, the posting
+	 * and zero-check threads post and zs, post_cost, op_max, the flags
+	 * saying they exist, prep, prep_us, prep_err) and writes nothing it
+	 * reads (nchans, chans, ss.cfg, ss.caps, pieces, dblocks, nblocks,
+	 * nslots, chunk_shift, peer_msg_max, dest_cap). */
 	bool prep_out;
 	atomic_bool prep_abandon;   /* the migration failed: skip the rest */
 	struct worker setup;

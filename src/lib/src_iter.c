@@ -77,7 +77,7 @@ static int dreg_reg_cb(void *ctx, unsigned block, uint64_t slot, uint64_t off, u
 
 int src_iter_reg_done(struct rdmig_source *s, const struct regq_job *j)
 {
-	if (!s->dreg_ready)
+	if (s->prep_out || !s->dreg_ready)
 		return rd_err_set(&s->ss.err, -EPROTO, "a chunk registered without a request");
 	return dreg_local_done(&s->dreg, SRC_REG_N(j->cookie), j->mr,
 			       ((struct ibv_mr *)j->mr)->lkey, &s->ss.err);
@@ -222,7 +222,11 @@ int src_iter_prepare(struct rdmig_source *s)
 		s->prep_out = true;
 		return 0;
 	}
-	if (worker_reap(&s->setup, &job) <= 0)
+	rc = worker_reap(&s->setup, &job);
+	if (rc < 0)
+		return rd_err_set(&s->ss.err, rc, "the set-up thread is gone with the rounds' "
+				  "set-up not done");
+	if (!rc)
 		return 0;
 	s->prep_out = false;
 	for (p = PREP_POSTERS; p < PREP_DONE && p <= s->prep; p++)

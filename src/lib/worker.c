@@ -16,6 +16,12 @@ static void *run(void *arg)
 		if (sem_wait(&w->go)) {
 			if (errno == EINTR)
 				continue;
+			/* Cannot happen with a valid semaphore; if it does,
+			 * say so rather than leave a job out for ever. */
+			atomic_store(&w->dead, true);
+			if (w->wake_fd >= 0 && write(w->wake_fd, &one, sizeof(one)) < 0) {
+				/* Readable already. */
+			}
 			break;
 		}
 		if (atomic_load(&w->stop))
@@ -41,6 +47,7 @@ int worker_start(struct worker *w, int wake_fd, struct rd_err *err)
 	w->wake_fd = wake_fd;
 	atomic_init(&w->state, WK_IDLE);
 	atomic_init(&w->stop, false);
+	atomic_init(&w->dead, false);
 	if (sem_init(&w->go, 0, 0))
 		return rd_err_set(err, -errno, "sem_init: %s", strerror(errno));
 	/* A small stack: the jobs call no deep code, and a default 8 MiB
@@ -63,7 +70,7 @@ int worker_start(struct worker *w, int wake_fd, struct rd_err *err)
 
 int worker_hand(struct worker *w, int (*fn)(void *), void *arg)
 {
-	if (!w->started)
+	if (!w->started || atomic_load(&w->dead))
 		return -ESRCH;
 	if (atomic_load(&w->state) != WK_IDLE)
 		return -EBUSY;
@@ -85,7 +92,7 @@ int worker_reap(struct worker *w, int *rc)
 	if (st == WK_IDLE)
 		return -ENOENT;
 	if (st == WK_OUT)
-		return 0;
+		return atomic_load(&w->dead) ? -ESRCH : 0;
 	*rc = w->rc;
 	atomic_store(&w->state, WK_IDLE);
 	return 1;

@@ -25,6 +25,7 @@ struct worker {
 	int rc;                 /* the job's result, read after a reap */
 	atomic_int state;       /* WK_IDLE, WK_OUT, WK_DONE */
 	atomic_bool stop;
+	atomic_bool dead;       /* the thread left its loop on an error */
 	bool started;
 	int wake_fd;
 };
@@ -32,10 +33,11 @@ struct worker {
 /* Starts the thread; @wake_fd (an eventfd) is written after each job. */
 int worker_start(struct worker *w, int wake_fd, struct rd_err *err);
 /* Hands @fn(@arg) over: 0, -EBUSY while a job is out or not reaped, or
- * -ESRCH when the worker was not started (or stopped). */
+ * -ESRCH when the worker was not started, was stopped or died. */
 int worker_hand(struct worker *w, int (*fn)(void *), void *arg);
 /* 1 with the job's result in *rc once it is done (the worker is free
- * again), 0 while it runs, -ENOENT when no job was handed over.  Whatever
+ * again), 0 while it runs, -ENOENT when no job was handed over, -ESRCH
+ * when the thread died with the job never run.  Whatever
  * the job wrote is visible to the caller after a 1. */
 int worker_reap(struct worker *w, int *rc);
 /* True from a hand-over until the reap. */
