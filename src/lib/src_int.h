@@ -5,8 +5,8 @@
  * concern of its own that never calls back up:
  *   src_link   connecting, authentication, the block map, data channels,
  *              pin-all pieces
- *   src_iter   rounds: their machinery set up a part per step
- *              (SRC_PREPARING), the WRITE window, registration ahead,
+ *   src_iter   rounds: their machinery set up on the set-up thread
+ *              (SRC_PREPARING, worker.h), the WRITE window, registration ahead,
  *              posting, completions, ITER_END
  *   src_sweep  one round's dirty pages planned into the window, zero
  *              ranges and PAGES messages
