@@ -440,8 +440,27 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	/* The destination disconnects once its confirmation went out: the
 	 * completions before the event are handled first, over as many
 	 * steps as that takes. */
-	if (!rc && s->step_end != STEP_CUT_CQ && s->state > SRC_CONNECTING)
+	if (!rc && s->step_end != STEP_CUT_CQ && s->state > SRC_CONNECTING) {
 		rc = src_link_events(s);
+		/* The destination's last frame (ERROR with its reason, or
+		 * COMPLETE_ACK) may have landed after the completions above were
+		 * read and before its disconnect was: it decides the outcome,
+		 * not the disconnect. */
+		if (rc == -ECONNRESET) {
+			int last = drain_cq(s, until);
+
+			/* Flushed work requests say only what we know. */
+			if (last == -ECONNRESET)
+				rd_err_set(&s->ss.err, rc, "the destination disconnected");
+			else if (last < 0)
+				rc = last;
+			if (s->state == SRC_COMPLETED) {
+				s->step_end = STEP_IDLE;
+				finish(s);
+				return 0;
+			}
+		}
+	}
 	if (!rc)
 		rc = reap_registrations(s);
 	rd_laps_mark(&laps, "events and registrations");
