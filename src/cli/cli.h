@@ -70,6 +70,13 @@ void cli_free_key(uint8_t *key, size_t len);
  * 0, or -ENAMETOOLONG when the result would not fit @len or NAME_MAX. */
 int cli_block_file_name(const char *name, char *out, size_t len);
 
+/* The QEMU a caller checked before it ran the command (--qmp-pid,
+ * --qmp-uuid): 0 / NULL when it did not. */
+struct qemu_id {
+	pid_t pid;
+	const char *uuid;
+};
+
 /* A RAM block backed by a file mapped MAP_SHARED. */
 struct cli_ram {
 	char name[256];

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "devstate.h"
@@ -15,32 +16,75 @@
 #include "qmp.h"
 #include "workload.h"
 
-static int open_qmp(struct qmp **q, const char *sock, int timeout_ms, char *err,
-		    size_t errlen)
+/* The QEMU on the socket, and when the caller checked which QEMU that is
+ * (rdmig-libvirt: libvirt's pid file and the domain's UUID), that very
+ * QEMU, checked on this connection: the one every later call uses. */
+static int open_qmp(struct qmp **q, const char *sock, const struct qemu_id *id,
+		    int timeout_ms, char *err, size_t errlen)
+{
+	char why[1024], uuid[64];
+	int rc = qmp_open_as(q, sock, id->pid, timeout_ms, why, sizeof(why));
+
+	if (!rc && id->uuid && (rc = qmp_uuid(*q, uuid, sizeof(uuid), why, sizeof(why))) == 0 &&
+	    strcasecmp(uuid, id->uuid))
+		rc = cli_errf(why, sizeof(why), -EPERM, "the QEMU on it (pid %d) says UUID %s, "
+			      "not %s (--qmp-uuid)", (int)qmp_pid(*q), uuid, id->uuid);
+	return rc ? cli_errf(err, errlen, rc, "--qmp %s: %s", sock, why) : 0;
+}
+
+/* --ram NAME=PATH with --qmp names the file of QEMU's backend NAME: it is
+ * used only when it is the very file QEMU maps for it (safeopen.h checks
+ * at the open), never another file the name may lead to. */
+static int qemu_given(struct qmp *q, struct cli_ram *rams, unsigned n, char *err,
+		      size_t errlen)
+{
+	struct qram_backend *b = NULL;
+	size_t nb = 0, j;
+	unsigned i;
+	int rc = qram_backends(q, &b, &nb, err, errlen);
+
+	for (i = 0; !rc && i < n; i++) {
+		for (j = 0; j < nb && strcmp(b[j].id, rams[i].name); j++)
+			;
+		if (j == nb || !b[j].in_guest || !b[j].ino)
+			rc = cli_errf(err, errlen, -ENOENT, "--ram %s: QEMU has no shared RAM "
+				      "backend %s in guest memory", rams[i].name, rams[i].name);
+		else {
+			rams[i].dev = b[j].dev;
+			rams[i].ino = b[j].ino;
+		}
+	}
+	free(b);
+	return rc;
+}
+
+/* The guest's RAM: QEMU's backends, named as QEMU names its RAMBlocks,
+ * or the files --ram gives for them; RAM QEMU would send itself is
+ * refused now. */
+static int qemu_rams(struct qmp *q, const char *sock, struct cli_ram **rams, unsigned *n,
+		     char *err, size_t errlen)
 {
 	char why[1024];
-	int rc = qmp_open(q, sock, timeout_ms, why, sizeof(why));
+	int rc = *n ? qemu_given(q, *rams, *n, why, sizeof(why)) :
+		      qram_blocks(q, rams, n, why, sizeof(why));
 
-	return rc ? cli_errf(err, errlen, rc, "--qmp %s: %s", sock, why) : 0;
+	return rc ? cli_errf(err, errlen, rc == -ENOENT ? rc : -ENOTSUP, "--qmp %s: %s", sock,
+			     why) : 0;
 }
 
 /* ---- the source --------------------------------------------------------------- */
 
 static int source_qemu(struct src_ends *e, const struct src_spec *s, char *err, size_t errlen)
 {
-	char why[1024];
-	int rc = open_qmp(&e->q, s->qmp, s->timeout_ms, err, errlen);
+	int rc = open_qmp(&e->q, s->qmp, &s->qemu, s->timeout_ms, err, errlen);
 
 	if (rc)
 		return rc;
 	if (!qmp_proc(e->q))
 		return cli_errf(err, errlen, -ESRCH, "--qmp %s: QEMU runs in another pid namespace: "
 				"its writes cannot be tracked from here", s->qmp);
-	/* The guest's RAM backends are the blocks, named as QEMU names its
-	 * RAMBlocks; RAM QEMU would send itself is refused now. */
-	if (!e->nrams && qram_blocks(e->q, &e->rams, &e->nrams, why, sizeof(why)))
-		return cli_errf(err, errlen, -ENOTSUP, "--qmp %s: %s", s->qmp, why);
-	return ds_src_qemu(&e->ds, e->q, s->timeout_ms, err, errlen);
+	rc = qemu_rams(e->q, s->qmp, &e->rams, &e->nrams, err, errlen);
+	return rc ? rc : ds_src_qemu(&e->ds, e->q, s->timeout_ms, err, errlen);
 }
 
 static int map_sources(struct src_ends *e, char *err, size_t errlen)
@@ -118,7 +162,7 @@ void ends_close_source(struct src_ends *e)
 static int dest_qemu(struct dst_ends *e, const struct dst_spec *s, char *err, size_t errlen)
 {
 	char why[1024], st[32];
-	int rc = open_qmp(&e->q, s->qmp, s->timeout_ms, err, errlen);
+	int rc = open_qmp(&e->q, s->qmp, &s->qemu, s->timeout_ms, err, errlen);
 
 	if (!rc && qmp_status(e->q, st, sizeof(st), why, sizeof(why)))
 		rc = cli_errf(err, errlen, -EIO, "--qmp %s: %s", s->qmp, why);
@@ -126,9 +170,7 @@ static int dest_qemu(struct dst_ends *e, const struct dst_spec *s, char *err, si
 		rc = cli_errf(err, errlen, -EBUSY, "--qmp %s: QEMU is %s, not waiting for an "
 			      "incoming migration: start it with -incoming defer", s->qmp, st);
 	/* The guest's RAM is received straight into the files QEMU maps. */
-	if (!rc && !e->nrams && qram_blocks(e->q, &e->rams, &e->nrams, why, sizeof(why)))
-		rc = cli_errf(err, errlen, -ENOTSUP, "--qmp %s: %s", s->qmp, why);
-	return rc;
+	return rc ? rc : qemu_rams(e->q, s->qmp, &e->rams, &e->nrams, err, errlen);
 }
 
 /* Where files are made (the block's, its marker): the directory must take

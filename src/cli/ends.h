@@ -23,6 +23,7 @@ struct devstate;
 /* What migrate-send's options name. */
 struct src_spec {
 	const char *qmp;        /* a QEMU's QMP socket, or NULL */
+	struct qemu_id qemu;    /* ... and which QEMU must answer on it */
 	const char *state_in;   /* --state-in FILE or "-", or NULL */
 	pid_t pid;              /* --live --pid */
 	bool live;
@@ -47,6 +48,7 @@ void ends_close_source(struct src_ends *e);
 /* What migrate-recv's options name. */
 struct dst_spec {
 	const char *qmp;        /* a QEMU waiting with -incoming defer, or NULL */
+	struct qemu_id qemu;    /* ... and which QEMU must answer on it */
 	bool use_existing;      /* --use-existing: existing --ram files are ours */
 	bool start;             /* QEMU: cont once loaded (not --no-start) */
 	bool state_sink;        /* a file or standard output takes device state */

@@ -1,5 +1,6 @@
 #include "opts.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -99,4 +100,25 @@ int cli_opt_key(uint8_t **key, size_t *len, const char *arg)
 	*key = NULL;
 	*len = 0;
 	return cli_read_key(arg, key, len);
+}
+
+int cli_opt_qemu(struct qemu_id *id, int c, const char *arg)
+{
+	uint64_t v;
+	size_t i;
+	int rc;
+
+	if (c == OPT_QMP_PID) {
+		rc = cli_opt_num("--qmp-pid", arg, 1, INT32_MAX, &v);
+		id->pid = (pid_t)v;
+		return rc;
+	}
+	for (i = 0; arg[i]; i++)
+		if (!(i == 8 || i == 13 || i == 18 || i == 23 ? arg[i] == '-' : isxdigit((unsigned char)arg[i])))
+			break;
+	if (i != 36 || arg[i])
+		return cli_usage("bad --qmp-uuid '%s': expected a UUID such as "
+				 "c7a5fdbd-cdaf-9455-926a-d65c16db1809", arg);
+	id->uuid = arg;
+	return 0;
 }

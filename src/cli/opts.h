@@ -29,6 +29,11 @@ int cli_opt_addr(const char *arg, char *host, size_t hostlen, char *port, size_t
 /* Appends --ram NAME=PATH to @rams; @reserve: bytes the path must leave
  * free for suffixes the command adds. */
 int cli_opt_ram(struct cli_ram **rams, unsigned *n, const char *arg, size_t reserve);
+/* --qmp-pid PID and --qmp-uuid UUID (@c says which): the QEMU a caller
+ * checked, to be found on the QMP socket again (ends.h).  Both commands
+ * give these options the codes below. */
+enum { OPT_QMP_PID = 1000, OPT_QMP_UUID };
+int cli_opt_qemu(struct qemu_id *id, int c, const char *arg);
 /* --auth-key FILE, replacing an earlier one. */
 int cli_opt_key(uint8_t **key, size_t *len, const char *arg);
 

@@ -511,8 +511,35 @@ static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 	return qmp_call(q, "qmp_capabilities", NULL, NULL, err, errlen);
 }
 
+/* Whether the peer is the QEMU the caller checked: a socket is only a
+ * name, and whoever can write its directory can rename another socket over
+ * it between that check and this connection.  Refused before a byte goes
+ * to the impostor. */
+static int expect_peer(const struct qmp *q, const char *path, pid_t expect, char *err,
+		       size_t errlen)
+{
+	pid_t got = peer_pid(q->fd);
+
+	if (!expect || (q->pid == expect && got == expect))
+		return 0;
+	if (got <= 0)
+		return cli_errf(err, errlen, -EPERM, "%s is answered by a process whose pid is "
+				"not visible here, not by QEMU pid %d (--qmp-pid): refusing it",
+				path, (int)expect);
+	return cli_errf(err, errlen, -EPERM, "%s is answered by pid %d, not by QEMU pid %d "
+			"(--qmp-pid): another process took the socket's path (replaced after it "
+			"was checked?); nothing was sent to pid %d", path, (int)got, (int)expect,
+			(int)got);
+}
+
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
 	     char *err, size_t errlen)
+{
+	return qmp_open_as(out, path, 0, timeout_ms, err, errlen);
+}
+
+int qmp_open_as(struct qmp **out, const char *path, pid_t expect, int timeout_ms,
+		char *err, size_t errlen)
 {
 	struct qmp *q = calloc(1, sizeof(*q));
 	int r;
@@ -527,7 +554,9 @@ int qmp_open(struct qmp **out, const char *path, int timeout_ms,
 	r = connect_unix(path, &q->fd, err, errlen);
 	if (r == 0) {
 		hold_peer(q);
-		r = greet(q, path, err, errlen);
+		r = expect_peer(q, path, expect, err, errlen);
+		if (!r)
+			r = greet(q, path, err, errlen);
 	}
 	if (r < 0) {
 		qmp_close(q);
@@ -749,6 +778,28 @@ int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen)
 		v->minor = json_object_get_int(n);
 	if (json_object_object_get_ex(qemu, "micro", &n))
 		v->micro = json_object_get_int(n);
+	json_object_put(ret);
+	return 0;
+}
+
+int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen)
+{
+	struct json_object *ret, *u;
+	const char *s;
+	size_t i;
+	int r = qmp_call(q, "query-uuid", NULL, &ret, err, errlen);
+
+	if (r < 0)
+		return r;
+	s = json_object_object_get_ex(ret, "UUID", &u) ? json_object_get_string(u) : NULL;
+	if (!s || strlen(s) != 36) {
+		json_object_put(ret);
+		return cli_errf(err, errlen, -EPROTO, "query-uuid answered without a UUID");
+	}
+	for (i = 0; s[i] && i + 1 < len; i++)
+		uuid[i] = (char)tolower((unsigned char)s[i]);
+	if (len)
+		uuid[i] = '\0';
 	json_object_put(ret);
 	return 0;
 }

@@ -47,6 +47,11 @@ struct qmp;
  */
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
 	     char *err, size_t errlen);
+/* The same, but only with the QEMU of pid @expect (0: any) at the other
+ * end: its peer credentials are checked on this connection, before
+ * anything is sent, and -EPERM names both pids otherwise. */
+int qmp_open_as(struct qmp **out, const char *path, pid_t expect, int timeout_ms,
+		char *err, size_t errlen);
 /* Closes the connection and frees the kept events.  NULL is fine. */
 void qmp_close(struct qmp *q);
 
@@ -149,6 +154,10 @@ int qmp_hmp(struct qmp *q, const char *line, char **out, char *err, size_t errle
 struct qmp_version {
 	int major, minor, micro;
 };
+
+/* query-uuid: the UUID QEMU was started with (-uuid; libvirt's domain's),
+ * lower case, "00000000-0000-0000-0000-000000000000" when none. */
+int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen);
 
 /* query-version: QEMU's own version. */
 int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen);

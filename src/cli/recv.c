@@ -55,6 +55,8 @@ static const char usage_text[] =
 	"  -q, --qmp SOCK           receive into the QEMU (started with -incoming defer)\n"
 	"                           whose QMP socket this is: its shared RAM backends and\n"
 	"                           its device state; it runs once the migration completed\n"
+	"      --qmp-pid PID        with --qmp: only the QEMU of this pid may answer\n"
+	"      --qmp-uuid UUID      with --qmp: only a QEMU that says this UUID\n"
 	"      --no-start           with --qmp: leave the migrated guest paused\n"
 	"  -j, --json               JSON events on stdout, one per line\n"
 	"      --control SOCK       control socket (status, cancel)\n"
@@ -93,6 +95,8 @@ static const struct option long_opts[] = {
 	{ "ram-dir", required_argument, NULL, 'd' },
 	{ "state-out", required_argument, NULL, 's' },
 	{ "qmp", required_argument, NULL, 'q' },
+	{ "qmp-pid", required_argument, NULL, OPT_QMP_PID },
+	{ "qmp-uuid", required_argument, NULL, OPT_QMP_UUID },
 	{ "no-start", no_argument, NULL, OPT_NO_START },
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
@@ -126,6 +130,7 @@ struct recv_opts {
 	struct cli_ram *rams;   /* --ram: mapped up front when the file exists */
 	unsigned nrams;
 	const char *ram_dir, *state_out, *control, *qmp;
+	struct qemu_id qemu;        /* --qmp-pid, --qmp-uuid */
 	int json, daemon, verbose, no_start, use_existing, trusted;
 	uint64_t timeout_s, channels, max_migrations, max_handshakes;
 	uint64_t max_image, pinned_cap, total_image, total_pinned, max_state;
@@ -202,6 +207,8 @@ static int one_opt(void *opts, int c, const char *arg)
 	case 'd': o->ram_dir = arg; return 0;
 	case 's': o->state_out = arg; return 0;
 	case 'q': o->qmp = arg; return 0;
+	case OPT_QMP_PID:
+	case OPT_QMP_UUID: return cli_opt_qemu(&o->qemu, c, arg);
 	case OPT_NO_START: o->no_start = 1; return 0;
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
@@ -237,6 +244,8 @@ static int check_args(struct recv_opts *o)
 	if (o->qmp && (o->daemon || o->ram_dir || o->state_out))
 		return cli_usage("--qmp receives into QEMU's own memory and device state: drop %s",
 				 o->daemon ? "--daemon" : o->ram_dir ? "--ram-dir" : "--state-out");
+	if (!o->qmp && (o->qemu.pid || o->qemu.uuid))
+		return cli_usage("%s is only used with --qmp", o->qemu.pid ? "--qmp-pid" : "--qmp-uuid");
 	if (o->no_start && !o->qmp)
 		return cli_usage("--no-start is only used with --qmp");
 	if (!o->nrams && !o->ram_dir && !o->qmp)
@@ -344,7 +353,8 @@ static int prepare_files(struct app *a)
 {
 	struct recv_opts *o = &a->o;
 	struct dst_spec sp = {
-		.qmp = o->qmp, .use_existing = o->use_existing, .start = !o->no_start,
+		.qmp = o->qmp, .qemu = o->qemu, .use_existing = o->use_existing,
+		.start = !o->no_start,
 		.state_sink = o->state_out || o->daemon, .max_state = o->max_state,
 		.timeout_ms = (int)(o->timeout_s * 1000),
 	};

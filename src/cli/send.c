@@ -55,6 +55,8 @@ static const char usage_text[] =
 	"                            where possible), wp-async or soft-dirty\n"
 	"  -q, --qmp SOCK            migrate the QEMU guest whose QMP socket this is, live:\n"
 	"                            its shared RAM backends and its device state\n"
+	"      --qmp-pid PID         with --qmp: only the QEMU of this pid may answer\n"
+	"      --qmp-uuid UUID       with --qmp: only a QEMU that says this UUID\n"
 	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
 	"      --max-iterations N    at most N rounds while it runs (default 30)\n"
 	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
@@ -90,6 +92,8 @@ static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
 	{ "dirty-tracking", required_argument, NULL, OPT_DIRTY_TRACKING },
 	{ "qmp", required_argument, NULL, 'q' },
+	{ "qmp-pid", required_argument, NULL, OPT_QMP_PID },
+	{ "qmp-uuid", required_argument, NULL, OPT_QMP_UUID },
 	{ "max-downtime", required_argument, NULL, OPT_MAX_DOWNTIME },
 	{ "max-iterations", required_argument, NULL, OPT_MAX_ITER },
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
@@ -112,6 +116,7 @@ struct send_opts {
 	struct cli_ram *rams;
 	unsigned nrams;
 	const char *state_in, *qmp;
+	struct qemu_id qemu;        /* --qmp-pid, --qmp-uuid */
 	int pin_all, live, json, verbose;
 	uint64_t chunk_size, pinned_cap, timeout_s;
 	int have_chunk, have_cap;
@@ -151,6 +156,8 @@ static int one_opt(void *opts, int c, const char *arg)
 	case 'r': return cli_opt_ram(&o->rams, &o->nrams, arg, 0);
 	case 's': o->state_in = arg; return 0;
 	case 'q': o->qmp = arg; return 0;
+	case OPT_QMP_PID:
+	case OPT_QMP_UUID: return cli_opt_qemu(&o->qemu, c, arg);
 	case OPT_PIN_ALL: o->pin_all = 1; return 0;
 	case OPT_CHUNK:
 		o->have_chunk = 1;
@@ -206,6 +213,8 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 		return cli_usage("--connect HOST:PORT is required");
 	if (!o->nrams && !o->qmp)
 		return cli_usage("at least one --ram NAME=PATH (or --qmp SOCK) is required");
+	if (!o->qmp && (o->qemu.pid || o->qemu.uuid))
+		return cli_usage("%s is only used with --qmp", o->qemu.pid ? "--qmp-pid" : "--qmp-uuid");
 	if (o->qmp && (o->pid || o->state_in))
 		return cli_usage("--qmp takes the pid and the device state from QEMU: drop %s",
 				 o->pid ? "--pid" : "--state-in");
@@ -1315,7 +1324,7 @@ static int create_source(struct sender *x)
 static int open_ends(struct sender *x)
 {
 	struct src_spec sp = {
-		.qmp = x->o.qmp, .state_in = x->o.state_in, .pid = x->o.pid,
+		.qmp = x->o.qmp, .qemu = x->o.qemu, .state_in = x->o.state_in, .pid = x->o.pid,
 		.live = x->o.live, .timeout_ms = (int)(x->o.timeout_s * 1000),
 		.track = { .mode = x->o.track },
 	};

@@ -1051,6 +1051,127 @@ START_TEST(qmp_socket_not_its_own)
 }
 END_TEST
 
+/* A process of QEMU's user (another guest's QEMU after an escape, say):
+ * listens on PATH, greets like QMP, answers every command with an empty
+ * return and prints what it is sent, so that whatever reaches it shows. */
+static const char impostor_py[] =
+	"import json, socket, sys\n"
+	"s = socket.socket(socket.AF_UNIX)\n"
+	"s.bind(sys.argv[1]); s.listen(4)\n"
+	"print('listening', flush=True)\n"
+	"while True:\n"
+	"    c, _ = s.accept()\n"
+	"    print('connected', flush=True)\n"
+	"    c.sendall(b'{\"QMP\": {\"version\": {\"qemu\": {\"major\": 7, \"minor\": 2, "
+	"\"micro\": 0}}, \"capabilities\": []}}\\n')\n"
+	"    c.settimeout(60)\n"
+	"    try:\n"
+	"        while True:\n"
+	"            b = c.recv(65536)\n"
+	"            if not b: break\n"
+	"            print('got %d bytes: %r' % (len(b), b[:200]), flush=True)\n"
+	"            for line in b.split(b'\\n'):\n"
+	"                try: req = json.loads(line)\n"
+	"                except ValueError: continue\n"
+	"                c.sendall(json.dumps({'return': {}, 'id': req.get('id')}).encode() + b'\\n')\n"
+	"    except OSError: pass\n"
+	"    c.close()\n";
+
+/* Starts the impostor on @h (its mount namespace, as libvirt-qemu) at
+ * /run/rdmig/impostor.sock; its output goes to @out. */
+static void impostor_start(struct tu_proc *p, const struct lvhost *h, const char *out)
+{
+	char nsenter[64], setpriv[64], py[64], pid[16], *text = NULL;
+	char *argv[] = { (char *)bin("nsenter", nsenter, sizeof(nsenter)), "-t", pid, "-m", "--",
+			 (char *)bin("setpriv", setpriv, sizeof(setpriv)), "--reuid=libvirt-qemu",
+			 "--regid=libvirt-qemu", "--clear-groups", (char *)bin("python3", py, sizeof(py)),
+			 "-c", (char *)impostor_py, "/run/rdmig/impostor.sock", NULL };
+	uint64_t t0 = tu_now_ms();
+
+	snprintf(pid, sizeof(pid), "%d", h->pid);
+	ck_assert_int_eq(tu_spawn(p, out, argv), 0);
+	while (tu_now_ms() - t0 < 30000) {
+		free(text);
+		text = tu_slurp(out, NULL);
+		if (text && strstr(text, "listening"))
+			break;
+		usleep(50 * 1000);
+	}
+	ck_assert_msg(text && strstr(text, "listening"), "the impostor did not start: %s",
+		      text ? text : "");
+	free(text);
+}
+
+/* Writes @path: a stand-in for @real that first renames the impostor's
+ * socket over @d's QMP socket, as libvirt-qemu, in whichever host's mount
+ * namespace it runs: the window between the tool's check of the socket
+ * and the command's own connection. */
+static void swapper(const struct dom *d, const char *path, const char *real)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "#!/bin/sh\n"
+		"setpriv --reuid=libvirt-qemu --regid=libvirt-qemu --clear-groups \\\n"
+		"    mv -f /run/rdmig/impostor.sock /run/rdmig/%s.qmp || exit 99\n"
+		"exec %s \"$@\"\n", d->name, real);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/* Security round 4 (issue 30): the tool checks the QMP socket's peer on
+ * each host, then the commands connect to the path again.  A process of
+ * QEMU's user renames its own socket over the path in between (_i: 0 on
+ * the destination before migrate-recv connects, 1 on the source before
+ * migrate-send does).  The command must refuse the impostor before a byte
+ * reaches it, naming both pids; the source domain runs on, host B has no
+ * domain.  Before (2cee698) the commands took whatever answered: the
+ * impostor got QMP commands and, on the destination, the guest's RAM. */
+START_TEST(qmp_socket_swapped_after_check)
+{
+	const struct lvhost *h = _i ? &lv.a : &lv.b;
+	char wrap[400], log[400], ser_a[300], st_a[128], st_b[128], *err, *said;
+	const char *extra[3];
+	struct tu_proc imp;
+	struct stat st0;
+	struct dom d;
+	int rc;
+
+	dom_start(&d, _i ? "lv-swap-src" : "lv-swap-dst", RAM_FILE);
+	guest_wait_markers_on_a(&d);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	image_owner(&d, &st0);
+	snprintf(wrap, sizeof(wrap), "%s/swap-then-run", d.dir);
+	snprintf(log, sizeof(log), "%s/impostor.out", d.dir);
+	swapper(&d, wrap, _i ? d.sendbin : d.recvbin);
+	impostor_start(&imp, h, log);
+	extra[0] = _i ? "--migrate-send" : "--migrate-recv";
+	extra[1] = wrap;
+	extra[2] = NULL;
+	dom_migrate(&d, extra);
+	rc = tu_run_finish(&d.mig, 180000);
+	err = tu_slurp(d.mig.err, NULL);
+	said = tu_slurp(log, NULL);
+	tu_kill(&imp, SIGKILL);
+	tu_wait(&imp, 5000);
+	if (rc != 2)
+		dom_dump(&d);
+	ck_assert_msg(said && strstr(said, "connected"), "the swap did not happen (the "
+		      "impostor was never connected to): exit %d: %s", rc, err ? err : "");
+	ck_assert_msg(!strstr(said, "got "), "the %s talked to the impostor: %s",
+		      _i ? "source" : "destination", said);
+	ck_assert_msg(rc == 2 && err && strstr(err, "not by QEMU pid"), "exit %d: %s", rc,
+		      err ? err : "");
+	expect_rolled_back(&d, &st0, ser_a, "the refused swap", st_a, st_b);
+	expect_recv_gone(&d, 10000, rc);
+	printf("libvirt: QMP socket swapped after the check on host %s: refused (exit %d), host "
+	       "A %s, host B %s: %s", h->name, rc, st_a, st_b, err);
+	free(said);
+	free(err);
+	dom_free(&d);
+}
+END_TEST
+
 /* A domain whose RAM rdmig cannot carry: refused (exit 2) before anything
  * starts, with the XML that fixes it; nothing on host B, the guest runs on
  * A. */
@@ -1116,6 +1237,7 @@ Suite *libvirt_suite(void)
 	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, qmp_socket_not_its_own);
+	tcase_add_loop_test(tc, qmp_socket_swapped_after_check, 0, 2);
 	tcase_add_test(tc, remote_recv_stopped);
 	tcase_add_test(tc, json_reader_gone);
 	tcase_add_test(tc, tool_killed_children_stop);
