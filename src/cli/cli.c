@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "safeopen.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -228,19 +229,9 @@ static int map_fail(int fd, char *err, size_t errlen, const char *fmt, const cha
 	return -e;
 }
 
-int cli_ram_not_it(const struct cli_ram *r, const struct stat *st, char *err, size_t errlen)
-{
-	if (!r->ino || (st->st_dev == r->dev && st->st_ino == r->ino))
-		return 0;
-	snprintf(err, errlen, "%s is no longer the file QEMU maps (device %u:%u inode %llu, "
-		 "opened device %u:%u inode %llu): it was replaced since QEMU's RAM was looked "
-		 "at", r->path, major(r->dev), minor(r->dev), (unsigned long long)r->ino,
-		 major(st->st_dev), minor(st->st_dev), (unsigned long long)st->st_ino);
-	return -ESTALE;
-}
-
 int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 {
+	struct sopen_how how = { .flags = O_RDWR, .dev = r->dev, .ino = r->ino };
 	int prot = PROT_READ | PROT_WRITE;
 	struct stat st;
 	void *p;
@@ -249,24 +240,14 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 	/* An RDMA WRITE source needs local read access only, but rxe (Linux
 	 * 6.1) refuses to register a read-only mapping (EFAULT): map it
 	 * writable when the file allows, read-only otherwise. */
-	fd = open(r->path, O_RDWR | O_CLOEXEC);
-	if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+	fd = sopen_file(r->path, &how, &st, err, errlen);
+	if (fd == -EACCES || fd == -EROFS || fd == -EPERM) {
 		prot = PROT_READ;
-		fd = open(r->path, O_RDONLY | O_CLOEXEC);
+		how.flags = O_RDONLY;
+		fd = sopen_file(r->path, &how, &st, err, errlen);
 	}
 	if (fd < 0)
-		return map_fail(-1, err, errlen, "cannot open %s: %s", r->path);
-	if (fstat(fd, &st))
-		return map_fail(fd, err, errlen, "cannot stat %s: %s", r->path);
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		snprintf(err, errlen, "%s is not a regular file", r->path);
-		return -EINVAL;
-	}
-	if (cli_ram_not_it(r, &st, err, errlen)) {
-		close(fd);
-		return -ESTALE;
-	}
+		return fd;
 	if (st.st_size <= 0) {
 		close(fd);
 		snprintf(err, errlen, "%s is empty", r->path);
@@ -440,18 +421,16 @@ uint64_t cli_now_ms(void)
 
 int cli_read_key(const char *path, uint8_t **key, size_t *len)
 {
+	char why[PATH_MAX + 200];
 	struct stat st;
 	uint8_t *buf;
 	ssize_t n;
 	int fd;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = sopen_file(path, &(struct sopen_how){ .flags = O_RDONLY, .follow = true }, &st,
+			why, sizeof(why));
 	if (fd < 0)
-		return cli_usage("cannot open key file %s: %s", path, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return cli_usage("key file %s is not a regular file", path);
-	}
+		return cli_usage("key file: %s", why);
 	/* A key others can read is no secret, one others can write no proof. */
 	if (st.st_mode & (S_IROTH | S_IWOTH | S_IWGRP)) {
 		close(fd);

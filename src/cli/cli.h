@@ -95,16 +95,12 @@ struct cli_ram {
 };
 
 /* Source side: maps an existing, non-empty file (writable when permitted:
- * rxe cannot register read-only mappings; nothing is ever written).  On
- * failure writes the reason to @err and returns -errno.  The destination's
- * files are image.h's. */
+ * rxe cannot register read-only mappings; nothing is ever written), opened
+ * as safeopen.h says: no link on its path, a regular file, and when @r's
+ * ino is set (a block whose file QEMU named) that very file, -ESTALE
+ * naming both otherwise.  On failure writes the reason to @err and returns
+ * -errno.  The destination's files are image.h's. */
 int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen);
-struct stat;
-/* A block whose file was named by QEMU (dev, ino set when QEMU's RAM was
- * looked at) must be that very file when opened: a path is only a name,
- * and whoever answers on the QMP socket could swap what it names between
- * the look and the open.  -ESTALE naming both, when @st is another file. */
-int cli_ram_not_it(const struct cli_ram *r, const struct stat *st, char *err, size_t errlen);
 void cli_ram_unmap(struct cli_ram *r);
 
 /* ---- JSON events: one object per line on stdout ---------------------- */

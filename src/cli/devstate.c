@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "qmp.h"
+#include "safeopen.h"
 #include "vmstate.h"
 
 enum ds_kind { DS_SRC_FILE, DS_SRC_QEMU, DS_DST_FILE, DS_DST_QEMU };
@@ -90,6 +91,7 @@ static int read_all(int fd, char **out, size_t *outlen)
 
 int ds_src_file(struct devstate **out, const char *path, char *err, size_t errlen)
 {
+	struct stat st;
 	struct devstate *d;
 	int fd, rc = alloc(out, DS_SRC_FILE, 0, err, errlen);
 
@@ -99,10 +101,10 @@ int ds_src_file(struct devstate **out, const char *path, char *err, size_t errle
 	d->none = !path;
 	if (!path)
 		return 0;
-	fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
+	fd = strcmp(path, "-") ? sopen_file(path, &(struct sopen_how){ .flags = O_RDONLY,
+					     .follow = true }, &st, err, errlen) : 0;
 	if (fd < 0)
-		return cli_errf(err, errlen, -errno, "cannot open state file %s: %s", path,
-				strerror(errno));
+		return fd;
 	rc = read_all(fd, &d->data, &d->len);
 	if (fd)
 		close(fd);

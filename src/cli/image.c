@@ -1,4 +1,5 @@
 #include "image.h"
+#include "safeopen.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -105,86 +106,52 @@ static int page_size_of(int fd, uint64_t *psz)
 	return 0;
 }
 
-static int open_file(struct cli_ram *r, enum img_mode mode, char *err, size_t errlen)
+/* A new file is ours: created here, O_EXCL, where nobody else can rename
+ * things (img_safe_dir).  An existing one is opened the one safe way
+ * (safeopen.h): the operator's must be ours, QEMU's the very file QEMU
+ * maps. */
+static int open_file(struct cli_ram *r, enum img_mode mode, struct stat *st, char *err,
+		     size_t errlen)
 {
-	int oflags = O_RDWR | O_CLOEXEC;
+	struct sopen_how how = { .flags = O_RDWR, .ours = mode == IMG_EXISTING };
 	int fd;
 
-	if (mode == IMG_NEW)
-		oflags |= O_CREAT | O_EXCL | O_NOFOLLOW;
-	else if (mode == IMG_EXISTING)
-		oflags |= O_NOFOLLOW;
-	fd = open(r->path, oflags, 0600);
+	if (mode == IMG_QEMU && !r->ino)
+		return cli_errf(err, errlen, -EINVAL, "%s: which file QEMU maps is not known, so "
+				"it cannot be checked", r->path);
+	if (mode != IMG_NEW) {
+		how.dev = r->dev;
+		how.ino = r->ino;
+		return sopen_file(r->path, &how, st, err, errlen);
+	}
+	fd = open(r->path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		snprintf(err, errlen, "%s already exists: remove it, or receive into it with "
 			 "--ram NAME=%s --use-existing", r->path, r->path);
 		return -EEXIST;
 	}
-	if (fd < 0 && errno == ELOOP && mode != IMG_QEMU) {
-		snprintf(err, errlen, "%s is a symbolic link: give the file itself", r->path);
-		return -ELOOP;
-	}
 	if (fd < 0)
-		return sys_fail(-1, err, errlen, mode == IMG_NEW ? "create" : "open", r->path);
-	r->created = mode == IMG_NEW;
+		return sys_fail(-1, err, errlen, "create", r->path);
+	r->created = 1;
+	if (fstat(fd, st))
+		return sys_fail(fd, err, errlen, "examine", r->path);
 	return fd;
 }
 
-/* An existing file of the operator's is used only when it is a plain file
- * of ours: one another user made could be read by them all along. */
-static int check_owner(int fd, const struct cli_ram *r, const struct stat *st,
-		       enum img_mode mode, char *err, size_t errlen)
-{
-	if (!S_ISREG(st->st_mode)) {
-		close(fd);
-		snprintf(err, errlen, "%s is not a regular file", r->path);
-		return -EINVAL;
-	}
-	if (mode != IMG_EXISTING)
-		return 0;
-	if (st->st_uid != geteuid()) {
-		close(fd);
-		snprintf(err, errlen, "%s belongs to uid %u, not to us (uid %u): another user's "
-			 "file is never written into; remove it or give a path of your own",
-			 r->path, (unsigned)st->st_uid, (unsigned)geteuid());
-		return -EPERM;
-	}
-	/* A second name elsewhere could be another user's way in (a hard link
-	 * they made to our file, where protected_hardlinks is off). */
-	if (st->st_nlink != 1) {
-		close(fd);
-		snprintf(err, errlen, "%s has %lu names (hard links): give a file with one",
-			 r->path, (unsigned long)st->st_nlink);
-		return -EPERM;
-	}
-	return 0;
-}
-
-static int map_fd(int fd, struct cli_ram *r, uint64_t len, enum img_mode mode, char *err,
+static int map_fd(int fd, struct cli_ram *r, uint64_t len, const struct stat *st, char *err,
 		  size_t errlen)
 {
-	struct stat st;
 	void *p;
-	int rc;
 
-	if (fstat(fd, &st))
-		return sys_fail(fd, err, errlen, "examine", r->path);
-	rc = check_owner(fd, r, &st, mode, err, errlen);
-	if (!rc && mode == IMG_QEMU && cli_ram_not_it(r, &st, err, errlen)) {
-		close(fd);
-		rc = -ESTALE;
-	}
-	if (rc)
-		return rc;
-	r->zeroed = st.st_size == 0;
-	if (!len && st.st_size <= 0) {
+	r->zeroed = st->st_size == 0;
+	if (!len && st->st_size <= 0) {
 		close(fd);
 		snprintf(err, errlen, "%s is empty", r->path);
 		return -EINVAL;
 	}
 	if (!len)
-		len = (uint64_t)st.st_size;
-	else if ((uint64_t)st.st_size != len && ftruncate(fd, (off_t)len))
+		len = (uint64_t)st->st_size;
+	else if ((uint64_t)st->st_size != len && ftruncate(fd, (off_t)len))
 		return sys_fail(fd, err, errlen, "resize", r->path);
 	page_size_of(fd, &r->pgsz);
 	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -193,18 +160,19 @@ static int map_fd(int fd, struct cli_ram *r, uint64_t len, enum img_mode mode, c
 	close(fd);
 	r->host = p;
 	r->len = len;
-	r->dev = st.st_dev;
-	r->ino = st.st_ino;
+	r->dev = st->st_dev;
+	r->ino = st->st_ino;
 	return 0;
 }
 
 int img_open(struct cli_ram *r, uint64_t len, enum img_mode mode, char *err, size_t errlen)
 {
-	int fd = open_file(r, mode, err, errlen), rc;
+	struct stat st;
+	int fd = open_file(r, mode, &st, err, errlen), rc;
 
 	if (fd < 0)
 		return fd;
-	rc = map_fd(fd, r, len, mode, err, errlen);
+	rc = map_fd(fd, r, len, &st, err, errlen);
 	/* Without its marker a file we just made would look like a complete
 	 * image, and a retry would find it in the way. */
 	if (rc && r->created) {

@@ -30,9 +30,12 @@
 enum img_mode {
 	IMG_NEW,      /* must not exist: created O_EXCL|O_NOFOLLOW, mode 0600 */
 	IMG_EXISTING, /* the operator's existing file (--use-existing): a
-		       * regular file of ours, not a link */
-	IMG_QEMU,     /* a file the destination QEMU maps; the path may be a
-		       * link to follow (/proc/PID/fd/N, /proc/PID/root/...) */
+		       * regular file of ours with one name, no link on its
+		       * path (safeopen.h) */
+	IMG_QEMU,     /* the very file the destination QEMU maps (@r's dev and
+		       * ino, which must be set), reached as safeopen.h
+		       * does: /proc/PID/fd/N, /proc/PID/root/..., or a
+		       * path without links */
 };
 
 /* Whether files made in @dir are safe from other local users: @dir and

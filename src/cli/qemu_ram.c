@@ -2,6 +2,7 @@
  * the mem-path in our root, the same mem-path in QEMU's root, QEMU's own
  * fd; each must be the file QEMU maps (device and inode). */
 #include "qemu_ram.h"
+#include "safeopen.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -292,13 +293,14 @@ static int find_fd(const struct proc_ref *p, dev_t dev, ino_t ino, char *out, si
 	return r;
 }
 
-/* Whether @path is the file QEMU maps for @b. */
+/* Whether @path is the file QEMU maps for @b, reached without following a
+ * link (safeopen.h): whoever answers on the QMP socket chose the name, and
+ * could point it elsewhere. */
 static bool is_mapped_file(const struct qram_backend *b, const char *path)
 {
 	struct stat st;
 
-	return !stat(path, &st) && S_ISREG(st.st_mode) && st.st_dev == b->dev &&
-	       st.st_ino == b->ino;
+	return !sopen_stat(path, &st, NULL, 0) && st.st_dev == b->dev && st.st_ino == b->ino;
 }
 
 /* Where we reach the file QEMU maps: its mem-path in our root (the name the
@@ -363,7 +365,7 @@ static void resolve_plain_file(struct qram_backend *b)
 {
 	struct stat st;
 
-	if (stat(b->mem_path, &st) || !S_ISREG(st.st_mode))
+	if (sopen_stat(b->mem_path, &st, NULL, 0))
 		return;
 	snprintf(b->path, sizeof(b->path), "%s", b->mem_path);
 	b->dev = st.st_dev;

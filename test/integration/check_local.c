@@ -18,17 +18,20 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "qemu_vm.h"
 #include "runs.h"
 #include "suites.h"
 #include "testutil.h"
@@ -675,6 +678,271 @@ START_TEST(limits_hold_by_default)
 }
 END_TEST
 
+/* ---- names a QEMU's user can change (issue 30) ------------------------------------ */
+
+enum swap { SWAP_LINK, SWAP_FIFO };
+
+/* As uid OTHER_UID (QEMU's user, who owns the directory of its RAM file):
+ * @path becomes a symbolic link to @target, or a FIFO, by a rename over
+ * it. */
+static void as_other_swap(enum swap how, const char *path, const char *target)
+{
+	char tmp[600];
+	pid_t pid = fork();
+	int st = 0;
+
+	ck_assert_int_ge(pid, 0);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(OTHER_UID) || setuid(OTHER_UID))
+			_exit(3);
+		if (how == SWAP_LINK ? symlink(target, tmp) : mkfifo(tmp, 0666))
+			_exit(4);
+		_exit(rename(tmp, path) ? 5 : 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "uid %d could not swap %s (%d)",
+		      OTHER_UID, path, WEXITSTATUS(st));
+}
+
+/* A directory of OTHER_UID's under the test's. */
+static void other_dir(const struct lx *f, const char *name, char *dir, size_t len)
+{
+	snprintf(dir, len, "%s/%s", f->dir, name);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	ck_assert_int_eq(chown(dir, OTHER_UID, OTHER_UID), 0);
+}
+
+/* A file of root's alone: what a RAM file's name must never lead a
+ * command to open.  Watched: every open and write of it shows. */
+static int root_only(const char *path, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600), in;
+	char buf[4096];
+
+	ck_assert_int_ge(fd, 0);
+	memset(buf, PLANTED, sizeof(buf));
+	for (size_t off = 0; off < len; off += sizeof(buf))
+		ck_assert_int_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	close(fd);
+	in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(inotify_add_watch(in, path, IN_OPEN | IN_MODIFY | IN_ACCESS), 0);
+	return in;
+}
+
+/* The root-only file is as root_only() made it. */
+static void root_untouched(const char *path, size_t len)
+{
+	struct stat st;
+	unsigned char *d;
+	size_t n, i;
+
+	ck_assert_msg(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0,
+		      "%s is no longer root's plain file", path);
+	d = (unsigned char *)tu_slurp(path, &n);
+	ck_assert_msg(n == len, "%s holds %zu bytes, not %zu", path, n, len);
+	for (i = 0; i < n; i++)
+		ck_assert_msg(d[i] == PLANTED, "%s: byte %zu was written (0x%02x)", path, i, d[i]);
+	free(d);
+}
+
+/* The file @rel of the checkout this test binary was built in (BUILD/test/
+ * sits in it), whatever build RDMIG_BUILD names: the fake QEMU is part of
+ * the test, not of the build under test. */
+static void repo_file(const char *rel, char *buf, size_t len)
+{
+	char real[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", real, sizeof(real) - 1);
+	int up;
+
+	ck_assert_int_gt(n, 0);
+	real[n] = '\0';
+	for (up = 0; up < 3; up++) {
+		slash = strrchr(real, '/');
+		ck_assert_ptr_nonnull(slash);
+		*slash = '\0';
+	}
+	ck_assert_uint_lt(strlen(real) + strlen(rel) + 1, len);
+	memcpy(buf, real, strlen(real));
+	buf[strlen(real)] = '/';
+	memcpy(buf + strlen(real) + 1, rel, strlen(rel) + 1);
+}
+
+/* Asserts nothing opened @path since root_only()/watch() gave @in. */
+static void never_opened(int in, const char *path, const char *by)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	const struct inotify_event *ev;
+	ssize_t n = read(in, buf, sizeof(buf));
+
+	if (n > 0) {
+		ev = (const struct inotify_event *)buf;
+		ck_abort_msg("%s opened %s (inotify mask 0x%x): its name led there", by, path,
+			     ev->mask);
+	}
+	ck_assert_msg(n < 0 && errno == EAGAIN, "inotify: %s", strerror(errno));
+}
+
+static int watch(const char *path)
+{
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(inotify_add_watch(in, path, IN_OPEN | IN_MODIFY | IN_ACCESS), 0);
+	return in;
+}
+
+/* The command of side @src (1: migrate-send, 0: migrate-recv) on QMP socket
+ * @sock, with @more (NULL-terminated, may be NULL) after: its exit code
+ * and its message in @said. */
+static int qmp_command(struct lx *f, int src, const char *sock, const char *const *more,
+		       char *said, size_t len)
+{
+	char listen[64], *argv[24];
+	struct tu_run r;
+	int n = 0, rc;
+
+	memset(&r, 0, sizeof(r));
+	argv[n++] = src ? f->sendbin : f->recvbin;
+	argv[n++] = src ? "--connect" : "--listen";
+	snprintf(listen, sizeof(listen), "%s:%d", tu_addr(), src);
+	argv[n++] = listen;
+	argv[n++] = "--qmp";
+	argv[n++] = (char *)sock;
+	argv[n++] = "--auth-key";
+	argv[n++] = f->key;
+	argv[n++] = "--timeout";
+	argv[n++] = "10";
+	while (more && *more && n < 23)
+		argv[n++] = (char *)*more++;
+	argv[n] = NULL;
+	tu_run_spawn(&r, f->dir, src ? "qsend" : "qrecv", argv);
+	rc = tu_run_finish(&r, 30000);
+	one_line(r.err, said, len);
+	if (rc != 2)
+		tu_run_dump(&r, src ? "migrate-send" : "migrate-recv");
+	if (rc < 0) {
+		kill(-r.p.pid, SIGKILL);
+		tu_wait(&r.p, 5000);
+	}
+	return rc;
+}
+
+/* --qmp SOCK --ram NAME=PATH on both commands (_i: 0 migrate-recv, 1
+ * migrate-send).  QEMU's user owns the directory of the guest's RAM file
+ * and replaces the file's name with a symbolic link to a file of root's
+ * alone, then with a FIFO: neither is opened, each is refused by name.
+ * Before (2cee698) --qmp with --ram skipped every check: root followed the
+ * link and mapped the root-only file read-write and shared, the RDMA
+ * WRITEs' destination. */
+START_TEST(qmp_ram_name_swapped)
+{
+	char vmdir[64], odir[300], ram[400], obj[512], rarg[420], victim[300], said[8192];
+	char said2[8192];
+	const char *args[] = { "-machine", "pc,memory-backend=mem", "-m", "32M", "-object", obj,
+			       _i ? NULL : "-incoming", "defer", NULL };
+	struct lx f;
+	struct vm v;
+	int in, rc;
+
+	lx_init(&f);
+	other_dir(&f, "qemu", odir, sizeof(odir));
+	snprintf(ram, sizeof(ram), "%s/vm.ram", odir);
+	snprintf(rarg, sizeof(rarg), "mem=%s", ram);
+	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=32M,mem-path=%s,share=on",
+		 ram);
+	vm_dir(vmdir, sizeof(vmdir), "local");
+	vm_start(&v, vmdir, _i ? "src" : "dst", args);
+	vm_expect_status(&v, _i ? "running" : "inmigrate");
+	snprintf(victim, sizeof(victim), "%s/root-only", f.dir);
+	in = root_only(victim, 32 * MIB);
+
+	as_other_swap(SWAP_LINK, ram, victim);
+	rc = qmp_command(&f, _i, v.cmd_sock, (const char *const[]){ "--ram", rarg, NULL }, said,
+			 sizeof(said));
+	never_opened(in, victim, _i ? "migrate-send" : "migrate-recv");
+	ck_assert_msg(rc == 2 && strstr(said, "symbolic link"), "exit %d: %s", rc, said);
+	close(in);
+	root_untouched(victim, 32 * MIB);
+
+	unlink(ram);
+	as_other_swap(SWAP_FIFO, ram, NULL);
+	in = watch(ram);
+	rc = qmp_command(&f, _i, v.cmd_sock, (const char *const[]){ "--ram", rarg, NULL }, said2,
+			 sizeof(said2));
+	never_opened(in, ram, _i ? "migrate-send" : "migrate-recv");
+	ck_assert_msg(rc == 2 && strstr(said2, "FIFO"), "exit %d: %s", rc, said2);
+	close(in);
+	printf("local: %s --qmp --ram NAME=PATH, PATH made a link to a root-only file by QEMU's "
+	       "user -> %s; made a FIFO -> %s\n", _i ? "migrate-send" : "migrate-recv", said,
+	       said2);
+	vm_stop(&v);
+	tu_rmdir(vmdir);
+	lx_free(&f);
+}
+END_TEST
+
+/* A hostile QEMU (test/integration/support/fake-qemu, as QEMU's user)
+ * renames a link over its RAM file's name at the moment the command's
+ * look at that backend is over (the qom-get of the next backend), before
+ * the command opens the file (_i: 0 migrate-recv, 1 migrate-send).
+ * Nothing may open the link's target; the command refuses.  Before
+ * (2cee698) the file was opened again by name, following the link: root
+ * opened the root-only target read-write, then refused it as "no longer
+ * the file QEMU maps" (an open with effects: a watchdog device reboots the
+ * host). */
+START_TEST(qmp_name_swapped_between_look_and_open)
+{
+	char odir[300], ram[400], sock[400], victim[300], fake[600], out[400], said[8192];
+	char *text;
+	struct tu_proc p;
+	struct lx f;
+	int in, rc, fd;
+
+	lx_init(&f);
+	other_dir(&f, "qemu", odir, sizeof(odir));
+	snprintf(ram, sizeof(ram), "%s/vm.ram", odir);
+	snprintf(sock, sizeof(sock), "%s/qmp.sock", odir);
+	fd = open(ram, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 16 * MIB), 0);
+	ck_assert_int_eq(fchown(fd, OTHER_UID, OTHER_UID), 0);
+	close(fd);
+	snprintf(victim, sizeof(victim), "%s/root-only", f.dir);
+	in = root_only(victim, 16 * MIB);
+	repo_file("test/integration/support/fake-qemu", fake, sizeof(fake));
+	snprintf(out, sizeof(out), "%s/fake.out", f.dir);
+	{
+		char size[32], uid[16];
+		char *argv[] = { fake, sock, ram, size, _i ? "running" : "inmigrate", victim,
+				 "--as", uid, NULL };
+
+		snprintf(size, sizeof(size), "%llu", 16 * MIB);
+		snprintf(uid, sizeof(uid), "%d", OTHER_UID);
+		ck_assert_int_eq(tu_spawn(&p, out, argv), 0);
+	}
+	for (rc = 0; rc < 200 && !tu_exists(sock); rc++)
+		usleep(50 * 1000);
+	ck_assert_msg(tu_exists(sock), "fake-qemu did not listen");
+	rc = qmp_command(&f, _i, sock, NULL, said, sizeof(said));
+	text = tu_slurp(out, NULL);
+	tu_kill(&p, SIGKILL);
+	tu_wait(&p, 5000);
+	ck_assert_msg(text && strstr(text, "swapped"), "the fake never swapped: %s",
+		      text ? text : "");
+	never_opened(in, victim, _i ? "migrate-send" : "migrate-recv");
+	ck_assert_msg(rc == 2 && strstr(said, "symbolic link"), "exit %d: %s", rc, said);
+	root_untouched(victim, 16 * MIB);
+	printf("local: %s --qmp, a hostile QEMU links its RAM file's name to a root-only file "
+	       "between the look and the open -> %s\n", _i ? "migrate-send" : "migrate-recv",
+	       said);
+	free(text);
+	close(in);
+	lx_free(&f);
+}
+END_TEST
+
 /* ---- a reused pid ------------------------------------------------------------------- */
 
 /* A process that records every SIGCONT it gets in @mark. */
@@ -783,6 +1051,8 @@ Suite *local_suite(void)
 	tcase_add_test(tc, filled_mid_migration_fails_alone);
 	tcase_add_test(tc, limits_hold_by_default);
 	tcase_add_test(tc, reused_pid_gets_no_signal);
+	tcase_add_loop_test(tc, qmp_ram_name_swapped, 0, 2);
+	tcase_add_loop_test(tc, qmp_name_swapped_between_look_and_open, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

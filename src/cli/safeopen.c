@@ -1,0 +1,167 @@
+#include "safeopen.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* With RESOLVE_IN_ROOT the kernel asks to try again when a rename raced
+ * the walk. */
+#define RACE_TRIES 8
+
+static int openat2_(int dirfd, const char *path, int flags, unsigned resolve)
+{
+	struct open_how how = { .flags = (unsigned)flags, .resolve = resolve };
+	int i, fd = -1;
+
+	for (i = 0; i < RACE_TRIES; i++) {
+		fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+		if (fd >= 0 || errno != EAGAIN)
+			break;
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+static int walk_fail(int rc, const char *path, char *err, size_t errlen)
+{
+	if (rc == -ELOOP)
+		return cli_errf(err, errlen, rc, "%s: a symbolic link is in the path (the file or "
+				"one of its directories), and none is followed: give the path "
+				"without links", path);
+	if (rc == -ENOSYS)
+		return cli_errf(err, errlen, rc, "%s: this kernel has no openat2 (Linux 5.6 and "
+				"later), which opening files safely needs", path);
+	if (rc == -EXDEV)
+		return cli_errf(err, errlen, rc, "%s: the path leads out of QEMU's root", path);
+	return cli_errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
+}
+
+/* /proc/PID/NAME's directory, without following anything on the way. */
+static int proc_dir(int pid, const char *name, int flags)
+{
+	char p[64];
+	int dir, fd;
+
+	snprintf(p, sizeof(p), "/proc/%d", pid);
+	dir = openat2_(AT_FDCWD, p, O_PATH | O_DIRECTORY | O_CLOEXEC,
+		       RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+	if (dir < 0)
+		return dir;
+	/* The magic link itself (fd/N, root) is the point: it is QEMU's
+	 * file, or QEMU's root, whatever names point there. */
+	fd = openat(dir, name, flags | O_PATH | O_CLOEXEC);
+	fd = fd < 0 ? -errno : fd;
+	close(dir);
+	return fd;
+}
+
+/* An O_PATH descriptor of what @path names, or -errno. */
+static int resolve(const char *path, bool follow)
+{
+	int pid, n = 0, fd, root;
+	char name[32];
+
+	if (follow) {
+		fd = open(path, O_PATH | O_CLOEXEC);
+		return fd < 0 ? -errno : fd;
+	}
+
+	if (sscanf(path, "/proc/%d/fd/%31[0-9]%n", &pid, name, &n) == 2 && !path[n] && pid > 0) {
+		char rel[40];
+
+		snprintf(rel, sizeof(rel), "fd/%s", name);
+		return proc_dir(pid, rel, 0);
+	}
+	n = 0;
+	if (sscanf(path, "/proc/%d/root%n", &pid, &n) == 1 && n && path[n] == '/' && pid > 0) {
+		root = proc_dir(pid, "root", O_DIRECTORY);
+		if (root < 0)
+			return root;
+		fd = openat2_(root, path + n, O_PATH | O_CLOEXEC,
+			      RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+		close(root);
+		return fd;
+	}
+	return openat2_(AT_FDCWD, path, O_PATH | O_CLOEXEC,
+			RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+}
+
+static const char *kind_of(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : S_ISFIFO(m) ? "a FIFO" :
+	       S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symbolic link" : "not a plain file";
+}
+
+/* What @fd (O_PATH) names must be the regular file @how wants. */
+static int check(int fd, const char *path, const struct sopen_how *how, struct stat *st,
+		 char *err, size_t errlen)
+{
+	if (fstat(fd, st))
+		return cli_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st->st_mode))
+		return cli_errf(err, errlen, -EINVAL, "%s is %s, not a regular file: refused "
+				"before it was opened", path, kind_of(st->st_mode));
+	if (how && how->ino && (st->st_dev != how->dev || st->st_ino != how->ino))
+		return cli_errf(err, errlen, -ESTALE, "%s is no longer the file QEMU maps (device "
+				"%u:%u inode %llu, found device %u:%u inode %llu): it was replaced "
+				"since QEMU's RAM was looked at", path, major(how->dev),
+				minor(how->dev), (unsigned long long)how->ino, major(st->st_dev),
+				minor(st->st_dev), (unsigned long long)st->st_ino);
+	if (how && how->ours && st->st_uid != geteuid())
+		return cli_errf(err, errlen, -EPERM, "%s belongs to uid %u, not to us (uid %u): "
+				"another user's file is never written into; remove it or give a "
+				"path of your own", path, (unsigned)st->st_uid, (unsigned)geteuid());
+	/* A second name elsewhere could be another user's way in (a hard
+	 * link they made to our file, where protected_hardlinks is off). */
+	if (how && how->ours && st->st_nlink != 1)
+		return cli_errf(err, errlen, -EPERM, "%s has %lu names (hard links): give a file "
+				"with one", path, (unsigned long)st->st_nlink);
+	return 0;
+}
+
+int sopen_stat(const char *path, struct stat *st, char *err, size_t errlen)
+{
+	int fd = resolve(path, false), rc;
+
+	if (fd < 0)
+		return walk_fail(fd, path, err, errlen);
+	rc = check(fd, path, NULL, st, err, errlen);
+	close(fd);
+	return rc;
+}
+
+int sopen_file(const char *path, const struct sopen_how *how, struct stat *st, char *err,
+	       size_t errlen)
+{
+	char self[64];
+	struct stat now;
+	int pfd = resolve(path, how->follow), fd, rc;
+
+	if (pfd < 0)
+		return walk_fail(pfd, path, err, errlen);
+	rc = check(pfd, path, how, st, err, errlen);
+	if (rc) {
+		close(pfd);
+		return rc;
+	}
+	/* Through the descriptor: the file checked, whatever the name says
+	 * by now. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, how->flags | O_CLOEXEC | O_NOCTTY);
+	rc = fd < 0 ? -errno : 0;
+	close(pfd);
+	if (rc)
+		return cli_errf(err, errlen, rc, "cannot open %s: %s", path, strerror(-rc));
+	if (fstat(fd, &now) || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+		close(fd);
+		return cli_errf(err, errlen, -ESTALE, "%s changed while it was opened", path);
+	}
+	return fd;
+}
