@@ -123,6 +123,12 @@ static int on_ring(struct rdmig_source *s, const Rdmig__StateRing *m)
 	if (!(s->ss.caps & PD_CAP_STATE_RING) || r->size)
 		return rd_err_set(&s->ss.err, -EPROTO, "STATE_RING %s", r->size ? "a second time" :
 				  "without the capability");
+	/* An honest destination offers its ring once it runs, after its
+	 * BLOCK_MAP_RESP: before that it has not proved the key, and nothing
+	 * of ours is registered for a host that has not. */
+	if (s->state < SRC_CHANNELS)
+		return rd_err_set(&s->ss.err, -EPROTO, "STATE_RING before the block map's answer "
+				  "(the destination has not proved the key yet)");
 	r->raddr = m->addr;
 	r->rkey = m->rkey;
 	r->size = m->size;

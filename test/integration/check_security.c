@@ -479,6 +479,48 @@ START_TEST(replay_refused)
 }
 END_TEST
 
+/* A destination that offers its device-state ring (STATE_RING) as its first
+ * frame, before it proved the key (it has none): the source answers with
+ * an ERROR and registers nothing for it; the ring is taken only after the
+ * block map's answer, which comes only after authentication.  Before
+ * (2cee698) the source acted on STATE_RING in any state and registered its
+ * ring for whoever sent it first (security round 4, issue 30). */
+START_TEST(state_ring_before_auth_refused)
+{
+	struct sx f;
+	char key[320], src[320], rs[400], port[32], eaddr[80], line[2048], one[4096], *err;
+	int code, sc;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	snprintf(src, sizeof(src), "%s/ram", f.dir);
+	write_key(key);
+	write_random(src, MIB, 12);
+	snprintf(f.addr, sizeof(f.addr), "%s:1", tu_addr());
+	sx_evil(&f, "ring", "ring", (const char *const[]){ "--listen", tu_addr(), "--timeout",
+							   "5000", NULL });
+	if (tu_wait_line(f.evil.err, "evil_peer: listening on port ", port, sizeof(port),
+			 20000)) {
+		tu_run_dump(&f.evil, "evil_peer");
+		ck_abort_msg("evil_peer did not listen");
+	}
+	snprintf(eaddr, sizeof(eaddr), "%s:%s", tu_addr(), port);
+	snprintf(rs, sizeof(rs), "ram=%s", src);
+	sx_send(&f, eaddr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+						  "5", NULL });
+	code = evil_result(&f, 60000, line, sizeof(line));
+	sc = tu_run_finish(&f.send, 30000);
+	err = tu_slurp(f.send.err, NULL);
+	printf("security: STATE_RING before authentication: attacker exit %d: %s | migrate-send "
+	       "exit %d: %s\n", code, line, sc, flat(err, one, sizeof(one)));
+	ck_assert_msg(code == 1, "the source took the ring: %s", line);
+	ck_assert_msg(sc != 0 && err && strstr(err, "STATE_RING before"), "migrate-send exit %d: "
+		      "%s", sc, err ? err : "");
+	free(err);
+	sx_free(&f);
+}
+END_TEST
+
 /* ---- handshakes that never end ----------------------------------------------------------- */
 
 /* Six connections that request AUTH and only ever send KEEPALIVEs, against
@@ -1318,6 +1360,7 @@ Suite *security_suite(void)
 
 	tcase_set_timeout(tc, 150);
 	tcase_add_test(tc, replay_refused);
+	tcase_add_test(tc, state_ring_before_auth_refused);
 	tcase_add_test(tc, held_connections_dropped);
 	tcase_add_test(tc, huge_rings_bounded);
 	tcase_add_test(tc, limits_refused_at_block_map);

@@ -805,9 +805,50 @@ static int replay(struct peer *dst, const struct opts *o, const struct answer *a
 	}
 }
 
-static int harvest(const struct opts *o)
+/* Listens on --listen as a destination would, prints the port, and takes
+ * the first source's connection request: its REQUEST decoded and the
+ * version to speak.  @l is the caller's to destroy. */
+static int take_source(const struct opts *o, struct fab_listener **l, struct peer *src,
+		       struct pd_request *req, uint16_t *version, struct rd_err *e)
+{
+	int rc = fab_listen(l, o->lhost, "0", e);
+
+	if (rc)
+		return rc;
+	fprintf(stderr, "evil_peer: listening on port %u\n", fab_listener_port(*l));
+	rc = fab_get_request(*l, rd_deadline(timeout_ms * 3), &src->fc, e);
+	if (rc)
+		return rd_err_set(e, rc, "no source came: %s", e->msg);
+	memcpy(src->priv, src->fc->peer_priv, src->fc->peer_priv_len);
+	src->priv_len = src->fc->peer_priv_len;
+	if (pd_decode_request(src->priv, src->priv_len, req, e))
+		return rd_err_set(e, -EPROTO, "cannot speak to this source: %s", e->msg);
+	*version = choose_version(o, req->ver_min, req->ver_max);
+	if (!*version)
+		return rd_err_set(e, -EPROTONOSUPPORT, "cannot speak to this source: no common "
+				  "version");
+	return 0;
+}
+
+/* Accepts the source with @accb (@acc decoded) and waits until it is
+ * established. */
+static int accept_source(struct peer *src, const struct pd_request *req,
+			 const struct pd_accept *acc, const uint8_t *accb, size_t acc_len)
 {
 	struct fab_caps caps = { .sq_depth = NTX + 2, .rq_depth = 16 };
+	int rc;
+
+	src->w.rx_size = acc->ctrl_msg_max < 65536 ? acc->ctrl_msg_max : 65536;
+	rc = fab_accept(src->fc, &caps, accb, acc_len, src_pre_accept, src);
+	if (!rc)
+		rc = fab_wait_established(src->fc, rd_deadline(timeout_ms));
+	if (!rc)
+		src->w.credits = req->ctrl_depth;
+	return rc;
+}
+
+static int harvest(const struct opts *o)
+{
 	struct peer src, dst;
 	struct fab_listener *l = NULL;
 	struct pd_request req;
@@ -825,22 +866,9 @@ static int harvest(const struct opts *o)
 
 	memset(&src, 0, sizeof(src));
 	memset(&dst, 0, sizeof(dst));
-	rc = fab_listen(&l, o->lhost, "0", &e);
-	if (rc)
-		return result(2, "variant=%s setup=\"%s\"", variant, quoted(e.msg, q1, sizeof(q1)));
-	fprintf(stderr, "evil_peer: listening on port %u\n", fab_listener_port(l));
-	rc = fab_get_request(l, rd_deadline(timeout_ms * 3), &src.fc, &e);
+	rc = take_source(o, &l, &src, &req, &version, &e);
 	if (rc) {
-		code = result(2, "variant=%s setup=\"no source came: %s\"", variant,
-			      quoted(e.msg, q1, sizeof(q1)));
-		goto out;
-	}
-	memcpy(src.priv, src.fc->peer_priv, src.fc->peer_priv_len);
-	src.priv_len = src.fc->peer_priv_len;
-	if (pd_decode_request(src.priv, src.priv_len, &req, &e) ||
-	    !(version = choose_version(o, req.ver_min, req.ver_max))) {
-		code = result(2, "variant=%s setup=\"cannot speak to this source: %s\"", variant,
-			      quoted(e.msg[0] ? e.msg : "no common version", q1, sizeof(q1)));
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(e.msg, q1, sizeof(q1)));
 		goto out;
 	}
 	memcpy(reqb, src.priv, PD_REQUEST_LEN);
@@ -874,16 +902,12 @@ static int harvest(const struct opts *o)
 		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(e.msg, q1, sizeof(q1)));
 		goto out;
 	}
-	src.w.rx_size = acc.ctrl_msg_max < 65536 ? acc.ctrl_msg_max : 65536;
-	rc = fab_accept(src.fc, &caps, accb, acc_len, src_pre_accept, &src);
-	if (!rc)
-		rc = fab_wait_established(src.fc, rd_deadline(timeout_ms));
+	rc = accept_source(&src, &req, &acc, accb, acc_len);
 	if (rc) {
 		code = result(2, "variant=%s setup=\"accepting the source: %s\"", variant,
 			      quoted(src.fc->err->msg, q1, sizeof(q1)));
 		goto out;
 	}
-	src.w.credits = req.ctrl_depth;
 	if (version == 1) {
 		Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
 		static const uint8_t zero[V1_NONCE_LEN];
@@ -934,6 +958,75 @@ static int harvest(const struct opts *o)
 			      quoted(src.said, q2, sizeof(q2)));
 out:
 	peer_close(&dst);
+	peer_close(&src);
+	fab_listener_destroy(l);
+	return code;
+}
+
+/* ---- ring: a state ring offered before the key is proved ----------------------------- */
+
+/* Poses as a destination that grants STATE_RING and offers its ring as the
+ * first frame, before it has proved the key (it cannot: it has none).
+ * Succeeded: the source took it (no ERROR naming it within the time a
+ * source needs to act on a frame) and went on with its authentication;
+ * refused: it answered with an ERROR about the ring or hung up. */
+static int ring(const struct opts *o)
+{
+	Rdmig__StateRing sr = RDMIG__STATE_RING__INIT;
+	struct peer src;
+	struct fab_listener *l = NULL;
+	struct pd_request req;
+	struct pd_accept acc;
+	struct rd_err e = { "" };
+	uint8_t accb[PD_ACCEPT_LEN] = { 0 };
+	uint64_t ring_mem[1024] = { 0 };
+	int64_t deadline;
+	struct frame f;
+	char q1[1200];
+	uint16_t version;
+	int rc, code = 2;
+
+	memset(&src, 0, sizeof(src));
+	rc = take_source(o, &l, &src, &req, &version, &e);
+	if (rc || version < 2) {
+		code = result(2, "setup=\"%s\"", quoted(rc ? e.msg : "the source speaks version 1",
+							  q1, sizeof(q1)));
+		goto out;
+	}
+	acc = (struct pd_accept){ .version = version, .ctrl_depth = 16, .ctrl_msg_max = 65536,
+				  .caps = req.caps & (PD_CAP_ZERO_PAGES | PD_CAP_AUTH |
+						      PD_CAP_STATE_RING) };
+	/* A fresh challenge, as a real destination's: the source answers it
+	 * and then waits for our proof, which never comes. */
+	randombytes_buf(acc.nonce, sizeof(acc.nonce));
+	pd_encode_accept(&acc, accb, sizeof(accb));
+	if (!(acc.caps & PD_CAP_STATE_RING) || accept_source(&src, &req, &acc, accb, PD_ACCEPT_LEN)) {
+		code = result(2, "setup=\"the source asks no STATE_RING, or accepting it failed\"");
+		goto out;
+	}
+	sr.addr = (uint64_t)(uintptr_t)ring_mem;
+	sr.rkey = 0x1234;
+	sr.size = 64u << 10;
+	rc = send_msg(&src, CT_STATE_RING, &sr.base, -1);
+	if (rc) {
+		code = result(2, "setup=\"cannot send STATE_RING: %s\"", strerror(-rc));
+		goto out;
+	}
+	note("offered a state ring before any authentication");
+	/* A source acts on a frame within a step: a second is plenty. */
+	deadline = rd_deadline(1000);
+	while (!(rc = next_frame(&src, &f, deadline))) {
+		note("the source sent %s", ctrl_type_name(f.h.type));
+		ctrl_msg_free(NULL, f.m);
+		if (f.h.type == CT_ERROR)
+			break;
+	}
+	if (src.said[0] || rc == -ECONNRESET)
+		code = result(1, "source-said=\"%s\"", quoted(src.said[0] ? src.said :
+				"nothing (it hung up)", q1, sizeof(q1)));
+	else
+		code = result(0, "source-said=nothing frames=%" PRIu64, src.w.frames_in);
+out:
 	peer_close(&src);
 	fab_listener_destroy(l);
 	return code;
@@ -1543,6 +1636,10 @@ int main(int argc, char **argv)
 		bound = (unsigned)(timeout_ms / 1000) * 6 + 10;
 		alarm(bound);
 		return harvest(&o);
+	}
+	if (!strcmp(o.mode, "ring")) {
+		alarm((unsigned)(timeout_ms / 1000) * 4 + 10);
+		return ring(&o);
 	}
 	if (!strcmp(o.mode, "hold")) {
 		if (o.seconds < 1)
