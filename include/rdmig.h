@@ -157,7 +157,21 @@ struct rdmig_config {
 	 * itself). */
 	rdmig_dirty_sync_fn dirty_sync;
 	void *dirty_ctx;
+	/* Since 0.3.0. */
+	/* Source: device-state bytes it sends at most.  Announced to the
+	 * destination, which holds the source to it (more fails the
+	 * migration) and may reserve room for that much;
+	 * rdmig_source_write_state() refuses more with -EFBIG.  0: no device
+	 * state at all; RDMIG_STATE_UNSAID (the default): not announced. */
+	uint64_t state_max;
 };
+
+#define RDMIG_STATE_UNSAID UINT64_MAX
+/* What a destination registers for device state besides its pages, when it
+ * takes state (a state callback): a ring the source writes into.  With its
+ * two control rings (ctrl_depth x ctrl_msg_max each) that is what one
+ * migration pins beyond pinned_cap. */
+#define RDMIG_STATE_RING_BYTES (4u << 20)
 
 enum rdmig_populate {
 	RDMIG_POPULATE_PIN_ALL = 0, /* in pin-all mode, which pins every page anyway */
@@ -254,6 +268,11 @@ struct rdmig_stats {
 	uint64_t last_iter_bytes;
 	uint64_t last_iter_zero_pages;
 	uint64_t last_iter_ms;
+	/* Since 0.3.0: the device-state bytes the source announced it sends
+	 * at most (its config's state_max; on the destination from the block
+	 * map on, so the admit callback can reserve room for them), or
+	 * RDMIG_STATE_UNSAID. */
+	uint64_t state_max;
 };
 
 /* ---- source ---------------------------------------------------------- */

@@ -160,6 +160,15 @@ void ds_limit(struct devstate *d, uint64_t max)
 	d->max = max;
 }
 
+uint64_t ds_bytes(const struct devstate *d)
+{
+	switch (d->kind) {
+	case DS_SRC_FILE: return d->none ? 0 : (uint64_t)d->len;
+	case DS_SRC_QEMU: return UINT64_MAX;
+	default: return d->written;
+	}
+}
+
 /* ---- preparation ------------------------------------------------------------- */
 
 /* FILE.part, made by us alone (O_EXCL): one another user made first would

@@ -52,6 +52,10 @@ int ds_dst_qemu(struct devstate **out, struct qmp *q, bool start, int timeout_ms
 bool ds_takes_state(const struct devstate *d);
 /* Destination: the device state taken at most (0: no limit). */
 void ds_limit(struct devstate *d, uint64_t max);
+/* Source: the bytes it will send at most, announced to the destination (a
+ * file's size, 0 without state), or UINT64_MAX when not known (QEMU).
+ * Destination: the bytes taken so far. */
+uint64_t ds_bytes(const struct devstate *d);
 
 int ds_prepare(struct devstate *d, char *err, size_t errlen);
 int ds_start(struct devstate *d, char *err, size_t errlen);

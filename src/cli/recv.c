@@ -165,6 +165,8 @@ struct mig {
 				 * is the only copy, whatever happens next */
 	uint64_t image_bytes;   /* from admission: counted against the totals */
 	uint64_t pin_bytes;     /* ... the most it may pin */
+	uint64_t state_room;    /* ... the device state it may write to a file */
+	dev_t state_dev;        /* ... on this filesystem */
 	bool final;             /* refused after it proved itself: single mode ends */
 };
 
@@ -436,17 +438,23 @@ static const struct cli_ram *find_ram(const struct dst_ends *e, const char *name
 /* ---- room: what the image files may still claim ------------------------------- */
 
 /* Bytes the files of admitted migrations on device @dev may still take from
- * it as their data lands, @skip's file excepted. */
+ * it as their data lands, @skip's file excepted: their images' holes, and
+ * the device state each may still write. */
 static uint64_t promised(const struct app *a, dev_t dev, const struct cli_ram *skip)
 {
 	const struct mig *m;
-	uint64_t sum = 0;
+	uint64_t sum = 0, took;
 	unsigned i;
 
-	for (m = a->migs; m; m = m->next)
+	for (m = a->migs; m; m = m->next) {
 		for (i = 0; m->admitted && i < m->nfiles; i++)
 			if (&m->files[i] != skip && m->files[i].host && m->files[i].dev == dev)
 				sum += img_unallocated(&m->files[i]);
+		if (!m->admitted || !m->state_room || m->state_dev != dev)
+			continue;
+		took = m->ds ? ds_bytes(m->ds) : 0;
+		sum += took < m->state_room ? m->state_room - took : 0;
+	}
 	return sum;
 }
 
@@ -1017,18 +1025,38 @@ static int check_totals(struct mig *m, char *err, size_t errlen)
 	return 0;
 }
 
-/* The image must fit its filesystem beside the images in progress: the
- * whole image for --ram-dir, the holes of files given with --ram or QEMU's. */
-static int admit_room(struct mig *m, char *err, size_t errlen)
+/* The filesystem holding @path (0 when it cannot be told). */
+static dev_t fs_dev(const char *path)
+{
+	uint64_t avail;
+	dev_t dev;
+
+	return img_fs_free(path, &avail, &dev) ? 0 : dev;
+}
+
+/* The image and the device state must fit their filesystems beside the
+ * migrations in progress: the whole image for --ram-dir, the holes of
+ * files given with --ram or QEMU's, and the state's room (where the state
+ * file is on an image's filesystem, both together). */
+static int admit_room(struct mig *m, const char *state_dir, char *err, size_t errlen)
 {
 	const struct app *a = m->app;
-	uint64_t need;
+	uint64_t need, state = m->state_room;
 	unsigned i, j;
 	int rc;
 
-	if (a->o.ram_dir)
-		return check_room(m, a->o.ram_dir, "the image", m->image_bytes, NULL, err, errlen);
-	for (i = 0; i < m->nfiles; i++) {
+	if (a->o.ram_dir) {
+		need = m->image_bytes;
+		if (state && m->state_dev == fs_dev(a->o.ram_dir)) {
+			need += state;
+			state = 0;
+		}
+		rc = check_room(m, a->o.ram_dir, state == m->state_room ? "the image" :
+				"the image and its device state", need, NULL, err, errlen);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; !a->o.ram_dir && i < m->nfiles; i++) {
 		for (j = 0; j < i && m->files[j].dev != m->files[i].dev; j++)
 			;
 		if (j < i)
@@ -1036,11 +1064,67 @@ static int admit_room(struct mig *m, char *err, size_t errlen)
 		for (need = 0, j = i; j < m->nfiles; j++)
 			if (m->files[j].dev == m->files[i].dev)
 				need += img_unallocated(&m->files[j]);
+		if (state && m->state_dev == m->files[i].dev) {
+			need += state;
+			state = 0;
+		}
 		rc = check_room(m, m->files[i].path, "the image", need, NULL, err, errlen);
 		if (rc)
 			return rc;
 	}
-	return 0;
+	return state ? check_room(m, state_dir, "the device state", state, NULL, err, errlen) : 0;
+}
+
+/* Where the device state goes as a file (the daemon's DIR/N/state, or
+ * --state-out FILE's directory in @dir), and the room to keep for it: what
+ * the source announced, up to --max-state (the library holds the source
+ * to its word), or --max-state when it said nothing.  0 when the state
+ * goes to QEMU or standard output, or without a bound (--max-state 0 and
+ * nothing said). */
+static uint64_t state_room(struct mig *m, char *dir, size_t len)
+{
+	const struct app *a = m->app;
+	struct rdmig_stats st = { .size = sizeof(st) };
+	uint64_t max = a->o.max_state;
+
+	if (a->o.daemon)
+		snprintf(dir, len, "%s", a->o.ram_dir);
+	else if (a->o.state_out && strcmp(a->o.state_out, "-")) {
+		char tmp[PATH_MAX];
+
+		snprintf(tmp, sizeof(tmp), "%s", a->o.state_out);
+		snprintf(dir, len, "%s", dirname(tmp));
+	} else {
+		return 0;
+	}
+	rdmig_dest_stats(m->d, &st);
+	return st.state_max == RDMIG_STATE_UNSAID ? max : st.state_max;
+}
+
+/* A source that announces more device state than --max-state takes is
+ * refused before anything moves. */
+static int check_state_max(const struct mig *m, char *err, size_t errlen)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+	uint64_t max = m->app->o.max_state;
+	char x[32], y[32];
+
+	rdmig_dest_stats(m->d, &st);
+	if (!max || st.state_max == RDMIG_STATE_UNSAID || st.state_max <= max)
+		return 0;
+	return cli_errf(err, errlen, -EFBIG, "the source announces %s of device state, more "
+			"than --max-state %s", cli_fmt_bytes(st.state_max, x, sizeof(x)),
+			cli_fmt_bytes(max, y, sizeof(y)));
+}
+
+/* Registrations a migration makes besides its pages (rdmig(3)): its two
+ * control rings, and the device-state ring when it takes state. */
+static uint64_t fixed_pins(const struct app *a)
+{
+	struct rdmig_config c;
+
+	rdmig_config_init(&c);
+	return 2ull * c.ctrl_depth * c.ctrl_msg_max + (a->e.takes_state ? RDMIG_STATE_RING_BYTES : 0);
 }
 
 static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen)
@@ -1048,10 +1132,13 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 	struct mig *m = ctx;
 	struct app *a = m->app;
 	uint64_t cap = a->o.pinned_cap;
+	char state_dir[PATH_MAX];
 	int rc;
 
 	m->image_bytes = image_bytes;
-	m->pin_bytes = cap && cap < image_bytes ? cap : image_bytes;
+	m->pin_bytes = (cap && cap < image_bytes ? cap : image_bytes) + fixed_pins(a);
+	m->state_room = state_room(m, state_dir, sizeof(state_dir));
+	m->state_dev = m->state_room ? fs_dev(state_dir) : 0;
 	if (!a->o.daemon && a->admitted) {
 		snprintf(errbuf, errlen, "busy: another source is migrating to this destination");
 		return -EBUSY;
@@ -1061,9 +1148,11 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 			 a->admitted);
 		return -EBUSY;
 	}
-	rc = check_totals(m, errbuf, errlen);
+	rc = check_state_max(m, errbuf, errlen);
 	if (!rc)
-		rc = admit_room(m, errbuf, errlen);
+		rc = check_totals(m, errbuf, errlen);
+	if (!rc)
+		rc = admit_room(m, state_dir, errbuf, errlen);
 	if (rc) {
 		/* The source this run waits for sent an image that cannot be
 		 * taken here: waiting on would not change that. */
@@ -1080,6 +1169,10 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 		m->final = m->usage_err = true;
 		return rc;
 	}
+	/* No more than its room: the library stops a source that passes what
+	 * it announced, this one that passes what was reserved for it. */
+	if (m->state_room)
+		ds_limit(m->ds, m->state_room);
 	m->admitted = true;
 	a->handshakes--;
 	a->admitted++;

@@ -1308,6 +1308,8 @@ static int create_source(struct sender *x)
 	cfg.progress_ctx = x;
 	cfg.progress_ms = 100;
 	cfg.max_bandwidth = x->o.max_bandwidth;
+	/* Said up front: a destination reserves room for it. */
+	cfg.state_max = ds_bytes(x->e.ds);
 	rc = rdmig_source_create(&x->s, &cfg);
 	if (rc)
 		return cli_usage("%s", x->s ? rdmig_source_error(x->s) : strerror(-rc));

@@ -24,6 +24,7 @@ static void config_defaults(struct rdmig_config *cfg)
 	cfg->max_writes = 256;
 	cfg->log_level = RDMIG_LOG_INFO;
 	cfg->step_us = 10000;
+	cfg->state_max = RDMIG_STATE_UNSAID;
 }
 
 void rdmig_config_init_sized(struct rdmig_config *cfg, size_t size)

@@ -46,6 +46,7 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 	*out = NULL;
 	if (!d)
 		return -ENOMEM;
+	d->state_max = RDMIG_STATE_UNSAID; /* until the block map says */
 	rc = sess_init(&d->ss, cfg, "source");
 	if (!rc)
 		rc = dst_state_init(d);

@@ -180,6 +180,8 @@ struct rdmig_dest {
 
 	uint32_t iteration;
 	uint64_t state_bytes;
+	uint64_t state_max;     /* the source's announced bound (STATE_BOUND), or
+				 * RDMIG_STATE_UNSAID */
 	struct dst_sring sring;
 	atomic_bool state_paused;   /* rdmig_dest_pause_state(), any thread */
 

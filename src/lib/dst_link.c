@@ -187,7 +187,7 @@ int dst_link_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_
 	uint8_t priv[PD_ACCEPT_LEN];
 	uint32_t local = PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES | PD_CAP_VERIFY | PD_CAP_PAGES |
 			 PD_CAP_PROGRESS | (d->ss.cfg.auth_key ? PD_CAP_AUTH : 0) |
-			 (d->ss.cfg.state ? PD_CAP_STATE_RING : 0) |
+			 (d->ss.cfg.state ? PD_CAP_STATE_RING : 0) | PD_CAP_STATE_BOUND |
 			 (d->ss.cfg.channels > 1 ? PD_CAP_MULTI_CHANNEL : 0);
 	int rc;
 

@@ -138,6 +138,12 @@ static int admit_image(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 		return rd_err_set(&d->ss.err, -EPROTO, "BLOCK_MAP_REQ: piece_shift %u does not "
 				  "fit the %s mode", r->piece_shift,
 				  (d->ss.caps & PD_CAP_PIN_ALL) ? "pin-all" : "dynamic");
+	/* What the source says it sends at most: the application may reserve
+	 * room for it, and more fails the migration (dst_state.c). */
+	d->state_max = (d->ss.caps & PD_CAP_STATE_BOUND) ? r->state_max : RDMIG_STATE_UNSAID;
+	pthread_mutex_lock(&d->ss.stats.lock);
+	d->ss.stats.st.state_max = d->state_max;
+	pthread_mutex_unlock(&d->ss.stats.lock);
 	if (!c->admit)
 		return 0;
 	cfg_cb_enter(&f, c);

@@ -14,13 +14,18 @@
  * between calls, so a slow callback is cut at this granularity. */
 #define RING_SLICE (256u << 10)
 
-/* The state callback takes @len bytes at @data. */
+/* The state callback takes @len bytes at @data, unless they run past what
+ * the source announced: the application may have reserved no more room
+ * than that. */
 static int deliver(struct rdmig_dest *d, const void *data, size_t len)
 {
 	char msg[RD_ERRLEN] = "";
 	struct cfg_cb_frame f;
 	int rc;
 
+	if (d->state_max != RDMIG_STATE_UNSAID && len > d->state_max - d->state_bytes)
+		return rd_err_set(&d->ss.err, -EPROTO, "the source sent more device state than "
+				  "the %" PRIu64 " bytes it announced", d->state_max);
 	cfg_cb_enter(&f, &d->ss.cfg);
 	rc = d->ss.cfg.state(d->ss.cfg.state_ctx, data, len, msg, sizeof(msg));
 	cfg_cb_leave(&f);

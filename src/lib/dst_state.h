@@ -17,7 +17,7 @@ struct rdmig_dest;
 
 /* The ring's size: what the source may have written and we not yet
  * handed over (several of its writes in flight). */
-#define DST_STATE_RING (4u << 20)
+#define DST_STATE_RING RDMIG_STATE_RING_BYTES
 
 /* STATE or STATE_WRITTEN: delivered, or made the job in hand (d->job)
  * when paused or, for the ring, always (its message must live until

@@ -27,7 +27,10 @@ enum pd_cap {
 	/* The destination offers a ring that device state is written into
 	 * with RDMA WRITE (STATE_RING, STATE_WRITTEN, STATE_TAKEN). */
 	PD_CAP_STATE_RING = 1u << 7,
-	PD_CAP_KNOWN = 0xff
+	/* The source says in BLOCK_MAP_REQ how much device state it sends at
+	 * most (state_max, 0: none), and the destination holds it to that. */
+	PD_CAP_STATE_BOUND = 1u << 8,
+	PD_CAP_KNOWN = 0x1ff
 };
 
 enum pd_reason {

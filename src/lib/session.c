@@ -22,6 +22,8 @@ int sess_init(struct session *ss, const struct rdmig_config *cfg, const char *pe
 	rc = cfg_load(&ss->cfg, cfg, &ss->err);
 	if (rc)
 		return rc;
+	/* A destination learns its source's at the block map. */
+	ss->stats.st.state_max = ss->cfg.state_max;
 	if (ss->cfg.auth_key) {
 		ss->key = auth_key_dup(ss->cfg.auth_key, ss->cfg.auth_key_len);
 		if (!ss->key)

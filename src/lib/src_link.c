@@ -73,7 +73,8 @@ static uint32_t requested_caps(const struct rdmig_source *s)
 	return (c->pin_all ? PD_CAP_PIN_ALL : 0) | (c->zero_pages ? PD_CAP_ZERO_PAGES : 0) |
 	       (c->auth_key ? PD_CAP_AUTH : 0) | (c->verify ? PD_CAP_VERIFY : 0) |
 	       (c->channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) | (c->pin_all ? 0 : PD_CAP_PAGES) |
-	       PD_CAP_PROGRESS | PD_CAP_STATE_RING;
+	       PD_CAP_PROGRESS | PD_CAP_STATE_RING |
+	       (c->state_max != RDMIG_STATE_UNSAID ? PD_CAP_STATE_BOUND : 0);
 }
 
 int src_link_prepare(struct rdmig_source *s, const char *host, const char *port)
@@ -295,6 +296,7 @@ static int send_block_map(struct rdmig_source *s)
 		req.blocks = ptrs;
 		req.chunk_shift = s->chunk_shift;
 		req.piece_shift = s->ss.cfg.pin_all ? s->slot_shift : 0;
+		req.state_max = (s->ss.caps & PD_CAP_STATE_BOUND) ? s->ss.cfg.state_max : 0;
 		rc = sess_send(&s->ss, CT_BLOCK_MAP_REQ, &req.base, "send BLOCK_MAP_REQ");
 	}
 	free(descs);

@@ -99,9 +99,16 @@ static ssize_t ring_write(struct rdmig_source *s, const void *data, size_t len)
 
 ssize_t src_state_write(struct rdmig_source *s, const void *data, size_t len)
 {
+	uint64_t max = s->ss.cfg.state_max, sent = s->ss.stats.st.state_bytes;
+
 	if (s->state < SRC_READY || s->state > SRC_ITER_END)
 		return rd_err_set(&s->ss.err, -ENOTCONN, "device state needs a connection "
 				  "before completion");
+	/* Only this thread writes the count. */
+	if (max != RDMIG_STATE_UNSAID && len > max - sent)
+		return rd_err_set(&s->ss.err, -EFBIG, "%zu more bytes of device state after %"
+				  PRIu64 " would pass the %" PRIu64 " announced (state_max)", len,
+				  sent, max);
 	if (!len || !ctrl_can_send(&s->ss.ch))
 		return 0;
 	return ring_ready(&s->sring) ? ring_write(s, data, len) : inline_write(s, data, len);

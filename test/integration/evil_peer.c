@@ -6,6 +6,7 @@
  * and keep the destination's completion queue from ever emptying.
  *
  *   evil_peer harvest HOST:PORT --variant zero|relay [--listen HOST]
+ *   evil_peer ring HOST:PORT [--listen HOST]
  *   evil_peer hold HOST:PORT N SECONDS
  *   evil_peer rings HOST:PORT [--depth N] [--msg-max BYTES] [--hold-ms MS]
  *   evil_peer bigmap HOST:PORT --key FILE [--size BYTES] [--pin-all]
@@ -13,10 +14,13 @@
  *   evil_peer pages HOST:PORT --variant outside|torn|index|honest [--size BYTES]
  *   evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]
  *                   [--zero-bytes BYTES]
+ *   evil_peer state HOST:PORT --key FILE [--announce BYTES] [--state-bytes BYTES]
+ *                   [--size BYTES]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
- * HOST:PORT is the real destination (migrate-recv).  harvest listens on
+ * HOST:PORT is the real destination (migrate-recv).  harvest (and ring, a
+ * fake destination alone: its HOST:PORT only names --listen's default) listens on
  * --listen (default: HOST) as a fake destination and prints
  * "evil_peer: listening on port N" on stderr for the source to be pointed
  * at.  Progress goes to stderr; stdout gets exactly one result line,
@@ -25,7 +29,8 @@
  * bound ran out.
  *
  * What "succeeded" means per mode: harvest, a BLOCK_MAP_RESP with a base
- * address arrived on the replayed connection; hold, a connection was still
+ * address arrived on the replayed connection; ring, the source took a
+ * STATE_RING offered before authentication without an ERROR; hold, a connection was still
  * open after SECONDS; rings, the destination kept the connection with the
  * ring asked for and sent frames on it (its send ring exists: the test
  * measures what that cost); bigmap, a BLOCK_MAP_RESP arrived; vanish,
@@ -37,7 +42,9 @@
  * that shows the attack path works); flood, the destination took
  * ZERO_RANGES and ITER_END for all of SECONDS without ending the
  * migration (whether its other work went on meanwhile is the test's to
- * see).  flood prints "evil_peer: flood: flooding ..." on stderr once it
+ * see); state, all of --state-bytes of device state (64 MiB) was sent
+ * without the destination ending the migration, after announcing
+ * --announce bytes (or nothing).  flood prints "evil_peer: flood: flooding ..." on stderr once it
  * starts, "evil_peer: flood: served ..." at the first ITER_ACK, and its
  * result line gives when the destination ended it
  * (dropped-at-ms, CLOCK_MONOTONIC, comparable with the test's clock).
@@ -136,6 +143,9 @@ struct opts {
 	uint32_t depth, chunk_shift;
 	int pin_all, hold_ms, n, seconds;
 	uint64_t zero_bytes;    /* flood: bytes one ZERO_RANGES covers */
+	uint64_t announce;      /* state: device state said in BLOCK_MAP_REQ
+				 * (UINT64_MAX: nothing said) */
+	uint64_t state_bytes;   /* state: device state sent */
 	uint8_t key[AUTH_KEY_MAX];
 	size_t key_len;
 };
@@ -605,6 +615,7 @@ static int send_block_map(struct peer *p, const struct opts *o, int claim)
 	req.n_blocks = 1;
 	req.blocks = bds;
 	req.chunk_shift = o->chunk_shift;
+	req.state_max = o->announce == UINT64_MAX ? 0 : o->announce;
 	return send_msg(p, CT_BLOCK_MAP_REQ, &req.base, claim);
 }
 
@@ -1502,11 +1513,86 @@ static int flood(const struct opts *o)
 	return rc;
 }
 
+/* ---- state: more device state than announced ------------------------------------------ */
+
+/* Bytes of device state in one STATE message: it must fit our send
+ * buffers. */
+#define STATE_PIECE 12288
+
+/* A keyed source with a one-page image that announces --announce bytes of
+ * device state (or says nothing) and sends --state-bytes in STATE
+ * messages, within the credits.  Succeeded: all of it went and the
+ * destination said nothing within a second after; refused: it ended the
+ * migration (the result line says after how many bytes, and why). */
+static int state(const struct opts *o)
+{
+	static uint8_t piece[STATE_PIECE];
+	Rdmig__State st = RDMIG__STATE__INIT;
+	uint32_t caps = PD_CAP_AUTH | (o->announce != UINT64_MAX ? PD_CAP_STATE_BOUND : 0);
+	uint64_t sent = 0;
+	uint8_t req[PD_REQUEST_LEN];
+	struct pd_accept acc;
+	struct peer p;
+	struct frame f;
+	int64_t quiet = 0;
+	char q[1200], said[32];
+	int rc;
+
+	memset(piece, 0x5e, sizeof(piece));
+	memset(&p, 0, sizeof(p));
+	rc = dial_source(&p, o, caps, FLOOD_DEPTH, 65536, FLOOD_DEPTH, 4096, req, &acc);
+	if (!rc && (acc.caps & PD_CAP_AUTH))
+		rc = authenticate(&p, o, acc.version, req);
+	if (!rc)
+		rc = send_block_map(&p, o, -1);
+	if (!rc)
+		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (rc) {
+		rc = result(1, "started=no dest-said=\"%s\"",
+			    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
+				   sizeof(q)));
+		peer_close(&p);
+		return rc;
+	}
+	ctrl_msg_free(NULL, f.m);
+	note("admitted; bound %s granted: sending %" PRIu64 " bytes of device state",
+	     (acc.caps & PD_CAP_STATE_BOUND) ? "" : "not", o->state_bytes);
+	st.data.data = piece;
+	for (;;) {
+		while ((rc = pump(&p, &f)) > 0)
+			ctrl_msg_free(NULL, f.m);
+		if (rc < 0 || p.said[0] || p.closed)
+			break;
+		if (sent == o->state_bytes) {
+			if (!quiet)
+				quiet = rd_deadline(1000);
+			if (rd_expired(quiet))
+				break;
+			usleep(1000);
+			continue;
+		}
+		st.data.len = o->state_bytes - sent < sizeof(piece) ? o->state_bytes - sent :
+			      sizeof(piece);
+		if (p.w.credits < 2 || send_msg(&p, CT_STATE, &st.base, -1)) {
+			usleep(200);
+			continue;
+		}
+		sent += st.data.len;
+	}
+	snprintf(said, sizeof(said), "%" PRIu64, o->announce);
+	rc = result(p.said[0] || p.closed ? 1 : 0, "announced=%s sent=%" PRIu64 " dest-said=\"%s\"",
+		    o->announce == UINT64_MAX ? "nothing" : said, sent,
+		    quoted(p.said[0] ? p.said : p.closed ? "disconnected" : "nothing", q, sizeof(q)));
+	peer_close(&p);
+	return rc;
+}
+
 /* ---- command line ------------------------------------------------------------------ */
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: evil_peer harvest HOST:PORT --variant zero|relay [--listen HOST]\n"
+		"       evil_peer ring HOST:PORT [--listen HOST]\n"
 		"       evil_peer hold HOST:PORT N SECONDS\n"
 		"       evil_peer rings HOST:PORT [--depth N] [--msg-max BYTES] [--hold-ms MS]\n"
 		"       evil_peer bigmap HOST:PORT --key FILE [--size BYTES] [--pin-all]\n"
@@ -1514,6 +1600,8 @@ static int usage(void)
 		"       evil_peer pages HOST:PORT --variant outside|torn|index|honest [--size BYTES]\n"
 		"       evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]\n"
 		"                       [--zero-bytes BYTES]\n"
+		"       evil_peer state HOST:PORT --key FILE [--announce BYTES] [--state-bytes BYTES]\n"
+		"                       [--size BYTES]\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
 }
@@ -1598,6 +1686,10 @@ static int parse(struct opts *o, int argc, char **argv)
 			o->seconds = atoi(argv[++i]);
 		} else if (!strcmp(a, "--zero-bytes") && v) {
 			o->zero_bytes = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(a, "--announce") && v) {
+			o->announce = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(a, "--state-bytes") && v) {
+			o->state_bytes = strtoull(argv[++i], NULL, 0);
 		} else if (!strcmp(a, "--chunk-shift") && v) {
 			o->chunk_shift = (uint32_t)atoi(argv[++i]);
 		} else if (!strcmp(a, "--pin-all")) {
@@ -1619,7 +1711,8 @@ static int parse(struct opts *o, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct opts o = { .size = 1u << 20, .depth = 64, .msg_max = 16u << 20, .hold_ms = 3000,
-			  .name = "ram", .chunk_shift = 20, .zero_bytes = 1u << 30 };
+			  .name = "ram", .chunk_shift = 20, .zero_bytes = 1u << 30,
+			  .announce = UINT64_MAX, .state_bytes = 64u << 20 };
 	unsigned bound;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1666,6 +1759,12 @@ int main(int argc, char **argv)
 			return usage();
 		alarm((unsigned)o.seconds + (unsigned)(timeout_ms / 1000) * 4 + 10);
 		return flood(&o);
+	}
+	if (!strcmp(o.mode, "state")) {
+		if (!o.key_path || read_key(&o))
+			return usage();
+		alarm((unsigned)(timeout_ms / 1000) * 4 + 120);
+		return state(&o);
 	}
 	if (!strcmp(o.mode, "vanish")) {
 		alarm((unsigned)(timeout_ms / 1000) * 5 + 10);

@@ -115,7 +115,7 @@ START_TEST(unknown_caps_and_reserved_are_ignored)
 	struct pd_accept a = { .version = 1, .caps = 0xffffffffu, .ctrl_depth = 2,
 			       .ctrl_msg_max = 4096 }, aout;
 
-	r.caps = 0xffffff00u | PD_CAP_MULTI_CHANNEL;
+	r.caps = (0xffffffffu & ~PD_CAP_KNOWN) | PD_CAP_MULTI_CHANNEL;
 	enc_req(&r);
 	pad[5] = 0xaa; /* reserved bytes: a later version may use them */
 	pad[6] = 0xbb;
@@ -343,9 +343,10 @@ START_TEST(caps_strings)
 	ck_assert_str_eq(pd_caps_str(PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES, buf, sizeof(buf)),
 			 "pin-all,zero-pages");
 	ck_assert_str_eq(pd_caps_str(PD_CAP_KNOWN, buf, sizeof(buf)),
-			 "pin-all,zero-pages,verify,auth,multi-channel,pages,progress,state-ring");
-	ck_assert_str_eq(pd_caps_str(PD_CAP_AUTH | (1u << 8) | (1u << 31), buf, sizeof(buf)),
-			 "auth,0x100,0x80000000");
+			 "pin-all,zero-pages,verify,auth,multi-channel,pages,progress,state-ring,"
+			 "state-bound");
+	ck_assert_str_eq(pd_caps_str(PD_CAP_AUTH | (1u << 9) | (1u << 31), buf, sizeof(buf)),
+			 "auth,0x200,0x80000000");
 	/* Truncates without overrunning. */
 	ck_assert_str_eq(pd_caps_str(PD_CAP_KNOWN, small, sizeof(small)), "pin-all,zer");
 }
