@@ -1417,6 +1417,37 @@ refused:
  * as its credits come back, for --seconds.  Each ITER_ACK hands back the
  * credits for the next pair, so a destination that handles completions
  * until its queue is empty never gets there. */
+/* Connects as a keyed source asking @caps (@need must be granted) with
+ * control messages up to @msg_max, proves the key and has a one-block map
+ * answered: 0, or the "started=no" result line printed and its exit code
+ * returned, the peer closed.  flood's and state's start. */
+static int admitted_source(struct peer *p, const struct opts *o, uint32_t caps, uint32_t need,
+			   uint32_t msg_max, struct pd_accept *acc)
+{
+	uint8_t req[PD_REQUEST_LEN];
+	struct frame f;
+	char q[1200];
+	int rc = dial_source(p, o, caps, FLOOD_DEPTH, msg_max, FLOOD_DEPTH, 4096, req, acc);
+
+	if (!rc && (acc->caps & need) != need)
+		rc = rd_err_set(&p->err, -EPROTO, "capabilities 0x%x not granted",
+				need & ~acc->caps);
+	if (!rc && (acc->caps & PD_CAP_AUTH))
+		rc = authenticate(p, o, acc->version, req);
+	if (!rc)
+		rc = send_block_map(p, o, -1);
+	if (!rc)
+		rc = expect(p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (!rc) {
+		ctrl_msg_free(NULL, f.m);
+		return 0;
+	}
+	rc = result(1, "started=no dest-said=\"%s\"", quoted(p->said[0] ? p->said :
+		    p->err.msg[0] ? p->err.msg : "nothing", q, sizeof(q)));
+	peer_close(p);
+	return rc;
+}
+
 static int flood(const struct opts *o)
 {
 	static uint32_t blk[FLOOD_RANGES_MAX];
@@ -1425,7 +1456,6 @@ static int flood(const struct opts *o)
 	Rdmig__IterEnd ie = RDMIG__ITER_END__INIT;
 	uint64_t nzr = 0, nie = 0, acks = 0, covered = 0;
 	int64_t t0 = 0, t_end, dropped = -1;
-	uint8_t req[PD_REQUEST_LEN];
 	struct pd_accept acc;
 	struct peer p;
 	struct frame f;
@@ -1446,24 +1476,9 @@ static int flood(const struct opts *o)
 	zr.offset = off;
 	zr.length = len;
 	memset(&p, 0, sizeof(p));
-	rc = dial_source(&p, o, PD_CAP_AUTH | PD_CAP_ZERO_PAGES, FLOOD_DEPTH, 4096, FLOOD_DEPTH,
-			 4096, req, &acc);
-	if (!rc && !(acc.caps & PD_CAP_ZERO_PAGES))
-		rc = rd_err_set(&p.err, -EPROTO, "ZERO_PAGES not granted");
-	if (!rc && (acc.caps & PD_CAP_AUTH))
-		rc = authenticate(&p, o, acc.version, req);
-	if (!rc)
-		rc = send_block_map(&p, o, -1);
-	if (!rc)
-		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
-	if (rc) {
-		rc = result(1, "started=no dest-said=\"%s\"",
-			    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
-				   sizeof(q)));
-		peer_close(&p);
+	rc = admitted_source(&p, o, PD_CAP_AUTH | PD_CAP_ZERO_PAGES, PD_CAP_ZERO_PAGES, 4096, &acc);
+	if (rc)
 		return rc;
-	}
-	ctrl_msg_free(NULL, f.m);
 	note("flooding: ZERO_RANGES of %zu x %" PRIu64 " bytes and ITER_END, for %d s", n,
 	     o->size, o->seconds);
 	t0 = rd_now_ms();
@@ -1530,7 +1545,6 @@ static int state(const struct opts *o)
 	Rdmig__State st = RDMIG__STATE__INIT;
 	uint32_t caps = PD_CAP_AUTH | (o->announce != UINT64_MAX ? PD_CAP_STATE_BOUND : 0);
 	uint64_t sent = 0;
-	uint8_t req[PD_REQUEST_LEN];
 	struct pd_accept acc;
 	struct peer p;
 	struct frame f;
@@ -1540,21 +1554,9 @@ static int state(const struct opts *o)
 
 	memset(piece, 0x5e, sizeof(piece));
 	memset(&p, 0, sizeof(p));
-	rc = dial_source(&p, o, caps, FLOOD_DEPTH, 65536, FLOOD_DEPTH, 4096, req, &acc);
-	if (!rc && (acc.caps & PD_CAP_AUTH))
-		rc = authenticate(&p, o, acc.version, req);
-	if (!rc)
-		rc = send_block_map(&p, o, -1);
-	if (!rc)
-		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
-	if (rc) {
-		rc = result(1, "started=no dest-said=\"%s\"",
-			    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
-				   sizeof(q)));
-		peer_close(&p);
+	rc = admitted_source(&p, o, caps, 0, 65536, &acc);
+	if (rc)
 		return rc;
-	}
-	ctrl_msg_free(NULL, f.m);
 	note("admitted; bound %s granted: sending %" PRIu64 " bytes of device state",
 	     (acc.caps & PD_CAP_STATE_BOUND) ? "" : "not", o->state_bytes);
 	st.data.data = piece;
