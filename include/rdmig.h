@@ -355,6 +355,33 @@ RDMIG_API int rdmig_source_complete(struct rdmig_source *s);
  * else, or the destination times out. */
 RDMIG_API int rdmig_source_poll(struct rdmig_source *s);
 
+/* What to do after an iteration, by the convergence policy of the config
+ * (rdmig(3), Convergence). */
+enum rdmig_decision {
+	RDMIG_NEXT_ROUND = 0,   /* iterate again */
+	RDMIG_THROTTLE = 1,     /* slow the guest down more, iterate again */
+	/* Pause the vCPUs now, send the last device state and complete. */
+	RDMIG_SWITCH_OVER = 2,
+	/* The limits cannot be kept: cancel (rdmig_source_cancel()), release
+	 * the throttle, the guest runs on here. */
+	RDMIG_GIVE_UP = 3,
+};
+
+/* Why; the advice's text says it with the figures. */
+enum rdmig_reason {
+	RDMIG_REASON_NO_ROUND = 0,      /* no iteration has finished yet */
+	RDMIG_REASON_CONVERGED,         /* what is left fits max_downtime_ms */
+	RDMIG_REASON_ROUND_PAYS,        /* it fits, and one more round should
+					 * leave less than half of it, cheaply */
+	RDMIG_REASON_NOT_CONVERGED,     /* what is left does not fit yet */
+	RDMIG_REASON_NO_BANDWIDTH,      /* nothing measured the link yet */
+	RDMIG_REASON_DIRTY_RATE,        /* the guest dirtied more than half of
+					 * what a round sent, twice running */
+	RDMIG_REASON_STALL,             /* rounds stopped shrinking what is left */
+	RDMIG_REASON_MAX_TIME,          /* max_time_ms or its per-GiB form */
+	RDMIG_REASON_MAX_ITERATIONS,
+};
+
 /* Any thread: page data per second at most from now on (0: no limit). */
 RDMIG_API void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s);
 /* Any thread: the operation in progress (connecting, resolving, pinning,
