@@ -86,11 +86,15 @@ typedef int (*rdmig_commit_fn)(void *ctx, char *errbuf, size_t errlen);
 typedef int (*rdmig_admit_fn)(void *ctx, uint64_t image_bytes, char *errbuf,
 			      size_t errlen);
 struct rdmig_source;
-/* Source: an iteration is about to begin (QEMU's migration_bitmap_sync):
- * mark what changed since the last one, from the VMM's dirty log, with
+/* Source: the library takes the VMM's dirty log (QEMU's
+ * migration_bitmap_sync): when an iteration is about to begin, when one
+ * has ended (so remaining and expected_downtime_ms count what its time
+ * dirtied as soon as it is done) and when completing.  Mark what changed
+ * since the last call, from the VMM's dirty log, with
  * rdmig_source_mark_dirty*() on @s.  What is marked by the time it returns
- * goes into this iteration.  Return 0, or a negative errno with a message
- * in errbuf to fail the migration (the destination is told). */
+ * goes into the next iteration (the one beginning, when one is).  Return
+ * 0, or a negative errno with a message in errbuf to fail the migration
+ * (the destination is told). */
 typedef int (*rdmig_dirty_sync_fn)(void *ctx, struct rdmig_source *s, char *errbuf,
 				   size_t errlen);
 
@@ -152,9 +156,9 @@ struct rdmig_config {
 	 * pinning does not allocate and clear them while the link waits. */
 	int populate;           /* RDMIG_POPULATE_* (PIN_ALL) */
 	/* Since 0.2.0 (older programs get the defaults). */
-	/* Source: called at the start of every iteration to pull the dirty
-	 * pages (NULL: the caller pushes them with rdmig_source_mark_dirty*()
-	 * itself). */
+	/* Source: called at the start and at the end of every iteration to
+	 * pull the dirty pages (NULL: the caller pushes them with
+	 * rdmig_source_mark_dirty*() itself). */
 	rdmig_dirty_sync_fn dirty_sync;
 	void *dirty_ctx;
 };
@@ -217,7 +221,8 @@ struct rdmig_stats {
 	uint64_t total;           /* bytes in all blocks */
 	uint64_t transferred;     /* bytes put on the wire: writes and control */
 	/* Source: bytes marked dirty and not sent yet (this iteration's and the
-	 * next's).  Destination: 0. */
+	 * next's): with dirty_sync, all the VMM's log held when the last
+	 * iteration ended; without, what it marked.  Destination: 0. */
 	uint64_t remaining;
 	/* Pages sent with RDMA WRITE (or inside PAGES messages).  Destination:
 	 * what landed as the source reported it, at most about 100 ms behind
@@ -239,7 +244,9 @@ struct rdmig_stats {
 	uint64_t total_time_ms;   /* connect until now or completion */
 	uint64_t data_time_ms;    /* time spent moving pages */
 	double mbps;              /* normal_bytes over data_time, megabits/s */
-	/* Source: remaining at the bandwidth of the last iteration, in ms. */
+	/* Source: remaining at the page bandwidth of the last iteration that
+	 * moved 1 MiB or more (of the first, if none did; max_bandwidth when
+	 * lower), in ms; 0 until an iteration was measured. */
 	uint64_t expected_downtime_ms;
 	/* Source: bytes marked dirty per second, between the starts of the
 	 * last two iterations ("dirty-pages-rate" x page size). */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "conv.h"
 #include "privdata.h"
 #include "rdmig.h"
 #include "src_end.h"
@@ -362,6 +363,20 @@ static bool goal_reached(const struct rdmig_source *s)
 	}
 }
 
+/* A round was acknowledged in this step.  Where the VMM pulls its log,
+ * it is pulled now, so what the round's time dirtied is counted at once
+ * (remaining, expected_downtime_ms) rather than at the start of the next
+ * round: QEMU syncs its bitmap before it decides, too. */
+static int round_end(struct rdmig_source *s)
+{
+	int rc;
+
+	s->round_ended = s->iteration;
+	rc = src_mem_sync(s);
+	s->round_end_ms = rd_now_ms();
+	return rc;
+}
+
 /* 1 when the state's work was cut short with more to do now.  @begun is
  * the state the step began in: the setup parts start in a step of their
  * own, not in the one that brought the link up. */
@@ -463,6 +478,8 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	}
 	if (!rc)
 		rc = reap_registrations(s);
+	if (!rc && s->state == SRC_READY && s->round_ended != s->iteration)
+		rc = round_end(s);
 	rd_laps_mark(&laps, "events and registrations");
 	if (!rc) {
 		cut = advance(s, max_bytes, until, begun);
@@ -633,25 +650,6 @@ int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const c
 	return start_failed(s, rc);
 }
 
-/* The caller's dirty_sync: what changed since the last round, marked now,
- * goes into this one. */
-static int dirty_sync(struct rdmig_source *s)
-{
-	char msg[RD_ERRLEN] = "";
-	struct cfg_cb_frame f;
-	int rc;
-
-	if (!s->ss.cfg.dirty_sync)
-		return 0;
-	cfg_cb_enter(&f, &s->ss.cfg);
-	rc = s->ss.cfg.dirty_sync(s->ss.cfg.dirty_ctx, s, msg, sizeof(msg));
-	cfg_cb_leave(&f);
-	if (!rc)
-		return 0;
-	return rd_err_set(&s->ss.err, rc < 0 ? rc : -EIO, "the dirty_sync callback failed: %s",
-			  msg[0] ? msg : "no reason given");
-}
-
 int rdmig_source_iterate_async(struct rdmig_source *s)
 {
 	int rc;
@@ -659,8 +657,10 @@ int rdmig_source_iterate_async(struct rdmig_source *s)
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_ITERATED, SRC_READY);
+	/* What was dirtied since the last round ended (the VMM sent device
+	 * state meanwhile, say) goes into this one. */
 	if (!rc)
-		rc = dirty_sync(s);
+		rc = src_mem_sync(s);
 	if (!rc)
 		rc = src_iter_begin(s);
 	return start_failed(s, rc);
@@ -771,8 +771,9 @@ void rdmig_source_cancel(struct rdmig_source *s)
 static void publish(struct rdmig_source *s)
 {
 	struct stats_box *b = &s->ss.stats;
-	uint64_t bw = s->last_iter_ms ? s->last_iter_bytes * 1000 / s->last_iter_ms : 0;
 	uint64_t dirty = src_mem_dirty_bytes(s);
+	/* What is left goes at the limit when there is one. */
+	struct conv_policy p = { .max_bandwidth = atomic_load(&s->pace.rate) };
 
 	pthread_mutex_lock(&b->lock);
 	if (!s->prep_out && s->dreg_ready) {
@@ -785,7 +786,7 @@ static void publish(struct rdmig_source *s)
 	b->st.ctrl_received = s->ss.ch.received;
 	b->st.remaining = dirty + (s->sweep.planned_bytes > s->iter_bytes ?
 					    s->sweep.planned_bytes - s->iter_bytes : 0);
-	b->st.expected_downtime_ms = bw ? b->st.remaining * 1000 / bw : 0;
+	b->st.expected_downtime_ms = conv_downtime_ms(&p, b->st.remaining, s->bw);
 	b->st.dirty_rate = s->dirty_rate;
 	b->st.first_write_ms = s->first_write_ms > 0 && b->start_ms ?
 			       (uint64_t)(s->first_write_ms - b->start_ms) : 0;

@@ -236,6 +236,11 @@ struct rdmig_source {
 	int64_t iter_start_ms;
 	uint64_t last_iter_bytes, last_iter_ms;
 	uint64_t iter_zero_base; /* zero pages found before this round */
+	/* The last round whose end was handled (the log pulled), and when;
+	 * the page bandwidth learned over the rounds (conv_learn_bw). */
+	uint32_t round_ended;
+	int64_t round_end_ms;
+	uint64_t bw;
 	/* Marking may come from any thread: the dirty bitmaps' swap and these
 	 * counters are under mark_lock, and so is who drives the handle (whose
 	 * marks may write the handle's error text). */
