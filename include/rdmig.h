@@ -315,8 +315,13 @@ RDMIG_API int rdmig_source_connect_async(struct rdmig_source *s, const char *hos
 /* Begins an iteration of the pages marked dirty so far; it ends when the
  * destination acknowledged every page of it. */
 RDMIG_API int rdmig_source_iterate_async(struct rdmig_source *s);
-/* Sends COMPLETE (with digests when verifying); done when the destination
- * confirmed it holds the whole image. */
+/* With the guest paused: takes the dirty log once more (dirty_sync),
+ * sends what was marked since the last iteration in a final one, then
+ * COMPLETE (with digests when verifying); done when the destination
+ * confirmed it holds the whole image, every page as of the pause.  Pages
+ * marked during that final round or after it fail the migration on both
+ * sides with -EBUSY (the guest was not paused).  (Before 0.3.0 what was
+ * marked since the last iteration was not sent.) */
 RDMIG_API int rdmig_source_complete_async(struct rdmig_source *s);
 /* One fd (an epoll fd over the connections and the cancel event) to watch
  * for reading; valid from rdmig_source_create() on. */

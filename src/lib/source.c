@@ -374,6 +374,9 @@ static int round_end(struct rdmig_source *s)
 	s->round_ended = s->iteration;
 	rc = src_mem_sync(s);
 	s->round_end_ms = rd_now_ms();
+	/* Completing: that was the final round. */
+	if (!rc && s->goal == GOAL_COMPLETED)
+		rc = src_end_final_done(s);
 	return rc;
 }
 
@@ -673,10 +676,9 @@ int rdmig_source_complete_async(struct rdmig_source *s)
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_COMPLETED, SRC_READY);
-	/* Every WRITE went and completed with the last round: the posting
-	 * and zero-check threads are done. */
+	/* The guest is paused: its log, once more, holds its last pages. */
 	if (!rc)
-		src_iter_stop_threads(s);
+		rc = src_mem_sync(s);
 	if (!rc)
 		rc = src_end_begin(s);
 	return start_failed(s, rc);

@@ -4,12 +4,17 @@
  * dirty_sync callback hands the VMM's bitmap over), and a destination
  * thread that serves the migration with rdmig_dest_run().
  *
- * The figures after a round (remaining, expected_downtime_ms) count what
- * the guest wrote during it, in the VMM's log or the library's. */
+ * The guest pauses and the VMM completes without a last round of its own:
+ * the destination must hold every page as of the pause, byte for byte.  A
+ * guest that was not paused makes completion fail on both sides, saying
+ * why, instead of succeeding with stale pages.  The figures after a round
+ * (remaining, expected_downtime_ms) count what the guest wrote during it,
+ * in the VMM's log or the library's. */
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +42,7 @@ struct guest {
 	uint64_t x;
 	unsigned syncs;
 	unsigned runs_on;       /* pages it writes after each sync: not paused */
+	atomic_bool stop;       /* the vCPU thread, when there is one */
 };
 
 struct dest_side {
@@ -202,6 +208,106 @@ static void busy_end(struct busy *b)
 	pthread_mutex_destroy(&b->g.lock);
 }
 
+/* ---- completion ----------------------------------------------------------------- */
+
+/* One round, then 300 pages written, then the guest pauses and the VMM
+ * completes at once: what it wrote must be on the destination. */
+static void complete_after_pause(bool pull)
+{
+	struct busy b;
+	uint64_t stale;
+	int rc;
+
+	busy_start(&b, pull, 0);
+	rc = rdmig_source_iterate(b.g.s);
+	ck_assert_msg(rc == 0, "iterate: %s", rdmig_source_error(b.g.s));
+	guest_runs(&b.g, 300);
+	/* The guest pauses here; no round of the VMM's own. */
+	rc = rdmig_source_complete(b.g.s);
+	busy_join(&b);
+	stale = stale_pages(&b);
+	printf("complete (%s): source %d (%s), destination %d (%s), %llu stale pages of %llu\n",
+	       pull ? "pull" : "push", rc, rc ? rdmig_source_error(b.g.s) : "ok", b.ds.rc,
+	       b.ds.rc ? b.ds.err : "ok", (unsigned long long)stale,
+	       (unsigned long long)b.g.npages);
+	fflush(stdout);
+	ck_assert_msg(rc == 0, "complete: %s", rdmig_source_error(b.g.s));
+	ck_assert_msg(b.ds.rc == 0, "destination: %s", b.ds.err);
+	ck_assert_msg(stale == 0, "both sides succeeded with %llu pages stale on the "
+		      "destination", (unsigned long long)stale);
+	busy_end(&b);
+}
+
+START_TEST(complete_sends_what_was_pushed)
+{
+	complete_after_pause(false);
+}
+END_TEST
+
+START_TEST(complete_pulls_the_log)
+{
+	complete_after_pause(true);
+}
+END_TEST
+
+/* A vCPU that was not paused: it writes (and its writes are marked) until
+ * told to stop. */
+static void *vcpu(void *arg)
+{
+	struct guest *g = arg;
+
+	while (!atomic_load(&g->stop)) {
+		guest_write(g);
+		usleep(200);
+	}
+	return NULL;
+}
+
+/* The VMM forgot to pause its guest: completion must not report success
+ * with pages the destination never got. */
+static void complete_while_running(bool pull)
+{
+	struct busy b;
+	pthread_t t;
+	const char *msg;
+	int rc;
+
+	busy_start(&b, pull, pull ? 50 : 0);
+	rc = rdmig_source_iterate(b.g.s);
+	ck_assert_msg(rc == 0, "iterate: %s", rdmig_source_error(b.g.s));
+	if (!pull)
+		ck_assert_int_eq(pthread_create(&t, NULL, vcpu, &b.g), 0);
+	guest_runs(&b.g, 300);
+	rc = rdmig_source_complete(b.g.s);
+	if (!pull) {
+		atomic_store(&b.g.stop, true);
+		pthread_join(t, NULL);
+	}
+	busy_join(&b);
+	msg = rdmig_source_error(b.g.s);
+	printf("complete while the guest runs (%s): source %d (%s), destination %d (%s), "
+	       "%llu stale pages\n", pull ? "pull" : "push", rc, rc ? msg : "ok", b.ds.rc,
+	       b.ds.rc ? b.ds.err : "ok", (unsigned long long)stale_pages(&b));
+	fflush(stdout);
+	ck_assert_msg(rc == -EBUSY, "complete returned %d (%s), not -EBUSY", rc, msg);
+	ck_assert_msg(strstr(msg, "pause"), "the message does not say to pause: %s", msg);
+	ck_assert_msg(b.ds.rc < 0, "the destination succeeded");
+	ck_assert_int_eq(rdmig_source_error_class(b.g.s), RDMIG_ERROR_LOCAL);
+	busy_end(&b);
+}
+
+START_TEST(complete_refuses_a_running_guest_push)
+{
+	complete_while_running(false);
+}
+END_TEST
+
+START_TEST(complete_refuses_a_running_guest_pull)
+{
+	complete_while_running(true);
+}
+END_TEST
+
 /* ---- the figures after a round ----------------------------------------------------- */
 
 static unsigned popcount_log(const unsigned long *log, uint64_t npages)
@@ -272,6 +378,10 @@ TCase *embed_busy_tcase(void)
 	TCase *tc = tcase_create("busy");
 
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, complete_sends_what_was_pushed);
+	tcase_add_test(tc, complete_pulls_the_log);
+	tcase_add_test(tc, complete_refuses_a_running_guest_push);
+	tcase_add_test(tc, complete_refuses_a_running_guest_pull);
 	tcase_add_test(tc, figures_after_a_round_pull);
 	return tc;
 }
