@@ -161,6 +161,45 @@ struct rdmig_config {
 	 * rdmig_source_mark_dirty*() itself). */
 	rdmig_dirty_sync_fn dirty_sync;
 	void *dirty_ctx;
+	/* Since 0.3.0 (older programs get the defaults): the convergence
+	 * policy rdmig_source_advice() applies after each iteration; see
+	 * rdmig(3), Convergence.  Source only. */
+	/* The longest the guest may stay paused for the switch-over (300; 0
+	 * picks it): the pages left at the measured bandwidth, plus... */
+	uint32_t max_downtime_ms;
+	/* ... the VMM's own fixed cost of switching over (stopping the vCPUs,
+	 * device state, starting on the destination), in ms (0). */
+	uint32_t switchover_ms;
+	/* The most the migration may take from connecting, in all and per GiB
+	 * of image (KubeVirt's completionTimeoutPerGiB); the smaller applies
+	 * (0: no limit). */
+	uint64_t max_time_ms;
+	uint64_t max_time_per_gib_ms;
+	/* Rounds at most without converging (0: no limit). */
+	uint32_t max_iterations;
+	/* Rounds in a row that leave no less than the least left after an
+	 * earlier one: the migration stalled (5; 0: not watched). */
+	uint32_t stall_rounds;
+	/* Advise throttling the guest when its rounds stop shrinking (0). */
+	int auto_converge;
+	/* What the advice says when a limit is reached before converging:
+	 * RDMIG_ON_LIMIT_* (CANCEL: give up, the guest runs on). */
+	int on_limit;
+	/* The throttle, in percent of the vCPUs' time taken away, as QEMU's
+	 * auto-converge: the first (20), the step (10), the most (99); with
+	 * tailslow, a step is cut to what should make the dirty rate fit (0). */
+	uint32_t throttle_initial;
+	uint32_t throttle_increment;
+	uint32_t throttle_max;
+	int throttle_tailslow;
+};
+
+enum rdmig_on_limit {
+	RDMIG_ON_LIMIT_CANCEL = 0,      /* the advice is RDMIG_GIVE_UP */
+	/* The advice is RDMIG_SWITCH_OVER with the downtime it predicts, over
+	 * max_downtime_ms: the operator chose a longer pause over a failed
+	 * migration. */
+	RDMIG_ON_LIMIT_SWITCH_OVER = 1,
 };
 
 enum rdmig_populate {
@@ -371,8 +410,9 @@ RDMIG_API int rdmig_source_poll(struct rdmig_source *s);
  * (rdmig(3), Convergence). */
 enum rdmig_decision {
 	RDMIG_NEXT_ROUND = 0,   /* iterate again */
-	RDMIG_THROTTLE = 1,     /* slow the guest down more, iterate again */
-	/* Pause the vCPUs now, send the last device state and complete. */
+	RDMIG_THROTTLE = 1,     /* slow the guest to throttle_pct, iterate again */
+	/* Pause the vCPUs now, send the last device state and complete:
+	 * completion sends what is left (rdmig_source_complete_async()). */
 	RDMIG_SWITCH_OVER = 2,
 	/* The limits cannot be kept: cancel (rdmig_source_cancel()), release
 	 * the throttle, the guest runs on here. */
@@ -393,6 +433,37 @@ enum rdmig_reason {
 	RDMIG_REASON_MAX_TIME,          /* max_time_ms or its per-GiB form */
 	RDMIG_REASON_MAX_ITERATIONS,
 };
+
+/* Set @size to sizeof(struct rdmig_advice) before asking: the struct grows
+ * at the end, only @size bytes are written, and @size comes back as the
+ * bytes filled. */
+struct rdmig_advice {
+	uint32_t size;
+	uint32_t decision;              /* enum rdmig_decision */
+	uint32_t reason;                /* enum rdmig_reason */
+	/* The throttle to apply from now on, 0..throttle_max percent (0: none);
+	 * the VMM releases it when the migration ends, however it ends. */
+	uint32_t throttle_pct;
+	uint64_t iteration;             /* the iteration it follows */
+	uint64_t remaining;             /* bytes left to send */
+	/* The pause switching over now would take: remaining at the
+	 * bandwidth, plus switchover_ms (0 while the bandwidth is unknown);
+	 * against the limit it was measured by.  A switch-over on_limit
+	 * allowed has it over the limit. */
+	uint64_t expected_downtime_ms;
+	uint64_t max_downtime_ms;
+	uint64_t bandwidth;             /* bytes per second the prediction used */
+	uint64_t elapsed_ms;            /* since connecting */
+	uint64_t max_time_ms;           /* the time limit in force (0: none) */
+	char text[256];                 /* the decision and why, with figures */
+};
+
+/* Between operations, after an iteration: what to do next, by the policy
+ * of the config, decided at the first call after each iteration (later
+ * calls for the same one return the same) from what is marked dirty then.
+ * 0, or -EINVAL (@a->size too small), -ENOTCONN (not connected), -EBUSY
+ * (an operation is in progress), the migration's error once failed. */
+RDMIG_API int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a);
 
 /* Any thread: page data per second at most from now on (0: no limit). */
 RDMIG_API void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s);

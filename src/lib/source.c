@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "codec.h"
-#include "conv.h"
 #include "privdata.h"
 #include "rdmig.h"
+#include "src_conv.h"
 #include "src_end.h"
 #include "src_int.h"
 #include "src_iter.h"
@@ -755,6 +755,20 @@ int rdmig_source_poll(struct rdmig_source *s)
 	return step_keep(s);
 }
 
+int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a)
+{
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
+	if (s->state == SRC_FAILED)
+		return s->result;
+	if (s->state < SRC_READY)
+		return rd_err_set(&s->ss.err, -ENOTCONN, "not connected");
+	if (s->state != SRC_READY || (s->goal != GOAL_NONE && s->goal != GOAL_REACHED))
+		return rd_err_set(&s->ss.err, -EBUSY, "advice comes between operations, after an "
+				  "iteration");
+	return src_conv_advice(s, a);
+}
+
 void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s)
 {
 	pace_set(&s->pace, bytes_per_s);
@@ -774,8 +788,7 @@ static void publish(struct rdmig_source *s)
 {
 	struct stats_box *b = &s->ss.stats;
 	uint64_t dirty = src_mem_dirty_bytes(s);
-	/* What is left goes at the limit when there is one. */
-	struct conv_policy p = { .max_bandwidth = atomic_load(&s->pace.rate) };
+	struct conv_policy p;
 
 	pthread_mutex_lock(&b->lock);
 	if (!s->prep_out && s->dreg_ready) {
@@ -788,6 +801,9 @@ static void publish(struct rdmig_source *s)
 	b->st.ctrl_received = s->ss.ch.received;
 	b->st.remaining = dirty + (s->sweep.planned_bytes > s->iter_bytes ?
 					    s->sweep.planned_bytes - s->iter_bytes : 0);
+	/* The advice's prediction: at the limit when there is one (the last
+	 * pages are paced too), plus the VMM's switch-over cost. */
+	src_conv_policy(s, &p);
 	b->st.expected_downtime_ms = conv_downtime_ms(&p, b->st.remaining, s->bw);
 	b->st.dirty_rate = s->dirty_rate;
 	b->st.first_write_ms = s->first_write_ms > 0 && b->start_ms ?

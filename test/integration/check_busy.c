@@ -9,7 +9,10 @@
  * guest that was not paused makes completion fail on both sides, saying
  * why, instead of succeeding with stale pages.  The figures after a round
  * (remaining, expected_downtime_ms) count what the guest wrote during it,
- * in the VMM's log or the library's. */
+ * in the VMM's log or the library's.  A VMM that follows
+ * rdmig_source_advice() with a guest that rewrites its image every round
+ * throttles it until the migration fits the downtime, or, without
+ * auto-converge, gives up on the stall. */
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
@@ -140,7 +143,8 @@ struct busy {
 
 /* A destination thread listening, and a source connected to it whose
  * guest holds random data. */
-static void busy_start(struct busy *b, bool pull, unsigned runs_on)
+static void busy_start_tuned(struct busy *b, bool pull, unsigned runs_on,
+			     void (*tune)(struct rdmig_config *))
 {
 	struct rdmig_config cfg;
 	char err[256], port[16];
@@ -170,12 +174,19 @@ static void busy_start(struct busy *b, bool pull, unsigned runs_on)
 		cfg.dirty_sync = pull_log;
 		cfg.dirty_ctx = g;
 	}
+	if (tune)
+		tune(&cfg);
 	ck_assert_int_eq(rdmig_source_create(&g->s, &cfg), 0);
 	ck_assert_int_ge(rdmig_source_add_block(g->s, "pc.ram", g->ram, g->len, BUSY_PAGE), 0);
 	rc = rdmig_source_connect(g->s, tu_addr(), port);
 	ck_assert_msg(rc == 0, "connect: %s", rdmig_source_error(g->s));
 	if (!pull)
 		ck_assert_int_eq(rdmig_source_mark_all(g->s), 0);
+}
+
+static void busy_start(struct busy *b, bool pull, unsigned runs_on)
+{
+	busy_start_tuned(b, pull, runs_on, NULL);
 }
 
 /* The destination's outcome. */
@@ -373,6 +384,134 @@ START_TEST(figures_after_a_round_pull)
 }
 END_TEST
 
+/* ---- the advice --------------------------------------------------------------------- */
+
+/* A guest that rewrites its whole image in a round: 256 pages (1 MiB)
+ * between two steps, when its vCPUs get all their time. */
+#define HEAVY_PAGES 256
+/* Below what rewriting 8 MiB a round leaves at the bed's 20-60 MB/s. */
+#define TIGHT_DOWNTIME_MS 50
+
+/* rdmig(3), Convergence: after each iteration, ask; go on, throttle the
+ * guest (its vCPUs get 100 - throttle_pct percent of their time, so it
+ * writes that share of its pages), or stop there.  The figures of the
+ * advice are those of the statistics.  The last advice in @a. */
+static int vmm_rounds(struct busy *b, struct rdmig_advice *a, unsigned *rounds,
+		      unsigned *first_throttle)
+{
+	struct pollfd pfd = { .fd = rdmig_source_fd(b->g.s), .events = POLLIN };
+	struct rdmig_stats st = { .size = sizeof(st) };
+	unsigned throttle = 0;
+	int rc;
+
+	for (*rounds = 1; *rounds <= 40; (*rounds)++) {
+		rc = rdmig_source_iterate_async(b->g.s);
+		while (rc == 0) {
+			guest_runs(&b->g, HEAVY_PAGES * (100 - throttle) / 100);
+			poll(&pfd, 1, rdmig_source_timeout(b->g.s));
+			rc = rdmig_source_process(b->g.s);
+		}
+		if (rc < 0)
+			return rc;
+		a->size = sizeof(*a);
+		rc = rdmig_source_advice(b->g.s, a);
+		if (rc)
+			return rc;
+		rdmig_source_stats(b->g.s, &st);
+		printf("advice after round %u: %u (reason %u), throttle %u %%, remaining %llu "
+		       "(stats %llu), downtime %llu ms (stats %llu): %s\n", *rounds, a->decision,
+		       a->reason, a->throttle_pct, (unsigned long long)a->remaining,
+		       (unsigned long long)st.remaining,
+		       (unsigned long long)a->expected_downtime_ms,
+		       (unsigned long long)st.expected_downtime_ms, a->text);
+		ck_assert_uint_eq(a->iteration, *rounds);
+		ck_assert_uint_eq(a->remaining, st.remaining);
+		ck_assert_uint_eq(a->expected_downtime_ms, st.expected_downtime_ms);
+		if (a->decision == RDMIG_THROTTLE && !throttle)
+			*first_throttle = a->throttle_pct;
+		throttle = a->throttle_pct;
+		if (a->decision != RDMIG_NEXT_ROUND && a->decision != RDMIG_THROTTLE)
+			return 0;
+	}
+	return -ETIMEDOUT;
+}
+
+/* The heavy guest over a source tuned by @tune, up to the advice that
+ * ends the rounds. */
+static void heavy_rounds(struct busy *b, void (*tune)(struct rdmig_config *),
+			 struct rdmig_advice *a, unsigned *first_throttle)
+{
+	unsigned rounds = 0;
+	int rc;
+
+	busy_start_tuned(b, true, 0, tune);
+	rc = vmm_rounds(b, a, &rounds, first_throttle);
+	fflush(stdout);
+	ck_assert_msg(rc == 0, "rounds: %d %s", rc, rdmig_source_error(b->g.s));
+	ck_assert_msg(a->decision == RDMIG_SWITCH_OVER || a->decision == RDMIG_GIVE_UP,
+		      "after %u rounds: %s", rounds, a->text);
+}
+
+static void heavy_auto_converge(struct rdmig_config *cfg)
+{
+	cfg->max_downtime_ms = TIGHT_DOWNTIME_MS;
+	cfg->auto_converge = 1;
+}
+
+/* The guest dirties its image faster than the link drains it: the advice
+ * throttles it, QEMU's way, until what is left fits the downtime, then
+ * says switch over; the VMM pauses and completes, and the destination
+ * holds every page. */
+START_TEST(advice_throttles_until_it_fits)
+{
+	struct rdmig_advice a;
+	unsigned first = 0;
+	struct busy b;
+
+	heavy_rounds(&b, heavy_auto_converge, &a, &first);
+	ck_assert_msg(a.decision == RDMIG_SWITCH_OVER, "%s", a.text);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_CONVERGED);
+	ck_assert_uint_le(a.expected_downtime_ms, TIGHT_DOWNTIME_MS);
+	ck_assert_uint_eq(first, 20);
+	ck_assert_uint_gt(a.throttle_pct, 20);
+	/* The guest pauses; completion sends what is left. */
+	ck_assert_int_eq(rdmig_source_complete(b.g.s), 0);
+	busy_join(&b);
+	ck_assert_int_eq(b.ds.rc, 0);
+	ck_assert_uint_eq(stale_pages(&b), 0);
+	busy_end(&b);
+}
+END_TEST
+
+static void heavy_no_throttle(struct rdmig_config *cfg)
+{
+	cfg->max_downtime_ms = TIGHT_DOWNTIME_MS;
+	cfg->stall_rounds = 3;
+}
+
+/* The same guest without auto-converge: the rounds stop shrinking, the
+ * advice gives up saying so, and the VMM cancels; the destination hears
+ * of it. */
+START_TEST(advice_gives_up_on_a_stall)
+{
+	struct rdmig_advice a;
+	unsigned first = 0;
+	struct busy b;
+
+	heavy_rounds(&b, heavy_no_throttle, &a, &first);
+	ck_assert_msg(a.decision == RDMIG_GIVE_UP, "%s", a.text);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_STALL);
+	ck_assert_uint_gt(a.expected_downtime_ms, TIGHT_DOWNTIME_MS);
+	ck_assert_ptr_nonnull(strstr(a.text, "giving up"));
+	ck_assert_uint_eq(first, 0);
+	rdmig_source_cancel(b.g.s);
+	ck_assert_int_eq(rdmig_source_process(b.g.s), -ECANCELED);
+	busy_join(&b);
+	ck_assert_msg(b.ds.rc < 0, "the destination did not hear of the cancel");
+	busy_end(&b);
+}
+END_TEST
+
 TCase *embed_busy_tcase(void)
 {
 	TCase *tc = tcase_create("busy");
@@ -383,5 +522,7 @@ TCase *embed_busy_tcase(void)
 	tcase_add_test(tc, complete_refuses_a_running_guest_push);
 	tcase_add_test(tc, complete_refuses_a_running_guest_pull);
 	tcase_add_test(tc, figures_after_a_round_pull);
+	tcase_add_test(tc, advice_throttles_until_it_fits);
+	tcase_add_test(tc, advice_gives_up_on_a_stall);
 	return tc;
 }
