@@ -462,7 +462,8 @@ struct rdmig_advice {
  * of the config, decided at the first call after each iteration (later
  * calls for the same one return the same) from what is marked dirty then.
  * 0, or -EINVAL (@a->size too small), -ENOTCONN (not connected), -EBUSY
- * (an operation is in progress), the migration's error once failed. */
+ * (an operation is in progress), -EDEADLK (from a callback), the
+ * migration's error once failed.  See rdmig(3), Convergence. */
 RDMIG_API int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a);
 
 /* Any thread: page data per second at most from now on (0: no limit). */

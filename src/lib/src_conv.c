@@ -9,6 +9,7 @@
 
 /* struct rdmig_advice as release 0.3.0 had it: the least a caller passes. */
 #define ADVICE_SIZE_0_3_0 (offsetof(struct rdmig_advice, text) + 256)
+_Static_assert(sizeof(struct rdmig_advice) >= ADVICE_SIZE_0_3_0, "rdmig_advice only grows");
 
 void src_conv_policy(const struct rdmig_source *s, struct conv_policy *p)
 {
@@ -37,12 +38,12 @@ void src_conv_policy(const struct rdmig_source *s, struct conv_policy *p)
  * from the round's start (its marks were frozen then) until the log was
  * last taken: the round's end where the library pulls it, now where the
  * VMM pushes. */
-static void last_round(const struct rdmig_source *s, int64_t now, struct conv_round *r)
+static void last_round(struct rdmig_source *s, int64_t now, struct conv_round *r)
 {
 	int64_t seen = s->ss.cfg.dirty_sync ? s->round_end_ms : now;
 
 	memset(r, 0, sizeof(*r));
-	r->dirty = src_mem_dirty_bytes((struct rdmig_source *)s);
+	r->dirty = src_mem_dirty_bytes(s);
 	r->sent = s->last_iter_bytes;
 	r->round_ms = s->last_iter_ms;
 	r->window_ms = seen > s->iter_start_ms ? (uint64_t)(seen - s->iter_start_ms) : 0;
