@@ -1,7 +1,7 @@
 # rdmig: RDMA live-migration transport.  Plain GNU make; every output goes
 # under build/ so `make clean` leaves the tree as cloned.
 
-VERSION     := 0.2.0
+VERSION     := 0.3.0
 MAJOR       := 0
 PREFIX      ?= /usr/local
 LIBDIR      ?= $(PREFIX)/lib

@@ -17,6 +17,7 @@
 #include "codec.h"
 #include "privdata.h"
 #include "rdmig.h"
+#include "src_conv.h"
 #include "src_end.h"
 #include "src_int.h"
 #include "src_iter.h"
@@ -362,6 +363,23 @@ static bool goal_reached(const struct rdmig_source *s)
 	}
 }
 
+/* A round was acknowledged in this step.  Where the VMM pulls its log,
+ * it is pulled now, so what the round's time dirtied is counted at once
+ * (remaining, expected_downtime_ms) rather than at the start of the next
+ * round: QEMU syncs its bitmap before it decides, too. */
+static int round_end(struct rdmig_source *s)
+{
+	int rc;
+
+	s->round_ended = s->iteration;
+	rc = src_mem_sync(s);
+	s->round_end_ms = rd_now_ms();
+	/* Completing: that was the final round. */
+	if (!rc && s->goal == GOAL_COMPLETED)
+		rc = src_end_final_done(s);
+	return rc;
+}
+
 /* 1 when the state's work was cut short with more to do now.  @begun is
  * the state the step began in: the setup parts start in a step of their
  * own, not in the one that brought the link up. */
@@ -463,6 +481,8 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	}
 	if (!rc)
 		rc = reap_registrations(s);
+	if (!rc && s->state == SRC_READY && s->round_ended != s->iteration)
+		rc = round_end(s);
 	rd_laps_mark(&laps, "events and registrations");
 	if (!rc) {
 		cut = advance(s, max_bytes, until, begun);
@@ -633,25 +653,6 @@ int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const c
 	return start_failed(s, rc);
 }
 
-/* The caller's dirty_sync: what changed since the last round, marked now,
- * goes into this one. */
-static int dirty_sync(struct rdmig_source *s)
-{
-	char msg[RD_ERRLEN] = "";
-	struct cfg_cb_frame f;
-	int rc;
-
-	if (!s->ss.cfg.dirty_sync)
-		return 0;
-	cfg_cb_enter(&f, &s->ss.cfg);
-	rc = s->ss.cfg.dirty_sync(s->ss.cfg.dirty_ctx, s, msg, sizeof(msg));
-	cfg_cb_leave(&f);
-	if (!rc)
-		return 0;
-	return rd_err_set(&s->ss.err, rc < 0 ? rc : -EIO, "the dirty_sync callback failed: %s",
-			  msg[0] ? msg : "no reason given");
-}
-
 int rdmig_source_iterate_async(struct rdmig_source *s)
 {
 	int rc;
@@ -659,8 +660,10 @@ int rdmig_source_iterate_async(struct rdmig_source *s)
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_ITERATED, SRC_READY);
+	/* What was dirtied since the last round ended (the VMM sent device
+	 * state meanwhile, say) goes into this one. */
 	if (!rc)
-		rc = dirty_sync(s);
+		rc = src_mem_sync(s);
 	if (!rc)
 		rc = src_iter_begin(s);
 	return start_failed(s, rc);
@@ -673,10 +676,9 @@ int rdmig_source_complete_async(struct rdmig_source *s)
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_COMPLETED, SRC_READY);
-	/* Every WRITE went and completed with the last round: the posting
-	 * and zero-check threads are done. */
+	/* The guest is paused: its log, once more, holds its last pages. */
 	if (!rc)
-		src_iter_stop_threads(s);
+		rc = src_mem_sync(s);
 	if (!rc)
 		rc = src_end_begin(s);
 	return start_failed(s, rc);
@@ -753,6 +755,20 @@ int rdmig_source_poll(struct rdmig_source *s)
 	return step_keep(s);
 }
 
+int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a)
+{
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
+	if (s->state == SRC_FAILED)
+		return s->result;
+	if (s->state < SRC_READY)
+		return rd_err_set(&s->ss.err, -ENOTCONN, "not connected");
+	if (s->state != SRC_READY || (s->goal != GOAL_NONE && s->goal != GOAL_REACHED))
+		return rd_err_set(&s->ss.err, -EBUSY, "advice comes between operations, after an "
+				  "iteration");
+	return src_conv_advice(s, a);
+}
+
 void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s)
 {
 	pace_set(&s->pace, bytes_per_s);
@@ -771,8 +787,8 @@ void rdmig_source_cancel(struct rdmig_source *s)
 static void publish(struct rdmig_source *s)
 {
 	struct stats_box *b = &s->ss.stats;
-	uint64_t bw = s->last_iter_ms ? s->last_iter_bytes * 1000 / s->last_iter_ms : 0;
 	uint64_t dirty = src_mem_dirty_bytes(s);
+	struct conv_policy p;
 
 	pthread_mutex_lock(&b->lock);
 	if (!s->prep_out && s->dreg_ready) {
@@ -785,7 +801,10 @@ static void publish(struct rdmig_source *s)
 	b->st.ctrl_received = s->ss.ch.received;
 	b->st.remaining = dirty + (s->sweep.planned_bytes > s->iter_bytes ?
 					    s->sweep.planned_bytes - s->iter_bytes : 0);
-	b->st.expected_downtime_ms = bw ? b->st.remaining * 1000 / bw : 0;
+	/* The advice's prediction: at the limit when there is one (the last
+	 * pages are paced too), plus the VMM's switch-over cost. */
+	src_conv_policy(s, &p);
+	b->st.expected_downtime_ms = conv_downtime_ms(&p, b->st.remaining, s->bw);
 	b->st.dirty_rate = s->dirty_rate;
 	b->st.first_write_ms = s->first_write_ms > 0 && b->start_ms ?
 			       (uint64_t)(s->first_write_ms - b->start_ms) : 0;

@@ -13,6 +13,8 @@
  *   src_end    completion: digests for VERIFY, COMPLETE, its answer
  *   src_state  the device-state stream
  *   src_mem    the blocks: adding, dirty marks, registering our memory
+ *   src_conv   the convergence advice: the config's policy (conv.h) over
+ *              the rounds' figures
  * Each takes the handle and returns 0 or a negative errno with the
  * message in ss.err; failing (telling the peer, tearing down) is
  * source.c's alone.  Like fab_int.h for the fabric, this header holds
@@ -26,6 +28,7 @@
 
 #include "auth.h"
 #include "blocks.h"
+#include "conv.h"
 #include "cost.h"
 #include "dreg.h"
 #include "pace.h"
@@ -236,6 +239,18 @@ struct rdmig_source {
 	int64_t iter_start_ms;
 	uint64_t last_iter_bytes, last_iter_ms;
 	uint64_t iter_zero_base; /* zero pages found before this round */
+	/* The last round whose end was handled (the log pulled), and when;
+	 * the page bandwidth learned over the rounds (conv_learn_bw). */
+	uint32_t round_ended;
+	int64_t round_end_ms;
+	uint64_t bw;
+	/* The convergence advice (src_conv): the policy's memory of past
+	 * rounds, the advice for the round it last decided on, and the
+	 * throttle it advised (which the VMM applies). */
+	struct conv conv;
+	struct rdmig_advice advice;
+	uint32_t advised;
+	unsigned throttle;
 	/* Marking may come from any thread: the dirty bitmaps' swap and these
 	 * counters are under mark_lock, and so is who drives the handle (whose
 	 * marks may write the handle's error text). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "conv.h"
 #include "privdata.h"
 #include "src_int.h"
 #include "src_mem.h"
@@ -492,6 +493,7 @@ static int on_iter_ack(struct rdmig_source *s, const Rdmig__IterAck *a)
 	s->iteration++;
 	s->last_iter_bytes = s->iter_bytes;
 	s->last_iter_ms = (uint64_t)(now - s->iter_start_ms);
+	s->bw = conv_learn_bw(s->bw, s->last_iter_bytes, s->last_iter_ms);
 	s->sweep.planned_bytes = s->iter_bytes = 0;
 	s->state = SRC_READY;
 	pthread_mutex_lock(&s->ss.stats.lock);

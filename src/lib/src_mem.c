@@ -232,6 +232,23 @@ void src_mem_mark_all(struct rdmig_source *s)
 	pthread_mutex_unlock(&s->mark_lock);
 }
 
+int src_mem_sync(struct rdmig_source *s)
+{
+	char msg[RD_ERRLEN] = "";
+	struct cfg_cb_frame f;
+	int rc;
+
+	if (!s->ss.cfg.dirty_sync)
+		return 0;
+	cfg_cb_enter(&f, &s->ss.cfg);
+	rc = s->ss.cfg.dirty_sync(s->ss.cfg.dirty_ctx, s, msg, sizeof(msg));
+	cfg_cb_leave(&f);
+	if (!rc)
+		return 0;
+	return rd_err_set(&s->ss.err, rc < 0 ? rc : -EIO, "the dirty_sync callback failed: %s",
+			  msg[0] ? msg : "no reason given");
+}
+
 uint64_t src_mem_dirty_bytes(struct rdmig_source *s)
 {
 	uint64_t n;

@@ -31,6 +31,9 @@ int src_mem_mark(struct rdmig_source *s, unsigned block, uint64_t offset, uint64
 int src_mem_mark_bitmap(struct rdmig_source *s, unsigned block, const unsigned long *bitmap,
 			uint64_t first_page, uint64_t npages);
 void src_mem_mark_all(struct rdmig_source *s);
+/* The caller's dirty_sync, when it pulls its log that way: what its log
+ * holds is marked now.  0, or its failure as the handle's error. */
+int src_mem_sync(struct rdmig_source *s);
 /* Bytes marked and not yet frozen into a round. */
 uint64_t src_mem_dirty_bytes(struct rdmig_source *s);
 /* A round begins: what was marked is what it sends; marks from now on go

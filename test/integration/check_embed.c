@@ -593,5 +593,6 @@ Suite *embed_suite(void)
 	tcase_add_test(tc, loop_rounds_as_fast_as_blocking);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, embed_trial_tcase());
+	suite_add_tcase(s, embed_busy_tcase());
 	return s;
 }

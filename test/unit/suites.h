@@ -24,4 +24,5 @@ Suite *pace_suite(void);
 Suite *abi_suite(void);
 Suite *cost_suite(void);
 Suite *regq_suite(void);
+Suite *conv_suite(void);
 #endif
