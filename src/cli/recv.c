@@ -55,7 +55,7 @@ static const char usage_text[] =
 	"  -q, --qmp SOCK           receive into the QEMU (started with -incoming defer)\n"
 	"                           whose QMP socket this is: its shared RAM backends and\n"
 	"                           its device state; it runs once the migration completed\n"
-	"      --qmp-pid PID        with --qmp: only the QEMU of this pid may answer\n"
+	"      --qmp-pid PID[:START] with --qmp: only that QEMU (pid, start time) may answer\n"
 	"      --qmp-uuid UUID      with --qmp: only a QEMU that says this UUID\n"
 	"      --no-start           with --qmp: leave the migrated guest paused\n"
 	"  -j, --json               JSON events on stdout, one per line\n"

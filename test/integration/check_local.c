@@ -1039,6 +1039,99 @@ START_TEST(reused_pid_gets_no_signal)
 }
 END_TEST
 
+/* ---- a listener whose pid went to QEMU (issue 30, review) --------------------------- */
+
+/* The impostor's QMP end, on the listening socket it inherited as fd 3:
+ * greets, answers every command with an empty return, prints what it got. */
+static const char listener_py[] =
+	"import json, socket, sys\n"
+	"s = socket.socket(fileno=3)\n"
+	"print('serving', flush=True)\n"
+	"while True:\n"
+	"    c, _ = s.accept()\n"
+	"    c.sendall(b'{\"QMP\": {\"version\": {\"qemu\": {\"major\": 7, \"minor\": 2, "
+	"\"micro\": 0}}, \"capabilities\": []}}\\n')\n"
+	"    c.settimeout(30)\n"
+	"    try:\n"
+	"        while True:\n"
+	"            b = c.recv(65536)\n"
+	"            if not b: break\n"
+	"            print('got %d bytes: %r' % (len(b), b[:200]), flush=True)\n"
+	"            for line in b.split(b'\\n'):\n"
+	"                try: req = json.loads(line)\n"
+	"                except ValueError: continue\n"
+	"                c.sendall(json.dumps({'return': {}, 'id': req.get('id')}).encode() + b'\\n')\n"
+	"    except OSError: pass\n"
+	"    c.close()\n";
+
+/* SO_PEERCRED names the process that called listen(), as it was: a
+ * listener that exited leaves its pid to whoever gets the number next.
+ * Here a child calls listen() on the test's socket and exits; a process
+ * then takes its pid (ns_last_pid, as a pid wrap would); the impostor
+ * answers on the socket.  migrate-recv --qmp SOCK --qmp-pid PID (the pid
+ * a manager checked) and migrate-send --qmp SOCK alone must both refuse it
+ * before sending a byte: the process of that pid does not hold the
+ * connection.  Before (b89e3b0) the pid matched and the impostor got the
+ * QMP session (found by the review of round 4). */
+START_TEST(qmp_listener_pid_reused_refused)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char sock[300], mark[300], out[300], pidarg[16], said[8192], said2[8192], *text;
+	pid_t listener, taken, imp;
+	int fd, st, rc, rc2;
+	struct lx f;
+
+	lx_init(&f);
+	snprintf(sock, sizeof(sock), "%s/qmp.sock", f.dir);
+	snprintf(mark, sizeof(mark), "%s/victim.log", f.dir);
+	snprintf(out, sizeof(out), "%s/impostor.out", f.dir);
+	ck_assert_uint_lt(strlen(sock), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	listener = fork();
+	ck_assert_int_ge(listener, 0);
+	if (listener == 0)
+		_exit(listen(fd, 4) ? 1 : 0);
+	ck_assert_int_eq(waitpid(listener, &st, 0), listener);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	imp = fork();
+	ck_assert_int_ge(imp, 0);
+	if (imp == 0) {
+		int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (o < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0 || dup2(fd, 3) < 0)
+			_exit(126);
+		execl("/usr/bin/python3", "python3", "-c", listener_py, (char *)NULL);
+		_exit(127);
+	}
+	close(fd);
+	taken = spawn_victim_at(listener, mark);
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)taken);
+	rc = qmp_command(&f, 0, sock, (const char *const[]){ "--qmp-pid", pidarg, NULL }, said,
+			 sizeof(said));
+	rc2 = qmp_command(&f, 1, sock, NULL, said2, sizeof(said2));
+	text = tu_slurp(out, NULL);
+	kill(taken, SIGKILL);
+	waitpid(taken, NULL, 0);
+	kill(imp, SIGKILL);
+	waitpid(imp, NULL, 0);
+	printf("local: a QMP socket whose listener exited and whose pid %d another process took: "
+	       "migrate-recv --qmp-pid %d -> exit %d: %s; migrate-send -> exit %d: %s\n",
+	       (int)listener, (int)taken, rc, said, rc2, said2);
+	ck_assert_msg(text && strstr(text, "serving"), "the impostor did not run: %s",
+		      text ? text : "");
+	ck_assert_msg(!strstr(text, "got "), "a command talked to the impostor: %s", text);
+	ck_assert_msg(rc == 2 && strstr(said, "answered by a process other than pid"),
+		      "migrate-recv exit %d: %s", rc, said);
+	ck_assert_msg(rc2 == 2 && strstr(said2, "answered by a process other than pid"),
+		      "migrate-send exit %d: %s", rc2, said2);
+	free(text);
+	lx_free(&f);
+}
+END_TEST
+
 Suite *local_suite(void)
 {
 	Suite *s = suite_create("local");
@@ -1058,6 +1151,7 @@ Suite *local_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, qmp_ram_name_swapped, 0, 2);
 	tcase_add_loop_test(tc, qmp_name_swapped_between_look_and_open, 0, 2);
+	tcase_add_test(tc, qmp_listener_pid_reused_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
