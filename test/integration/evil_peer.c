@@ -15,7 +15,7 @@
  *   evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]
  *                   [--zero-bytes BYTES]
  *   evil_peer state HOST:PORT --key FILE [--announce BYTES] [--state-bytes BYTES]
- *                   [--size BYTES]
+ *                   [--size BYTES] [--hold-ms MS]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
@@ -44,7 +44,8 @@
  * migration (whether its other work went on meanwhile is the test's to
  * see); state, all of --state-bytes of device state (64 MiB) was sent
  * without the destination ending the migration, after announcing
- * --announce bytes (or nothing).  flood prints "evil_peer: flood: flooding ..." on stderr once it
+ * --announce bytes (or nothing), and with --hold-ms it kept the migration
+ * open (its state's room taken) that long after.  flood prints "evil_peer: flood: flooding ..." on stderr once it
  * starts, "evil_peer: flood: served ..." at the first ITER_ACK, and its
  * result line gives when the destination ended it
  * (dropped-at-ms, CLOCK_MONOTONIC, comparable with the test's clock).
@@ -146,6 +147,7 @@ struct opts {
 	uint64_t announce;      /* state: device state said in BLOCK_MAP_REQ
 				 * (UINT64_MAX: nothing said) */
 	uint64_t state_bytes;   /* state: device state sent */
+	int hold_state_ms;      /* state: then connected this long (--hold-ms) */
 	uint8_t key[AUTH_KEY_MAX];
 	size_t key_len;
 };
@@ -1548,7 +1550,7 @@ static int state(const struct opts *o)
 	struct pd_accept acc;
 	struct peer p;
 	struct frame f;
-	int64_t quiet = 0;
+	int64_t quiet = 0, last_ka = 0;
 	char q[1200], said[32];
 	int rc;
 
@@ -1566,10 +1568,17 @@ static int state(const struct opts *o)
 		if (rc < 0 || p.said[0] || p.closed)
 			break;
 		if (sent == o->state_bytes) {
-			if (!quiet)
-				quiet = rd_deadline(1000);
+			/* Then quiet: a second, or --hold-ms with keepalives (the
+			 * state keeps its room taken, the migration never ends). */
+			if (!quiet) {
+				quiet = rd_deadline(o->hold_state_ms ? o->hold_state_ms : 1000);
+				note("sent it all; holding on");
+			}
 			if (rd_expired(quiet))
 				break;
+			if (rd_now_ms() - last_ka >= KEEPALIVE_MS && p.w.credits >= 1 &&
+			    !send_msg(&p, CT_KEEPALIVE, NULL, -1))
+				last_ka = rd_now_ms();
 			usleep(1000);
 			continue;
 		}
@@ -1603,7 +1612,7 @@ static int usage(void)
 		"       evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]\n"
 		"                       [--zero-bytes BYTES]\n"
 		"       evil_peer state HOST:PORT --key FILE [--announce BYTES] [--state-bytes BYTES]\n"
-		"                       [--size BYTES]\n"
+		"                       [--size BYTES] [--hold-ms MS]\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
 }
@@ -1681,7 +1690,7 @@ static int parse(struct opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--depth") && v) {
 			o->depth = (uint32_t)atoi(argv[++i]);
 		} else if (!strcmp(a, "--hold-ms") && v) {
-			o->hold_ms = atoi(argv[++i]);
+			o->hold_ms = o->hold_state_ms = atoi(argv[++i]);
 		} else if (!strcmp(a, "--name") && v) {
 			o->name = argv[++i];
 		} else if (!strcmp(a, "--seconds") && v) {
