@@ -26,6 +26,8 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -839,7 +841,7 @@ static int qmp_command(struct lx *f, int src, const char *sock, const char *cons
 START_TEST(qmp_ram_name_swapped)
 {
 	char vmdir[64], odir[300], ram[400], obj[512], rarg[420], victim[300], said[8192];
-	char said2[8192];
+	char said2[8192], said3[8192], rdir[280], linked[320];
 	const char *args[] = { "-machine", "pc,memory-backend=mem", "-m", "32M", "-object", obj,
 			       _i ? NULL : "-incoming", "defer", NULL };
 	struct lx f;
@@ -874,9 +876,24 @@ START_TEST(qmp_ram_name_swapped)
 	never_opened(in, ram, _i ? "migrate-send" : "migrate-recv");
 	ck_assert_msg(rc == 2 && strstr(said2, "FIFO"), "exit %d: %s", rc, said2);
 	close(in);
+
+	/* A directory of the path made a link: not only the last name must
+	 * not be followed (O_NOFOLLOW alone would follow this one). */
+	snprintf(rdir, sizeof(rdir), "%s/rootdir", f.dir);
+	ck_assert_int_eq(mkdir(rdir, 0700), 0);
+	snprintf(victim, sizeof(victim), "%s/vm.ram", rdir);
+	in = root_only(victim, 32 * MIB);
+	snprintf(linked, sizeof(linked), "%s/sub", odir);
+	as_other_swap(SWAP_LINK, linked, rdir);
+	snprintf(rarg, sizeof(rarg), "mem=%s/sub/vm.ram", odir);
+	rc = qmp_command(&f, _i, v.cmd_sock, (const char *const[]){ "--ram", rarg, NULL }, said3,
+			 sizeof(said3));
+	never_opened(in, victim, _i ? "migrate-send" : "migrate-recv");
+	ck_assert_msg(rc == 2 && strstr(said3, "symbolic link"), "exit %d: %s", rc, said3);
+	close(in);
 	printf("local: %s --qmp --ram NAME=PATH, PATH made a link to a root-only file by QEMU's "
-	       "user -> %s; made a FIFO -> %s\n", _i ? "migrate-send" : "migrate-recv", said,
-	       said2);
+	       "user -> %s; made a FIFO -> %s; a directory of PATH made a link -> %s\n",
+	       _i ? "migrate-send" : "migrate-recv", said, said2, said3);
 	vm_stop(&v);
 	tu_rmdir(vmdir);
 	lx_free(&f);
