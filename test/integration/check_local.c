@@ -33,7 +33,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "qemu_vm.h"
 #include "runs.h"
 #include "suites.h"
 #include "testutil.h"
@@ -795,6 +794,35 @@ static int watch(const char *path)
 	return in;
 }
 
+/* test/integration/support/fake-qemu as OTHER_UID (QEMU's user): its QMP
+ * socket in @odir (OTHER_UID's), its RAM file @odir/vm.ram of @size bytes,
+ * made here; the status of a source (@src) or of a destination waiting;
+ * @swap_to: what it links the RAM file's name to once the look at it is
+ * over ("-": never).  Its output goes to @out. */
+static void fake_start(struct tu_proc *p, const char *odir, uint64_t size, int src,
+		       const char *swap_to, char *sock, size_t len, const char *out)
+{
+	char fake[600], ram[400], sz[32], uid[16];
+	char *argv[] = { fake, sock, ram, sz, src ? "running" : "inmigrate", (char *)swap_to,
+			 "--as", uid, NULL };
+	int fd, i;
+
+	repo_file("test/integration/support/fake-qemu", fake, sizeof(fake));
+	snprintf(sock, len, "%s/qmp.sock", odir);
+	snprintf(ram, sizeof(ram), "%s/vm.ram", odir);
+	snprintf(sz, sizeof(sz), "%llu", (unsigned long long)size);
+	snprintf(uid, sizeof(uid), "%d", OTHER_UID);
+	fd = open(ram, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	ck_assert_int_eq(fchown(fd, OTHER_UID, OTHER_UID), 0);
+	close(fd);
+	ck_assert_int_eq(tu_spawn(p, out, argv), 0);
+	for (i = 0; i < 200 && !tu_exists(sock); i++)
+		usleep(50 * 1000);
+	ck_assert_msg(tu_exists(sock), "fake-qemu did not listen");
+}
+
 /* The command of side @src (1: migrate-send, 0: migrate-recv) on QMP socket
  * @sock, with @more (NULL-terminated, may be NULL) after: its exit code
  * and its message in @said. */
@@ -832,36 +860,34 @@ static int qmp_command(struct lx *f, int src, const char *sock, const char *cons
 }
 
 /* --qmp SOCK --ram NAME=PATH on both commands (_i: 0 migrate-recv, 1
- * migrate-send).  QEMU's user owns the directory of the guest's RAM file
- * and replaces the file's name with a symbolic link to a file of root's
- * alone, then with a FIFO: neither is opened, each is refused by name.
- * Before (2cee698) --qmp with --ram skipped every check: root followed the
- * link and mapped the root-only file read-write and shared, the RDMA
- * WRITEs' destination. */
+ * migrate-send), against a QEMU stand-in (fake-qemu: it answers QMP and
+ * maps its RAM file as QEMU does; what the commands do before they talk
+ * to a real QEMU's migration is the same).  QEMU's user owns the directory
+ * of the guest's RAM file and replaces the file's name with a symbolic link
+ * to a file of root's alone, then with a FIFO, then makes a directory of
+ * the path a link: none is opened, each is refused by name.  Before
+ * (2cee698) --qmp with --ram skipped every check: root followed the link
+ * and mapped the root-only file read-write and shared, the RDMA WRITEs'
+ * destination. */
 START_TEST(qmp_ram_name_swapped)
 {
-	char vmdir[64], odir[300], ram[400], obj[512], rarg[420], victim[300], said[8192];
+	char odir[300], ram[400], sock[400], out[400], rarg[420], victim[300], said[8192];
 	char said2[8192], said3[8192], rdir[280], linked[320];
-	const char *args[] = { "-machine", "pc,memory-backend=mem", "-m", "32M", "-object", obj,
-			       _i ? NULL : "-incoming", "defer", NULL };
+	struct tu_proc p;
 	struct lx f;
-	struct vm v;
 	int in, rc;
 
 	lx_init(&f);
 	other_dir(&f, "qemu", odir, sizeof(odir));
 	snprintf(ram, sizeof(ram), "%s/vm.ram", odir);
 	snprintf(rarg, sizeof(rarg), "mem=%s", ram);
-	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=32M,mem-path=%s,share=on",
-		 ram);
-	vm_dir(vmdir, sizeof(vmdir), "local");
-	vm_start(&v, vmdir, _i ? "src" : "dst", args);
-	vm_expect_status(&v, _i ? "running" : "inmigrate");
+	snprintf(out, sizeof(out), "%s/fake.out", f.dir);
+	fake_start(&p, odir, 32 * MIB, _i, "-", sock, sizeof(sock), out);
 	snprintf(victim, sizeof(victim), "%s/root-only", f.dir);
 	in = root_only(victim, 32 * MIB);
 
 	as_other_swap(SWAP_LINK, ram, victim);
-	rc = qmp_command(&f, _i, v.cmd_sock, (const char *const[]){ "--ram", rarg, NULL }, said,
+	rc = qmp_command(&f, _i, sock, (const char *const[]){ "--ram", rarg, NULL }, said,
 			 sizeof(said));
 	never_opened(in, victim, _i ? "migrate-send" : "migrate-recv");
 	ck_assert_msg(rc == 2 && strstr(said, "symbolic link"), "exit %d: %s", rc, said);
@@ -871,7 +897,7 @@ START_TEST(qmp_ram_name_swapped)
 	unlink(ram);
 	as_other_swap(SWAP_FIFO, ram, NULL);
 	in = watch(ram);
-	rc = qmp_command(&f, _i, v.cmd_sock, (const char *const[]){ "--ram", rarg, NULL }, said2,
+	rc = qmp_command(&f, _i, sock, (const char *const[]){ "--ram", rarg, NULL }, said2,
 			 sizeof(said2));
 	never_opened(in, ram, _i ? "migrate-send" : "migrate-recv");
 	ck_assert_msg(rc == 2 && strstr(said2, "FIFO"), "exit %d: %s", rc, said2);
@@ -886,7 +912,7 @@ START_TEST(qmp_ram_name_swapped)
 	snprintf(linked, sizeof(linked), "%s/sub", odir);
 	as_other_swap(SWAP_LINK, linked, rdir);
 	snprintf(rarg, sizeof(rarg), "mem=%s/sub/vm.ram", odir);
-	rc = qmp_command(&f, _i, v.cmd_sock, (const char *const[]){ "--ram", rarg, NULL }, said3,
+	rc = qmp_command(&f, _i, sock, (const char *const[]){ "--ram", rarg, NULL }, said3,
 			 sizeof(said3));
 	never_opened(in, victim, _i ? "migrate-send" : "migrate-recv");
 	ck_assert_msg(rc == 2 && strstr(said3, "symbolic link"), "exit %d: %s", rc, said3);
@@ -894,8 +920,8 @@ START_TEST(qmp_ram_name_swapped)
 	printf("local: %s --qmp --ram NAME=PATH, PATH made a link to a root-only file by QEMU's "
 	       "user -> %s; made a FIFO -> %s; a directory of PATH made a link -> %s\n",
 	       _i ? "migrate-send" : "migrate-recv", said, said2, said3);
-	vm_stop(&v);
-	tu_rmdir(vmdir);
+	tu_kill(&p, SIGKILL);
+	tu_wait(&p, 5000);
 	lx_free(&f);
 }
 END_TEST
@@ -911,37 +937,18 @@ END_TEST
  * host). */
 START_TEST(qmp_name_swapped_between_look_and_open)
 {
-	char odir[300], ram[400], sock[400], victim[300], fake[600], out[400], said[8192];
+	char odir[300], sock[400], victim[300], out[400], said[8192];
 	char *text;
 	struct tu_proc p;
 	struct lx f;
-	int in, rc, fd;
+	int in, rc;
 
 	lx_init(&f);
 	other_dir(&f, "qemu", odir, sizeof(odir));
-	snprintf(ram, sizeof(ram), "%s/vm.ram", odir);
-	snprintf(sock, sizeof(sock), "%s/qmp.sock", odir);
-	fd = open(ram, O_RDWR | O_CREAT | O_EXCL, 0600);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(ftruncate(fd, 16 * MIB), 0);
-	ck_assert_int_eq(fchown(fd, OTHER_UID, OTHER_UID), 0);
-	close(fd);
 	snprintf(victim, sizeof(victim), "%s/root-only", f.dir);
 	in = root_only(victim, 16 * MIB);
-	repo_file("test/integration/support/fake-qemu", fake, sizeof(fake));
 	snprintf(out, sizeof(out), "%s/fake.out", f.dir);
-	{
-		char size[32], uid[16];
-		char *argv[] = { fake, sock, ram, size, _i ? "running" : "inmigrate", victim,
-				 "--as", uid, NULL };
-
-		snprintf(size, sizeof(size), "%llu", 16 * MIB);
-		snprintf(uid, sizeof(uid), "%d", OTHER_UID);
-		ck_assert_int_eq(tu_spawn(&p, out, argv), 0);
-	}
-	for (rc = 0; rc < 200 && !tu_exists(sock); rc++)
-		usleep(50 * 1000);
-	ck_assert_msg(tu_exists(sock), "fake-qemu did not listen");
+	fake_start(&p, odir, 16 * MIB, _i, victim, sock, sizeof(sock), out);
 	rc = qmp_command(&f, _i, sock, NULL, said, sizeof(said));
 	text = tu_slurp(out, NULL);
 	tu_kill(&p, SIGKILL);
