@@ -1182,8 +1182,9 @@ END_TEST
 #define STATE_HOSTILE 4
 
 /* Keyed hostile sources against a daemon on a 48 MiB tmpfs with --max-state
- * 12M, beside an honest 16 MiB migration admitted first: one announces
- * 64 KiB of device state and sends 32 MiB; three say nothing, send 11 MiB
+ * 12M, beside an honest 16 MiB migration admitted first (at 1 MiB/s, so
+ * its last pages land after the others' state): one announces 64 KiB of
+ * device state and sends 1 MiB; three say nothing, send 11 MiB
  * each (within --max-state) and then hold their migrations open, so their
  * state keeps its room.  The first is stopped at what it announced; the
  * daemon reserved --max-state for each of the others at admission, so the
@@ -1215,7 +1216,7 @@ START_TEST(state_past_announced_stopped)
 					   "--max-state", "12M", "--timeout", "10", NULL });
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--json",
-						   "--max-bandwidth", "2M", "--timeout", "10", NULL });
+						   "--max-bandwidth", "1M", "--timeout", "10", NULL });
 	setup = tu_wait_event(&f.send, "setup", 30000);
 	ck_assert_msg(setup != NULL, "the honest source was not admitted");
 	json_object_put(setup);
@@ -1226,13 +1227,13 @@ START_TEST(state_past_announced_stopped)
 		memset(&ev[i], 0, sizeof(ev[i]));
 		tu_run_spawn(&ev[i], f.dir, tag, i ?
 			     (char *[]){ f.evilbin, "state", f.addr, "--key", key, "--size", "4096",
-					 "--state-bytes", "11534336", "--hold-ms", "25000",
+					 "--state-bytes", "11534336", "--hold-ms", "30000",
 					 "--timeout", "5000", NULL } :
 			     (char *[]){ f.evilbin, "state", f.addr, "--key", key, "--size", "4096",
-					 "--state-bytes", "33554432", "--announce", "65536",
+					 "--state-bytes", "1048576", "--announce", "65536",
 					 "--timeout", "5000", NULL });
 	}
-	/* The honest one ends first: the others hold on for 25 s. */
+	/* The honest one ends first: the others hold on for 30 s. */
 	sc = tu_run_finish(&f.send, 120000);
 	for (i = 0; i < STATE_HOSTILE; i++) {
 		char *text;
