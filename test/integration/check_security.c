@@ -1182,8 +1182,9 @@ END_TEST
 #define STATE_HOSTILE 4
 
 /* Keyed hostile sources against a daemon on a 48 MiB tmpfs with --max-state
- * 12M, beside an honest 16 MiB migration admitted first (at 1 MiB/s, so
- * its last pages land after the others' state): one announces 64 KiB of
+ * 12M, beside an honest 16 MiB migration admitted first (at 1 MiB/s, its
+ * pages pinned 2 MiB at a time, so its last pages land after the others'
+ * state): one announces 64 KiB of
  * device state and sends 1 MiB; three say nothing, send 11 MiB
  * each (within --max-state) and then hold their migrations open, so their
  * state keeps its room.  The first is stopped at what it announced; the
@@ -1212,8 +1213,11 @@ START_TEST(state_past_announced_stopped)
 	ck_assert_int_eq(mkdir(mnt, 0755), 0);
 	ck_assert_msg(mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0755") == 0, "mount -t "
 		      "tmpfs %s: %s (needs root: run it in tools/softroce)", mnt, strerror(errno));
+	/* A small pinned-bytes cap: the honest image's pages are pinned, so
+	 * taken from the tmpfs, as its data comes, not all at once ahead. */
 	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", mnt, "--auth-key", key,
-					   "--max-state", "12M", "--timeout", "10", NULL });
+					   "--max-state", "12M", "--pinned-cap", "2M", "--timeout",
+					   "10", NULL });
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--json",
 						   "--max-bandwidth", "1M", "--timeout", "10", NULL });
