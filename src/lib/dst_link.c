@@ -131,9 +131,12 @@ static bool open_channels(struct rdmig_dest *d, struct fab_conn *c, unsigned wan
 {
 	struct rd_err e;
 
+	unsigned max = d->ss.cfg.channels < PD_CHANNELS_MAX - CHAN_PC_MAX ?
+		       d->ss.cfg.channels : PD_CHANNELS_MAX - CHAN_PC_MAX;
+
 	if (want < 2)
 		return false;
-	if (chan_set_open(&d->chans, c, d->ss.cfg.channels, &e)) {
+	if (chan_set_open(&d->chans, c, max, &e)) {
 		cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "using one channel: %s", e.msg);
 		return false;
 	}

@@ -211,7 +211,7 @@ static int answer_block_map(struct rdmig_dest *d)
 		resp.blocks = ptrs;
 		resp.pinned_cap = (d->ss.caps & PD_CAP_PIN_ALL) ? 0 : d->ss.cfg.pinned_cap;
 		if (d->chans) {
-			resp.channels = chan_set_grant(d->chans, d->req_channels,
+			resp.channels = chan_set_grant(d->chans, d->req_channels, 0,
 						       &resp.channel_port, &resp.channel_token);
 			cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "%u data channels (the source asked "
 				"for %u)", resp.channels, d->req_channels);

@@ -57,6 +57,12 @@ struct fab_caps {
 	 * or NULL: create one with cq_depth entries (0: sq_depth + rq_depth). */
 	struct ibv_cq *cq;
 	uint32_t cq_depth;
+	/* The QP takes part in RDMA READs, as many at once as both devices
+	 * allow: the active side answers the peer's READs (its responder
+	 * resources), the passive side issues them (its initiator depth).
+	 * Post-copy's channels only: the other connections neither read nor
+	 * are read, and so offer nothing. */
+	bool reads;
 };
 
 enum fab_state {

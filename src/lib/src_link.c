@@ -344,7 +344,7 @@ static int open_channels(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
 	s->chan_token = r->channel_token;
 	for (k = 1; k < n; k++) {
 		rc = chan_connect_start(&s->chans[k].conn, s->ss.conn, s->chan_port,
-					s->chan_token, k, n, s->ss.cfg.max_writes + 4,
+					s->chan_token, k, n, s->ss.cfg.max_writes + 4, false,
 					rd_deadline(s->ss.cfg.timeout_ms), &s->ss.err);
 		if (!rc)
 			rc = sess_watch(&s->ss, fab_cm_fd(s->chans[k].conn));
@@ -374,7 +374,7 @@ static int channels_step(struct rdmig_source *s)
 			again = SRC_LINK_AGAIN;
 		if (!rc || rc == FAB_STEP_AGAIN)
 			continue;
-		rc = chan_connect_finish(s->chans[k].conn, k, rc, &s->ss.err);
+		rc = chan_connect_finish(s->chans[k].conn, k, false, rc, &s->ss.err);
 		if (rc)
 			return rc;
 		s->chans[k].up = true;

@@ -207,8 +207,10 @@ int chan_set_open(struct chan_set **out, struct fab_conn *ctrl, unsigned max,
 	return 0;
 }
 
-unsigned chan_set_grant(struct chan_set *cs, unsigned n, uint32_t *port, uint64_t *token)
+unsigned chan_set_grant(struct chan_set *cs, unsigned n, unsigned pc, uint32_t *port,
+			uint64_t *token)
 {
+	(void)pc;
 	cs->granted = n < DEST_CHANNELS_DEFAULT ? n : DEST_CHANNELS_DEFAULT;
 	*port = 4791;
 	*token = 0x1234;

@@ -25,4 +25,5 @@ Suite *abi_suite(void);
 Suite *cost_suite(void);
 Suite *regq_suite(void);
 Suite *conv_suite(void);
+Suite *chan_suite(void);
 #endif
