@@ -82,7 +82,11 @@ static void codec(const char *dir)
 	Rdmig__StateRing sr = RDMIG__STATE_RING__INIT;
 	Rdmig__StateWritten sw = RDMIG__STATE_WRITTEN__INIT;
 	Rdmig__StateTaken stk = RDMIG__STATE_TAKEN__INIT;
-	uint64_t pglen[2] = { 16, 16 };
+	Rdmig__PostcopyKeys pk = RDMIG__POSTCOPY_KEYS__INIT;
+	Rdmig__PostcopyRanges prn = RDMIG__POSTCOPY_RANGES__INIT;
+	Rdmig__PostcopyDone pd = RDMIG__POSTCOPY_DONE__INIT;
+	uint64_t pglen[2] = { 16, 16 }, paddr[3] = { 0x7f0000000000ull, 0x7f0001000000ull,
+						      0x7f8000000000ull };
 
 	b[0].name = "pc.ram"; b[0].length = 1 << 24; b[0].page_size = 4096;
 	b[1].name = "vram"; b[1].length = 12345; b[1].page_size = 2 << 20;
@@ -91,6 +95,7 @@ static void codec(const char *dir)
 	d[0].base_addr = 0x7f1234560000ull; d[0].rkey = 77; d[0].zeroed = 1;
 	d[1].base_addr = 0x7f9900000000ull;
 	bmr.n_blocks = 2; bmr.blocks = dp; bmr.pinned_cap = 1ull << 30;
+	bmr.postcopy_channels = 2; bmr.channel_port = 4791; bmr.channel_token = 0x5eed;
 	frame(dir, CT_BLOCK_MAP_RESP, &bmr.base);
 	rq.req_id = 9;
 	rq.n_chunk_block = rq.n_chunk_index = 3; rq.chunk_block = blk; rq.chunk_index = idx;
@@ -133,6 +138,17 @@ static void codec(const char *dir)
 	frame(dir, CT_STATE_WRITTEN, &sw.base);
 	stk.taken = 3u << 20;
 	frame(dir, CT_STATE_TAKEN, &stk.base);
+	pk.piece_shift = 24;
+	pk.n_block = pk.n_piece = pk.n_addr = pk.n_rkey = 3;
+	pk.block = blk; pk.piece = idx; pk.addr = paddr; pk.rkey = keys;
+	frame(dir, CT_POSTCOPY_KEYS, &pk.base);
+	prn.n_block = prn.n_first = prn.n_count = 3;
+	prn.block = blk; prn.first = idx; prn.count = idx; prn.last = 1;
+	idx[0] = 1;
+	frame(dir, CT_POSTCOPY_RANGES, &prn.base);
+	idx[0] = 0;
+	pd.pages = 300; pd.fault_pages = 12; pd.background_pages = 288;
+	frame(dir, CT_POSTCOPY_DONE, &pd.base);
 	/* Found by fuzz_codec: field number 0 spelled as a two-byte tag. */
 	static const uint8_t field0[] = { 0, 0, 0, 5, 0, CT_ITER_ACK, 0, 0,
 					  0x08, 7, 0x80, 0x00, 5 };
