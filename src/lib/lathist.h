@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define LATHIST_BUCKETS 24
+#define LATHIST_BUCKETS 24 /* rdmig.h's RDMIG_LATENCY_BUCKETS */
 
 struct lathist {
 	uint64_t bucket[LATHIST_BUCKETS];
