@@ -276,7 +276,7 @@ lint:
 # seconds on a scratch copy of its seed corpus; `make check` runs them
 # briefly.  Crashes are written to build/fuzz/ and fail the target.  The
 # fuzzers carry their own sanitizers, so they live in build/ in every build.
-FUZZ_TARGETS := privdata codec dest chan control names
+FUZZ_TARGETS := privdata codec dest chan control names pcset
 FUZZ_TIME ?= 120
 fuzz: bootstrap-if-needed
 	@test/fuzz/build.sh

@@ -173,7 +173,7 @@ static void seq_frame(unsigned type, const ProtobufCMessage *m)
 	seq_len += 2 + (size_t)n;
 }
 
-static void dest_sequence(const char *dir, const char *name, uint8_t sel)
+static void dest_sequence(const char *dir, const char *name, uint8_t sel, uint8_t sel2)
 {
 	Rdmig__BlockDesc b[3], *bp[3] = { &b[0], &b[1], &b[2] };
 	Rdmig__BlockMapReq map = RDMIG__BLOCK_MAP_REQ__INIT;
@@ -197,6 +197,7 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 
 	seq_len = 0;
 	seq[seq_len++] = sel;
+	seq[seq_len++] = sel2;
 	for (i = 0; i < 3; i++) {
 		rdmig__block_desc__init(&b[i]);
 		b[i].name = (char *)names[i];
@@ -245,23 +246,64 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 		c.state_bytes += sw.length;
 	}
 	c.iteration = 1;
+	if (sel2 & 1) {
+		/* Post-copy after the round: the keys of every piece (1 MiB:
+		 * one a block), the set, COMPLETE once the destination said
+		 * every page is in. */
+		Rdmig__PostcopyKeys k = RDMIG__POSTCOPY_KEYS__INIT;
+		Rdmig__PostcopyRanges r = RDMIG__POSTCOPY_RANGES__INIT;
+		uint32_t kb[3] = { 0, 1, 2 }, rk[3] = { 11, 12, 13 }, rb[3] = { 0, 0, 2 };
+		uint64_t kp[3] = { 0, 0, 0 }, ka[3] = { 0x7f0000000000ull, 0x7f0000100000ull,
+							0x7f0000200000ull };
+		uint64_t rf[3] = { 0, 5, 1 }, rc[3] = { 2, 11, 1 };
+
+		k.piece_shift = 20;
+		k.n_block = k.n_piece = k.n_addr = k.n_rkey = 3;
+		k.block = kb; k.piece = kp; k.addr = ka; k.rkey = rk;
+		seq_frame(CT_POSTCOPY_KEYS, &k.base);
+		r.n_block = r.n_first = r.n_count = 3;
+		r.block = rb; r.first = rf; r.count = rc; r.last = 1;
+		seq_frame(CT_POSTCOPY_RANGES, &r.base);
+	}
 	seq_frame(CT_COMPLETE, &c.base);
 	put(dir, name, seq, seq_len);
 }
 
+/* fuzz_pcset input: two blocks of 300 and 1 pages, a set, their keys. */
+static void pcset(const char *dir)
+{
+	static const uint8_t in[] = {
+		1, 43, 1, 0, 0,                 /* 2 blocks: 300 and 1 pages */
+		0, 3,                           /* ranges: 3 */
+		0, 0, 0, 10, 0,                 /* block 0, pages 0..9 */
+		0, 20, 0, 200, 0,               /* block 0, pages 20..219 */
+		1, 0, 0, 1, 0,                  /* block 1, page 0 */
+		1, 20, 3,                       /* keys: 1 MiB pieces, 3 */
+		0, 0, 0, 0, 0, 0, 0x7f, 0, 0, 0, 1, 0, 0, 0,
+		0, 1, 0, 0, 0x10, 0, 0, 0x7f, 0, 0, 2, 0, 0, 0,
+		1, 0, 0, 0, 0, 1, 0, 0x7f, 0, 0, 3, 0, 0, 0,
+	};
+
+	put(dir, "two-blocks", in, sizeof(in));
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 3 && argc != 4) {
-		fprintf(stderr, "usage: %s PRIVDATA_DIR CODEC_DIR [DEST_DIR]\n", argv[0]);
+	if (argc < 3 || argc > 5) {
+		fprintf(stderr, "usage: %s PRIVDATA_DIR CODEC_DIR [DEST_DIR [PCSET_DIR]]\n",
+			argv[0]);
 		return 2;
 	}
 	privdata(argv[1]);
 	codec(argv[2]);
 	if (argc == 4) {
-		dest_sequence(argv[3], "dynamic", 0x02);
-		dest_sequence(argv[3], "pin-all", 0x03);
-		dest_sequence(argv[3], "mapped", 0x12);
-		dest_sequence(argv[3], "state-ring", 0x82);
+		dest_sequence(argv[3], "dynamic", 0x02, 0);
+		dest_sequence(argv[3], "pin-all", 0x03, 0);
+		dest_sequence(argv[3], "mapped", 0x12, 0);
+		dest_sequence(argv[3], "state-ring", 0x82, 0);
+		dest_sequence(argv[3], "postcopy", 0x02, 1);
 	}
+	if (argc == 5)
+		pcset(argv[4]);
 	return 0;
 }
