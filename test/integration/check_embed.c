@@ -594,5 +594,6 @@ Suite *embed_suite(void)
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, embed_trial_tcase());
 	suite_add_tcase(s, embed_busy_tcase());
+	suite_add_tcase(s, embed_postcopy_tcase());
 	return s;
 }

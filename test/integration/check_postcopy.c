@@ -1,0 +1,254 @@
+/* Post-copy over RDMA READ with the example VMMs of examples/ (issue 33):
+ * the source pauses its guest after zero or one pre-copy round and
+ * switches; the destination's guest threads start at once and touch pages
+ * at random while the library's thread reads the ones they touch and the
+ * rest in the background.  Every page the guest first saw, and every page
+ * at the end, must be the source's as of the pause (a checksum per page,
+ * written by both), and every write the guest made must have survived
+ * (a page the NIC wrote after the guest did would lose it).  Over private
+ * anonymous memory and over shared memory (memfd), and in a fault storm:
+ * several threads touching new pages at once, where neither the faults
+ * may starve the background pass nor the background the faults.
+ *
+ * Run alone: CK_RUN_SUITE=embed CK_RUN_CASE=postcopy. */
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runs.h"
+#include "suites.h"
+#include "testutil.h"
+
+#define PC_MIB 32
+#define PC_PAGES (PC_MIB * 256u)
+
+struct pc_run {
+	const char *memory;     /* "anon" or "shared" */
+	int rounds;             /* pre-copy rounds before the switch */
+	int threads;            /* the destination's guest threads */
+};
+
+/* What the destination printed about post-copy. */
+struct pc_figures {
+	unsigned long long pages, fault_pages, bg_pages, ms;
+	unsigned long long faults, mean_us, max_us, blocked_ms, read_us;
+	unsigned long long dist[24];
+	unsigned long long touches, absent, p50_us, p99_us, gmax_us, lost;
+	unsigned vcpus;
+};
+
+/* The value after @key on its line in @path ("" when absent). */
+static void field(const char *path, const char *key, char *out, size_t len)
+{
+	char *text = tu_slurp(path, NULL), *p, *nl;
+
+	out[0] = '\0';
+	p = text ? strstr(text, key) : NULL;
+	if (p) {
+		p += strlen(key);
+		nl = strchr(p, '\n');
+		if (nl)
+			*nl = '\0';
+		snprintf(out, len, "%s", p);
+	}
+	free(text);
+}
+
+static void read_figures(const char *path, struct pc_figures *f)
+{
+	char line[1024], *p, *end;
+	unsigned i;
+
+	memset(f, 0, sizeof(*f));
+	field(path, "postcopy: ", line, sizeof(line));
+	ck_assert_msg(sscanf(line, "%llu pages lacked, %llu read on faults, %llu in the "
+			     "background, all in after %llu ms", &f->pages, &f->fault_pages,
+			     &f->bg_pages, &f->ms) == 4, "no post-copy figures: \"%s\"", line);
+	field(path, "faults: ", line, sizeof(line));
+	ck_assert_msg(sscanf(line, "%llu remote, mean %llu us, max %llu us, blocked %llu ms, "
+			     "read round trip %llu us", &f->faults, &f->mean_us, &f->max_us,
+			     &f->blocked_ms, &f->read_us) == 5, "no fault figures: \"%s\"", line);
+	field(path, "latency-dist: ", line, sizeof(line));
+	for (i = 0, p = line; i < 24; i++, p = end)
+		f->dist[i] = strtoull(p, &end, 10);
+	field(path, "guest: ", line, sizeof(line));
+	ck_assert_msg(sscanf(line, "%u vCPUs, %llu first touches, %llu of absent pages: p50 %llu "
+			     "us p99 %llu us max %llu us; %llu writes lost", &f->vcpus,
+			     &f->touches, &f->absent, &f->p50_us, &f->p99_us, &f->gmax_us,
+			     &f->lost) == 7, "no guest figures: \"%s\"", line);
+}
+
+/* The upper end, in us, of the bucket holding the @q quantile of QEMU's
+ * latency distribution. */
+static unsigned long long dist_quantile(const struct pc_figures *f, double q)
+{
+	unsigned long long n = 0, seen = 0;
+	unsigned i;
+
+	for (i = 0; i < 24; i++)
+		n += f->dist[i];
+	for (i = 0; i < 24; i++) {
+		seen += f->dist[i];
+		if (n && (double)seen >= q * (double)n)
+			return 1ull << (i + 1);
+	}
+	return 0;
+}
+
+/* Pages whose checksums differ between the two files. */
+static unsigned long long differing_pages(const char *a, const char *b)
+{
+	size_t la = 0, lb = 0, i;
+	char *x = tu_slurp(a, &la), *y = tu_slurp(b, &lb);
+	unsigned long long n = 0;
+
+	ck_assert_msg(x && y && la == lb && la == PC_PAGES * 8, "page sums: %zu and %zu bytes, "
+		      "%u expected", la, lb, PC_PAGES * 8);
+	for (i = 0; i < la; i += 8)
+		n += memcmp(x + i, y + i, 8) != 0;
+	free(x);
+	free(y);
+	return n;
+}
+
+/* Both example VMMs, post-copy: exits, page sums, what the guest saw. */
+static void run_postcopy(const struct pc_run *r, struct pc_figures *f)
+{
+	char dir[256], port[32], bin_src[512], bin_dst[512], sums_s[600], sums_d[600];
+	char mib[16], rounds[16], threads[16], st_s[64], st_d[64];
+	struct tu_run src, dst;
+	int shared = !strcmp(r->memory, "shared"), dcode, scode, n;
+	char *dargv[12], *sargv[14];
+
+	tu_tmpdir(dir, sizeof(dir));
+	tu_build_path("bin/vmm-source", bin_src, sizeof(bin_src));
+	tu_build_path("bin/vmm-dest", bin_dst, sizeof(bin_dst));
+	snprintf(sums_s, sizeof(sums_s), "%s/src.sums", dir);
+	snprintf(sums_d, sizeof(sums_d), "%s/dst.sums", dir);
+	snprintf(mib, sizeof(mib), "%d", PC_MIB);
+	snprintf(rounds, sizeof(rounds), "%d", r->rounds);
+	snprintf(threads, sizeof(threads), "%d", r->threads);
+	n = 0;
+	dargv[n++] = bin_dst;
+	dargv[n++] = (char *)tu_addr();
+	dargv[n++] = "0";
+	dargv[n++] = "--mib";
+	dargv[n++] = mib;
+	dargv[n++] = "--postcopy";
+	dargv[n++] = "--guest-threads";
+	dargv[n++] = threads;
+	dargv[n++] = "--page-sums";
+	dargv[n++] = sums_d;
+	dargv[n++] = shared ? "--shared" : NULL;
+	dargv[n] = NULL;
+	tu_run_spawn(&dst, dir, "dest", dargv);
+	if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("vmm-dest did not start listening");
+	}
+	n = 0;
+	sargv[n++] = bin_src;
+	sargv[n++] = (char *)tu_addr();
+	sargv[n++] = port;
+	sargv[n++] = "--mib";
+	sargv[n++] = mib;
+	sargv[n++] = "--postcopy";
+	sargv[n++] = "--rounds";
+	sargv[n++] = rounds;
+	sargv[n++] = "--page-sums";
+	sargv[n++] = sums_s;
+	sargv[n++] = shared ? "--shared" : NULL;
+	sargv[n] = NULL;
+	tu_run_spawn(&src, dir, "source", sargv);
+	scode = tu_run_finish(&src, 180000);
+	dcode = tu_run_finish(&dst, 60000);
+	if (scode || dcode) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+	}
+	ck_assert_msg(scode == 0, "vmm-source exited %d", scode);
+	ck_assert_msg(dcode == 0, "vmm-dest exited %d", dcode);
+	read_figures(dst.out, f);
+	field(src.out, "digest state ", st_s, sizeof(st_s));
+	field(dst.out, "digest state ", st_d, sizeof(st_d));
+	printf("postcopy %s, %d rounds, %d vCPUs: %llu pages lacked, %llu on faults, %llu in the "
+	       "background, %llu ms; %llu remote faults, mean %llu us, max %llu us, dist p50 <= %llu "
+	       "us p99 <= %llu us, READ round trip %llu us; guest: %llu first touches, %llu of "
+	       "absent pages p50 %llu us p99 %llu us max %llu us, %llu writes lost\n", r->memory,
+	       r->rounds, r->threads, f->pages, f->fault_pages, f->bg_pages, f->ms, f->faults,
+	       f->mean_us, f->max_us, dist_quantile(f, 0.5), dist_quantile(f, 0.99), f->read_us,
+	       f->touches, f->absent, f->p50_us, f->p99_us, f->gmax_us, f->lost);
+	fflush(stdout);
+	/* Every page as the source had it at the pause, whichever way it came
+	 * and whenever the guest first looked. */
+	ck_assert_msg(differing_pages(sums_s, sums_d) == 0, "%llu pages differ from the source's",
+		      differing_pages(sums_s, sums_d));
+	ck_assert_msg(f->lost == 0, "%llu of the guest's writes were lost", f->lost);
+	ck_assert_msg(st_s[0] && !strcmp(st_s, st_d), "the device state differs: %s vs %s", st_s,
+		      st_d);
+	/* It was post-copy: pages were lacking, and both ways brought them. */
+	ck_assert_msg(f->pages > 0 && f->fault_pages + f->bg_pages == f->pages,
+		      "%llu pages lacked, %llu + %llu came", f->pages, f->fault_pages, f->bg_pages);
+	ck_assert_msg(f->fault_pages > 0 && f->faults > 0, "no page was read on a fault");
+	ck_assert_msg(f->bg_pages > 0, "the background pass read nothing");
+	tu_rmdir(dir);
+}
+
+/* One round while the guest writes, then the switch; the destination's
+ * guest in private anonymous memory (UFFDIO_COPY from staging). */
+START_TEST(postcopy_anon)
+{
+	struct pc_run r = { "anon", 1, 1 };
+	struct pc_figures f;
+
+	run_postcopy(&r, &f);
+	/* A round went before: the set is what it left. */
+	ck_assert_uint_lt(f.pages, PC_PAGES);
+}
+END_TEST
+
+/* Straight to post-copy; shared memory (MINOR faults, the NIC writing
+ * through a second mapping, UFFDIO_CONTINUE). */
+START_TEST(postcopy_shared)
+{
+	struct pc_run r = { "shared", 0, 1 };
+	struct pc_figures f;
+
+	run_postcopy(&r, &f);
+	ck_assert_uint_eq(f.pages, PC_PAGES);
+}
+END_TEST
+
+/* Four threads touching new pages as fast as their faults are served.
+ * The background pass must still bring a fair share (faults do not starve
+ * it: a pass that only ran when no fault waited would bring almost
+ * nothing while four threads fault), and the faults must stay quick (the
+ * background does not starve them: a fault queued behind its bulk READs
+ * would take several of those READs' time). */
+START_TEST(postcopy_fault_storm)
+{
+	struct pc_run r = { "anon", 0, 4 };
+	struct pc_figures f;
+
+	run_postcopy(&r, &f);
+	ck_assert_uint_eq(f.pages, PC_PAGES);
+	ck_assert_msg(f.bg_pages * 5 >= f.pages, "the background pass read %llu of %llu pages "
+		      "during the storm", f.bg_pages, f.pages);
+	ck_assert_msg(f.faults >= 100, "only %llu faults: no storm", f.faults);
+	ck_assert_msg(dist_quantile(&f, 0.5) <= 32768, "half the faults took more than %llu us",
+		      dist_quantile(&f, 0.5));
+}
+END_TEST
+
+TCase *embed_postcopy_tcase(void)
+{
+	TCase *tc = tcase_create("postcopy");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, postcopy_anon);
+	tcase_add_test(tc, postcopy_shared);
+	tcase_add_test(tc, postcopy_fault_storm);
+	return tc;
+}
