@@ -687,43 +687,42 @@ int rdmig_source_iterate_async(struct rdmig_source *s)
 	return start_failed(s, rc);
 }
 
-int rdmig_source_complete_async(struct rdmig_source *s)
+/* The last operation, with the guest paused: its log, once more, holds its
+ * last pages; @begin completes or switches to post-copy with them. */
+static int start_last(struct rdmig_source *s, int (*begin)(struct rdmig_source *s))
 {
 	int rc;
 
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_COMPLETED, SRC_READY);
-	/* The guest is paused: its log, once more, holds its last pages. */
 	if (!rc)
 		rc = src_mem_sync(s);
 	if (!rc)
-		rc = src_end_begin(s);
-	return start_failed(s, rc);
+		rc = begin(s);
+	return rc;
+}
+
+int rdmig_source_complete_async(struct rdmig_source *s)
+{
+	int rc = start_last(s, src_end_begin);
+
+	return rc == -EDEADLK ? rc : start_failed(s, rc);
 }
 
 int rdmig_source_postcopy_async(struct rdmig_source *s)
 {
-	int rc;
+	int rc = start_last(s, src_pc_begin);
 
-	if (sess_reentered(&s->ss))
-		return -EDEADLK;
-	rc = start(s, GOAL_COMPLETED, SRC_READY);
-	/* The guest is paused: its log, once more, holds its last pages, and
-	 * those are what the destination will lack. */
-	if (!rc)
-		rc = src_mem_sync(s);
-	if (!rc)
-		rc = src_pc_begin(s);
 	/* A switch that cannot be made leaves the migration as it was: the
 	 * VMM may complete instead, or resume its guest. */
-	if (rc && s->goal == GOAL_COMPLETED && s->state == SRC_READY &&
-	    (rc == -ENOTSUP || rc == -EINVAL)) {
+	if ((rc == -ENOTSUP || rc == -EINVAL) && s->goal == GOAL_COMPLETED &&
+	    s->state == SRC_READY) {
 		s->goal = GOAL_NONE;
 		s->step_end = STEP_IDLE;
 		return rc;
 	}
-	return start_failed(s, rc);
+	return rc == -EDEADLK ? rc : start_failed(s, rc);
 }
 
 static int run(struct rdmig_source *s, int rc)

@@ -39,41 +39,24 @@ struct pc_figures {
 	unsigned vcpus;
 };
 
-/* The value after @key on its line in @path ("" when absent). */
-static void field(const char *path, const char *key, char *out, size_t len)
-{
-	char *text = tu_slurp(path, NULL), *p, *nl;
-
-	out[0] = '\0';
-	p = text ? strstr(text, key) : NULL;
-	if (p) {
-		p += strlen(key);
-		nl = strchr(p, '\n');
-		if (nl)
-			*nl = '\0';
-		snprintf(out, len, "%s", p);
-	}
-	free(text);
-}
-
 static void read_figures(const char *path, struct pc_figures *f)
 {
 	char line[1024], *p, *end;
 	unsigned i;
 
 	memset(f, 0, sizeof(*f));
-	field(path, "postcopy: ", line, sizeof(line));
+	tu_field(path, "postcopy: ", line, sizeof(line));
 	ck_assert_msg(sscanf(line, "%llu pages lacked, %llu read on faults, %llu in the "
 			     "background, all in after %llu ms", &f->pages, &f->fault_pages,
 			     &f->bg_pages, &f->ms) == 4, "no post-copy figures: \"%s\"", line);
-	field(path, "faults: ", line, sizeof(line));
+	tu_field(path, "faults: ", line, sizeof(line));
 	ck_assert_msg(sscanf(line, "%llu remote, mean %llu us, max %llu us, blocked %llu ms, "
 			     "read round trip %llu us", &f->faults, &f->mean_us, &f->max_us,
 			     &f->blocked_ms, &f->read_us) == 5, "no fault figures: \"%s\"", line);
-	field(path, "latency-dist: ", line, sizeof(line));
+	tu_field(path, "latency-dist: ", line, sizeof(line));
 	for (i = 0, p = line; i < 24; i++, p = end)
 		f->dist[i] = strtoull(p, &end, 10);
-	field(path, "guest: ", line, sizeof(line));
+	tu_field(path, "guest: ", line, sizeof(line));
 	ck_assert_msg(sscanf(line, "%u vCPUs, %llu first touches, %llu of absent pages: p50 %llu "
 			     "us p99 %llu us max %llu us; %llu writes lost", &f->vcpus,
 			     &f->touches, &f->absent, &f->p50_us, &f->p99_us, &f->gmax_us,
@@ -171,8 +154,8 @@ static void run_postcopy(const struct pc_run *r, struct pc_figures *f)
 	ck_assert_msg(scode == 0, "vmm-source exited %d", scode);
 	ck_assert_msg(dcode == 0, "vmm-dest exited %d", dcode);
 	read_figures(dst.out, f);
-	field(src.out, "digest state ", st_s, sizeof(st_s));
-	field(dst.out, "digest state ", st_d, sizeof(st_d));
+	tu_field(src.out, "digest state ", st_s, sizeof(st_s));
+	tu_field(dst.out, "digest state ", st_d, sizeof(st_d));
 	printf("postcopy %s, %d rounds, %d vCPUs: %llu pages lacked, %llu on faults, %llu in the "
 	       "background, %llu ms; %llu remote faults, mean %llu us, max %llu us, dist p50 <= %llu "
 	       "us p99 <= %llu us, READ round trip %llu us; guest: %llu first touches, %llu of "
