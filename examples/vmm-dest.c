@@ -1,6 +1,6 @@
 /* vmm-dest: how a VMM receives a guest with rdmig from its own poll loop.
  *
- *   vmm-dest HOST PORT [--mib N] [--postcopy [--guest-threads N]
+ *   vmm-dest HOST PORT [--mib N] [--postcopy [--guest-threads N] [--storm]
  *            [--page-sums FILE]] [--shared]
  *
  * The guest's RAM is anonymous private memory, never touched before the
@@ -24,7 +24,9 @@
  * page is in.  Each first touch of a page that was absent from the guest's
  * page tables is timed.  --page-sums writes the checksum of every page as
  * the guest first saw it (the ones it never touched, as they are at the
- * end), for a test to hold against vmm-source's.
+ * end), for a test to hold against vmm-source's.  --storm makes the vCPUs
+ * pick pages still absent from the page tables while there are any, so
+ * every touch is a fault: the worst a guest can do to the background pass.
  *
  * A real destination also sets auth_key (anyone who can reach the port may
  * otherwise send it a guest), max_image, and an admit callback that creates
@@ -71,6 +73,7 @@ struct vmm {
 	struct vcpu cpu[GUEST_THREADS_MAX];
 	bool started;
 	atomic_bool stop;
+	bool storm;
 	atomic_uchar *visited;  /* per page: a vCPU took its first touch */
 	uint64_t *seen_sum;     /* per page: its checksum at the first touch */
 	const char *page_sums;
@@ -96,6 +99,20 @@ static uint64_t sum(const uint8_t *p, uint64_t n)
 
 	for (i = 0; i < n; i++)
 		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+/* A page's checksum, a word at a time: cheap enough to take at every
+ * first touch. */
+static uint64_t page_sum(const uint8_t *p)
+{
+	uint64_t h = 1469598103934665603ull, w;
+	unsigned i;
+
+	for (i = 0; i < PAGE; i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 1099511628211ull;
+	}
 	return h;
 }
 
@@ -159,6 +176,10 @@ static void *vcpu_run(void *arg)
 	while (!atomic_load(&v->stop)) {
 		for (tries = 0; tries < 64; tries++) {
 			page = next_rand(&c->rng) % v->npages;
+			/* A storm goes for the pages not here yet, while it
+			 * finds some. */
+			if (v->storm && tries < 48 && present(c, v->ram + page * PAGE))
+				continue;
 			no = 0;
 			if (atomic_compare_exchange_strong(&v->visited[page], &no, 1))
 				break;
@@ -170,7 +191,7 @@ static void *vcpu_run(void *arg)
 		t0 = now_ns();
 		(void)p[0];     /* the first touch: a fault, if the page is missing */
 		t0 = now_ns() - t0;
-		v->seen_sum[page] = sum((const uint8_t *)p, PAGE);
+		v->seen_sum[page] = page_sum((const uint8_t *)p);
 		*(volatile uint64_t *)p = marker(page);
 		c->touches++;
 		if (absent) {
@@ -265,7 +286,7 @@ static int finish_guest(struct vmm *v)
 			if (*(const uint64_t *)(v->ram + page * PAGE) != marker(page))
 				lost++;
 		} else {
-			v->seen_sum[page] = sum(v->ram + page * PAGE, PAGE);
+			v->seen_sum[page] = page_sum(v->ram + page * PAGE);
 		}
 	}
 	printf("guest: %u vCPUs, %" PRIu64 " first touches, %" PRIu64 " of absent pages: "
@@ -369,7 +390,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: vmm-dest HOST PORT [--mib N] [--postcopy [--guest-threads N]\n"
-			"                [--page-sums FILE]] [--shared]\n");
+			"                [--storm] [--page-sums FILE]] [--shared]\n");
 		return 2;
 	}
 	for (i = 3; i < argc; i++) {
@@ -379,6 +400,8 @@ int main(int argc, char **argv)
 			postcopy = 1;
 		} else if (!strcmp(argv[i], "--shared")) {
 			shared = 1;
+		} else if (!strcmp(argv[i], "--storm")) {
+			v.storm = true;
 		} else if (!strcmp(argv[i], "--guest-threads") && i + 1 < argc) {
 			v.nthreads = (unsigned)atoi(argv[++i]);
 			if (v.nthreads < 1 || v.nthreads > GUEST_THREADS_MAX) {

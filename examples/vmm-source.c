@@ -189,6 +189,20 @@ static uint64_t sum(const uint8_t *p, uint64_t n)
 	return h;
 }
 
+/* A page's checksum, a word at a time: cheap enough to take at every
+ * first touch. */
+static uint64_t page_sum(const uint8_t *p)
+{
+	uint64_t h = 1469598103934665603ull, w;
+	unsigned i;
+
+	for (i = 0; i < PAGE; i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 1099511628211ull;
+	}
+	return h;
+}
+
 /* One checksum per page as of the pause: what the destination's guest
  * must find in each page, whichever way it came. */
 static int write_page_sums(const struct vmm *v)
@@ -200,7 +214,7 @@ static int write_page_sums(const struct vmm *v)
 	if (!f)
 		return -errno;
 	for (page = 0; page < v->npages && !rc; page++) {
-		h = sum(v->ram + page * PAGE, PAGE);
+		h = page_sum(v->ram + page * PAGE);
 		if (fwrite(&h, sizeof(h), 1, f) != 1)
 			rc = -EIO;
 	}

@@ -13,6 +13,7 @@
  * Run alone: CK_RUN_SUITE=embed CK_RUN_CASE=postcopy. */
 #include <check.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct pc_run {
 	const char *memory;     /* "anon" or "shared" */
 	int rounds;             /* pre-copy rounds before the switch */
 	int threads;            /* the destination's guest threads */
+	bool storm;             /* they touch only pages not here yet */
 };
 
 /* What the destination printed about post-copy. */
@@ -88,7 +90,7 @@ static unsigned long long dist_quantile(const struct pc_figures *f, double q)
 static void read_latency(const char *dir, char *out, size_t len)
 {
 	const char *dev = getenv("RDMIG_TEST_DEV");
-	char *args[] = { "ib_read_lat", "-R", "-F", "-d", (char *)(dev ? dev : "rxe0"), "-s",
+	char *args[] = { "/usr/bin/ib_read_lat", "-R", "-F", "-d", (char *)(dev ? dev : "rxe0"), "-s",
 			 "4096", "-n", "500", "-p", "18777", NULL, NULL };
 	struct tu_run srv, cli;
 	char line[512], *text, *p;
@@ -143,7 +145,7 @@ static void run_postcopy(const struct pc_run *r, struct pc_figures *f)
 	char mib[16], rounds[16], threads[16], st_s[64], st_d[64];
 	struct tu_run src, dst;
 	int shared = !strcmp(r->memory, "shared"), dcode, scode, n;
-	char *dargv[12], *sargv[14];
+	char *dargv[14], *sargv[14];
 
 	tu_tmpdir(dir, sizeof(dir));
 	tu_build_path("bin/vmm-source", bin_src, sizeof(bin_src));
@@ -164,6 +166,8 @@ static void run_postcopy(const struct pc_run *r, struct pc_figures *f)
 	dargv[n++] = threads;
 	dargv[n++] = "--page-sums";
 	dargv[n++] = sums_d;
+	if (r->storm)
+		dargv[n++] = "--storm";
 	dargv[n++] = shared ? "--shared" : NULL;
 	dargv[n] = NULL;
 	tu_run_spawn(&dst, dir, "dest", dargv);
@@ -223,7 +227,7 @@ static void run_postcopy(const struct pc_run *r, struct pc_figures *f)
  * guest in private anonymous memory (UFFDIO_COPY from staging). */
 START_TEST(postcopy_anon)
 {
-	struct pc_run r = { "anon", 1, 1 };
+	struct pc_run r = { "anon", 1, 1, false };
 	struct pc_figures f;
 
 	run_postcopy(&r, &f);
@@ -236,7 +240,7 @@ END_TEST
  * through a second mapping, UFFDIO_CONTINUE). */
 START_TEST(postcopy_shared)
 {
-	struct pc_run r = { "shared", 0, 1 };
+	struct pc_run r = { "shared", 0, 1, false };
 	struct pc_figures f;
 
 	run_postcopy(&r, &f);
@@ -244,15 +248,20 @@ START_TEST(postcopy_shared)
 }
 END_TEST
 
-/* Four threads touching new pages as fast as their faults are served.
- * The background pass must still bring a fair share (faults do not starve
- * it: a pass that only ran when no fault waited would bring almost
- * nothing while four threads fault), and the faults must stay quick (the
- * background does not starve them: a fault queued behind its bulk READs
- * would take several of those READs' time). */
+/* Four threads touching pages not here yet (--storm: every touch a fault)
+ * as fast as their faults are served, while the background pass runs.
+ * The background must still bring a fifth of the pages (the faults do not
+ * stop it), and half the faults must be served within 32 ms (the
+ * background does not hold them up).  What this bed can show is limited:
+ * two emulated vCPUs cannot fault fast enough to starve even a pass that
+ * runs only while no fault waits (measured: it still brought 92 % of the
+ * pages), and the emulated CPU, not the wire, sets a fault's latency (with
+ * the faults' READs on the background's queue pair it was no worse); the
+ * assertions catch a pass or a fault path that stops, not every
+ * unfairness. */
 START_TEST(postcopy_fault_storm)
 {
-	struct pc_run r = { "anon", 0, 4 };
+	struct pc_run r = { "anon", 0, 4, true };
 	struct pc_figures f;
 
 	char dir[256], rtt[256];
