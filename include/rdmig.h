@@ -555,8 +555,9 @@ RDMIG_API int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a
 RDMIG_API void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s);
 /* Any thread: the operation in progress (connecting, resolving, pinning,
  * iterating, hashing for verify) fails with -ECANCELED and the destination
- * is told.  Once COMPLETE has gone the destination's answer decides: a
- * cancel then waits for it (see rdmig(3)). */
+ * is told.  Once COMPLETE has gone, or a switch to post-copy started the
+ * destination's guest, the destination's answer decides: a cancel then
+ * waits for it (see rdmig(3)). */
 RDMIG_API void rdmig_source_cancel(struct rdmig_source *s);
 /* Any thread. */
 RDMIG_API void rdmig_source_stats(struct rdmig_source *s, struct rdmig_stats *st);

@@ -464,7 +464,10 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		finish(s);
 		return 0;
 	}
-	if (!rc && s->state != SRC_COMPLETING)
+	/* From the last range of a switch to post-copy on, the guest runs on
+	 * the destination: a cancel here would only lose it, so the
+	 * destination's word decides, as after COMPLETE. */
+	if (!rc && s->state != SRC_COMPLETING && !s->pc.start_ms)
 		rc = sess_check_cancel(&s->ss);
 	/* The destination disconnects once its confirmation went out: the
 	 * completions before the event are handled first, over as many
