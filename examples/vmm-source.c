@@ -223,20 +223,28 @@ static int write_page_sums(const struct vmm *v)
 	return rc;
 }
 
-/* Pre-copy rounds while the guest runs, then the switch: the guest pauses,
- * the last of its dirty log and its device state go, and the destination
- * takes the guest over, reading what it lacks from here. */
-static int migrate_postcopy(struct vmm *v, const char *host, const char *port)
+/* Connects, sends a setup section of device state, and marks every page
+ * for the first iteration (the dirty log restarts). */
+static int start(struct vmm *v, const char *host, const char *port)
 {
-	int rc, r;
+	int rc = run_until_done(v, rdmig_source_connect_async(v->s, host, port), NULL);
 
-	rc = run_until_done(v, rdmig_source_connect_async(v->s, host, port), NULL);
 	if (!rc)
 		rc = send_state(v, "setup", 100000);
 	if (!rc) {
 		rc = rdmig_source_mark_all(v->s);
 		memset(v->dirty, 0, (v->npages + BITS - 1) / BITS * sizeof(*v->dirty));
 	}
+	return rc;
+}
+
+/* Pre-copy rounds while the guest runs, then the switch: the guest pauses,
+ * the last of its dirty log and its device state go, and the destination
+ * takes the guest over, reading what it lacks from here. */
+static int migrate_postcopy(struct vmm *v, const char *host, const char *port)
+{
+	int rc = start(v, host, port), r;
+
 	for (r = 0; !rc && r < v->rounds; r++) {
 		rc = run_until_done(v, rdmig_source_iterate_async(v->s), guest_runs);
 		if (!rc)
@@ -257,16 +265,8 @@ static int migrate_postcopy(struct vmm *v, const char *host, const char *port)
 
 static int migrate(struct vmm *v, const char *host, const char *port)
 {
-	int rc;
+	int rc = start(v, host, port);
 
-	rc = run_until_done(v, rdmig_source_connect_async(v->s, host, port), NULL);
-	if (!rc)
-		rc = send_state(v, "setup", 100000);
-	/* Everything goes in the first iteration; the dirty log restarts. */
-	if (!rc) {
-		rc = rdmig_source_mark_all(v->s);
-		memset(v->dirty, 0, (v->npages + BITS - 1) / BITS * sizeof(*v->dirty));
-	}
 	if (!rc)
 		rc = run_until_done(v, rdmig_source_iterate_async(v->s), guest_runs);
 	if (!rc)
