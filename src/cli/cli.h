@@ -74,6 +74,7 @@ int cli_block_file_name(const char *name, char *out, size_t len);
  * --qmp-uuid): 0 / NULL when it did not. */
 struct qemu_id {
 	pid_t pid;
+	unsigned long long start; /* its start time (/proc/PID/stat), 0: unsaid */
 	const char *uuid;
 };
 

@@ -47,11 +47,14 @@ struct qmp;
  */
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
 	     char *err, size_t errlen);
-/* The same, but only with the QEMU of pid @expect (0: any) at the other
- * end: its peer credentials are checked on this connection, before
- * anything is sent, and -EPERM names both pids otherwise. */
-int qmp_open_as(struct qmp **out, const char *path, pid_t expect, int timeout_ms,
-		char *err, size_t errlen);
+/* The same, but only with the QEMU of pid @expect (0: any), started at
+ * @start (field 22 of /proc/PID/stat; 0: not checked), at the other end:
+ * its peer credentials are checked on this connection before anything is
+ * sent, and -EPERM names both pids otherwise.  Whatever @expect, the
+ * process the peer credentials name must be the one that accepted the
+ * connection (it holds the other end), or the open fails with -EPERM. */
+int qmp_open_as(struct qmp **out, const char *path, pid_t expect, unsigned long long start,
+		int timeout_ms, char *err, size_t errlen);
 /* Closes the connection and frees the kept events.  NULL is fine. */
 void qmp_close(struct qmp *q);
 

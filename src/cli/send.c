@@ -55,7 +55,7 @@ static const char usage_text[] =
 	"                            where possible), wp-async or soft-dirty\n"
 	"  -q, --qmp SOCK            migrate the QEMU guest whose QMP socket this is, live:\n"
 	"                            its shared RAM backends and its device state\n"
-	"      --qmp-pid PID         with --qmp: only the QEMU of this pid may answer\n"
+	"      --qmp-pid PID[:START] with --qmp: only that QEMU (pid, start time) may answer\n"
 	"      --qmp-uuid UUID       with --qmp: only a QEMU that says this UUID\n"
 	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
 	"      --max-iterations N    at most N rounds while it runs (default 30)\n"

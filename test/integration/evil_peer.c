@@ -15,7 +15,7 @@
  *   evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]
  *                   [--zero-bytes BYTES]
  *   evil_peer state HOST:PORT --key FILE [--announce BYTES] [--state-bytes BYTES]
- *                   [--size BYTES]
+ *                   [--size BYTES] [--hold-ms MS]
  *   evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest [--size BYTES]
  *                   [--revoke-ms MS]
  *   evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]
@@ -47,7 +47,8 @@
  * migration (whether its other work went on meanwhile is the test's to
  * see); state, all of --state-bytes of device state (64 MiB) was sent
  * without the destination ending the migration, after announcing
- * --announce bytes (or nothing); pcsource (post-copy, the READ side: a
+ * --announce bytes (or nothing), and with --hold-ms it kept the migration
+ * open (its state's room taken) that long after; pcsource (post-copy, the READ side: a
  * source that switches with keys for memory it never registered
  * (unregistered), or takes back after --revoke-ms (revoke), or the honest
  * control), the destination read every page and said POSTCOPY_DONE:
@@ -164,6 +165,7 @@ struct opts {
 				 * (UINT64_MAX: nothing said) */
 	uint64_t state_bytes;   /* state: device state sent */
 	int revoke_ms;          /* pcsource revoke: after the switch */
+	int hold_state_ms;      /* state: then connected this long (--hold-ms) */
 	uint8_t key[AUTH_KEY_MAX];
 	size_t key_len;
 };
@@ -1571,7 +1573,7 @@ static int state(const struct opts *o)
 	struct pd_accept acc;
 	struct peer p;
 	struct frame f;
-	int64_t quiet = 0;
+	int64_t quiet = 0, last_ka = 0;
 	char q[1200], said[32];
 	int rc;
 
@@ -1589,10 +1591,17 @@ static int state(const struct opts *o)
 		if (rc < 0 || p.said[0] || p.closed)
 			break;
 		if (sent == o->state_bytes) {
-			if (!quiet)
-				quiet = rd_deadline(1000);
+			/* Then quiet: a second, or --hold-ms with keepalives (the
+			 * state keeps its room taken, the migration never ends). */
+			if (!quiet) {
+				quiet = rd_deadline(o->hold_state_ms ? o->hold_state_ms : 1000);
+				note("sent it all; holding on");
+			}
 			if (rd_expired(quiet))
 				break;
+			if (rd_now_ms() - last_ka >= KEEPALIVE_MS && p.w.credits >= 1 &&
+			    !send_msg(&p, CT_KEEPALIVE, NULL, -1))
+				last_ka = rd_now_ms();
 			usleep(1000);
 			continue;
 		}
@@ -2016,7 +2025,7 @@ static int usage(void)
 		"       evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]\n"
 		"                       [--zero-bytes BYTES]\n"
 		"       evil_peer state HOST:PORT --key FILE [--announce BYTES] [--state-bytes BYTES]\n"
-		"                       [--size BYTES]\n"
+		"                       [--size BYTES] [--hold-ms MS]\n"
 		"       evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest\n"
 		"                       [--size BYTES] [--revoke-ms MS]\n"
 		"       evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]\n"
@@ -2108,7 +2117,7 @@ static int parse(struct opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--depth") && v) {
 			o->depth = (uint32_t)atoi(argv[++i]);
 		} else if (!strcmp(a, "--hold-ms") && v) {
-			o->hold_ms = atoi(argv[++i]);
+			o->hold_ms = o->hold_state_ms = atoi(argv[++i]);
 		} else if (!strcmp(a, "--name") && v) {
 			o->name = argv[++i];
 		} else if (!strcmp(a, "--seconds") && v) {
