@@ -97,6 +97,12 @@ struct rdmig_source;
  * (the destination is told). */
 typedef int (*rdmig_dirty_sync_fn)(void *ctx, struct rdmig_source *s, char *errbuf,
 				   size_t errlen);
+/* Destination: post-copy began.  All the device state arrived (the state
+ * callback had it), and every page the guest lacks is fetched from the
+ * source on first touch by a thread of the library from now on: start the
+ * vCPUs.  Return 0, or a negative errno with a message in errbuf to fail
+ * the migration (the guest must not run then). */
+typedef int (*rdmig_postcopy_fn)(void *ctx, char *errbuf, size_t errlen);
 
 struct rdmig_config {
 	uint32_t size;          /* sizeof(struct rdmig_config); set by init */
@@ -198,6 +204,23 @@ struct rdmig_config {
 	 * rdmig_source_write_state() refuses more with -EFBIG.  0: no device
 	 * state at all; RDMIG_STATE_UNSAID (the default): not announced. */
 	uint64_t state_max;
+	/* Post-copy (rdmig(3), Post-copy), since 0.3.0.  Source: the VMM may
+	 * switch to post-copy (rdmig_source_postcopy_async()); its blocks are
+	 * registered for the destination to read, in the background from the
+	 * block map on (after authentication, with a key), and it reads them
+	 * only once the switch told it where.  Destination: it takes a
+	 * switch; its blocks must then be private anonymous or shared
+	 * (tmpfs, memfd) memory of 4 KiB pages.  (0) */
+	int postcopy;
+	/* Destination: a userfaultfd the VMM made, UFFDIO_API done (with
+	 * UFFD_FEATURE_MINOR_SHMEM for blocks in shared memory), that the
+	 * library registers the blocks on and serves at the switch, and
+	 * leaves open; -1 (the default): the library makes its own. */
+	int postcopy_uffd;
+	/* Destination: called when post-copy begins (NULL: the VMM sees
+	 * status RDMIG_STATUS_POSTCOPY in the statistics). */
+	rdmig_postcopy_fn postcopy_start;
+	void *postcopy_ctx;
 };
 
 enum rdmig_on_limit {
@@ -242,6 +265,10 @@ enum rdmig_status {
 	RDMIG_STATUS_COMPLETED,
 	RDMIG_STATUS_FAILED,
 	RDMIG_STATUS_CANCELLED,
+	/* Since 0.3.0: switched to post-copy, the guest runs on the
+	 * destination, which reads the pages it lacks (QEMU's
+	 * "postcopy-active"); COMPLETING follows once it holds them all. */
+	RDMIG_STATUS_POSTCOPY,
 };
 
 /* What a failed migration failed of, for deciding what to do next (retry,
@@ -261,6 +288,9 @@ enum rdmig_error_class {
 	RDMIG_ERROR_TIMEOUT,      /* the peer did not answer within timeout_ms */
 	RDMIG_ERROR_CANCELLED,    /* rdmig_*_cancel(), on this side or the peer's */
 };
+
+/* Buckets of rdmig_stats' postcopy_latency_dist, as QEMU's. */
+#define RDMIG_LATENCY_BUCKETS 24
 
 /* Counters shared by the API, the JSON events and the control socket; names
  * follow QEMU's query-migrate where they fit.  Set @size to
@@ -318,6 +348,30 @@ struct rdmig_stats {
 	 * map on, so the admit callback can reserve room for them), or
 	 * RDMIG_STATE_UNSAID. */
 	uint64_t state_max;
+	/* Since 0.3.0, post-copy (all 0 when the migration did not switch).
+	 * The pages the destination lacked at the switch (the set), and how
+	 * they came: read because the guest touched them, or by the
+	 * background pass; the time from the switch until every one was in
+	 * (so far, until then). */
+	uint64_t postcopy_pages;
+	uint64_t postcopy_fault_pages;
+	uint64_t postcopy_background_pages;
+	uint64_t postcopy_ms;
+	/* Destination: faults that waited for a page from the source
+	 * (QEMU's postcopy-requests, counted where they happen), their mean
+	 * latency from the fault read to the page placed (QEMU's
+	 * postcopy-latency), the largest, their sum (the time threads were
+	 * blocked: QEMU's postcopy-vcpu-blocktime, summed over the threads),
+	 * the mean round trip of a fault's RDMA READ (post to completion),
+	 * and the latencies as QEMU's postcopy-latency-dist: bucket N counts
+	 * [2^N, 2^(N+1)) microseconds, the first everything under 2 us, the
+	 * last everything from 2^23 us. */
+	uint64_t postcopy_faults;
+	uint64_t postcopy_latency_ns;
+	uint64_t postcopy_latency_max_ns;
+	uint64_t postcopy_blocked_ms;
+	uint64_t postcopy_read_ns;
+	uint64_t postcopy_latency_dist[RDMIG_LATENCY_BUCKETS];
 };
 
 /* ---- source ---------------------------------------------------------- */
@@ -380,6 +434,18 @@ RDMIG_API int rdmig_source_iterate_async(struct rdmig_source *s);
  * sides with -EBUSY (the guest was not paused).  (Before 0.3.0 what was
  * marked since the last iteration was not sent.) */
 RDMIG_API int rdmig_source_complete_async(struct rdmig_source *s);
+/* Since 0.3.0, with postcopy set and granted: switches to post-copy after
+ * zero or more iterations, instead of completing them.  With the guest
+ * paused and its last device state written: takes the dirty log once
+ * more (dirty_sync), tells the destination where it may read this side's
+ * memory and which pages it lacks (those marked since the last iteration,
+ * and never sent), and its guest starts; done (1 from process) once the
+ * destination holds every page and confirmed completion.  From this call
+ * on the guest belongs to the destination: on a failure, do not resume it
+ * here (rdmig(3), Post-copy).  -ENOTSUP when the destination does not
+ * take post-copy, -EINVAL with VERIFY or for blocks of pages other than
+ * 4 KiB; pages marked from the switch on fail it with -EBUSY. */
+RDMIG_API int rdmig_source_postcopy_async(struct rdmig_source *s);
 /* One fd (an epoll fd over the connections and the cancel event) to watch
  * for reading; valid from rdmig_source_create() on. */
 RDMIG_API int rdmig_source_fd(const struct rdmig_source *s);
@@ -419,6 +485,7 @@ RDMIG_API int rdmig_source_iterate(struct rdmig_source *s);
 RDMIG_API int rdmig_source_send_state(struct rdmig_source *s, const void *data,
 				      size_t len);
 RDMIG_API int rdmig_source_complete(struct rdmig_source *s);
+RDMIG_API int rdmig_source_postcopy(struct rdmig_source *s);
 /* Between operations: handles completions and sends keepalives.  Call it at
  * least every keepalive interval while the application does something
  * else, or the destination times out. */
@@ -488,8 +555,9 @@ RDMIG_API int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a
 RDMIG_API void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s);
 /* Any thread: the operation in progress (connecting, resolving, pinning,
  * iterating, hashing for verify) fails with -ECANCELED and the destination
- * is told.  Once COMPLETE has gone the destination's answer decides: a
- * cancel then waits for it (see rdmig(3)). */
+ * is told.  Once COMPLETE has gone, or a switch to post-copy started the
+ * destination's guest, the destination's answer decides: a cancel then
+ * waits for it (see rdmig(3)). */
 RDMIG_API void rdmig_source_cancel(struct rdmig_source *s);
 /* Any thread. */
 RDMIG_API void rdmig_source_stats(struct rdmig_source *s, struct rdmig_stats *st);

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "auth.h"
+#include "lathist.h"
 #include "privdata.h"
 
 #include <errno.h>
@@ -31,6 +32,7 @@ static void config_defaults(struct rdmig_config *cfg)
 	cfg->throttle_increment = 10;
 	cfg->throttle_max = 99;
 	cfg->state_max = RDMIG_STATE_UNSAID;
+	cfg->postcopy_uffd = -1;
 }
 
 void rdmig_config_init_sized(struct rdmig_config *cfg, size_t size)
@@ -216,3 +218,4 @@ void stats_read(struct stats_box *b, struct rdmig_stats *out)
 
 _Static_assert(sizeof(struct rdmig_config) >= CFG_SIZE_0_1_0, "rdmig_config only grows");
 _Static_assert(sizeof(struct rdmig_stats) >= STATS_SIZE_0_1_0, "rdmig_stats only grows");
+_Static_assert(LATHIST_BUCKETS == RDMIG_LATENCY_BUCKETS, "QEMU's buckets, in both");

@@ -23,6 +23,7 @@
 #include "src_iter.h"
 #include "src_link.h"
 #include "src_mem.h"
+#include "src_pc.h"
 #include "src_state.h"
 
 /* ---- lifetime ----------------------------------------------------------- */
@@ -78,6 +79,7 @@ void rdmig_source_destroy(struct rdmig_source *s)
 	 * nobody reaped goes with it. */
 	regq_fini(&s->rq);
 	src_end_destroy(s);
+	src_pc_destroy(s);
 	src_state_destroy(s);
 	src_iter_destroy(s);
 	src_link_destroy(s);
@@ -209,6 +211,10 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 		return src_iter_msg(s, h, m);
 	case CT_COMPLETE_ACK:
 		return src_end_msg(s, h, m);
+	case CT_POSTCOPY_DONE:
+		/* Every page is in: completion as after a final round. */
+		rc = src_pc_msg(s, h, m);
+		return rc == 1 ? src_end_final_done(s) : rc;
 	case CT_STATE_RING:
 	case CT_STATE_TAKEN:
 		return src_state_msg(s, h, m);
@@ -311,6 +317,8 @@ static int reg_done(struct rdmig_source *s, const struct regq_job *j)
 		return src_state_reg_done(s, j);
 	case REG_CTRL:
 		return src_link_ctrl_reg_done(s, j);
+	case REG_READ:
+		return src_pc_reg_done(s, j);
 	default:
 		return rd_err_set(&s->ss.err, -EPROTO, "a registration nobody asked for");
 	}
@@ -399,6 +407,9 @@ static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until,
 		return src_iter_step(s, max_bytes, until);
 	case SRC_HASHING:
 		return src_end_step(s, until);
+	case SRC_PC_SWITCH:
+	case SRC_POSTCOPY:
+		return src_pc_step(s, until);
 	default:
 		return 0;
 	}
@@ -453,7 +464,10 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		finish(s);
 		return 0;
 	}
-	if (!rc && s->state != SRC_COMPLETING)
+	/* From the last range of a switch to post-copy on, the guest runs on
+	 * the destination: a cancel here would only lose it, so the
+	 * destination's word decides, as after COMPLETE. */
+	if (!rc && s->state != SRC_COMPLETING && !s->pc.start_ms)
 		rc = sess_check_cancel(&s->ss);
 	/* The destination disconnects once its confirmation went out: the
 	 * completions before the event are handled first, over as many
@@ -494,6 +508,9 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	rd_laps_mark(&laps, "operation");
 	if (!rc && s->state > SRC_CONNECTING)
 		rc = src_pin_step(s);
+	/* Once the block map is agreed (the destination proved the key). */
+	if (!rc && s->state > SRC_MAP)
+		rc = src_pc_reg_step(s);
 	if (!rc && s->state > SRC_CONNECTING)
 		rc = src_state_step(s);
 	rd_laps_mark(&laps, "pinning and state");
@@ -589,6 +606,10 @@ static int wait_ms(const struct rdmig_source *s)
 		return 0;
 	if (wait > 0 && wait < t)
 		t = wait;
+	/* The post-copy channels are looked at while the destination reads. */
+	wait = src_pc_wait_ms(s);
+	if (wait >= 0 && wait < t)
+		t = wait;
 	/* Keepalives start once connected, and one that has no credit to go
 	 * waits for the fd (credits come back as completions). */
 	if (s->ss.ctrl_ready && s->state > SRC_CONNECTING && ctrl_can_send(&s->ss.ch) &&
@@ -669,19 +690,42 @@ int rdmig_source_iterate_async(struct rdmig_source *s)
 	return start_failed(s, rc);
 }
 
-int rdmig_source_complete_async(struct rdmig_source *s)
+/* The last operation, with the guest paused: its log, once more, holds its
+ * last pages; @begin completes or switches to post-copy with them. */
+static int start_last(struct rdmig_source *s, int (*begin)(struct rdmig_source *s))
 {
 	int rc;
 
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_COMPLETED, SRC_READY);
-	/* The guest is paused: its log, once more, holds its last pages. */
 	if (!rc)
 		rc = src_mem_sync(s);
 	if (!rc)
-		rc = src_end_begin(s);
-	return start_failed(s, rc);
+		rc = begin(s);
+	return rc;
+}
+
+int rdmig_source_complete_async(struct rdmig_source *s)
+{
+	int rc = start_last(s, src_end_begin);
+
+	return rc == -EDEADLK ? rc : start_failed(s, rc);
+}
+
+int rdmig_source_postcopy_async(struct rdmig_source *s)
+{
+	int rc = start_last(s, src_pc_begin);
+
+	/* A switch that cannot be made leaves the migration as it was: the
+	 * VMM may complete instead, or resume its guest. */
+	if ((rc == -ENOTSUP || rc == -EINVAL) && s->goal == GOAL_COMPLETED &&
+	    s->state == SRC_READY) {
+		s->goal = GOAL_NONE;
+		s->step_end = STEP_IDLE;
+		return rc;
+	}
+	return rc == -EDEADLK ? rc : start_failed(s, rc);
 }
 
 static int run(struct rdmig_source *s, int rc)
@@ -709,6 +753,11 @@ int rdmig_source_iterate(struct rdmig_source *s)
 int rdmig_source_complete(struct rdmig_source *s)
 {
 	return run(s, rdmig_source_complete_async(s));
+}
+
+int rdmig_source_postcopy(struct rdmig_source *s)
+{
+	return run(s, rdmig_source_postcopy_async(s));
 }
 
 ssize_t rdmig_source_write_state(struct rdmig_source *s, const void *data, size_t len)
@@ -792,8 +841,10 @@ static void publish(struct rdmig_source *s)
 
 	pthread_mutex_lock(&b->lock);
 	if (!s->prep_out && s->dreg_ready) {
-		b->st.pinned_bytes = s->dreg.creg.pinned_bytes;
-		b->st.pinned_peak = s->dreg.creg.peak_bytes;
+		/* Post-copy's read pieces beside the chunks. */
+		b->st.pinned_bytes = s->dreg.creg.pinned_bytes + src_pc_pinned(s);
+		if (b->st.pinned_peak < s->dreg.creg.peak_bytes + src_pc_pinned(s))
+			b->st.pinned_peak = s->dreg.creg.peak_bytes + src_pc_pinned(s);
 		b->st.register_requests = s->dreg.requests;
 		b->st.chunks_registered = s->dreg.chunks;
 	}

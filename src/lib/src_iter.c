@@ -73,7 +73,7 @@ static int dreg_reg_cb(void *ctx, unsigned block, uint64_t slot, uint64_t off, u
 {
 	struct rdmig_source *s = ctx;
 
-	return src_mem_submit(s, &s->blocks[block], off, len, SRC_REG_COOKIE(REG_CHUNK, slot));
+	return src_mem_submit(s, &s->blocks[block], off, len, 0, SRC_REG_COOKIE(REG_CHUNK, slot));
 }
 
 int src_iter_reg_done(struct rdmig_source *s, const struct regq_job *j)

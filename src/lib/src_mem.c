@@ -293,14 +293,15 @@ int src_mem_reg_start(struct rdmig_source *s, struct ibv_pd *pd)
 }
 
 int src_mem_submit(struct rdmig_source *s, const struct src_block *b, uint64_t off,
-		   uint64_t len, uint64_t cookie)
+		   uint64_t len, int access, uint64_t cookie)
 {
 	/* A WRITE source needs only local read access; private memory is
 	 * pinned for writing so copy-on-write is broken now (see
 	 * private_memory).  A read-only private mapping can only be pinned
 	 * for reading. */
-	return regq_submit(&s->rq, b->host + off, len, b->cow ? IBV_ACCESS_LOCAL_WRITE : 0,
-			   b->cow ? 0 : -1, cookie, &s->ss.err);
+	return regq_submit(&s->rq, b->host + off, len,
+			   (b->cow ? IBV_ACCESS_LOCAL_WRITE : 0) | access, b->cow ? access : -1,
+			   cookie, &s->ss.err);
 }
 
 int src_mem_reg_failed(struct rdmig_source *s, const struct regq_job *j)

@@ -43,10 +43,11 @@ uint64_t src_mem_freeze(struct rdmig_source *s, int64_t now_ms);
 /* Our registrations go to a helper thread (regq.h) on the connection's
  * @pd, from the moment it exists. */
 int src_mem_reg_start(struct rdmig_source *s, struct ibv_pd *pd);
-/* Submits [off, off + len) of @b for WRITEs from it, @cookie saying what
- * for: 0, -EAGAIN (the queue is full: reap first) or -errno. */
+/* Submits [off, off + len) of @b for WRITEs from it, and @access besides
+ * (post-copy's remote read), @cookie saying what for: 0, -EAGAIN (the
+ * queue is full: reap first) or -errno. */
 int src_mem_submit(struct rdmig_source *s, const struct src_block *b, uint64_t off,
-		   uint64_t len, uint64_t cookie);
+		   uint64_t len, int access, uint64_t cookie);
 /* The failure of a job the helper finished, named by its block. */
 int src_mem_reg_failed(struct rdmig_source *s, const struct regq_job *j);
 

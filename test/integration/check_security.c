@@ -1462,6 +1462,177 @@ START_TEST(flood_does_not_hold_the_daemon)
 }
 END_TEST
 
+/* ---- post-copy: the READ side (issue 33) ---------------------------------------------- */
+
+/* The example VMMs (examples/): a destination that takes post-copy, and a
+ * source that switches at once. */
+#define PC_MIB "32"
+#define PC_BYTES "33554432"
+
+/* vmm-dest --postcopy over PC_MIB MiB; f->addr is then where it listens. */
+static void pc_dest(struct sx *f, struct tu_run *r)
+{
+	char bin[512], port[32];
+
+	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
+	memset(r, 0, sizeof(*r));
+	tu_run_spawn(r, f->dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0", "--mib",
+							PC_MIB, "--postcopy", NULL });
+	if (tu_wait_line(r->out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(r, "vmm-dest");
+		ck_abort_msg("vmm-dest did not listen");
+	}
+	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), port);
+}
+
+/* evil_peer pcsource --variant @variant against vmm-dest: its status, its
+ * result line in @line, vmm-dest's exit status in *dc and stderr in @derr,
+ * and how long vmm-dest took to exit after evil_peer did, in *after_ms. */
+static int pc_source(struct sx *f, const char *variant, int *dc, char *line, size_t len,
+		     char *derr, size_t dlen, uint64_t *after_ms)
+{
+	struct tu_run dst;
+	char *text;
+	uint64_t t;
+	int code;
+
+	pc_dest(f, &dst);
+	sx_evil(f, variant, "pcsource", (const char *const[]){ "--variant", variant, "--size",
+							       PC_BYTES, "--name", "pc.ram",
+							       "--revoke-ms", "150", NULL });
+	code = evil_result(f, 90000, line, len);
+	t = tu_now_ms();
+	*dc = tu_run_finish(&dst, 30000);
+	*after_ms = tu_now_ms() - t;
+	text = tu_slurp(dst.err, NULL);
+	flat(text, derr, dlen);
+	free(text);
+	if (*dc && code == 0)
+		tu_run_dump(&dst, "vmm-dest");
+	return code;
+}
+
+/* A source that switches to post-copy with keys for memory it never
+ * registered: the destination's first READ is refused by the source's
+ * NIC, and the destination ends the migration, saying why, instead of
+ * giving its guest a page it does not have (the guest's threads wait on
+ * the page; the VMM stops).  The honest control, the same attacker with
+ * its memory registered, completes. */
+START_TEST(postcopy_unregistered_keys_refused)
+{
+	struct sx f;
+	char line[2048], derr[4096], said[1200];
+	uint64_t after;
+	int code, dc;
+
+	sx_init(&f);
+	code = pc_source(&f, "honest", &dc, line, sizeof(line), derr, sizeof(derr), &after);
+	printf("security: post-copy, honest source (control): attacker exit %d: %s | vmm-dest exit "
+	       "%d: %s\n", code, line, dc, derr);
+	ck_assert_msg(code == 0 && strstr(line, "completed=yes"), "the control did not "
+		      "complete: %s", line);
+	ck_assert_int_eq(dc, 0);
+	code = pc_source(&f, "unregistered", &dc, line, sizeof(line), derr, sizeof(derr), &after);
+	printf("security: post-copy, keys for unregistered memory: attacker exit %d: %s | "
+	       "vmm-dest exit %d after %" PRIu64 " ms: %s\n", code, line, dc, after, derr);
+	ck_assert_msg(code == 1, "the destination took pages it could not read: %s", line);
+	kv(line, "dest-said", said, sizeof(said));
+	ck_assert_msg(strstr(said, "RDMA READ") && strstr(said, "refused"), "the destination "
+		      "said: %s", said);
+	ck_assert_msg(dc == 1 && strstr(derr, "RDMA READ"), "vmm-dest exit %d: %s", dc, derr);
+	ck_assert_uint_le(after, 10000);
+	sx_free(&f);
+}
+END_TEST
+
+/* A source that registers its memory, switches, and takes it back while
+ * the destination's guest runs: the destination's next READ is refused,
+ * and it ends the migration. */
+START_TEST(postcopy_revoked_keys_refused)
+{
+	struct sx f;
+	char line[2048], derr[4096], said[1200], rv[16];
+	uint64_t after;
+	int code, dc;
+
+	sx_init(&f);
+	code = pc_source(&f, "revoke", &dc, line, sizeof(line), derr, sizeof(derr), &after);
+	printf("security: post-copy, memory taken back after the switch: attacker exit %d: %s | "
+	       "vmm-dest exit %d after %" PRIu64 " ms: %s\n", code, line, dc, after, derr);
+	ck_assert_msg(!strcmp(kv(line, "revoked", rv, sizeof(rv)), "yes"), "the destination had "
+		      "every page before the memory went: %s", line);
+	ck_assert_msg(code == 1, "the destination took pages it could not read: %s", line);
+	kv(line, "dest-said", said, sizeof(said));
+	ck_assert_msg(strstr(said, "RDMA READ"), "the destination said: %s", said);
+	ck_assert_msg(dc == 1 && strstr(derr, "RDMA READ"), "vmm-dest exit %d: %s", dc, derr);
+	sx_free(&f);
+}
+END_TEST
+
+/* evil_peer pcdest --variant @variant with vmm-source (post-copy at once)
+ * pointed at it: evil_peer's status and result line, and the source's exit
+ * status and stderr. */
+static int pc_dest_attack(struct sx *f, const char *variant, int *sc, char *line, size_t len,
+			  char *serr, size_t slen)
+{
+	char bin[512], port[32], eaddr[80], *text;
+	struct tu_run src;
+	int code;
+
+	snprintf(f->addr, sizeof(f->addr), "%s:1", tu_addr());
+	sx_evil(f, variant, "pcdest", (const char *const[]){ "--variant", variant, "--listen",
+							     tu_addr(), NULL });
+	if (tu_wait_line(f->evil.err, "evil_peer: listening on port ", port, sizeof(port),
+			 20000)) {
+		tu_run_dump(&f->evil, "evil_peer");
+		ck_abort_msg("evil_peer did not listen");
+	}
+	snprintf(eaddr, sizeof(eaddr), "%s", port);
+	tu_build_path("bin/vmm-source", bin, sizeof(bin));
+	memset(&src, 0, sizeof(src));
+	tu_run_spawn(&src, f->dir, "vmm-source", (char *[]){ bin, (char *)tu_addr(), eaddr,
+							     "--mib", PC_MIB, "--postcopy",
+							     "--rounds", "0", NULL });
+	code = evil_result(f, 90000, line, len);
+	*sc = tu_run_finish(&src, 30000);
+	text = tu_slurp(src.err, NULL);
+	flat(text, serr, slen);
+	free(text);
+	return code;
+}
+
+/* A destination that reads outside the memory the source announced: the
+ * source's NIC refuses the READ (the attacker gets a remote access
+ * error), and the source fails cleanly at once, saying the destination's
+ * READ was refused, instead of waiting for a destination that will never
+ * say every page is in.  The control reads inside and gets its page. */
+START_TEST(postcopy_read_outside_refused)
+{
+	struct sx f;
+	char line[2048], serr[4096], nic[200];
+	long gone;
+	int code, sc;
+
+	sx_init(&f);
+	code = pc_dest_attack(&f, "inside", &sc, line, sizeof(line), serr, sizeof(serr));
+	printf("security: post-copy, a destination reading inside (control): attacker exit %d: "
+	       "%s | vmm-source exit %d\n", code, line, sc);
+	ck_assert_msg(code == 0, "the control could not read: %s", line);
+	code = pc_dest_attack(&f, "outside", &sc, line, sizeof(line), serr, sizeof(serr));
+	gone = kv_num(line, "source-gone-ms");
+	printf("security: post-copy, a destination reading outside the map: attacker exit %d: %s "
+	       "| vmm-source exit %d: %s\n", code, line, sc, serr);
+	kv(line, "nic", nic, sizeof(nic));
+	ck_assert_msg(code == 1 && strstr(nic, "remote access error"), "the READ was not refused "
+		      "by the NIC: %s", line);
+	ck_assert_msg(sc != 0 && strstr(serr, "post-copy channel") && strstr(serr, "refused"),
+		      "vmm-source exit %d: %s", sc, serr);
+	ck_assert_msg(gone >= 0 && gone <= 3000, "the source went on for %ld ms after the refused "
+		      "READ", gone);
+	sx_free(&f);
+}
+END_TEST
+
 Suite *security_suite(void)
 {
 	Suite *s = suite_create("security");
@@ -1489,6 +1660,13 @@ Suite *security_suite(void)
 	tcase_set_timeout(tf, 240);
 	tcase_add_test(tf, state_ring_before_auth_refused);
 	tcase_add_test(tf, state_past_announced_stopped);
+	suite_add_tcase(s, tf);
+	/* Post-copy's READ side (issue 33): CK_RUN_CASE=postcopy. */
+	tf = tcase_create("postcopy");
+	tcase_set_timeout(tf, 240);
+	tcase_add_test(tf, postcopy_unregistered_keys_refused);
+	tcase_add_test(tf, postcopy_revoked_keys_refused);
+	tcase_add_test(tf, postcopy_read_outside_refused);
 	suite_add_tcase(s, tf);
 	return s;
 }
