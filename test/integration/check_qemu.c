@@ -610,11 +610,12 @@ START_TEST(cancel_in_pre_switchover)
 	snprintf(ctl, sizeof(ctl), "%s/send.ctl", f.work);
 	qfx_recv(&f, (const char *[]){ "--qmp", f.dst.cmd_sock, NULL });
 	/* QEMU's own migration starts once rdmig's pre-copy ends: at most
-	 * three rounds, so that a loaded bed, where the guest dirties as fast
-	 * as the link moves and the rounds go on to the default 30, still
-	 * gets there in time (it did not within 120 s once, both QEMUs). */
+	 * three rounds, and then the switch-over whatever is left, so that a
+	 * loaded bed, where the guest dirties as fast as the link moves and
+	 * the rounds go on to the default 30, still gets there in time (it
+	 * did not within 120 s once, both QEMUs). */
 	qfx_send(&f, (const char *[]){ "--qmp", f.src.cmd_sock, "--control", ctl,
-				       "--max-iterations", "3", NULL });
+				       "--max-iterations", "3", "--on-timeout", "switchover", NULL });
 	t0 = tu_now_ms();
 	while (tu_now_ms() - t0 < 120000) {
 		mig_status(&f.src, st, sizeof(st));
