@@ -900,6 +900,9 @@ static void check_stopped(struct sender *x)
 	if (rc == 1 && !x->stopped) {
 		x->stopped = true;
 		x->stop_ms = stop_ms;
+		/* Paused, the guest needs no throttle; QEMU's device save must
+		 * not wait for a throttled vCPU thread. */
+		wl_throttle_aside(x->e.wl);
 	}
 	/* A round under way finishes first (converged_done). */
 	if (x->ph != PH_STOPPING)
@@ -1312,6 +1315,7 @@ static void report_success(struct sender *x)
 			json_object_object_add(o, "downtime-parts", parts);
 			cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
 			cli_json_u64(o, "expected-downtime", x->sw_expected);
+			cli_json_u64(o, "switchover-cost", x->switch_ms);
 			cli_json_str(o, "switchover-reason", reason_name(x->sw_reason));
 			json_throttle(x, o, false);
 			if (over_limit(x))

@@ -39,6 +39,7 @@ enum keep_op {
 	KEEP_FROZEN,
 	KEEP_THAWED,            /* ... and runs again, throttled again */
 	KEEP_HOLD,              /* it stops for good: leave it stopped */
+	KEEP_ASIDE,             /* stopped otherwise: the throttle steps aside */
 };
 
 struct keep_req {
@@ -120,7 +121,7 @@ static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, 
 	int fds[MAX_KEEP_FDS] = { sock, t->proc.pidfd, t->proc.dirfd };
 	unsigned n = 3 + t->ops->fds(t->st, fds + 3, MAX_KEEP_FDS - 3);
 	struct sigaction sa;
-	bool frozen = false, hold = false, on = false;
+	bool frozen = false, hold = false, on = false, aside = false;
 	struct keep_req req;
 	struct keep_rep rep;
 	struct pollfd pfd = { .fd = sock, .events = POLLIN };
@@ -164,6 +165,7 @@ static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, 
 			rep.rc = req.pct ? t->ops->apply(t->st, req.pct, rep.msg, sizeof(rep.msg)) :
 				 t->ops->release(t->st, rep.msg, sizeof(rep.msg));
 			on = req.pct && !rep.rc;
+			aside = false;
 			send(sock, &rep, sizeof(rep), MSG_NOSIGNAL);
 			break;
 		case KEEP_FROZEN:
@@ -175,10 +177,15 @@ static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, 
 			break;
 		case KEEP_THAWED:
 			frozen = false;
-			if (on)
+			if (on && !aside)
 				t->ops->pause(t->st, false, rep.msg, sizeof(rep.msg));
 			break;
 		case KEEP_HOLD: hold = true; break;
+		case KEEP_ASIDE:
+			if (on && !aside)
+				t->ops->pause(t->st, true, rep.msg, sizeof(rep.msg));
+			aside = true;
+			break;
 		default: break;
 		}
 	}
@@ -309,6 +316,11 @@ void throttle_frozen(struct throttle *t, bool frozen)
 void throttle_hold(struct throttle *t)
 {
 	note(t, KEEP_HOLD);
+}
+
+void throttle_aside(struct throttle *t)
+{
+	note(t, KEEP_ASIDE);
 }
 
 int throttle_set(struct throttle *t, unsigned pct, char *err, size_t errlen)

@@ -61,6 +61,11 @@ void throttle_frozen(struct throttle *t, bool frozen);
 /* The workload stops for good (a process at its switch-over): the keeper
  * leaves it stopped. */
 void throttle_hold(struct throttle *t);
+/* The workload was stopped by other means (QEMU's own migration pauses
+ * the guest for the switch-over): the throttle steps aside, so that
+ * nothing QEMU does then waits for a throttled vCPU thread, until it is
+ * released or set again. */
+void throttle_aside(struct throttle *t);
 
 /* The throttle in force, in percent. */
 unsigned throttle_pct(const struct throttle *t);

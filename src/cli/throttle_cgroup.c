@@ -32,9 +32,12 @@
 #include "cli.h"
 #include "throttle_int.h"
 
-/* CFS's default period; the shortest quota it takes is 1 ms, so 99 % of
- * one CPU is still a throttle. */
-#define PERIOD_US 100000u
+/* A thread held by its quota may hold a lock others wait for (QEMU's
+ * big lock, taken by a vCPU thread for I/O): they wait up to a period.
+ * So the period is short, 10 ms, and longer only as the throttle needs:
+ * CFS takes no quota below 1 ms, so 99 % needs 100 ms. */
+#define PERIOD_US 10000u
+#define MAX_PERIOD_US 100000u
 #define MIN_QUOTA_US 1000u
 #define MAX_GROUPS 16
 #define MAX_TIDS 1024
@@ -326,13 +329,19 @@ static int cg_probe(void *st, const struct thr_target *t, char *err, size_t errl
 static int set_quota(struct cg *c, struct cg_group *g, unsigned pct, char *err, size_t errlen)
 {
 	uint64_t cpus = g->nthreads < (unsigned long)c->ncpu ? g->nthreads : (uint64_t)c->ncpu;
-	uint64_t quota = (uint64_t)PERIOD_US * (100 - pct) / 100 * (cpus ? cpus : 1);
+	uint64_t period = (uint64_t)MIN_QUOTA_US * 100 / (100 - pct), quota;
 	char text[64];
 	int rc;
 
+	if (period < PERIOD_US)
+		period = PERIOD_US;
+	if (period > MAX_PERIOD_US)
+		period = MAX_PERIOD_US;
+	quota = period * (100 - pct) / 100 * (cpus ? cpus : 1);
 	if (quota < MIN_QUOTA_US)
 		quota = MIN_QUOTA_US;
-	snprintf(text, sizeof(text), "%llu %u", (unsigned long long)quota, PERIOD_US);
+	snprintf(text, sizeof(text), "%llu %llu", (unsigned long long)quota,
+		 (unsigned long long)period);
 	rc = write_at(g->child, "cpu.max", text);
 	return rc ? cli_errf(err, errlen, rc, "%s/%s/%s/cpu.max: %s", c->mount, g->rel, c->name,
 			     strerror(-rc)) : 0;

@@ -327,6 +327,11 @@ int wl_throttle(struct workload *w, unsigned pct, char *err, size_t errlen)
 	return throttle_set(w->thr, pct, err, errlen);
 }
 
+void wl_throttle_aside(struct workload *w)
+{
+	throttle_aside(w->thr);
+}
+
 void wl_throttle_state(const struct workload *w, unsigned *pct, uint64_t *ms)
 {
 	*pct = throttle_pct(w->thr);

@@ -94,6 +94,9 @@ int wl_resume(struct workload *w, char *err, size_t errlen);
 int wl_throttle_open(struct workload *w, char *err, size_t errlen);
 /* The throttle at @pct percent from now on (0: released). */
 int wl_throttle(struct workload *w, unsigned pct, char *err, size_t errlen);
+/* QEMU stopped the guest for its switch-over: the throttle steps aside
+ * (throttle_aside()). */
+void wl_throttle_aside(struct workload *w);
 /* The throttle in force (percent) and the time spent throttled (ms). */
 void wl_throttle_state(const struct workload *w, unsigned *pct, uint64_t *ms);
 /* The mechanism ("cgroup"; "none" without wl_throttle_open) and where. */
