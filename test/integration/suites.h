@@ -14,4 +14,5 @@ TCase *embed_trial_tcase(void);
 TCase *embed_busy_tcase(void);
 Suite *local_suite(void);
 Suite *libvirt_suite(void);
+Suite *converge_suite(void);
 #endif
