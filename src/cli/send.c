@@ -36,6 +36,9 @@
 #define FWD_BUF (256u << 10)
 /* How often a workload that stops itself is asked whether it has. */
 #define STOP_POLL_S 0.002
+/* With --auto-converge, a guest's throttle from the switch-over decision
+ * until QEMU pauses it: the policy's most (QEMU's max-cpu-throttle). */
+#define SWITCH_THROTTLE 99
 
 static const char usage_text[] =
 	"usage: migrate-send --connect HOST:PORT (--ram NAME=PATH... | --qmp SOCK) [options]\n"
@@ -764,8 +767,18 @@ static void converge(struct sender *x)
 	uint64_t stop_ms;
 	char err[1024];
 	bool now;
-	int rc = wl_begin_stop(x->e.wl, &now, &stop_ms, err, sizeof(err));
+	int rc = 0;
 
+	/* QEMU pauses the guest only after a round more and its own
+	 * pre-copy: what the guest writes until then is the downtime's last
+	 * round, and with a throttle allowed it is held to the most
+	 * meanwhile (it is about to pause anyway). */
+	if (x->o.auto_converge && x->o.qmp && x->sw_throttle < SWITCH_THROTTLE) {
+		rc = wl_throttle(x->e.wl, SWITCH_THROTTLE, err, sizeof(err));
+		x->sw_throttle = SWITCH_THROTTLE;
+	}
+	if (!rc)
+		rc = wl_begin_stop(x->e.wl, &now, &stop_ms, err, sizeof(err));
 	if (rc) {
 		local_fail(x, rc, err);
 		return;

@@ -74,7 +74,9 @@ struct cfx {
 	pid_t tids[MAX_THREADS]; /* the threads throttled: a guest's vCPUs, or all */
 	char cg[MAX_THREADS][256]; /* ... and their cgroups before */
 	unsigned ntids;
-	double rate;            /* unthrottled: CPU share (process), passes/s (guest) */
+	/* unthrottled: CPU share (process), passes/s (guest); the best
+	 * sample and the median */
+	double rate, typical;
 	uint64_t bw;            /* --max-bandwidth, bytes/s */
 	unsigned max_downtime;  /* --max-downtime, ms */
 };
@@ -313,22 +315,31 @@ static double rate_now(struct cfx *f, int ms, bool migrated)
 	return (double)(m1 - m0) * 1000.0 / (double)(tu_now_ms() - t0);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* The bytes per second the workload dirties, unthrottled, and the link
- * held to a fraction of it.  The best of three samples: a bed shared with
- * other work slows a guest for seconds at a time. */
+ * held to a fraction of it: from the best of three samples (a bed shared
+ * with other work slows a guest for seconds at a time), so that the link
+ * is below it on a good second too; their median is its typical rate. */
 static void measure(struct cfx *f)
 {
-	double mib_s, r;
+	double mib_s, r[3];
 	int i;
 
-	for (f->rate = 0, i = 0; i < 3; i++) {
-		r = rate_now(f, f->src.p.pid ? 2000 : 1000, false);
-		if (r > f->rate)
-			f->rate = r;
+	for (i = 0; i < 3; i++) {
+		r[i] = rate_now(f, f->src.p.pid ? 2000 : 1000, false);
+		/* One thread: a share above 1 is the bed's clock, not memload. */
+		if (!f->src.p.pid && r[i] > 1)
+			r[i] = 1;
 	}
-	/* One thread: a share above 1 is the bed's clock, not memload. */
-	if (!f->src.p.pid && f->rate > 1)
-		f->rate = 1;
+	qsort(r, 3, sizeof(r[0]), cmp_double);
+	f->rate = r[2];
+	f->typical = r[1];
 	mib_s = f->src.p.pid ? f->rate * (GUEST_END_MIB - 1) : f->rate * atof(LOAD_RATE);
 	ck_assert_msg(mib_s > 3, "the workload dirties %.2f MiB/s: too slow to test", mib_s);
 	f->bw = (uint64_t)(mib_s * (double)MIB / (f->src.p.pid ? GUEST_OVERLOAD : PROCESS_OVERLOAD));
@@ -338,18 +349,20 @@ static void measure(struct cfx *f)
 	       f->src.p.pid ? "passes/s" : "of a CPU", (double)f->bw / (double)MIB);
 }
 
-/* It runs at its unthrottled rate again: within what a loaded bed lets a
- * rate vary, so this catches a workload left stopped or held to half its
- * rate or less; that the throttle is gone is assert_released()'s proof. */
+/* It runs at its unthrottled rate again, within what a loaded bed lets a
+ * rate vary (measured: from half to one and a half times the median, the
+ * bed shared with two other test beds): this catches a workload left
+ * stopped or held to a third of its rate; that the throttle is gone is
+ * assert_released()'s proof. */
 static void assert_full_rate(struct cfx *f, bool migrated, const char *after)
 {
-	double r = rate_now(f, f->src.p.pid ? 4000 : 2000, migrated);
+	double r = rate_now(f, 4000, migrated);
 
 	printf("converge: after %s the %s runs at %.2f %s (%.2f before)\n", after,
 	       f->src.p.pid ? "guest" : "process", r, f->src.p.pid ? "passes/s" : "of a CPU",
-	       f->rate);
-	ck_assert_msg(r >= f->rate * 0.4, "after %s the workload runs at %.2f, unthrottled it "
-		      "ran at %.2f", after, r, f->rate);
+	       f->typical);
+	ck_assert_msg(r >= f->typical / 3, "after %s the workload runs at %.2f, unthrottled it "
+		      "ran at %.2f", after, r, f->typical);
 }
 
 /* ---- the events ---------------------------------------------------------------------- */
