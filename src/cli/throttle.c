@@ -84,15 +84,18 @@ static int cmp_int(const void *a, const void *b)
 static void keep_only(int *fds, unsigned n)
 {
 	unsigned i;
-	int lo = 3, null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int lo = 3, std, null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	bool kept;
 
-	if (null >= 0) {
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		if (null > 2)
-			close(null);
+	/* A standard descriptor migrate-send had closed may be one we keep. */
+	for (std = 0; null >= 0 && std < 3; std++) {
+		for (kept = false, i = 0; i < n; i++)
+			kept = kept || fds[i] == std;
+		if (!kept && std != null)
+			dup2(null, std);
 	}
+	if (null > 2)
+		close(null);
 	qsort(fds, n, sizeof(*fds), cmp_int);
 	for (i = 0; i < n; i++) {
 		if (fds[i] < lo)
