@@ -13,10 +13,10 @@
  * or exits: messages go to the log callback.
  *
  * Threads: one thread drives a handle (every call below on it).  Only
- * rdmig_*_stats(), rdmig_*_cancel(), rdmig_dest_pause_state() and
- * rdmig_source_set_max_bandwidth() may be called from any other thread, at
- * any time while the handle exists, and the marking functions once
- * connecting began.  Callbacks run on the driving thread, inside the call
+ * rdmig_*_stats(), rdmig_*_cancel(), rdmig_dest_pause_state(),
+ * rdmig_source_set_max_bandwidth() and rdmig_source_set_limit() may be
+ * called from any other thread, at any time while the handle exists, and
+ * the marking functions once connecting began.  Callbacks run on the driving thread, inside the call
  * that drives; they may call those functions but nothing else on the same
  * handle (dirty_sync marks): what drives or changes it returns -EDEADLK,
  * and the callback may not destroy it.  The block set is fixed once
@@ -553,6 +553,25 @@ RDMIG_API int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a
 
 /* Any thread: page data per second at most from now on (0: no limit). */
 RDMIG_API void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s);
+
+/* The convergence policy's figures a VMM may learn or change while the
+ * migration runs (rdmig_source_set_limit()); each is the config field of
+ * the same name. */
+enum rdmig_limit {
+	RDMIG_LIMIT_MAX_DOWNTIME_MS = 0,  /* max_downtime_ms (0: 300) */
+	/* switchover_ms: the VMM's own cost of switching over, often known
+	 * only once it measured it (how fast its monitor answers, say). */
+	RDMIG_LIMIT_SWITCHOVER_MS = 1,
+	RDMIG_LIMIT_MAX_TIME_MS = 2,      /* max_time_ms (0: none) */
+	RDMIG_LIMIT_MAX_TIME_PER_GIB_MS = 3,
+	RDMIG_LIMIT_MAX_ITERATIONS = 4,   /* max_iterations (0: none) */
+};
+/* Since 0.3.0.  Any thread: @limit is @value from the next advice on (the
+ * statistics' expected_downtime_ms too).  0, or -EINVAL for an unknown
+ * @limit, -ERANGE for a @value its config field cannot hold (the handle's
+ * error text is not set: this may run beside the driving thread). */
+RDMIG_API int rdmig_source_set_limit(struct rdmig_source *s, enum rdmig_limit limit,
+				     uint64_t value);
 /* Any thread: the operation in progress (connecting, resolving, pinning,
  * iterating, hashing for verify) fails with -ECANCELED and the destination
  * is told.  Once COMPLETE has gone, or a switch to post-copy started the

@@ -22,6 +22,11 @@ enum cli_exit {
 	CLI_EX_VERIFY = 6,     /* verification mismatch */
 	CLI_EX_CANCELLED = 7,  /* cancel command or signal */
 	CLI_EX_TIMEOUT = 8,    /* a deadline expired */
+	/* migrate-send only (9 and 10 are rdmig-libvirt's own): */
+	CLI_EX_GAVE_UP = 11,   /* a limit came before convergence: the workload
+				* runs on the source, unthrottled */
+	CLI_EX_OVER_LIMIT = 12, /* completed, but by switching over at a limit
+				 * (--on-timeout switchover) */
 };
 
 /* The exit-code table as printed by --help. */

@@ -121,6 +121,8 @@ static int open_workload(struct src_ends *e, const struct src_spec *s, char *err
 			   why, sizeof(why)))
 		rc = cli_errf(err, errlen, -EINVAL, "cannot track the writes of %s %d: %s",
 			      e->q ? "QEMU" : "process", (int)proc->pid, why);
+	if (!rc && s->throttle && wl_throttle_open(e->wl, why, sizeof(why)))
+		rc = cli_errf(err, errlen, -ENOTSUP, "--auto-converge: %s", why);
 	proc_close(&own);
 	free(paths);
 	free(lens);

@@ -22,6 +22,8 @@ int cli_getopt(const struct cli_cmd *cmd, void *opts, int argc, char **argv)
 			fputs(cmd->usage, stdout);
 			fputs("\n", stdout);
 			fputs(cli_exit_help, stdout);
+			if (cmd->exit_more)
+				fputs(cmd->exit_more, stdout);
 			return CLI_EX_OK;
 		}
 		if (c == 'V') {

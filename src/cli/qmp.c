@@ -913,3 +913,43 @@ int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen)
 	json_object_put(ret);
 	return 0;
 }
+
+int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char *err,
+		     size_t errlen)
+{
+	struct json_object *ret, *cpu, *tid;
+	size_t i, len;
+	unsigned k;
+	int64_t v;
+	int r = qmp_call(q, "query-cpus-fast", NULL, &ret, err, errlen);
+
+	*n = 0;
+	if (r < 0)
+		return r;
+	if (!json_object_is_type(ret, json_type_array)) {
+		json_object_put(ret);
+		return cli_errf(err, errlen, -EPROTO, "query-cpus-fast answered without a list");
+	}
+	len = json_object_array_length(ret);
+	for (i = 0; i < len; i++) {
+		cpu = json_object_array_get_idx(ret, i);
+		if (!json_object_object_get_ex(cpu, "thread-id", &tid) ||
+		    !json_object_is_type(tid, json_type_int) ||
+		    (v = json_object_get_int64(tid)) <= 0 || v > INT32_MAX) {
+			json_object_put(ret);
+			return cli_errf(err, errlen, -EPROTO, "query-cpus-fast: vCPU %zu has no "
+					"thread-id", i);
+		}
+		for (k = 0; k < *n && tids[k] != (pid_t)v; k++)
+			;
+		if (k < *n)
+			continue;
+		if (*n == max) {
+			json_object_put(ret);
+			return cli_errf(err, errlen, -E2BIG, "more than %u vCPU threads", max);
+		}
+		tids[(*n)++] = (pid_t)v;
+	}
+	json_object_put(ret);
+	return *n ? 0 : cli_errf(err, errlen, -EPROTO, "query-cpus-fast: no vCPU");
+}

@@ -162,6 +162,13 @@ struct qmp_version {
  * lower case, "00000000-0000-0000-0000-000000000000" when none. */
 int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen);
 
+/* query-cpus-fast: the host thread of each vCPU, in vCPU order, into
+ * @tids (at most @max; *@n gets how many, duplicates dropped: a QEMU
+ * running every vCPU on one thread, as single-threaded TCG does, has
+ * one).  The ids are QEMU's word: check that they are its threads. */
+int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char *err,
+		     size_t errlen);
+
 /* query-version: QEMU's own version. */
 int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen);
 /* Whether @v is at least @major.@minor. */

@@ -291,7 +291,8 @@ static int check_args(struct recv_opts *o)
 /* Returns -1 to go on, or the exit code. */
 static int parse_args(struct recv_opts *o, int argc, char **argv)
 {
-	static const struct cli_cmd cmd = { "l:r:d:s:q:jt:vVh", long_opts, usage_text, one_opt };
+	static const struct cli_cmd cmd = { "l:r:d:s:q:jt:vVh", long_opts, usage_text, one_opt,
+					    NULL };
 	int rc;
 
 	o->timeout_s = 30;

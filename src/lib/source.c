@@ -46,6 +46,7 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	if (!rc)
 		rc = src_state_init(s);
 	pace_init(&s->pace, s->ss.cfg.max_bandwidth);
+	src_conv_init(s);
 	if (rc) {
 		/* Report the configuration error through a half-made handle. */
 		s->state = SRC_FAILED;
@@ -823,6 +824,16 @@ void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s
 	pace_set(&s->pace, bytes_per_s);
 	/* A loop asleep for the old limit looks again. */
 	sess_wake(&s->ss);
+}
+
+int rdmig_source_set_limit(struct rdmig_source *s, enum rdmig_limit limit, uint64_t value)
+{
+	int rc = src_conv_set_limit(s, (unsigned)limit, value);
+
+	/* The statistics' expected downtime reads it at the next step. */
+	if (!rc)
+		sess_wake(&s->ss);
+	return rc;
 }
 
 void rdmig_source_cancel(struct rdmig_source *s)

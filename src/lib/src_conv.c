@@ -2,14 +2,49 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
+#include "config.h"
 #include "src_int.h"
 #include "src_mem.h"
 
 /* struct rdmig_advice as release 0.3.0 had it: the least a caller passes. */
 #define ADVICE_SIZE_0_3_0 (offsetof(struct rdmig_advice, text) + 256)
 _Static_assert(sizeof(struct rdmig_advice) >= ADVICE_SIZE_0_3_0, "rdmig_advice only grows");
+
+void src_conv_init(struct rdmig_source *s)
+{
+	const struct rdmig_config *c = &s->ss.cfg;
+
+	atomic_store(&s->limits[RDMIG_LIMIT_MAX_DOWNTIME_MS], c->max_downtime_ms);
+	atomic_store(&s->limits[RDMIG_LIMIT_SWITCHOVER_MS], c->switchover_ms);
+	atomic_store(&s->limits[RDMIG_LIMIT_MAX_TIME_MS], c->max_time_ms);
+	atomic_store(&s->limits[RDMIG_LIMIT_MAX_TIME_PER_GIB_MS], c->max_time_per_gib_ms);
+	atomic_store(&s->limits[RDMIG_LIMIT_MAX_ITERATIONS], c->max_iterations);
+}
+
+int src_conv_set_limit(struct rdmig_source *s, unsigned limit, uint64_t value)
+{
+	/* What the config field holds (the time limits are 64 bits wide). */
+	static const uint64_t most[SRC_LIMITS] = {
+		[RDMIG_LIMIT_MAX_DOWNTIME_MS] = UINT32_MAX,
+		[RDMIG_LIMIT_SWITCHOVER_MS] = UINT32_MAX,
+		[RDMIG_LIMIT_MAX_TIME_MS] = UINT64_MAX,
+		[RDMIG_LIMIT_MAX_TIME_PER_GIB_MS] = UINT64_MAX,
+		[RDMIG_LIMIT_MAX_ITERATIONS] = UINT32_MAX,
+	};
+
+	if (limit >= SRC_LIMITS)
+		return -EINVAL;
+	if (value > most[limit])
+		return -ERANGE;
+	/* As in the config: no downtime at all is not a limit, the default is. */
+	if (limit == RDMIG_LIMIT_MAX_DOWNTIME_MS && !value)
+		value = CFG_MAX_DOWNTIME_MS;
+	atomic_store(&s->limits[limit], value);
+	return 0;
+}
 
 void src_conv_policy(const struct rdmig_source *s, struct conv_policy *p)
 {
@@ -20,11 +55,13 @@ void src_conv_policy(const struct rdmig_source *s, struct conv_policy *p)
 	for (i = 0; i < s->nblocks; i++)
 		total += s->blocks[i].d.length;
 	memset(p, 0, sizeof(*p));
-	p->max_downtime_ms = c->max_downtime_ms;
-	p->switch_ms = c->switchover_ms;
+	p->max_downtime_ms = atomic_load(&s->limits[RDMIG_LIMIT_MAX_DOWNTIME_MS]);
+	p->switch_ms = atomic_load(&s->limits[RDMIG_LIMIT_SWITCHOVER_MS]);
 	p->max_bandwidth = atomic_load(&s->pace.rate);
-	p->max_time_ms = conv_time_limit(c->max_time_ms, c->max_time_per_gib_ms, total);
-	p->max_iterations = c->max_iterations;
+	p->max_time_ms = conv_time_limit(atomic_load(&s->limits[RDMIG_LIMIT_MAX_TIME_MS]),
+					 atomic_load(&s->limits[RDMIG_LIMIT_MAX_TIME_PER_GIB_MS]),
+					 total);
+	p->max_iterations = atomic_load(&s->limits[RDMIG_LIMIT_MAX_ITERATIONS]);
 	p->stall_rounds = c->stall_rounds;
 	p->auto_converge = c->auto_converge;
 	p->switch_on_limit = c->on_limit == RDMIG_ON_LIMIT_SWITCH_OVER;

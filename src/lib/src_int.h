@@ -104,6 +104,8 @@ enum src_goal { GOAL_NONE, GOAL_CONNECTED, GOAL_ITERATED, GOAL_COMPLETED, GOAL_R
 enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK, STEP_ROOM };
 
 enum { SRC_TAG_WRITE = 1, SRC_TAG_STATE = 2 };
+/* enum rdmig_limit's figures a source holds (src_conv). */
+#define SRC_LIMITS (RDMIG_LIMIT_MAX_ITERATIONS + 1)
 
 /* pin-all: pieces of PIECE_SHIFT bytes (at least a chunk) registered on
  * both sides ahead of the writes, by the registration helpers of each
@@ -292,6 +294,10 @@ struct rdmig_source {
 	struct rdmig_advice advice;
 	uint32_t advised;
 	unsigned throttle;
+	/* The policy's figures that may change while it runs, from any thread
+	 * (rdmig_source_set_limit()), by enum rdmig_limit; the config's until
+	 * then. */
+	_Atomic uint64_t limits[SRC_LIMITS];
 	/* Marking may come from any thread: the dirty bitmaps' swap and these
 	 * counters are under mark_lock, and so is who drives the handle (whose
 	 * marks may write the handle's error text). */

@@ -15,4 +15,5 @@ TCase *embed_busy_tcase(void);
 TCase *embed_postcopy_tcase(void);
 Suite *local_suite(void);
 Suite *libvirt_suite(void);
+Suite *converge_suite(void);
 #endif

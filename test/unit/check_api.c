@@ -201,6 +201,71 @@ START_TEST(advice_between_rounds)
 }
 END_TEST
 
+/* rdmig_source_set_limit(): the policy's figures changed while the
+ * migration runs (a switch-over cost measured late, a downtime raised by
+ * an operator) count from the next advice on; bad ones are refused. */
+START_TEST(limits_while_running)
+{
+	static uint8_t ram[8u << 20] __attribute__((aligned(4096)));
+	struct rdmig_advice a = { .size = sizeof(a) };
+	struct rdmig_source *s;
+
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_eq(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, (enum rdmig_limit)99, 1), -EINVAL);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_DOWNTIME_MS, 1ull << 32),
+			 -ERANGE);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_ITERATIONS, 1ull << 32),
+			 -ERANGE);
+	/* 0 is no downtime at all: the default, as in the config. */
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_DOWNTIME_MS, 0), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_SWITCHOVER_MS, 40), 0);
+
+	/* Round 1 sent the 8 MiB at 10 MB/s; 3 MiB were marked since. */
+	s->state = SRC_READY;
+	s->ss.stats.start_ms = rd_now_ms() - 5000;
+	s->iteration = 1;
+	s->last_iter_bytes = sizeof(ram);
+	s->last_iter_ms = 839;
+	s->bw = 10000000;
+	s->iter_start_ms = rd_now_ms() - 900;
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, 0, 3u << 20), 0);
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_NEXT_ROUND);
+	ck_assert_uint_eq(a.max_downtime_ms, 300);
+	ck_assert_uint_eq(a.expected_downtime_ms, 314 + 40);
+
+	/* An operator allows two rounds from now on. */
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_ITERATIONS, 2), 0);
+	s->iteration = 2;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_GIVE_UP);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_MAX_ITERATIONS);
+	ck_assert_ptr_nonnull(strstr(a.text, "max_iterations 2"));
+
+	/* ... then none, but 4 s in all, of which 5 went. */
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_ITERATIONS, 0), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_TIME_MS, 4000), 0);
+	s->iteration = 3;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_GIVE_UP);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_MAX_TIME);
+	ck_assert_uint_eq(a.max_time_ms, 4000);
+
+	/* A downtime that fits what is left, written over a round so long
+	 * that another would not halve it: switch over. */
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_TIME_MS, 0), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_DOWNTIME_MS, 2000), 0);
+	s->iter_start_ms = rd_now_ms() - 5000;
+	s->iteration = 4;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_SWITCH_OVER);
+	ck_assert_uint_eq(a.max_downtime_ms, 2000);
+	s->state = SRC_NEW;
+	rdmig_source_destroy(s);
+}
+END_TEST
+
 START_TEST(source_block_checks)
 {
 	struct rdmig_source *s;
@@ -564,6 +629,7 @@ Suite *api_suite(void)
 	tcase_add_test(tc, config_defaults_and_limits);
 	tcase_add_test(tc, convergence_config);
 	tcase_add_test(tc, advice_between_rounds);
+	tcase_add_test(tc, limits_while_running);
 	tcase_add_test(tc, source_block_checks);
 	tcase_add_test(tc, source_connect_needs_blocks);
 	tcase_add_test(tc, bad_config_reported_through_handle);
