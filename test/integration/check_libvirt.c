@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sodium.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -231,6 +232,7 @@ enum ram_kind { RAM_FILE, RAM_MEMFD, RAM_PRIVATE };
 
 struct dom {
 	const char *name;
+	char uuid[40];
 	char dir[300];          /* its shared storage: disk image, key, XML */
 	char key[340], serial[200];
 	char tool[600], sendbin[512], recvbin[512];
@@ -242,12 +244,12 @@ struct dom {
 	struct tu_run mig;
 };
 
-/* Defines @d on host A, as the README asks for a domain rdmig moves (with
- * @kind's RAM instead, and the QMP socket /run/rdmig/@qmp.qmp), and starts
- * it. */
-static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
-			  const char *qmp)
+/* Writes @d's XML to @xml, as the README asks for a domain rdmig moves
+ * (its UUID set before the first define), with @kind's RAM instead, and
+ * the QMP socket @qmp (NULL: /run/rdmig/UUID.qmp, the README's). */
+static void dom_xml(const struct dom *d, enum ram_kind kind, const char *qmp, const char *xml)
 {
+	char path[200];
 	static const char *const ram[] = {
 		[RAM_FILE] = "<memoryBacking><source type='file'/><access mode='shared'/>"
 			     "</memoryBacking>",
@@ -255,13 +257,58 @@ static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
 			      "</memoryBacking>",
 		[RAM_PRIVATE] = "",
 	};
-	char img[360], xml[360], out[4096];
+	FILE *f = fopen(xml, "w");
+
+	snprintf(path, sizeof(path), "/run/rdmig/%s.qmp", d->uuid);
+	ck_assert_ptr_nonnull(f);
+	fprintf(f,
+		"<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
+		"  <name>%s</name>\n"
+		"  <uuid>%s</uuid>\n"
+		"  <memory unit='MiB'>128</memory>\n"
+		"  <vcpu>1</vcpu>\n"
+		"  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>\n"
+		"  %s\n"
+		"  <devices>\n"
+		"    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
+		"    <disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+		"<source file='%s/guest.img'/><target dev='hda' bus='ide'/></disk>\n"
+		"    <serial type='file'><source path='%s'/><target port='0'/></serial>\n"
+		"    <memballoon model='none'/>\n"
+		"  </devices>\n"
+		"  <qemu:commandline>\n"
+		"    <qemu:arg value='-qmp'/>\n"
+		"    <qemu:arg value='unix:%s,server=on,wait=off'/>\n"
+		"  </qemu:commandline>\n"
+		"</domain>\n", d->name, d->uuid, ram[kind], d->dir, d->serial, qmp ? qmp : path);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* virsh define of @d's XML written with @kind and the QMP socket @qmp
+ * (NULL: the README's, with its UUID), on host A. */
+static void dom_define_as(struct dom *d, enum ram_kind kind, const char *qmp)
+{
+	char xml[360], out[4096];
+
+	snprintf(xml, sizeof(xml), "%s/domain.xml", d->dir);
+	dom_xml(d, kind, qmp, xml);
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "define", xml, NULL) == 0, "define: %s", out);
+}
+
+/* @d's files (disk image, key) and its own UUID, nothing defined yet. */
+static void dom_init(struct dom *d, const char *name)
+{
+	char img[360], *text;
 	const char *tool = getenv("RDMIG_LIBVIRT_TOOL");
-	FILE *f;
 	int fd;
 
 	memset(d, 0, sizeof(*d));
 	d->name = name;
+	/* As the README's recipe: the UUID chosen before the first define. */
+	text = tu_slurp("/proc/sys/kernel/random/uuid", NULL);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_eq(sscanf(text, "%36s", d->uuid), 1);
+	free(text);
 	snprintf(d->dir, sizeof(d->dir), "%s/%s", lv.dir, name);
 	ck_assert_int_eq(mkdir(d->dir, 0755), 0);
 	snprintf(img, sizeof(img), "%s/guest.img", d->dir);
@@ -278,37 +325,29 @@ static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
 		snprintf(d->tool, sizeof(d->tool), "%s/tools/rdmig-libvirt", lv.repo);
 	tu_build_path("bin/migrate-send", d->sendbin, sizeof(d->sendbin));
 	tu_build_path("bin/migrate-recv", d->recvbin, sizeof(d->recvbin));
+}
 
-	snprintf(xml, sizeof(xml), "%s/domain.xml", d->dir);
-	f = fopen(xml, "w");
-	ck_assert_ptr_nonnull(f);
-	fprintf(f,
-		"<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
-		"  <name>%s</name>\n"
-		"  <memory unit='MiB'>128</memory>\n"
-		"  <vcpu>1</vcpu>\n"
-		"  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>\n"
-		"  %s\n"
-		"  <devices>\n"
-		"    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
-		"    <disk type='file' device='disk'><driver name='qemu' type='raw'/>"
-		"<source file='%s'/><target dev='hda' bus='ide'/></disk>\n"
-		"    <serial type='file'><source path='%s'/><target port='0'/></serial>\n"
-		"    <memballoon model='none'/>\n"
-		"  </devices>\n"
-		"  <qemu:commandline>\n"
-		"    <qemu:arg value='-qmp'/>\n"
-		"    <qemu:arg value='unix:/run/rdmig/%s.qmp,server=on,wait=off'/>\n"
-		"  </qemu:commandline>\n"
-		"</domain>\n", name, ram[kind], img, d->serial, qmp);
-	ck_assert_int_eq(fclose(f), 0);
-	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "define", xml, NULL) == 0, "define: %s", out);
-	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "start", name, NULL) == 0, "start: %s", out);
+static void dom_run(const struct dom *d)
+{
+	char out[4096];
+
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "start", d->name, NULL) == 0, "start: %s",
+		      out);
+}
+
+/* Defines @d on host A with @kind's RAM and the QMP socket @qmp (NULL:
+ * the README's), and starts it. */
+static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
+			  const char *qmp)
+{
+	dom_init(d, name);
+	dom_define_as(d, kind, qmp);
+	dom_run(d);
 }
 
 static void dom_start(struct dom *d, const char *name, enum ram_kind kind)
 {
-	dom_start_qmp(d, name, kind, name);
+	dom_start_qmp(d, name, kind, NULL);
 }
 
 static void dom_serial(const struct dom *d, const struct lvhost *h, char *buf, size_t len)
@@ -316,19 +355,20 @@ static void dom_serial(const struct dom *d, const struct lvhost *h, char *buf, s
 	on_host(h, d->serial, buf, len);
 }
 
-/* tools/rdmig-libvirt migrate, run on host A (nsenter), moving @d to host
- * B whose commands it runs through nsenter as it would through ssh;
+/* tools/rdmig-libvirt migrate, run on host @from (nsenter), moving @d to
+ * host @to whose commands it runs through nsenter as it would through ssh;
  * @extra: more of its options (NULL-terminated, may be NULL). */
-static void dom_migrate(struct dom *d, const char *const *extra)
+static void dom_migrate_on(struct dom *d, const struct lvhost *from, const struct lvhost *to,
+			   const char *const *extra)
 {
 	char nsenter[64], pid[16], dexec[128];
 	const char *const *w;
 	char *argv[48];
 	int n = 0;
 
-	snprintf(pid, sizeof(pid), "%d", lv.a.pid);
+	snprintf(pid, sizeof(pid), "%d", from->pid);
 	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- %s", bin("nsenter", nsenter,
-		 sizeof(nsenter)), lv.b.pid, d->dexec_tail ? d->dexec_tail : "sh -c");
+		 sizeof(nsenter)), to->pid, d->dexec_tail ? d->dexec_tail : "sh -c");
 	for (w = d->wrap; w && *w && n < 8; w++)
 		argv[n++] = (char *)*w;
 	argv[n++] = nsenter;
@@ -340,9 +380,9 @@ static void dom_migrate(struct dom *d, const char *const *extra)
 	argv[n++] = "migrate";
 	argv[n++] = (char *)d->name;
 	argv[n++] = "--connect";
-	argv[n++] = lv.a.uri;
+	argv[n++] = (char *)from->uri;
 	argv[n++] = "--dest-connect";
-	argv[n++] = lv.b.uri;
+	argv[n++] = (char *)to->uri;
 	argv[n++] = "--dest-exec";
 	argv[n++] = dexec;
 	argv[n++] = "--listen";
@@ -360,6 +400,11 @@ static void dom_migrate(struct dom *d, const char *const *extra)
 		argv[n++] = (char *)*extra++;
 	argv[n] = NULL;
 	tu_run_spawn(&d->mig, d->dir, "migrate", argv);
+}
+
+static void dom_migrate(struct dom *d, const char *const *extra)
+{
+	dom_migrate_on(d, &lv.a, &lv.b, extra);
 }
 
 static void dom_dump(struct dom *d)
@@ -390,6 +435,57 @@ static void dom_free(struct dom *d)
 		virsh(h[i], out, sizeof(out), "undefine", d->name, NULL);
 	}
 	tu_rmdir(d->dir);
+}
+
+/* ---- libvirt's lifecycle events, as an operator's virsh sees them ----------------- */
+
+/* virsh event --timestamp on @h: every domain's lifecycle events as that
+ * libvirt sends them, each line stamped when virsh got it, in @r's stdout
+ * (no --domain: the domain need not exist there yet). */
+static void events_watch(struct tu_run *r, const struct lvhost *h, const char *dir,
+			 const char *tag)
+{
+	char vbin[64], sbin[64];
+	char *argv[] = { (char *)bin("stdbuf", sbin, sizeof(sbin)), "-oL",
+			 (char *)bin("virsh", vbin, sizeof(vbin)), "-q", "-c", (char *)h->uri,
+			 "event", "--event", "lifecycle", "--loop", "--timestamp", NULL };
+
+	tu_run_spawn(r, dir, tag, argv);
+}
+
+/* Stops a watcher of tu_run_spawn's (its whole process group). */
+static void events_stop(struct tu_run *r)
+{
+	if (r->p.pid > 0 && !r->p.reaped)
+		kill(-r->p.pid, SIGKILL);
+	tu_wait(&r->p, 5000);
+}
+
+/* When (ms since the epoch) virsh got the last event @what ("Suspended",
+ * "Resumed") of domain @name in @r's output; 0 when none came.  Its lines:
+ * "2026-11-27 20:08:22.123+0000: event 'lifecycle' for domain 'vm1':
+ * Resumed Unpaused". */
+static uint64_t event_ms(const struct tu_run *r, const char *name, const char *what)
+{
+	char *text = tu_slurp(r->out, NULL), *line, *save = NULL, dom[160];
+	uint64_t at = 0;
+	struct tm tm;
+	int ms;
+
+	snprintf(dom, sizeof(dom), "for domain '%s': %s", name, what);
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		memset(&tm, 0, sizeof(tm));
+		if (!strstr(line, dom) || sscanf(line, "%d-%d-%d %d:%d:%d.%d", &tm.tm_year,
+						 &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+						 &tm.tm_sec, &ms) != 7)
+			continue;
+		tm.tm_year -= 1900;
+		tm.tm_mon -= 1;
+		at = (uint64_t)timegm(&tm) * 1000 + (uint64_t)ms;
+	}
+	free(text);
+	return at;
 }
 
 /* A string member of a JSON event, "" when missing. */
@@ -751,10 +847,7 @@ END_TEST
  * domain. */
 START_TEST(switchover_failure_source_runs)
 {
-	char vbin[64], sbin[64], ser_a[300], st_a[128], st_b[128], *text = NULL;
-	char *argv[] = { (char *)bin("stdbuf", sbin, sizeof(sbin)), "-oL",
-			 (char *)bin("virsh", vbin, sizeof(vbin)), "-q", "-c", lv.a.uri, "event",
-			 "--domain", "lv-stop", "--event", "lifecycle", "--loop", NULL };
+	char ser_a[300], st_a[128], st_b[128], *text;
 	struct json_object *ev;
 	struct tu_run events;
 	struct stat st0;
@@ -767,7 +860,7 @@ START_TEST(switchover_failure_source_runs)
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
 	image_owner(&d, &st0);
-	tu_run_spawn(&events, d.dir, "events", argv);
+	events_watch(&events, &lv.a, d.dir, "events");
 	/* A downtime budget of 2 s leaves that much for the last round after
 	 * the stop: time enough to see the stop and kill migrate-recv in it. */
 	dom_migrate(&d, (const char *[]){ "--max-downtime", "2000", NULL });
@@ -775,20 +868,16 @@ START_TEST(switchover_failure_source_runs)
 	recv = find_recv();
 	ck_assert_msg(recv > 0, "no migrate-recv running");
 	t0 = tu_now_ms();
-	while (tu_now_ms() - t0 < 180000 && !tu_has_event(d.mig.out, "completed")) {
-		free(text);
-		text = tu_slurp(events.out, NULL);
-		if (text && strstr(text, "Suspended"))
-			break;
+	while (tu_now_ms() - t0 < 180000 && !tu_has_event(d.mig.out, "completed") &&
+	       !event_ms(&events, d.name, "Suspended"))
 		usleep(5000);
-	}
-	ck_assert_msg(text && strstr(text, "Suspended"), "host A's libvirt never saw QEMU stop "
-		      "the guest: %s", text ? text : "");
+	text = tu_slurp(events.out, NULL);
+	ck_assert_msg(event_ms(&events, d.name, "Suspended"), "host A's libvirt never saw QEMU "
+		      "stop the guest: %s", text ? text : "");
 	free(text);
 	kill(recv, SIGKILL);
 	rc = tu_run_finish(&d.mig, 120000);
-	tu_kill(&events.p, SIGKILL);
-	tu_wait(&events.p, 5000);
+	events_stop(&events);
 	if (rc != 5)
 		dom_dump(&d);
 	ck_assert_int_eq(rc, 5);
@@ -996,13 +1085,14 @@ static int dom_check(const struct dom *d, char *out, size_t len)
  * guest under this domain's name and then destroyed this one). */
 START_TEST(qmp_socket_not_its_own)
 {
-	char out[8192], path[300], st[128], *err;
+	char out[8192], path[300], pat[200], st[128], *err;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct dom d, clone;
 	int rc, fd;
 
 	dom_start(&d, "lv-q1", RAM_FILE);
-	dom_start_qmp(&clone, "lv-q2", RAM_FILE, "lv-q1");
+	snprintf(pat, sizeof(pat), "/run/rdmig/%s.qmp", d.uuid);
+	dom_start_qmp(&clone, "lv-q2", RAM_FILE, pat);
 	guest_wait_markers_on_a(&d);
 	rc = dom_check(&d, out, sizeof(out));
 	ck_assert_msg(rc == 2 && strstr(out, "lv-q2"), "check: exit %d: %s", rc, out);
@@ -1021,7 +1111,8 @@ START_TEST(qmp_socket_not_its_own)
 	/* The clone goes; a process of ours takes the path. */
 	virsh(&lv.a, out, sizeof(out), "destroy", clone.name, NULL);
 	virsh(&lv.a, out, sizeof(out), "undefine", clone.name, NULL);
-	on_host(&lv.a, "/run/rdmig/lv-q1.qmp", path, sizeof(path));
+	snprintf(pat, sizeof(pat), "/run/rdmig/%s.qmp", d.uuid);
+	on_host(&lv.a, pat, path, sizeof(path));
 	unlink(path);
 	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
 	memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -1114,7 +1205,7 @@ static void swapper(const struct dom *d, const char *path, const char *real)
 	fprintf(f, "#!/bin/sh\n"
 		"setpriv --reuid=libvirt-qemu --regid=libvirt-qemu --clear-groups \\\n"
 		"    mv -f /run/rdmig/impostor.sock /run/rdmig/%s.qmp || exit 99\n"
-		"exec %s \"$@\"\n", d->name, real);
+		"exec %s \"$@\"\n", d->uuid, real);
 	ck_assert_int_eq(fclose(f), 0);
 	ck_assert_int_eq(chmod(path, 0755), 0);
 }
@@ -1214,6 +1305,125 @@ START_TEST(private_refused)
 }
 END_TEST
 
+/* The integer @key of @o, or -1 when it has none (an older tool's report). */
+static long long jnum_or(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) ? (long long)json_object_get_int64(v) : -1;
+}
+
+/* "median (min-max)" of @n figures (sorted in place). */
+static const char *med3(uint64_t *v, int n, char *buf, size_t len)
+{
+	int i, j;
+
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			uint64_t t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	snprintf(buf, len, "%" PRIu64 " (%" PRIu64 "-%" PRIu64 ")", v[n / 2], v[0], v[n - 1]);
+	return buf;
+}
+
+/* Polls virsh domstate --reason of @d on both hosts until stopped: one
+ * "HOST: STATE" line each time a host's answer changes, in @r's stdout. */
+static void states_watch(struct tu_run *r, const struct dom *d)
+{
+	char bash[64], script[1200];
+	char *argv[] = { (char *)bin("bash", bash, sizeof(bash)), "-c", script, NULL };
+
+	snprintf(script, sizeof(script),
+		 "st() { virsh -q -c \"$1\" domstate --reason %s 2>/dev/null | head -n1 || true; }\n"
+		 "a= b=\n"
+		 "while :; do\n"
+		 "  n=$(st '%s'); [ \"$n\" = \"$a\" ] || { a=$n; echo \"A: ${a:-no such domain}\"; }\n"
+		 "  n=$(st '%s'); [ \"$n\" = \"$b\" ] || { b=$n; echo \"B: ${b:-no such domain}\"; }\n"
+		 "done\n", d->name, lv.a.uri, lv.b.uri);
+	tu_run_spawn(r, d->dir, "states", argv);
+}
+
+#define LEGS 3
+
+/* README's libvirt table, not part of make check (CK_RUN_CASE=libvirt-bench
+ * asks for it): one running domain moves A to B, back, and to B again with
+ * the README's example (--persistent --undefinesource --max-downtime 300).
+ * Each leg: the tool's wall clock (its start to its exit, as the operator
+ * waits), migrate-send's total time and downtime, and the guest-visible
+ * downtime as virsh sees it on the two hosts (the source's Suspended to the
+ * destination's Resumed), next to what the tool reported. */
+START_TEST(bench_legs)
+{
+	const char *const extra[] = { "--persistent", "--undefinesource", "--max-downtime", "300",
+				      NULL };
+	const struct lvhost *h[] = { &lv.a, &lv.b };
+	uint64_t wall[LEGS], total[LEGS], down[LEGS], seen[LEGS], said[LEGS];
+	char ser[300], m1[64], m2[64], m3[64], m4[64], m5[64];
+	struct tu_run ev_from, ev_to, states;
+	struct json_object *done;
+	struct dom d;
+	uint64_t t0;
+	int leg, rc, m0;
+
+	dom_start(&d, "lv-bench", RAM_FILE);
+	guest_wait_markers_on_a(&d);
+	for (leg = 0; leg < LEGS; leg++) {
+		const struct lvhost *from = h[leg % 2], *to = h[(leg + 1) % 2];
+
+		events_watch(&ev_from, from, d.dir, "events-from");
+		events_watch(&ev_to, to, d.dir, "events-to");
+		states_watch(&states, &d);
+		usleep(500 * 1000);
+		t0 = tu_now_ms();
+		dom_migrate_on(&d, from, to, extra);
+		rc = tu_run_finish(&d.mig, 300000);
+		wall[leg] = tu_now_ms() - t0;
+		usleep(500 * 1000);
+		events_stop(&ev_from);
+		events_stop(&ev_to);
+		events_stop(&states);
+		if (rc)
+			dom_dump(&d);
+		else
+			tu_dump("the tool's stderr", d.mig.err);
+		tu_dump("virsh domstate --reason on each host, as it changed", states.out);
+		ck_assert_msg(rc == 0, "leg %d (%s to %s): exit %d", leg + 1, from->name, to->name,
+			      rc);
+		done = tu_event_in(d.mig.out, "completed");
+		ck_assert_ptr_nonnull(done);
+		total[leg] = tu_jnum(done, "total-time");
+		down[leg] = tu_jnum(done, "downtime");
+		said[leg] = tu_jnum(done, "guest-downtime");
+		printf("libvirt-bench: leg %d: libvirt's resume %lld ms, estimated %lld ms\n", leg + 1,
+		       jnum_or(done, "resume-time"), jnum_or(done, "resume-estimate"));
+		json_object_put(done);
+		seen[leg] = event_ms(&ev_to, d.name, "Resumed") - event_ms(&ev_from, d.name,
+									    "Suspended");
+		ck_assert_msg(event_ms(&ev_from, d.name, "Suspended") && event_ms(&ev_to, d.name,
+			      "Resumed"), "leg %d: no Suspended on %s or no Resumed on %s",
+			      leg + 1, from->name, to->name);
+		printf("libvirt-bench: leg %d, %s to %s: wall clock %" PRIu64 " ms, migrate-send "
+		       "total %" PRIu64 " ms (wall / total %.2f), downtime %" PRIu64 " ms, guest "
+		       "down %" PRIu64 " ms by virsh's events (the tool said %" PRIu64 ")\n",
+		       leg + 1, from->name, to->name, wall[leg], total[leg],
+		       (double)wall[leg] / (double)total[leg], down[leg], seen[leg], said[leg]);
+		/* The guest runs at the destination before it moves again. */
+		on_host(to, d.serial, ser, sizeof(ser));
+		m0 = guest_markers(ser, 1);
+		guest_wait_markers(ser, 1, m0 + 1, 120000, "the guest after the leg");
+	}
+	printf("libvirt-bench: medians (min-max) of %d legs: wall clock %s ms, migrate-send total "
+	       "%s ms, downtime %s ms, guest down %s ms by virsh's events (the tool said %s)\n",
+	       LEGS, med3(wall, LEGS, m1, sizeof(m1)), med3(total, LEGS, m2, sizeof(m2)),
+	       med3(down, LEGS, m3, sizeof(m3)), med3(seen, LEGS, m4, sizeof(m4)),
+	       med3(said, LEGS, m5, sizeof(m5)));
+	dom_free(&d);
+}
+END_TEST
+
 Suite *libvirt_suite(void)
 {
 	Suite *s = suite_create("libvirt");
@@ -1243,5 +1453,14 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, tool_killed_children_stop);
 	tcase_add_test(tc, dest_unreachable_source_paused);
 	suite_add_tcase(s, tc);
+
+	/* Only when asked for by name: three migrations for README's table. */
+	if (getenv("CK_RUN_CASE") && !strcmp(getenv("CK_RUN_CASE"), "libvirt-bench")) {
+		tc = tcase_create("libvirt-bench");
+		tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
+		tcase_set_timeout(tc, 1200);
+		tcase_add_test(tc, bench_legs);
+		suite_add_tcase(s, tc);
+	}
 	return s;
 }
