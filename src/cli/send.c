@@ -58,6 +58,8 @@ static const char usage_text[] =
 	"      --qmp-pid PID         with --qmp: only the QEMU of this pid may answer\n"
 	"      --qmp-uuid UUID       with --qmp: only a QEMU that says this UUID\n"
 	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
+	"      --resume-cost MS      it stays stopped MS longer (its manager resuming it at the\n"
+	"                            destination): counted in --max-downtime (default 0)\n"
 	"      --max-iterations N    at most N rounds while it runs (default 30)\n"
 	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
 	"      --verify              compare digests of every block at the end\n"
@@ -77,7 +79,7 @@ static const char usage_text[] =
 enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
-	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER,
+	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER, OPT_RESUME_COST,
 };
 
 static const struct option long_opts[] = {
@@ -95,6 +97,7 @@ static const struct option long_opts[] = {
 	{ "qmp-pid", required_argument, NULL, OPT_QMP_PID },
 	{ "qmp-uuid", required_argument, NULL, OPT_QMP_UUID },
 	{ "max-downtime", required_argument, NULL, OPT_MAX_DOWNTIME },
+	{ "resume-cost", required_argument, NULL, OPT_RESUME_COST },
 	{ "max-iterations", required_argument, NULL, OPT_MAX_ITER },
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
 	{ "json", no_argument, NULL, 'j' },
@@ -124,6 +127,8 @@ struct send_opts {
 	enum dirty_mode track;
 	int have_track;
 	uint64_t max_downtime_ms, max_iterations, max_bandwidth, channels;
+	uint64_t resume_cost_ms;    /* stopped this long after the confirmation */
+	int have_resume_cost;
 	const char *control;
 	int verify, trusted, defer;
 	uint8_t *key;
@@ -182,6 +187,9 @@ static int one_opt(void *opts, int c, const char *arg)
 		return 0;
 	case OPT_MAX_DOWNTIME:
 		return cli_opt_num("--max-downtime", arg, 0, 3600000, &o->max_downtime_ms);
+	case OPT_RESUME_COST:
+		o->have_resume_cost = 1;
+		return cli_opt_num("--resume-cost", arg, 0, 3600000, &o->resume_cost_ms);
 	case OPT_MAX_ITER: return cli_opt_num("--max-iterations", arg, 1, 100000, &o->max_iterations);
 	case OPT_MAX_BW: return cli_opt_size("--max-bandwidth", arg, &o->max_bandwidth);
 	case 'j': o->json = 1; return 0;
@@ -233,6 +241,8 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 		return cli_usage("--pid is only used with --live");
 	if (o->have_track && !o->live)
 		return cli_usage("--dirty-tracking is only used with --live or --qmp");
+	if (o->have_resume_cost && !o->live)
+		return cli_usage("--resume-cost is only used with --live or --qmp");
 	if (o->defer && !o->control)
 		return cli_usage("--defer waits for the start command on the control socket: give "
 				 "--control SOCK");
@@ -831,7 +841,10 @@ static int prepare_state(struct sender *x)
 	rc = ds_prepare(x->e.ds, err, sizeof(err));
 	if (rc)
 		return local_fail(x, rc, err);
-	x->switch_ms = 2 * (cli_now_ms() - t0) + 1;
+	/* What the workload's manager adds after the confirmation (libvirt's
+	 * resume at the destination, measured by rdmig-libvirt) is as fixed a
+	 * cost of the switch-over, and the workload feels it as downtime. */
+	x->switch_ms = 2 * (cli_now_ms() - t0) + 1 + x->o.resume_cost_ms;
 	return 0;
 }
 
