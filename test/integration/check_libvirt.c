@@ -148,6 +148,20 @@ static void on_host(const struct lvhost *h, const char *path, char *buf, size_t 
 	snprintf(buf, len, "/proc/%d/root%s", h->pid, path);
 }
 
+/* Runs the shell command line @line on host @h (its mount namespace);
+ * fails the test if it fails. */
+static void host_sh(const struct lvhost *h, const char *line)
+{
+	char nsenter[64], pid[16], out[2048];
+	char *argv[] = { (char *)bin("nsenter", nsenter, sizeof(nsenter)), "-t", pid, "-m", "--",
+			 "/bin/sh", "-c", (char *)line, NULL };
+	int rc;
+
+	snprintf(pid, sizeof(pid), "%d", h->pid);
+	rc = run(argv, out, sizeof(out), 60000);
+	ck_assert_msg(rc == 0, "host %s: `%s`: exit %d: %s", h->name, line, rc, out);
+}
+
 /* ---- the hosts ------------------------------------------------------------------- */
 
 static void host_script(char *buf, size_t len)
@@ -1037,6 +1051,44 @@ START_TEST(dest_unreachable_source_paused)
 }
 END_TEST
 
+/* The destination's libvirt cannot resume the migrated guest (host B's
+ * virtlockd gone, so no lease for it) after the source QEMU completed its
+ * migration and let go of its disk image.  The source must run again: the
+ * tool destroys B's domain, which gives the image to root (remember_owner
+ * 0, as on NFS), and a source QEMU whose migration completed reopens its
+ * image on `cont`, so the owner must be back before the resume (before,
+ * the tool resumed first: "Could not open ...: Permission denied", exit
+ * 10, the source left paused).  Last of its case: host B's virtlockd is
+ * started again, under another pid than the suite knows. */
+START_TEST(dest_resume_fails_source_runs)
+{
+	char ser_a[300], st_a[128], st_b[128], *err;
+	struct stat st0;
+	struct dom d;
+	int rc;
+
+	dom_start(&d, "lv-nolease", RAM_FILE);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	guest_wait_markers_on_a(&d);
+	image_owner(&d, &st0);
+	dom_migrate(&d, NULL);
+	wait_started(&d);
+	ck_assert_int_eq(kill(lv.b.lockd, SIGKILL), 0);
+	rc = tu_run_finish(&d.mig, 240000);
+	host_sh(&lv.b, "virtlockd -d -f /etc/libvirt/virtlockd.conf -p /run/libvirt/virtlockd.pid");
+	err = tu_slurp(d.mig.err, NULL);
+	if (rc != 9)
+		dom_dump(&d);
+	ck_assert_msg(rc == 9 && err && strstr(err, "could not resume the migrated guest"),
+		      "exit %d: %s", rc, err ? err : "");
+	expect_rolled_back(&d, &st0, ser_a, "the failed resume", st_a, st_b);
+	printf("libvirt: the destination could not resume the migrated guest: exit %d, host A %s, "
+	       "host B %s: %s", rc, st_a, st_b, err);
+	free(err);
+	dom_free(&d);
+}
+END_TEST
+
 /* migrate-recv runs where no signal to the local end of --dest-exec
  * reaches it (as through ssh, without a pty; here setsid puts it in a
  * session of its own): after a failure it must still go, not stay
@@ -1452,6 +1504,8 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, json_reader_gone);
 	tcase_add_test(tc, tool_killed_children_stop);
 	tcase_add_test(tc, dest_unreachable_source_paused);
+	/* Last: it restarts host B's virtlockd. */
+	tcase_add_test(tc, dest_resume_fails_source_runs);
 	suite_add_tcase(s, tc);
 
 	/* Only when asked for by name: three migrations for README's table. */
