@@ -1125,15 +1125,63 @@ START_TEST(remote_recv_stopped)
 }
 END_TEST
 
-/* `rdmig-libvirt check DOMAIN` on host A: its exit code, its output in @out. */
+/* `rdmig-libvirt check DOMAIN` on host A, with host B as the destination
+ * (reached as dom_migrate reaches it): its exit code, its output in @out. */
 static int dom_check(const struct dom *d, char *out, size_t len)
 {
-	char nsenter[64], pid[16];
+	char nsenter[64], pid[16], dexec[128];
 	char *argv[] = { (char *)bin("nsenter", nsenter, sizeof(nsenter)), "-t", pid, "-m", "--",
-			 (char *)d->tool, "check", (char *)d->name, "--connect", lv.a.uri, NULL };
+			 (char *)d->tool, "check", (char *)d->name, "--connect", lv.a.uri,
+			 "--dest-connect", lv.b.uri, "--dest-exec", dexec, NULL };
 
 	snprintf(pid, sizeof(pid), "%d", lv.a.pid);
+	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- sh -c", nsenter, lv.b.pid);
 	return run(argv, out, len, 60000);
+}
+
+/* check and migrate agree (issue 32): a domain migrate refuses, check
+ * refuses too, with the same exit status (2) and in the same words (every
+ * problem line check prints is in migrate's message), and neither leaves
+ * anything behind: host B has no such domain, host A's says @st_a (a
+ * prefix).  Each of @words (NULL-terminated) is in both outputs. */
+static void both_refuse(struct dom *d, const char *st_a, const char *const *words)
+{
+	char out[8192], prefix[128], st[128], *err, *line, *save = NULL;
+	const char *const *w;
+	int rc, mrc, lines = 0;
+
+	rc = dom_check(d, out, sizeof(out));
+	dom_migrate(d, NULL);
+	mrc = tu_run_finish(&d->mig, 180000);
+	err = tu_slurp(d->mig.err, NULL);
+	ck_assert_ptr_nonnull(err);
+	if (mrc != 2)
+		dom_dump(d);
+	ck_assert_msg(rc == 2, "%s: check: exit %d, migrate: exit %d: %s", d->name, rc, mrc, out);
+	ck_assert_msg(mrc == 2, "%s: migrate: exit %d, check: exit 2: %s", d->name, mrc, err);
+	for (w = words; *w; w++) {
+		ck_assert_msg(strstr(out, *w), "%s: check does not say \"%s\": %s", d->name, *w, out);
+		ck_assert_msg(strstr(err, *w), "%s: migrate does not say \"%s\": %s", d->name, *w,
+			      err);
+	}
+	snprintf(prefix, sizeof(prefix), "rdmig-libvirt: %s: ", d->name);
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, prefix, strlen(prefix)) || !strncmp(line + strlen(prefix),
+								   "warning:", 8))
+			continue;
+		lines++;
+		ck_assert_msg(strstr(err, line + strlen(prefix)), "%s: check says \"%s\", migrate "
+			      "does not: %s", d->name, line + strlen(prefix), err);
+	}
+	ck_assert_msg(lines > 0, "%s: check printed no problem", d->name);
+	domstate(&lv.b, d->name, st, sizeof(st));
+	ck_assert_msg(!strcmp(st, "gone"), "%s: host B: %s, expected no such domain", d->name, st);
+	domstate(&lv.a, d->name, st, sizeof(st));
+	ck_assert_msg(!strncmp(st, st_a, strlen(st_a)), "%s: host A: %s, expected %s", d->name, st,
+		      st_a);
+	printf("libvirt: %s: check and migrate refuse it alike (exit 2), host A %s: %s", d->name,
+	       st, err);
+	free(err);
 }
 
 /* The QMP socket in the domain's XML is not its QEMU's: a clone of the
@@ -1320,33 +1368,17 @@ START_TEST(qmp_socket_swapped_after_check)
 }
 END_TEST
 
-/* A domain whose RAM rdmig cannot carry: refused (exit 2) before anything
- * starts, with the XML that fixes it; nothing on host B, the guest runs on
- * A. */
+/* A domain whose RAM rdmig cannot carry: refused (exit 2) by check and by
+ * migrate, with the XML that fixes it; nothing on host B, the guest runs
+ * on A with its lease. */
 static void refused(enum ram_kind kind, const char *name, const char *what)
 {
-	char st_a[128], st_b[128], *err;
+	const char *words[] = { what, "<source type='file'/>", "<access mode='shared'/>", NULL };
 	struct dom d;
-	int rc;
 
 	dom_start(&d, name, kind);
-	dom_migrate(&d, NULL);
-	rc = tu_run_finish(&d.mig, 120000);
-	err = tu_slurp(d.mig.err, NULL);
-	ck_assert_ptr_nonnull(err);
-	if (rc != 2)
-		dom_dump(&d);
-	ck_assert_msg(rc == 2, "exit %d: %s", rc, err);
-	ck_assert_msg(strstr(err, what), "no \"%s\" in: %s", what, err);
-	ck_assert_msg(strstr(err, "<source type='file'/>") && strstr(err, "<access mode='shared'/>"),
-		      "the fix is not named: %s", err);
-	domstate(&lv.b, d.name, st_b, sizeof(st_b));
-	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
-	domstate(&lv.a, d.name, st_a, sizeof(st_a));
-	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	both_refuse(&d, "running", words);
 	expect_lease(&d, "A");
-	printf("libvirt: %s refused, host A %s, host B %s: %s", name, st_a, st_b, err);
-	free(err);
 	dom_free(&d);
 }
 
@@ -1359,6 +1391,124 @@ END_TEST
 START_TEST(private_refused)
 {
 	refused(RAM_PRIVATE, "lv-private", "not in a shared file");
+}
+END_TEST
+
+/* Issue 32: a shut-off domain passed check (exit 0), then migrate refused
+ * it (exit 2). */
+START_TEST(shut_off_refused)
+{
+	const char *words[] = { "shut off", "only a running (or paused) domain", NULL };
+	struct dom d;
+
+	dom_init(&d, "lv-off");
+	dom_define_as(&d, RAM_FILE, NULL);
+	both_refuse(&d, "shut off", words);
+	dom_free(&d);
+}
+END_TEST
+
+/* Issue 32: a QMP socket named after the domain, not its UUID, passed
+ * check ("rdmig can move it") and migrated, though README and the manual
+ * ask for the UUID (a copy of the XML under another name keeps the path). */
+START_TEST(socket_named_not_uuid)
+{
+	const char *words[] = { "/run/rdmig/lv-named.qmp", "does not have the domain's UUID",
+				NULL, NULL };
+	char fix[80];
+	struct dom d;
+
+	dom_start_qmp(&d, "lv-named", RAM_FILE, "/run/rdmig/lv-named.qmp");
+	snprintf(fix, sizeof(fix), "/run/rdmig/%s.qmp", d.uuid);
+	words[2] = fix;
+	both_refuse(&d, "running", words);
+	dom_free(&d);
+}
+END_TEST
+
+/* Issue 32: memory_backing_dir was verified by neither: a domain whose
+ * RAM file lay off tmpfs passed check and migrated without a word.  Here
+ * host A's memory_backing_dir is on ramfs (not tmpfs, as a disk's file
+ * system is not) while the domain starts; its QEMU maps its RAM file
+ * there.  The ramfs goes over all of /dev/shm: libvirt carries the mounts
+ * of /dev into QEMU's own mount namespace one by one, not those nested in
+ * them. */
+START_TEST(ram_not_on_tmpfs)
+{
+	const char *words[] = { "not tmpfs", "on ramfs", "memory_backing_dir", NULL };
+	struct dom d;
+
+	/* And the directory libvirtd makes QEMU's at its start, made again. */
+	host_sh(&lv.a, "mount -t ramfs -o mode=1777 lv-ramfs /dev/shm && "
+		"mkdir -p /dev/shm/libvirt/libvirt/qemu && "
+		"chown libvirt-qemu:libvirt-qemu /dev/shm/libvirt/libvirt/qemu");
+	dom_start(&d, "lv-ramfs", RAM_FILE);
+	both_refuse(&d, "running", words);
+	dom_free(&d);
+	host_sh(&lv.a, "umount /dev/shm || umount -l /dev/shm");
+}
+END_TEST
+
+/* Issue 32: after `virsh define` of a corrected XML on a running domain,
+ * check still asked for what the definition already had.  Now both say the
+ * definition is right and a restart is what is missing; after the restart
+ * check says yes; with the definition broken again while the corrected
+ * domain runs, check says yes and warns of its next start. */
+START_TEST(corrected_not_restarted)
+{
+	const char *words[] = { "persistent definition (virsh dumpxml --inactive) is right",
+				"a restart", "not in a shared file", NULL };
+	char out[8192], xml[360];
+	struct dom d;
+	int rc;
+
+	dom_start(&d, "lv-fixed", RAM_PRIVATE);
+	dom_define_as(&d, RAM_FILE, NULL);
+	both_refuse(&d, "running", words);
+
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "destroy", d.name, NULL) == 0, "%s", out);
+	dom_run(&d);
+	rc = dom_check(&d, out, sizeof(out));
+	ck_assert_msg(rc == 0 && strstr(out, "rdmig can move it") && !strstr(out, "warning"),
+		      "check after the restart: exit %d: %s", rc, out);
+	printf("libvirt: lv-fixed restarted: check: %s", out);
+
+	snprintf(xml, sizeof(xml), "%s/private.xml", d.dir);
+	dom_xml(&d, RAM_PRIVATE, NULL, xml);
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "define", xml, NULL) == 0, "%s", out);
+	rc = dom_check(&d, out, sizeof(out));
+	ck_assert_msg(rc == 0 && strstr(out, "warning") && strstr(out, "next start") &&
+		      strstr(out, "not in a shared file"), "check with the persistent definition "
+		      "broken: exit %d: %s", rc, out);
+	printf("libvirt: lv-fixed running right, defined wrong: check: %s", out);
+	dom_free(&d);
+}
+END_TEST
+
+/* The socket's directory on the destination: its QEMU could not create
+ * the socket there (here: it exists, root's, 0755).  Before, check said
+ * yes, and migrate started the destination domain and failed with
+ * libvirt's "bind socket" (exit 9).  The domain's socket is in a directory
+ * of its own, /run/rdmig-lv: on host A a tmpfs mounted there for QEMU's
+ * user; host B sees the directory under it (/run is one file system for
+ * the two hosts of the bed). */
+START_TEST(dest_socket_dir)
+{
+	const char *words[] = { "on the destination host", "/run/rdmig-lv is 0:0 mode 755",
+				"cannot create its socket", NULL };
+	char qmp[80];
+	struct dom d;
+
+	host_sh(&lv.a, "mkdir -p /run/rdmig-lv && chown 0:0 /run/rdmig-lv && "
+		"chmod 755 /run/rdmig-lv && mount -t tmpfs -o mode=750,uid=$(id -u libvirt-qemu),"
+		"gid=$(id -g libvirt-qemu) lv-sock /run/rdmig-lv");
+	dom_init(&d, "lv-sockdir");
+	snprintf(qmp, sizeof(qmp), "/run/rdmig-lv/%s.qmp", d.uuid);
+	dom_define_as(&d, RAM_FILE, qmp);
+	dom_run(&d);
+	both_refuse(&d, "running", words);
+	dom_free(&d);
+	host_sh(&lv.a, "umount /run/rdmig-lv || umount -l /run/rdmig-lv");
 }
 END_TEST
 
@@ -1490,8 +1640,6 @@ Suite *libvirt_suite(void)
 	 * QEMU's capabilities under TCG first). */
 	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
 	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, memfd_refused);
-	tcase_add_test(tc, private_refused);
 	tcase_add_test(tc, live_migration);
 	tcase_add_test(tc, recv_killed_source_runs);
 	tcase_add_test(tc, switchover_failure_source_runs);
@@ -1511,6 +1659,21 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, dest_unreachable_source_paused);
 	/* Last: it restarts host B's virtlockd. */
 	tcase_add_test(tc, dest_resume_fails_source_runs);
+	suite_add_tcase(s, tc);
+
+	/* What check and migrate refuse, alike, before anything runs at the
+	 * destination (CK_RUN_CASE=libvirt-check runs them alone). */
+	tc = tcase_create("libvirt-check");
+	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, shut_off_refused);
+	tcase_add_test(tc, socket_named_not_uuid);
+	tcase_add_test(tc, corrected_not_restarted);
+	tcase_add_test(tc, memfd_refused);
+	tcase_add_test(tc, private_refused);
+	tcase_add_test(tc, dest_socket_dir);
+	/* Last: a failure would leave host A's RAM on ramfs. */
+	tcase_add_test(tc, ram_not_on_tmpfs);
 	suite_add_tcase(s, tc);
 
 	/* Only when asked for by name: three migrations for README's table. */
