@@ -1,6 +1,7 @@
 /* vmm-source: how a VMM drives an rdmig source from its own poll loop.
  *
  *   vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]
+ *              [--postcopy [--rounds N] [--page-sums FILE]] [--shared]
  *
  * The "guest" is N MiB (64) of anonymous private memory, the way QEMU
  * allocates guest RAM: some pages hold a pattern, some are never touched.
@@ -15,7 +16,17 @@
  * It prints the longest rdmig_source_step() call it saw (wall clock and
  * CPU time), the statistics,
  * and one "digest" line per region (RAM, state) for a test to compare with
- * vmm-dest's.  Exit status 0 on success. */
+ * vmm-dest's.  Exit status 0 on success.
+ *
+ * --postcopy switches to post-copy after --rounds pre-copy rounds (1; 0
+ * switches at once) instead of completing: with the guest paused and the
+ * final device state sent, rdmig_source_postcopy() hands the guest to the
+ * destination, which reads what it lacks from this side's memory.  Verify
+ * is off then (the destination's guest changes the image before it is
+ * whole): --page-sums writes a checksum of every page as of the pause,
+ * for a test to hold vmm-dest's against.  --shared puts the guest's RAM in
+ * shared memory (a memfd) instead of private anonymous memory. */
+#define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -24,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdmig.h>
 
@@ -42,6 +54,8 @@ struct vmm {
 	uint64_t slow_steps;    /* longer than twice the 10 ms step budget */
 	uint64_t state_sum;
 	uint32_t rng;
+	int postcopy, rounds;
+	const char *page_sums;
 };
 
 static uint64_t clock_us(clockid_t id)
@@ -58,6 +72,16 @@ static uint32_t next_rand(struct vmm *v)
 	v->rng ^= v->rng >> 17;
 	v->rng ^= v->rng << 5;
 	return v->rng;
+}
+
+/* The library's warnings, into the VMM's own log (here: stderr); its
+ * debug log too with RDMIG_EXAMPLE_DEBUG set in the environment. */
+static void on_log(void *ctx, int level, const char *msg)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+
+	(void)ctx;
+	fprintf(stderr, "vmm-source: %s: %s\n", names[level & 3], msg);
 }
 
 /* The guest writes a page: a pattern, and the page goes into the log. */
@@ -165,18 +189,84 @@ static uint64_t sum(const uint8_t *p, uint64_t n)
 	return h;
 }
 
-static int migrate(struct vmm *v, const char *host, const char *port)
+/* A page's checksum, a word at a time: cheap enough to take at every
+ * first touch. */
+static uint64_t page_sum(const uint8_t *p)
 {
-	int rc;
+	uint64_t h = 1469598103934665603ull, w;
+	unsigned i;
 
-	rc = run_until_done(v, rdmig_source_connect_async(v->s, host, port), NULL);
+	for (i = 0; i < PAGE; i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 1099511628211ull;
+	}
+	return h;
+}
+
+/* One checksum per page as of the pause: what the destination's guest
+ * must find in each page, whichever way it came. */
+static int write_page_sums(const struct vmm *v)
+{
+	FILE *f = fopen(v->page_sums, "we");
+	uint64_t page, h;
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	for (page = 0; page < v->npages && !rc; page++) {
+		h = page_sum(v->ram + page * PAGE);
+		if (fwrite(&h, sizeof(h), 1, f) != 1)
+			rc = -EIO;
+	}
+	if (fclose(f) && !rc)
+		rc = -EIO;
+	return rc;
+}
+
+/* Connects, sends a setup section of device state, and marks every page
+ * for the first iteration (the dirty log restarts). */
+static int start(struct vmm *v, const char *host, const char *port)
+{
+	int rc = run_until_done(v, rdmig_source_connect_async(v->s, host, port), NULL);
+
 	if (!rc)
 		rc = send_state(v, "setup", 100000);
-	/* Everything goes in the first iteration; the dirty log restarts. */
 	if (!rc) {
 		rc = rdmig_source_mark_all(v->s);
 		memset(v->dirty, 0, (v->npages + BITS - 1) / BITS * sizeof(*v->dirty));
 	}
+	return rc;
+}
+
+/* Pre-copy rounds while the guest runs, then the switch: the guest pauses,
+ * the last of its dirty log and its device state go, and the destination
+ * takes the guest over, reading what it lacks from here. */
+static int migrate_postcopy(struct vmm *v, const char *host, const char *port)
+{
+	int rc = start(v, host, port), r;
+
+	for (r = 0; !rc && r < v->rounds; r++) {
+		rc = run_until_done(v, rdmig_source_iterate_async(v->s), guest_runs);
+		if (!rc)
+			rc = hand_dirty_log(v);
+	}
+	/* The guest pauses: what it wrote since the last round is what the
+	 * destination lacks, with what was never sent. */
+	if (!rc)
+		rc = hand_dirty_log(v);
+	if (!rc && v->page_sums)
+		rc = write_page_sums(v);
+	if (!rc)
+		rc = send_state(v, "final", 200000);
+	if (!rc)
+		rc = run_until_done(v, rdmig_source_postcopy_async(v->s), NULL);
+	return rc;
+}
+
+static int migrate(struct vmm *v, const char *host, const char *port)
+{
+	int rc = start(v, host, port);
+
 	if (!rc)
 		rc = run_until_done(v, rdmig_source_iterate_async(v->s), guest_runs);
 	if (!rc)
@@ -193,17 +283,26 @@ static int migrate(struct vmm *v, const char *host, const char *port)
 	return rc;
 }
 
-static int setup(struct vmm *v, uint64_t mib, int pin_all)
+static int setup(struct vmm *v, uint64_t mib, int pin_all, int shared)
 {
 	struct rdmig_config cfg;
 	uint64_t page;
+	int fd = -1;
 
 	v->ram_len = mib << 20;
 	v->npages = v->ram_len / PAGE;
 	v->rng = 2463534242u;
-	/* Guest RAM as QEMU allocates it: private and anonymous. */
-	v->ram = mmap(NULL, v->ram_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		      -1, 0);
+	/* Guest RAM as QEMU allocates it: private and anonymous, or shared
+	 * (memory-backend-memfd,share=on). */
+	if (shared) {
+		fd = memfd_create("guest-ram", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, (off_t)v->ram_len))
+			return -errno;
+	}
+	v->ram = mmap(NULL, v->ram_len, PROT_READ | PROT_WRITE,
+		      shared ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, fd, 0);
+	if (fd >= 0)
+		close(fd);
 	v->dirty = calloc((v->npages + BITS - 1) / BITS, sizeof(*v->dirty));
 	if (v->ram == MAP_FAILED || !v->dirty)
 		return -ENOMEM;
@@ -212,8 +311,13 @@ static int setup(struct vmm *v, uint64_t mib, int pin_all)
 		if (page % 4)
 			guest_write(v, page);
 	rdmig_config_init(&cfg);
-	cfg.verify = 1;
+	/* Post-copy's image is whole only on the destination, whose guest
+	 * changes it meanwhile: nothing to verify. */
+	cfg.verify = !v->postcopy;
+	cfg.postcopy = v->postcopy;
 	cfg.pin_all = pin_all;
+	cfg.log = on_log;
+	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG : RDMIG_LOG_WARN;
 	cfg.timeout_ms = 10000;
 	if (rdmig_source_create(&v->s, &cfg))
 		return -EINVAL;
@@ -225,15 +329,25 @@ int main(int argc, char **argv)
 	struct vmm v = { .budget = 4u << 20 };
 	struct rdmig_stats st = { .size = sizeof(st) };
 	uint64_t mib = 64;
-	int pin_all = 0, i, rc;
+	int pin_all = 0, shared = 0, i, rc;
 
+	v.rounds = 1;
 	if (argc < 3) {
-		fprintf(stderr, "usage: vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]\n");
+		fprintf(stderr, "usage: vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]\n"
+			"                  [--postcopy [--rounds N] [--page-sums FILE]] [--shared]\n");
 		return 2;
 	}
 	for (i = 3; i < argc; i++) {
 		if (!strcmp(argv[i], "--pin-all"))
 			pin_all = 1;
+		else if (!strcmp(argv[i], "--postcopy"))
+			v.postcopy = 1;
+		else if (!strcmp(argv[i], "--shared"))
+			shared = 1;
+		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+			v.rounds = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--page-sums") && i + 1 < argc)
+			v.page_sums = argv[++i];
 		else if (!strcmp(argv[i], "--mib") && i + 1 < argc)
 			mib = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--budget") && i + 1 < argc)
@@ -243,9 +357,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	rc = setup(&v, mib, pin_all);
+	rc = setup(&v, mib, pin_all, shared);
 	if (!rc)
-		rc = migrate(&v, argv[1], argv[2]);
+		rc = v.postcopy ? migrate_postcopy(&v, argv[1], argv[2]) :
+				  migrate(&v, argv[1], argv[2]);
 	if (rc) {
 		fprintf(stderr, "vmm-source: %s\n", v.s ? rdmig_source_error(v.s) : strerror(-rc));
 		rdmig_source_destroy(v.s);
@@ -259,6 +374,10 @@ int main(int argc, char **argv)
 	printf("iterations %" PRIu64 ", %" PRIu64 " bytes written, %" PRIu64 " zero pages, "
 	       "first write after %" PRIu64 " ms\n", st.iterations, st.normal_bytes,
 	       st.zero_pages, st.first_write_ms);
+	if (v.postcopy)
+		printf("postcopy: %" PRIu64 " pages lacked, %" PRIu64 " read on faults, %" PRIu64
+		       " in the background, all in after %" PRIu64 " ms\n", st.postcopy_pages,
+		       st.postcopy_fault_pages, st.postcopy_background_pages, st.postcopy_ms);
 	printf("digest ram %016" PRIx64 "\n", sum(v.ram, v.ram_len));
 	printf("digest state %016" PRIx64 "\n", v.state_sum);
 	rdmig_source_destroy(v.s);

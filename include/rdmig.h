@@ -13,10 +13,10 @@
  * or exits: messages go to the log callback.
  *
  * Threads: one thread drives a handle (every call below on it).  Only
- * rdmig_*_stats(), rdmig_*_cancel(), rdmig_dest_pause_state() and
- * rdmig_source_set_max_bandwidth() may be called from any other thread, at
- * any time while the handle exists, and the marking functions once
- * connecting began.  Callbacks run on the driving thread, inside the call
+ * rdmig_*_stats(), rdmig_*_cancel(), rdmig_dest_pause_state(),
+ * rdmig_source_set_max_bandwidth() and rdmig_source_set_limit() may be
+ * called from any other thread, at any time while the handle exists, and
+ * the marking functions once connecting began.  Callbacks run on the driving thread, inside the call
  * that drives; they may call those functions but nothing else on the same
  * handle (dirty_sync marks): what drives or changes it returns -EDEADLK,
  * and the callback may not destroy it.  The block set is fixed once
@@ -86,13 +86,23 @@ typedef int (*rdmig_commit_fn)(void *ctx, char *errbuf, size_t errlen);
 typedef int (*rdmig_admit_fn)(void *ctx, uint64_t image_bytes, char *errbuf,
 			      size_t errlen);
 struct rdmig_source;
-/* Source: an iteration is about to begin (QEMU's migration_bitmap_sync):
- * mark what changed since the last one, from the VMM's dirty log, with
+/* Source: the library takes the VMM's dirty log (QEMU's
+ * migration_bitmap_sync): when an iteration is about to begin, when one
+ * has ended (so remaining and expected_downtime_ms count what its time
+ * dirtied as soon as it is done) and when completing.  Mark what changed
+ * since the last call, from the VMM's dirty log, with
  * rdmig_source_mark_dirty*() on @s.  What is marked by the time it returns
- * goes into this iteration.  Return 0, or a negative errno with a message
- * in errbuf to fail the migration (the destination is told). */
+ * goes into the next iteration (the one beginning, when one is).  Return
+ * 0, or a negative errno with a message in errbuf to fail the migration
+ * (the destination is told). */
 typedef int (*rdmig_dirty_sync_fn)(void *ctx, struct rdmig_source *s, char *errbuf,
 				   size_t errlen);
+/* Destination: post-copy began.  All the device state arrived (the state
+ * callback had it), and every page the guest lacks is fetched from the
+ * source on first touch by a thread of the library from now on: start the
+ * vCPUs.  Return 0, or a negative errno with a message in errbuf to fail
+ * the migration (the guest must not run then). */
+typedef int (*rdmig_postcopy_fn)(void *ctx, char *errbuf, size_t errlen);
 
 struct rdmig_config {
 	uint32_t size;          /* sizeof(struct rdmig_config); set by init */
@@ -152,18 +162,73 @@ struct rdmig_config {
 	 * pinning does not allocate and clear them while the link waits. */
 	int populate;           /* RDMIG_POPULATE_* (PIN_ALL) */
 	/* Since 0.2.0 (older programs get the defaults). */
-	/* Source: called at the start of every iteration to pull the dirty
-	 * pages (NULL: the caller pushes them with rdmig_source_mark_dirty*()
-	 * itself). */
+	/* Source: called at the start and at the end of every iteration to
+	 * pull the dirty pages (NULL: the caller pushes them with
+	 * rdmig_source_mark_dirty*() itself). */
 	rdmig_dirty_sync_fn dirty_sync;
 	void *dirty_ctx;
-	/* Since 0.3.0. */
+	/* Since 0.3.0 (older programs get the defaults): the convergence
+	 * policy rdmig_source_advice() applies after each iteration; see
+	 * rdmig(3), Convergence.  Source only. */
+	/* The longest the guest may stay paused for the switch-over (300; 0
+	 * picks it): the pages left at the measured bandwidth, plus... */
+	uint32_t max_downtime_ms;
+	/* ... the VMM's own fixed cost of switching over (stopping the vCPUs,
+	 * device state, starting on the destination), in ms (0). */
+	uint32_t switchover_ms;
+	/* The most the migration may take from connecting, in all and per GiB
+	 * of image (KubeVirt's completionTimeoutPerGiB); the smaller applies
+	 * (0: no limit). */
+	uint64_t max_time_ms;
+	uint64_t max_time_per_gib_ms;
+	/* Rounds at most without converging (0: no limit). */
+	uint32_t max_iterations;
+	/* Rounds in a row that leave no less than the least left after an
+	 * earlier one: the migration stalled (5; 0: not watched). */
+	uint32_t stall_rounds;
+	/* Advise throttling the guest when its rounds stop shrinking (0). */
+	int auto_converge;
+	/* What the advice says when a limit is reached before converging:
+	 * RDMIG_ON_LIMIT_* (CANCEL: give up, the guest runs on). */
+	int on_limit;
+	/* The throttle, in percent of the vCPUs' time taken away, as QEMU's
+	 * auto-converge: the first (20), the step (10), the most (99); with
+	 * tailslow, a step is cut to what should make the dirty rate fit (0). */
+	uint32_t throttle_initial;
+	uint32_t throttle_increment;
+	uint32_t throttle_max;
+	int throttle_tailslow;
 	/* Source: device-state bytes it sends at most.  Announced to the
 	 * destination, which holds the source to it (more fails the
 	 * migration) and may reserve room for that much;
 	 * rdmig_source_write_state() refuses more with -EFBIG.  0: no device
 	 * state at all; RDMIG_STATE_UNSAID (the default): not announced. */
 	uint64_t state_max;
+	/* Post-copy (rdmig(3), Post-copy), since 0.3.0.  Source: the VMM may
+	 * switch to post-copy (rdmig_source_postcopy_async()); its blocks are
+	 * registered for the destination to read, in the background from the
+	 * block map on (after authentication, with a key), and it reads them
+	 * only once the switch told it where.  Destination: it takes a
+	 * switch; its blocks must then be private anonymous or shared
+	 * (tmpfs, memfd) memory of 4 KiB pages.  (0) */
+	int postcopy;
+	/* Destination: a userfaultfd the VMM made, UFFDIO_API done (with
+	 * UFFD_FEATURE_MINOR_SHMEM for blocks in shared memory), that the
+	 * library registers the blocks on and serves at the switch, and
+	 * leaves open; -1 (the default): the library makes its own. */
+	int postcopy_uffd;
+	/* Destination: called when post-copy begins (NULL: the VMM sees
+	 * status RDMIG_STATUS_POSTCOPY in the statistics). */
+	rdmig_postcopy_fn postcopy_start;
+	void *postcopy_ctx;
+};
+
+enum rdmig_on_limit {
+	RDMIG_ON_LIMIT_CANCEL = 0,      /* the advice is RDMIG_GIVE_UP */
+	/* The advice is RDMIG_SWITCH_OVER with the downtime it predicts, over
+	 * max_downtime_ms: the operator chose a longer pause over a failed
+	 * migration. */
+	RDMIG_ON_LIMIT_SWITCH_OVER = 1,
 };
 
 #define RDMIG_STATE_UNSAID UINT64_MAX
@@ -200,6 +265,10 @@ enum rdmig_status {
 	RDMIG_STATUS_COMPLETED,
 	RDMIG_STATUS_FAILED,
 	RDMIG_STATUS_CANCELLED,
+	/* Since 0.3.0: switched to post-copy, the guest runs on the
+	 * destination, which reads the pages it lacks (QEMU's
+	 * "postcopy-active"); COMPLETING follows once it holds them all. */
+	RDMIG_STATUS_POSTCOPY,
 };
 
 /* What a failed migration failed of, for deciding what to do next (retry,
@@ -220,6 +289,9 @@ enum rdmig_error_class {
 	RDMIG_ERROR_CANCELLED,    /* rdmig_*_cancel(), on this side or the peer's */
 };
 
+/* Buckets of rdmig_stats' postcopy_latency_dist, as QEMU's. */
+#define RDMIG_LATENCY_BUCKETS 24
+
 /* Counters shared by the API, the JSON events and the control socket; names
  * follow QEMU's query-migrate where they fit.  Set @size to
  * sizeof(struct rdmig_stats) before asking: the struct grows at the end,
@@ -231,7 +303,8 @@ struct rdmig_stats {
 	uint64_t total;           /* bytes in all blocks */
 	uint64_t transferred;     /* bytes put on the wire: writes and control */
 	/* Source: bytes marked dirty and not sent yet (this iteration's and the
-	 * next's).  Destination: 0. */
+	 * next's): with dirty_sync, all the VMM's log held when the last
+	 * iteration ended; without, what it marked.  Destination: 0. */
 	uint64_t remaining;
 	/* Pages sent with RDMA WRITE (or inside PAGES messages).  Destination:
 	 * what landed as the source reported it, at most about 100 ms behind
@@ -253,7 +326,9 @@ struct rdmig_stats {
 	uint64_t total_time_ms;   /* connect until now or completion */
 	uint64_t data_time_ms;    /* time spent moving pages */
 	double mbps;              /* normal_bytes over data_time, megabits/s */
-	/* Source: remaining at the bandwidth of the last iteration, in ms. */
+	/* Source: remaining at the page bandwidth of the last iteration that
+	 * moved 1 MiB or more (of the first, if none did; max_bandwidth when
+	 * lower), in ms; 0 until an iteration was measured. */
 	uint64_t expected_downtime_ms;
 	/* Source: bytes marked dirty per second, between the starts of the
 	 * last two iterations ("dirty-pages-rate" x page size). */
@@ -273,6 +348,30 @@ struct rdmig_stats {
 	 * map on, so the admit callback can reserve room for them), or
 	 * RDMIG_STATE_UNSAID. */
 	uint64_t state_max;
+	/* Since 0.3.0, post-copy (all 0 when the migration did not switch).
+	 * The pages the destination lacked at the switch (the set), and how
+	 * they came: read because the guest touched them, or by the
+	 * background pass; the time from the switch until every one was in
+	 * (so far, until then). */
+	uint64_t postcopy_pages;
+	uint64_t postcopy_fault_pages;
+	uint64_t postcopy_background_pages;
+	uint64_t postcopy_ms;
+	/* Destination: faults that waited for a page from the source
+	 * (QEMU's postcopy-requests, counted where they happen), their mean
+	 * latency from the fault read to the page placed (QEMU's
+	 * postcopy-latency), the largest, their sum (the time threads were
+	 * blocked: QEMU's postcopy-vcpu-blocktime, summed over the threads),
+	 * the mean round trip of a fault's RDMA READ (post to completion),
+	 * and the latencies as QEMU's postcopy-latency-dist: bucket N counts
+	 * [2^N, 2^(N+1)) microseconds, the first everything under 2 us, the
+	 * last everything from 2^23 us. */
+	uint64_t postcopy_faults;
+	uint64_t postcopy_latency_ns;
+	uint64_t postcopy_latency_max_ns;
+	uint64_t postcopy_blocked_ms;
+	uint64_t postcopy_read_ns;
+	uint64_t postcopy_latency_dist[RDMIG_LATENCY_BUCKETS];
 };
 
 /* ---- source ---------------------------------------------------------- */
@@ -327,9 +426,26 @@ RDMIG_API int rdmig_source_connect_async(struct rdmig_source *s, const char *hos
 /* Begins an iteration of the pages marked dirty so far; it ends when the
  * destination acknowledged every page of it. */
 RDMIG_API int rdmig_source_iterate_async(struct rdmig_source *s);
-/* Sends COMPLETE (with digests when verifying); done when the destination
- * confirmed it holds the whole image. */
+/* With the guest paused: takes the dirty log once more (dirty_sync),
+ * sends what was marked since the last iteration in a final one, then
+ * COMPLETE (with digests when verifying); done when the destination
+ * confirmed it holds the whole image, every page as of the pause.  Pages
+ * marked during that final round or after it fail the migration on both
+ * sides with -EBUSY (the guest was not paused).  (Before 0.3.0 what was
+ * marked since the last iteration was not sent.) */
 RDMIG_API int rdmig_source_complete_async(struct rdmig_source *s);
+/* Since 0.3.0, with postcopy set and granted: switches to post-copy after
+ * zero or more iterations, instead of completing them.  With the guest
+ * paused and its last device state written: takes the dirty log once
+ * more (dirty_sync), tells the destination where it may read this side's
+ * memory and which pages it lacks (those marked since the last iteration,
+ * and never sent), and its guest starts; done (1 from process) once the
+ * destination holds every page and confirmed completion.  From this call
+ * on the guest belongs to the destination: on a failure, do not resume it
+ * here (rdmig(3), Post-copy).  -ENOTSUP when the destination does not
+ * take post-copy, -EINVAL with VERIFY or for blocks of pages other than
+ * 4 KiB; pages marked from the switch on fail it with -EBUSY. */
+RDMIG_API int rdmig_source_postcopy_async(struct rdmig_source *s);
 /* One fd (an epoll fd over the connections and the cancel event) to watch
  * for reading; valid from rdmig_source_create() on. */
 RDMIG_API int rdmig_source_fd(const struct rdmig_source *s);
@@ -369,17 +485,98 @@ RDMIG_API int rdmig_source_iterate(struct rdmig_source *s);
 RDMIG_API int rdmig_source_send_state(struct rdmig_source *s, const void *data,
 				      size_t len);
 RDMIG_API int rdmig_source_complete(struct rdmig_source *s);
+RDMIG_API int rdmig_source_postcopy(struct rdmig_source *s);
 /* Between operations: handles completions and sends keepalives.  Call it at
  * least every keepalive interval while the application does something
  * else, or the destination times out. */
 RDMIG_API int rdmig_source_poll(struct rdmig_source *s);
 
+/* What to do after an iteration, by the convergence policy of the config
+ * (rdmig(3), Convergence). */
+enum rdmig_decision {
+	RDMIG_NEXT_ROUND = 0,   /* iterate again */
+	RDMIG_THROTTLE = 1,     /* slow the guest to throttle_pct, iterate again */
+	/* Pause the vCPUs now, send the last device state and complete:
+	 * completion sends what is left (rdmig_source_complete_async()). */
+	RDMIG_SWITCH_OVER = 2,
+	/* The limits cannot be kept: cancel (rdmig_source_cancel()), release
+	 * the throttle, the guest runs on here. */
+	RDMIG_GIVE_UP = 3,
+};
+
+/* Why; the advice's text says it with the figures. */
+enum rdmig_reason {
+	RDMIG_REASON_NO_ROUND = 0,      /* no iteration has finished yet */
+	RDMIG_REASON_CONVERGED,         /* what is left fits max_downtime_ms */
+	RDMIG_REASON_ROUND_PAYS,        /* it fits, and one more round should
+					 * leave less than half of it, cheaply */
+	RDMIG_REASON_NOT_CONVERGED,     /* what is left does not fit yet */
+	RDMIG_REASON_NO_BANDWIDTH,      /* nothing measured the link yet */
+	RDMIG_REASON_DIRTY_RATE,        /* the guest dirtied more than half of
+					 * what a round sent, twice running */
+	RDMIG_REASON_STALL,             /* rounds stopped shrinking what is left */
+	RDMIG_REASON_MAX_TIME,          /* max_time_ms or its per-GiB form */
+	RDMIG_REASON_MAX_ITERATIONS,
+};
+
+/* Set @size to sizeof(struct rdmig_advice) before asking: the struct grows
+ * at the end, only @size bytes are written, and @size comes back as the
+ * bytes filled. */
+struct rdmig_advice {
+	uint32_t size;
+	uint32_t decision;              /* enum rdmig_decision */
+	uint32_t reason;                /* enum rdmig_reason */
+	/* The throttle to apply from now on, 0..throttle_max percent (0: none);
+	 * the VMM releases it when the migration ends, however it ends. */
+	uint32_t throttle_pct;
+	uint64_t iteration;             /* the iteration it follows */
+	uint64_t remaining;             /* bytes left to send */
+	/* The pause switching over now would take: remaining at the
+	 * bandwidth, plus switchover_ms (0 while the bandwidth is unknown);
+	 * against the limit it was measured by.  A switch-over on_limit
+	 * allowed has it over the limit. */
+	uint64_t expected_downtime_ms;
+	uint64_t max_downtime_ms;
+	uint64_t bandwidth;             /* bytes per second the prediction used */
+	uint64_t elapsed_ms;            /* since connecting */
+	uint64_t max_time_ms;           /* the time limit in force (0: none) */
+	char text[256];                 /* the decision and why, with figures */
+};
+
+/* Between operations, after an iteration: what to do next, by the policy
+ * of the config, decided at the first call after each iteration (later
+ * calls for the same one return the same) from what is marked dirty then.
+ * 0, or -EINVAL (@a->size too small), -ENOTCONN (not connected), -EBUSY
+ * (an operation is in progress), -EDEADLK (from a callback), the
+ * migration's error once failed.  See rdmig(3), Convergence. */
+RDMIG_API int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a);
+
 /* Any thread: page data per second at most from now on (0: no limit). */
 RDMIG_API void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s);
+
+/* The convergence policy's figures a VMM may learn or change while the
+ * migration runs (rdmig_source_set_limit()); each is the config field of
+ * the same name. */
+enum rdmig_limit {
+	RDMIG_LIMIT_MAX_DOWNTIME_MS = 0,  /* max_downtime_ms (0: 300) */
+	/* switchover_ms: the VMM's own cost of switching over, often known
+	 * only once it measured it (how fast its monitor answers, say). */
+	RDMIG_LIMIT_SWITCHOVER_MS = 1,
+	RDMIG_LIMIT_MAX_TIME_MS = 2,      /* max_time_ms (0: none) */
+	RDMIG_LIMIT_MAX_TIME_PER_GIB_MS = 3,
+	RDMIG_LIMIT_MAX_ITERATIONS = 4,   /* max_iterations (0: none) */
+};
+/* Since 0.3.0.  Any thread: @limit is @value from the next advice on (the
+ * statistics' expected_downtime_ms too).  0, or -EINVAL for an unknown
+ * @limit, -ERANGE for a @value its config field cannot hold (the handle's
+ * error text is not set: this may run beside the driving thread). */
+RDMIG_API int rdmig_source_set_limit(struct rdmig_source *s, enum rdmig_limit limit,
+				     uint64_t value);
 /* Any thread: the operation in progress (connecting, resolving, pinning,
  * iterating, hashing for verify) fails with -ECANCELED and the destination
- * is told.  Once COMPLETE has gone the destination's answer decides: a
- * cancel then waits for it (see rdmig(3)). */
+ * is told.  Once COMPLETE has gone, or a switch to post-copy started the
+ * destination's guest, the destination's answer decides: a cancel then
+ * waits for it (see rdmig(3)). */
 RDMIG_API void rdmig_source_cancel(struct rdmig_source *s);
 /* Any thread. */
 RDMIG_API void rdmig_source_stats(struct rdmig_source *s, struct rdmig_stats *st);

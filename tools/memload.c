@@ -1,7 +1,7 @@
 /* memload: the workload and data generator for tests and benchmarks.
  *
  *   memload run FILE (--rate MIB_PER_S | --page-rate PAGES_PER_S) [--pattern random|seq]
- *               [--size SIZE] [--seconds N] [--touch]
+ *               [--size SIZE] [--seconds N] [--touch] [--cpu]
  *   memload digest FILE
  *   memload fill FILE --size SIZE [--zero-percent P] [--seed N]
  *
@@ -10,6 +10,9 @@
  * With --touch every page is mapped and writable first, as a guest's RAM is
  * after it has run a while: what the kernel walks to track writes is then
  * the whole file's page tables, not just the pages written so far.
+ * With --cpu the rate is per second of CPU time it gets, spinning between
+ * writes, as a guest's vCPU writes: slowed to a share of a CPU (a cgroup's
+ * cpu.max, auto-converge's throttle), it writes that share of the rate.
  * `digest` is XXH64 (seed 0) of the whole file, the same value as
  * `xxhsum -H1 FILE`, so images can be compared without copying them.
  * `fill` makes a reproducible image with an exact number of zero pages.
@@ -36,7 +39,7 @@
 
 static const char usage_text[] =
 	"usage: memload run FILE (--rate MIB_PER_S | --page-rate PAGES_PER_S) [--pattern random|seq]\n"
-	"                   [--size SIZE] [--seconds N] [--touch]\n"
+	"                   [--size SIZE] [--seconds N] [--touch] [--cpu]\n"
 	"       memload digest FILE\n"
 	"       memload fill FILE --size SIZE [--zero-percent P] [--seed N]\n"
 	"\n"
@@ -49,7 +52,10 @@ static const char usage_text[] =
 	"        prints \"stopped writes=N\" and exits 0.  --page-rate gives the rate\n"
 	"        in pages per second instead.  --touch first maps every page writable\n"
 	"        (reading each page's first 8 bytes and writing them back: the\n"
-	"        contents stay), before \"ready\".\n"
+	"        contents stay), before \"ready\".  --cpu paces by the CPU time it\n"
+	"        gets instead of the clock: it spins, and writes the rate per second\n"
+	"        of CPU time, so a process held to a share of a CPU writes that share\n"
+	"        of it (as a guest's vCPU does).\n"
 	"digest  print \"<16 hex digits>  FILE\": XXH64 (seed 0) of the contents,\n"
 	"        equal to xxhsum -H1.\n"
 	"fill    create FILE of SIZE bytes: random pages, of which P percent (rounded\n"
@@ -155,12 +161,17 @@ static uint64_t size_arg(const char *opt, const char *s)
 	return v;
 }
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 /* ---- run ------------------------------------------------------------------ */
@@ -168,7 +179,7 @@ static uint64_t now_ns(void)
 struct run_opts {
 	const char *file;
 	double rate_mib, page_rate, seconds;
-	int seq, touch;
+	int seq, touch, cpu;
 	uint64_t size;
 };
 
@@ -248,12 +259,25 @@ static int cmd_run(const struct run_opts *o)
 	printf("ready pid=%d size=%" PRIu64 "\n", (int)getpid(), size);
 	fflush(stdout);
 
-	start = last = next = now_ns();
+	start = next = now_ns();
+	last = o->cpu ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : start;
 	end = o->seconds > 0 ? start + (uint64_t)(o->seconds * 1e9) : UINT64_MAX;
 	while (!stop_requested) {
 		now = now_ns();
 		if (now >= end)
 			break;
+		if (o->cpu) {
+			/* Spinning: the credit grows with the CPU time we get. */
+			now = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+			credit += (double)(now - last) / 1e9 * pps;
+			last = now;
+			for (; credit >= 1 && !stop_requested; credit -= 1) {
+				page = o->seq ? (writes ? (page + 1) % npages : 0) :
+				       splitmix64(&rng) % npages;
+				dirty_one(base, size, page, psz, &writes);
+			}
+			continue;
+		}
 		dt = (double)(now - last) / 1e9;
 		credit += (dt < MAX_CATCHUP_S ? dt : MAX_CATCHUP_S) * pps;
 		last = now;
@@ -421,12 +445,14 @@ static int cmd_fill(const char *file, uint64_t size, double zero_pct, uint64_t s
 /* ---- command line ------------------------------------------------------------ */
 
 enum { OPT_RATE = 'r', OPT_PATTERN = 'p', OPT_SIZE = 's', OPT_SECONDS = 't',
-       OPT_ZERO = 'z', OPT_SEED = 'e', OPT_HELP = 'h', OPT_PAGE_RATE = 'P', OPT_TOUCH = 'T' };
+       OPT_ZERO = 'z', OPT_SEED = 'e', OPT_HELP = 'h', OPT_PAGE_RATE = 'P', OPT_TOUCH = 'T',
+       OPT_CPU = 'C' };
 
 static const struct option long_opts[] = {
 	{ "rate", required_argument, NULL, OPT_RATE },
 	{ "page-rate", required_argument, NULL, OPT_PAGE_RATE },
 	{ "touch", no_argument, NULL, OPT_TOUCH },
+	{ "cpu", no_argument, NULL, OPT_CPU },
 	{ "pattern", required_argument, NULL, OPT_PATTERN },
 	{ "size", required_argument, NULL, OPT_SIZE },
 	{ "seconds", required_argument, NULL, OPT_SECONDS },
@@ -438,7 +464,7 @@ static const struct option long_opts[] = {
 
 struct args {
 	const char *cmd, *file;
-	const char *rate, *pattern, *size, *seconds, *zero, *seed, *page_rate, *touch;
+	const char *rate, *pattern, *size, *seconds, *zero, *seed, *page_rate, *touch, *cpu;
 };
 
 /* Options of another command are refused rather than silently ignored. */
@@ -447,7 +473,7 @@ static void only_for(const struct args *a, const char *allowed)
 	const struct { const char *name, *val; } all[] = {
 		{ "rate", a->rate }, { "pattern", a->pattern }, { "size", a->size },
 		{ "seconds", a->seconds }, { "zero-percent", a->zero }, { "seed", a->seed },
-		{ "page-rate", a->page_rate }, { "touch", a->touch },
+		{ "page-rate", a->page_rate }, { "touch", a->touch }, { "cpu", a->cpu },
 	};
 	char key[32];
 	size_t i;
@@ -485,6 +511,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		case OPT_SEED: a->seed = optarg; break;
 		case OPT_PAGE_RATE: a->page_rate = optarg; break;
 		case OPT_TOUCH: a->touch = "yes"; break;
+		case OPT_CPU: a->cpu = "yes"; break;
 		case OPT_HELP: fputs(usage_text, stdout); exit(0);
 		default:
 			die(EX_USAGE, "%s: unknown option or missing value in `%s' (see memload --help)",
@@ -521,13 +548,14 @@ int main(int argc, char **argv)
 				seed);
 	}
 	if (!strcmp(a.cmd, "run")) {
-		only_for(&a, " rate page-rate pattern size seconds touch ");
+		only_for(&a, " rate page-rate pattern size seconds touch cpu ");
 		if (!a.rate == !a.page_rate)
 			die(EX_USAGE, "run: one of --rate MIB_PER_S or --page-rate PAGES_PER_S is required");
 		ro.file = a.file;
 		ro.rate_mib = a.rate ? parse_number("--rate", a.rate, 1e6) : 0;
 		ro.page_rate = a.page_rate ? parse_number("--page-rate", a.page_rate, 1e9) : 0;
 		ro.touch = a.touch != NULL;
+		ro.cpu = a.cpu != NULL;
 		if (a.pattern && strcmp(a.pattern, "random") && strcmp(a.pattern, "seq"))
 			die(EX_USAGE, "--pattern: `%s' is neither random nor seq", a.pattern);
 		ro.seq = a.pattern && !strcmp(a.pattern, "seq");

@@ -431,6 +431,13 @@ int cli_read_key(const char *path, uint8_t **key, size_t *len)
 			why, sizeof(why));
 	if (fd < 0)
 		return cli_usage("key file: %s", why);
+	/* A key of another user's (reached through a link they control, say)
+	 * is one they know. */
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		close(fd);
+		return cli_usage("key file %s belongs to uid %u: a key must be root's or yours",
+				 path, (unsigned)st.st_uid);
+	}
 	/* A key others can read is no secret, one others can write no proof. */
 	if (st.st_mode & (S_IROTH | S_IWOTH | S_IWGRP)) {
 		close(fd);

@@ -22,6 +22,11 @@ enum cli_exit {
 	CLI_EX_VERIFY = 6,     /* verification mismatch */
 	CLI_EX_CANCELLED = 7,  /* cancel command or signal */
 	CLI_EX_TIMEOUT = 8,    /* a deadline expired */
+	/* migrate-send only (9 and 10 are rdmig-libvirt's own): */
+	CLI_EX_GAVE_UP = 11,   /* a limit came before convergence: the workload
+				* runs on the source, unthrottled */
+	CLI_EX_OVER_LIMIT = 12, /* completed, but by switching over at a limit
+				 * (--on-timeout switchover) */
 };
 
 /* The exit-code table as printed by --help. */
@@ -74,6 +79,7 @@ int cli_block_file_name(const char *name, char *out, size_t len);
  * --qmp-uuid): 0 / NULL when it did not. */
 struct qemu_id {
 	pid_t pid;
+	unsigned long long start; /* its start time (/proc/PID/stat), 0: unsaid */
 	const char *uuid;
 };
 

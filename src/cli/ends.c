@@ -23,7 +23,7 @@ static int open_qmp(struct qmp **q, const char *sock, const struct qemu_id *id,
 		    int timeout_ms, char *err, size_t errlen)
 {
 	char why[1024], uuid[64];
-	int rc = qmp_open_as(q, sock, id->pid, timeout_ms, why, sizeof(why));
+	int rc = qmp_open_as(q, sock, id->pid, id->start, timeout_ms, why, sizeof(why));
 
 	if (!rc && id->uuid && (rc = qmp_uuid(*q, uuid, sizeof(uuid), why, sizeof(why))) == 0 &&
 	    strcasecmp(uuid, id->uuid))
@@ -121,6 +121,8 @@ static int open_workload(struct src_ends *e, const struct src_spec *s, char *err
 			   why, sizeof(why)))
 		rc = cli_errf(err, errlen, -EINVAL, "cannot track the writes of %s %d: %s",
 			      e->q ? "QEMU" : "process", (int)proc->pid, why);
+	if (!rc && s->throttle && wl_throttle_open(e->wl, why, sizeof(why)))
+		rc = cli_errf(err, errlen, -ENOTSUP, "--auto-converge: %s", why);
 	proc_close(&own);
 	free(paths);
 	free(lens);

@@ -28,6 +28,7 @@ struct src_spec {
 	pid_t pid;              /* --live --pid */
 	bool live;
 	struct dirty_opts track; /* --dirty-tracking */
+	bool throttle;          /* --auto-converge: the workload may be slowed */
 	int timeout_ms;
 };
 

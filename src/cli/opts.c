@@ -22,6 +22,8 @@ int cli_getopt(const struct cli_cmd *cmd, void *opts, int argc, char **argv)
 			fputs(cmd->usage, stdout);
 			fputs("\n", stdout);
 			fputs(cli_exit_help, stdout);
+			if (cmd->exit_more)
+				fputs(cmd->exit_more, stdout);
 			return CLI_EX_OK;
 		}
 		if (c == 'V') {
@@ -109,7 +111,18 @@ int cli_opt_qemu(struct qemu_id *id, int c, const char *arg)
 	int rc;
 
 	if (c == OPT_QMP_PID) {
-		rc = cli_opt_num("--qmp-pid", arg, 1, INT32_MAX, &v);
+		char pid[24];
+		const char *colon = strchr(arg, ':');
+		size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+
+		/* PID[:START]: START names the process for good (pid reuse). */
+		if (n >= sizeof(pid) || (colon && cli_parse_uint(colon + 1, UINT64_MAX, &v)))
+			return cli_usage("bad --qmp-pid '%s': expected PID or PID:START (START: "
+					 "field 22 of /proc/PID/stat)", arg);
+		memcpy(pid, arg, n);
+		pid[n] = '\0';
+		id->start = colon ? v : 0;
+		rc = cli_opt_num("--qmp-pid", pid, 1, INT32_MAX, &v);
 		id->pid = (pid_t)v;
 		return rc;
 	}

@@ -16,6 +16,9 @@ struct cli_cmd {
 	const char *usage;              /* --help, before the exit statuses */
 	/* Applies one option to @opts: 0, or the exit code of a usage error. */
 	int (*apply)(void *opts, int c, const char *arg);
+	/* Exit statuses of this command only, after the shared ones (NULL:
+	 * none). */
+	const char *exit_more;
 };
 
 /* Parses argv into @opts (cli_prog() names the command): -1 to go on, or

@@ -134,3 +134,57 @@ int proc_each_thread(const struct proc_ref *p, proc_thread_fn fn, void *ctx)
 	closedir(d);
 	return rc;
 }
+
+int proc_start_time(const struct proc_ref *p, unsigned long long *ticks)
+{
+	char buf[1024], *close_paren;
+	ssize_t n;
+	int fd = proc_openat(p, "stat", O_RDONLY), i;
+
+	if (fd < 0)
+		return fd;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EIO;
+	buf[n] = '\0';
+	/* The name in parentheses may hold spaces and parentheses itself:
+	 * the fields start after the last one (field 3, the state). */
+	close_paren = strrchr(buf, ')');
+	if (!close_paren)
+		return -EIO;
+	for (i = 3; i <= 22; i++) {
+		close_paren = strchr(close_paren + 1, ' ');
+		if (!close_paren)
+			return -EIO;
+	}
+	return sscanf(close_paren + 1, "%llu", ticks) == 1 ? 0 : -EIO;
+}
+
+int proc_holds_socket(const struct proc_ref *p, unsigned long ino)
+{
+	char want[48], link[64], rel[300];
+	struct dirent *de;
+	ssize_t l;
+	int found = 0, fd = proc_openat(p, "fd", O_RDONLY | O_DIRECTORY);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return fd < 0 ? fd : -ENOMEM;
+	}
+	snprintf(want, sizeof(want), "socket:[%lu]", ino);
+	while (!found && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(rel, sizeof(rel), "fd/%.255s", de->d_name);
+		l = readlinkat(p->dirfd, rel, link, sizeof(link) - 1);
+		if (l < 0)
+			continue;
+		link[l] = '\0';
+		found = !strcmp(link, want);
+	}
+	closedir(d);
+	return found;
+}

@@ -39,6 +39,12 @@ int proc_openat(const struct proc_ref *p, const char *rel, int flags);
  * functions that take a path (open, stat, realpath): "/proc/self/fd/N/REL".
  * -ENAMETOOLONG when it does not fit @len. */
 int proc_path(const struct proc_ref *p, const char *rel, char *out, size_t len);
+/* When the process started (field 22 of /proc/PID/stat, clock ticks since
+ * boot): with its pid, what names one process for good. */
+int proc_start_time(const struct proc_ref *p, unsigned long long *ticks);
+/* Whether the process holds, among its fds, the socket of inode @ino: 1
+ * yes, 0 no, or a negative errno. */
+int proc_holds_socket(const struct proc_ref *p, unsigned long ino);
 /* Calls @fn with each thread's id and state letter (ps's: R, S, T, Z...)
  * until it returns non-zero, which is then returned; a thread that exits
  * meanwhile is passed over.  0 after the last, -ESRCH when the process is

@@ -22,6 +22,10 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -480,9 +484,11 @@ static pid_t peer_pid(int fd)
 	return uc.pid;
 }
 
-/* QEMU by identity: while the greeting that follows arrives, the peer is
- * alive, so the pid held here cannot have been reused.  0 (no hold) when
- * the pid is not visible from our pid namespace. */
+/* The peer's pid is the one of the process that called listen(), as it
+ * was then: that process may have exited since and its pid gone to
+ * another.  Held here (0: no hold, when the pid is not visible from our pid
+ * namespace), then checked against the connection itself (accepted_by)
+ * once the greeting shows the other end accepted it. */
 static void hold_peer(struct qmp *q)
 {
 	q->pid = peer_pid(q->fd);
@@ -490,6 +496,107 @@ static void hold_peer(struct qmp *q)
 		q->pid = 0;
 }
 
+/* The inode of the other end of our connection (the socket the server
+ * accepted it on), from the kernel's socket diagnostics (unix_diag). */
+static int peer_inode(int fd, unsigned long *ino)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req r;
+	} req;
+	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
+	struct timeval tv = { .tv_sec = 2 };
+	union { char b[8192]; struct nlmsghdr h; } buf;
+	struct unix_diag_msg *m;
+	struct rtattr *a;
+	struct stat st;
+	ssize_t n;
+	int s, len, rc = -ENOENT;
+
+	if (fstat(fd, &st))
+		return -errno;
+	s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -errno;
+	memset(&req, 0, sizeof(req));
+	req.nlh.nlmsg_len = sizeof(req);
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST;
+	req.r.sdiag_family = AF_UNIX;
+	req.r.udiag_states = ~0u;
+	req.r.udiag_ino = (unsigned)st.st_ino;
+	req.r.udiag_show = UDIAG_SHOW_PEER;
+	req.r.udiag_cookie[0] = req.r.udiag_cookie[1] = ~0u; /* no cookie */
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0 ||
+	    (n = recv(s, &buf, sizeof(buf), 0)) < 0) {
+		rc = -errno;
+		close(s);
+		return rc;
+	}
+	close(s);
+	if (!NLMSG_OK(&buf.h, (size_t)n))
+		return -EPROTO;
+	if (buf.h.nlmsg_type == NLMSG_ERROR)
+		return ((struct nlmsgerr *)NLMSG_DATA(&buf.h))->error ?: -EPROTO;
+	m = NLMSG_DATA(&buf.h);
+	if (buf.h.nlmsg_type != SOCK_DIAG_BY_FAMILY || m->udiag_ino != (unsigned)st.st_ino)
+		return -EPROTO;
+	len = (int)(buf.h.nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+	for (a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len))
+		if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= sizeof(uint32_t)) {
+			*ino = *(uint32_t *)RTA_DATA(a);
+			rc = 0;
+		}
+	return rc;
+}
+
+/* Whether the process held is the one that accepted this connection (its
+ * fds hold the other end): a process that merely inherited the pid of
+ * the one that called listen() does not. */
+static int accepted_by(const struct qmp *q, const char *path, char *err, size_t errlen)
+{
+	unsigned long ino = 0;
+	int r;
+
+	if (q->pid <= 0)
+		return 0;
+	r = peer_inode(q->fd, &ino);
+	if (r < 0)
+		return cli_errf(err, errlen, r, "%s: cannot tell which process holds the QMP "
+				"connection (socket diagnostics: %s; load the unix_diag module)",
+				path, strerror(-r));
+	r = proc_holds_socket(&q->proc, ino);
+	if (r < 0)
+		return cli_errf(err, errlen, r, "%s: cannot read the fds of pid %d: %s", path,
+				(int)q->pid, strerror(-r));
+	if (!r)
+		return cli_errf(err, errlen, -EPERM, "%s is answered by a process other than pid "
+				"%d, the one its peer credentials name (the socket's listener "
+				"exited and its pid went to pid %d's process): refusing it", path,
+				(int)q->pid, (int)q->pid);
+	return 0;
+}
+
+/* Pid @q->pid must be the very process the caller checked: started at
+ * @start (0: not checked), not a later one that took its number. */
+static int started_at(const struct qmp *q, const char *path, unsigned long long start,
+		      char *err, size_t errlen)
+{
+	unsigned long long t = 0;
+
+	if (!start || q->pid <= 0)
+		return 0;
+	if (proc_start_time(&q->proc, &t) || t != start)
+		return cli_errf(err, errlen, -EPERM, "%s: pid %d started at %llu, not at %llu as "
+				"the QEMU checked (--qmp-pid %d:%llu): that QEMU exited and another "
+				"process has its pid; refusing it", path, (int)q->pid, t, start,
+				(int)q->pid, start);
+	return 0;
+}
+
+/* The greeting, then a check that it came from the process held, then
+ * command mode. */
 static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 {
 	struct waitfor w = wait_for("QMP greeting", q->timeout_ms);
@@ -508,7 +615,8 @@ static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 	json_object_put(msg);
 	if (!r)
 		return cli_errf(err, errlen, -EPROTO, "%s does not speak QMP: no greeting", path);
-	return qmp_call(q, "qmp_capabilities", NULL, NULL, err, errlen);
+	r = accepted_by(q, path, err, errlen);
+	return r ? r : qmp_call(q, "qmp_capabilities", NULL, NULL, err, errlen);
 }
 
 /* Whether the peer is the QEMU the caller checked: a socket is only a
@@ -535,11 +643,11 @@ static int expect_peer(const struct qmp *q, const char *path, pid_t expect, char
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
 	     char *err, size_t errlen)
 {
-	return qmp_open_as(out, path, 0, timeout_ms, err, errlen);
+	return qmp_open_as(out, path, 0, 0, timeout_ms, err, errlen);
 }
 
-int qmp_open_as(struct qmp **out, const char *path, pid_t expect, int timeout_ms,
-		char *err, size_t errlen)
+int qmp_open_as(struct qmp **out, const char *path, pid_t expect, unsigned long long start,
+		int timeout_ms, char *err, size_t errlen)
 {
 	struct qmp *q = calloc(1, sizeof(*q));
 	int r;
@@ -555,6 +663,8 @@ int qmp_open_as(struct qmp **out, const char *path, pid_t expect, int timeout_ms
 	if (r == 0) {
 		hold_peer(q);
 		r = expect_peer(q, path, expect, err, errlen);
+		if (!r)
+			r = started_at(q, path, start, err, errlen);
 		if (!r)
 			r = greet(q, path, err, errlen);
 	}
@@ -802,4 +912,44 @@ int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen)
 		uuid[i] = '\0';
 	json_object_put(ret);
 	return 0;
+}
+
+int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char *err,
+		     size_t errlen)
+{
+	struct json_object *ret, *cpu, *tid;
+	size_t i, len;
+	unsigned k;
+	int64_t v;
+	int r = qmp_call(q, "query-cpus-fast", NULL, &ret, err, errlen);
+
+	*n = 0;
+	if (r < 0)
+		return r;
+	if (!json_object_is_type(ret, json_type_array)) {
+		json_object_put(ret);
+		return cli_errf(err, errlen, -EPROTO, "query-cpus-fast answered without a list");
+	}
+	len = json_object_array_length(ret);
+	for (i = 0; i < len; i++) {
+		cpu = json_object_array_get_idx(ret, i);
+		if (!json_object_object_get_ex(cpu, "thread-id", &tid) ||
+		    !json_object_is_type(tid, json_type_int) ||
+		    (v = json_object_get_int64(tid)) <= 0 || v > INT32_MAX) {
+			json_object_put(ret);
+			return cli_errf(err, errlen, -EPROTO, "query-cpus-fast: vCPU %zu has no "
+					"thread-id", i);
+		}
+		for (k = 0; k < *n && tids[k] != (pid_t)v; k++)
+			;
+		if (k < *n)
+			continue;
+		if (*n == max) {
+			json_object_put(ret);
+			return cli_errf(err, errlen, -E2BIG, "more than %u vCPU threads", max);
+		}
+		tids[(*n)++] = (pid_t)v;
+	}
+	json_object_put(ret);
+	return *n ? 0 : cli_errf(err, errlen, -EPROTO, "query-cpus-fast: no vCPU");
 }

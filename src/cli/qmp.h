@@ -47,11 +47,14 @@ struct qmp;
  */
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
 	     char *err, size_t errlen);
-/* The same, but only with the QEMU of pid @expect (0: any) at the other
- * end: its peer credentials are checked on this connection, before
- * anything is sent, and -EPERM names both pids otherwise. */
-int qmp_open_as(struct qmp **out, const char *path, pid_t expect, int timeout_ms,
-		char *err, size_t errlen);
+/* The same, but only with the QEMU of pid @expect (0: any), started at
+ * @start (field 22 of /proc/PID/stat; 0: not checked), at the other end:
+ * its peer credentials are checked on this connection before anything is
+ * sent, and -EPERM names both pids otherwise.  Whatever @expect, the
+ * process the peer credentials name must be the one that accepted the
+ * connection (it holds the other end), or the open fails with -EPERM. */
+int qmp_open_as(struct qmp **out, const char *path, pid_t expect, unsigned long long start,
+		int timeout_ms, char *err, size_t errlen);
 /* Closes the connection and frees the kept events.  NULL is fine. */
 void qmp_close(struct qmp *q);
 
@@ -158,6 +161,13 @@ struct qmp_version {
 /* query-uuid: the UUID QEMU was started with (-uuid; libvirt's domain's),
  * lower case, "00000000-0000-0000-0000-000000000000" when none. */
 int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen);
+
+/* query-cpus-fast: the host thread of each vCPU, in vCPU order, into
+ * @tids (at most @max; *@n gets how many, duplicates dropped: a QEMU
+ * running every vCPU on one thread, as single-threaded TCG does, has
+ * one).  The ids are QEMU's word: check that they are its threads. */
+int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char *err,
+		     size_t errlen);
 
 /* query-version: QEMU's own version. */
 int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen);

@@ -55,7 +55,7 @@ static const char usage_text[] =
 	"  -q, --qmp SOCK           receive into the QEMU (started with -incoming defer)\n"
 	"                           whose QMP socket this is: its shared RAM backends and\n"
 	"                           its device state; it runs once the migration completed\n"
-	"      --qmp-pid PID        with --qmp: only the QEMU of this pid may answer\n"
+	"      --qmp-pid PID[:START] with --qmp: only that QEMU (pid, start time) may answer\n"
 	"      --qmp-uuid UUID      with --qmp: only a QEMU that says this UUID\n"
 	"      --no-start           with --qmp: leave the migrated guest paused\n"
 	"  -j, --json               JSON events on stdout, one per line\n"
@@ -262,6 +262,12 @@ static int check_args(struct recv_opts *o)
 		return cli_usage("--daemon needs --ram-dir DIR");
 	if (o->daemon && o->state_out)
 		return cli_usage("--daemon writes the state to DIR/N/state: drop --state-out");
+	/* The room promised for a state file is what its source announced or
+	 * this bound: without one, a source that says nothing could take the
+	 * room promised to every other migration. */
+	if (o->daemon && !o->max_state)
+		return cli_usage("--daemon needs a bound on each migration's device state: give "
+				 "--max-state a size, not 0");
 	if (o->have_max_migrations && !o->daemon)
 		return cli_usage("--max-migrations needs --daemon (one migration otherwise)");
 	if (o->have_totals && !o->daemon)
@@ -285,7 +291,8 @@ static int check_args(struct recv_opts *o)
 /* Returns -1 to go on, or the exit code. */
 static int parse_args(struct recv_opts *o, int argc, char **argv)
 {
-	static const struct cli_cmd cmd = { "l:r:d:s:q:jt:vVh", long_opts, usage_text, one_opt };
+	static const struct cli_cmd cmd = { "l:r:d:s:q:jt:vVh", long_opts, usage_text, one_opt,
+					    NULL };
 	int rc;
 
 	o->timeout_s = 30;
@@ -437,6 +444,13 @@ static const struct cli_ram *find_ram(const struct dst_ends *e, const char *name
 
 /* ---- room: what the image files may still claim ------------------------------- */
 
+/* Sums of room never wrap: an announcement near 2^64 must not make a
+ * filesystem look empty. */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* Bytes the files of admitted migrations on device @dev may still take from
  * it as their data lands, @skip's file excepted: their images' holes, and
  * the device state each may still write. */
@@ -449,11 +463,11 @@ static uint64_t promised(const struct app *a, dev_t dev, const struct cli_ram *s
 	for (m = a->migs; m; m = m->next) {
 		for (i = 0; m->admitted && i < m->nfiles; i++)
 			if (&m->files[i] != skip && m->files[i].host && m->files[i].dev == dev)
-				sum += img_unallocated(&m->files[i]);
+				sum = sat_add(sum, img_unallocated(&m->files[i]));
 		if (!m->admitted || !m->state_room || m->state_dev != dev)
 			continue;
 		took = m->ds ? ds_bytes(m->ds) : 0;
-		sum += took < m->state_room ? m->state_room - took : 0;
+		sum = sat_add(sum, took < m->state_room ? m->state_room - took : 0);
 	}
 	return sum;
 }
@@ -1048,7 +1062,7 @@ static int admit_room(struct mig *m, const char *state_dir, char *err, size_t er
 	if (a->o.ram_dir) {
 		need = m->image_bytes;
 		if (state && m->state_dev == fs_dev(a->o.ram_dir)) {
-			need += state;
+			need = sat_add(need, state);
 			state = 0;
 		}
 		rc = check_room(m, a->o.ram_dir, state == m->state_room ? "the image" :
@@ -1065,7 +1079,7 @@ static int admit_room(struct mig *m, const char *state_dir, char *err, size_t er
 			if (m->files[j].dev == m->files[i].dev)
 				need += img_unallocated(&m->files[j]);
 		if (state && m->state_dev == m->files[i].dev) {
-			need += state;
+			need = sat_add(need, state);
 			state = 0;
 		}
 		rc = check_room(m, m->files[i].path, "the image", need, NULL, err, errlen);

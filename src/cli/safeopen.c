@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -61,29 +62,38 @@ static int proc_dir(int pid, const char *name, int flags)
 	return fd;
 }
 
-/* An O_PATH descriptor of what @path names, or -errno. */
+/* A number as qemu_ram.c writes one: digits, no sign, no leading zero, at
+ * most 9 of them; its length, or 0 when @s does not start with one. */
+static size_t number(const char *s)
+{
+	size_t n = strspn(s, "0123456789");
+
+	return n && n <= 9 && (s[0] != '0' || n == 1) ? n : 0;
+}
+
+/* An O_PATH descriptor of what @path names, or -errno.  Only the forms
+ * qemu_ram.c makes are QEMU's: "/proc/PID/fd/N" and "/proc/PID/root/REST". */
 static int resolve(const char *path, bool follow)
 {
-	int pid, n = 0, fd, root;
-	char name[32];
+	const char *p = path + 6, *rest;
+	size_t n, m;
+	int pid, fd, root;
 
 	if (follow) {
 		fd = open(path, O_PATH | O_CLOEXEC);
 		return fd < 0 ? -errno : fd;
 	}
-
-	if (sscanf(path, "/proc/%d/fd/%31[0-9]%n", &pid, name, &n) == 2 && !path[n] && pid > 0) {
-		char rel[40];
-
-		snprintf(rel, sizeof(rel), "fd/%s", name);
-		return proc_dir(pid, rel, 0);
-	}
-	n = 0;
-	if (sscanf(path, "/proc/%d/root%n", &pid, &n) == 1 && n && path[n] == '/' && pid > 0) {
+	n = strncmp(path, "/proc/", 6) ? 0 : number(p);
+	pid = n ? atoi(p) : 0;
+	rest = p + n;
+	m = pid > 0 && !strncmp(rest, "/fd/", 4) ? number(rest + 4) : 0;
+	if (m && !rest[4 + m])
+		return proc_dir(pid, rest + 1, 0);
+	if (pid > 0 && !strncmp(rest, "/root/", 6)) {
 		root = proc_dir(pid, "root", O_DIRECTORY);
 		if (root < 0)
 			return root;
-		fd = openat2_(root, path + n, O_PATH | O_CLOEXEC,
+		fd = openat2_(root, rest + 5, O_PATH | O_CLOEXEC,
 			      RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 		close(root);
 		return fd;

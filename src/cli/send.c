@@ -36,6 +36,9 @@
 #define FWD_BUF (256u << 10)
 /* How often a workload that stops itself is asked whether it has. */
 #define STOP_POLL_S 0.002
+/* With --auto-converge, a guest's throttle from the switch-over decision
+ * until QEMU pauses it: the policy's most (QEMU's max-cpu-throttle). */
+#define SWITCH_THROTTLE 99
 
 static const char usage_text[] =
 	"usage: migrate-send --connect HOST:PORT (--ram NAME=PATH... | --qmp SOCK) [options]\n"
@@ -55,12 +58,18 @@ static const char usage_text[] =
 	"                            where possible), wp-async or soft-dirty\n"
 	"  -q, --qmp SOCK            migrate the QEMU guest whose QMP socket this is, live:\n"
 	"                            its shared RAM backends and its device state\n"
-	"      --qmp-pid PID         with --qmp: only the QEMU of this pid may answer\n"
+	"      --qmp-pid PID[:START] with --qmp: only that QEMU (pid, start time) may answer\n"
 	"      --qmp-uuid UUID       with --qmp: only a QEMU that says this UUID\n"
-	"      --max-downtime MS     stop the process once the rest fits in MS (default 300)\n"
+	"      --max-downtime MS     stop the workload once the rest fits in MS (default 300)\n"
 	"      --resume-cost MS      it stays stopped MS longer (its manager resuming it at the\n"
 	"                            destination): counted in --max-downtime (default 0)\n"
-	"      --max-iterations N    at most N rounds while it runs (default 30)\n"
+	"      --max-iterations N    at most N rounds without converging (default 30)\n"
+	"      --max-time S          at most S seconds in all (default: no limit)\n"
+	"      --max-time-per-gib S  at most S seconds per GiB of RAM (default: no limit)\n"
+	"      --on-timeout ACTION   at a limit, before the rest fits --max-downtime:\n"
+	"                            cancel (default: the workload runs on here) or\n"
+	"                            switchover (stop it anyway, over --max-downtime)\n"
+	"      --auto-converge       throttle the workload while its writes outpace the link\n"
 	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
 	"      --verify              compare digests of every block at the end\n"
 	"      --auth-key FILE       shared key file; the destination must hold the same key\n"
@@ -79,8 +88,16 @@ static const char usage_text[] =
 enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
-	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER, OPT_RESUME_COST,
+	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER, OPT_MAX_TIME, OPT_MAX_TIME_GIB, OPT_ON_TIMEOUT,
+	OPT_AUTO_CONVERGE, OPT_RESUME_COST,
 };
+
+/* Exit statuses of migrate-send only (rdmig-libvirt has 9 and 10). */
+static const char exit_more[] =
+	"  11 gave up: a limit (--max-time, --max-time-per-gib, --max-iterations, a\n"
+	"     stall) came before the rest fit --max-downtime; the workload runs here\n"
+	"  12 completed over --max-downtime: switched over at a limit (--on-timeout\n"
+	"     switchover)\n";
 
 static const struct option long_opts[] = {
 	{ "connect", required_argument, NULL, 'c' },
@@ -99,6 +116,10 @@ static const struct option long_opts[] = {
 	{ "max-downtime", required_argument, NULL, OPT_MAX_DOWNTIME },
 	{ "resume-cost", required_argument, NULL, OPT_RESUME_COST },
 	{ "max-iterations", required_argument, NULL, OPT_MAX_ITER },
+	{ "max-time", required_argument, NULL, OPT_MAX_TIME },
+	{ "max-time-per-gib", required_argument, NULL, OPT_MAX_TIME_GIB },
+	{ "on-timeout", required_argument, NULL, OPT_ON_TIMEOUT },
+	{ "auto-converge", no_argument, NULL, OPT_AUTO_CONVERGE },
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
@@ -127,6 +148,10 @@ struct send_opts {
 	enum dirty_mode track;
 	int have_track;
 	uint64_t max_downtime_ms, max_iterations, max_bandwidth, channels;
+	uint64_t max_time_s, max_time_gib_s; /* 0: none */
+	int on_timeout;                 /* RDMIG_ON_LIMIT_* */
+	int have_limits;                /* any of the four above given */
+	int auto_converge;
 	uint64_t resume_cost_ms;    /* stopped this long after the confirmation */
 	int have_resume_cost;
 	const char *control;
@@ -186,11 +211,30 @@ static int one_opt(void *opts, int c, const char *arg)
 					 arg);
 		return 0;
 	case OPT_MAX_DOWNTIME:
-		return cli_opt_num("--max-downtime", arg, 0, 3600000, &o->max_downtime_ms);
+		return cli_opt_num("--max-downtime", arg, 1, 3600000, &o->max_downtime_ms);
 	case OPT_RESUME_COST:
 		o->have_resume_cost = 1;
 		return cli_opt_num("--resume-cost", arg, 0, 3600000, &o->resume_cost_ms);
 	case OPT_MAX_ITER: return cli_opt_num("--max-iterations", arg, 1, 100000, &o->max_iterations);
+	case OPT_MAX_TIME:
+		o->have_limits = 1;
+		return cli_opt_num("--max-time", arg, 1, 864000, &o->max_time_s);
+	case OPT_MAX_TIME_GIB:
+		o->have_limits = 1;
+		return cli_opt_num("--max-time-per-gib", arg, 1, 864000, &o->max_time_gib_s);
+	case OPT_ON_TIMEOUT:
+		o->have_limits = 1;
+		if (!strcmp(arg, "cancel"))
+			o->on_timeout = RDMIG_ON_LIMIT_CANCEL;
+		else if (!strcmp(arg, "switchover"))
+			o->on_timeout = RDMIG_ON_LIMIT_SWITCH_OVER;
+		else if (!strcmp(arg, "postcopy"))
+			return cli_usage("--on-timeout postcopy: rdmig has no post-copy yet; use cancel "
+					 "or switchover");
+		else
+			return cli_usage("bad --on-timeout '%s': expected cancel or switchover", arg);
+		return 0;
+	case OPT_AUTO_CONVERGE: o->auto_converge = 1; o->have_limits = 1; return 0;
 	case OPT_MAX_BW: return cli_opt_size("--max-bandwidth", arg, &o->max_bandwidth);
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
@@ -207,7 +251,8 @@ static int one_opt(void *opts, int c, const char *arg)
 /* Returns -1 to go on, or the exit code. */
 static int parse_args(struct send_opts *o, int argc, char **argv)
 {
-	static const struct cli_cmd cmd = { "c:r:s:p:q:jt:vVh", long_opts, usage_text, one_opt };
+	static const struct cli_cmd cmd = { "c:r:s:p:q:jt:vVh", long_opts, usage_text, one_opt,
+					    exit_more };
 	int rc;
 
 	o->timeout_s = 30;
@@ -241,6 +286,10 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 		return cli_usage("--pid is only used with --live");
 	if (o->have_track && !o->live)
 		return cli_usage("--dirty-tracking is only used with --live or --qmp");
+	/* A cold migration has one round and nothing to converge. */
+	if (o->have_limits && !o->live)
+		return cli_usage("--auto-converge, --max-time, --max-time-per-gib and --on-timeout "
+				 "are only used with --live or --qmp");
 	if (o->have_resume_cost && !o->live)
 		return cli_usage("--resume-cost is only used with --live or --qmp");
 	if (o->defer && !o->control)
@@ -326,10 +375,21 @@ struct sender {
 	uint64_t dt_track_us;   /* of dt_stop: collecting the last pages */
 	uint64_t switch_ms;     /* the switch-over's own cost, estimated */
 
+	/* The convergence policy's (the library's, rdmig_source_advice())
+	 * last advice; and at the switch-over, why it came, the downtime it
+	 * predicted and the throttle then.  The time limits as set now. */
+	struct rdmig_advice adv;
+	bool gave_up;           /* the advice gave up: exit 11 */
+	char gave_up_msg[600];  /* ... and why */
+	enum rdmig_reason sw_reason;
+	uint64_t sw_expected;
+	unsigned sw_throttle;
+	uint64_t max_time_s, max_time_gib_s;
+
 	/* progress bar of the current round */
 	uint64_t iter_base, iter_planned, iter_t0, bar_ms;
-	/* the last round, for convergence and the events */
-	uint64_t last_bytes, last_ms, bw;
+	/* the last round, for the events and the keep-up rounds */
+	uint64_t last_bytes, last_ms;
 
 	struct failure f;
 	bool failed;
@@ -443,13 +503,56 @@ static void emit_setup(struct sender *x)
 		cli_json_u64(o, "dirty-tracking-threads", threads);
 		if (why_not[0])
 			cli_json_str(o, "dirty-tracking-fallback", why_not);
+		json_object_object_add(o, "auto-converge",
+				       json_object_new_boolean(x->o.auto_converge));
+		if (x->o.auto_converge) {
+			cli_json_str(o, "throttle-method", wl_throttle_method(x->e.wl, &method));
+			cli_json_str(o, "throttle-cgroup", method);
+		}
 	}
 	cli_emit(o);
 }
 
+/* The advice's words in the events, as the options name them. */
+static const char *const decision_names[] = {
+	[RDMIG_NEXT_ROUND] = "next-round", [RDMIG_THROTTLE] = "throttle",
+	[RDMIG_SWITCH_OVER] = "switch-over", [RDMIG_GIVE_UP] = "give-up",
+};
+static const char *const reason_names[] = {
+	[RDMIG_REASON_NO_ROUND] = "no-round", [RDMIG_REASON_CONVERGED] = "converged",
+	[RDMIG_REASON_ROUND_PAYS] = "round-pays", [RDMIG_REASON_NOT_CONVERGED] = "not-converged",
+	[RDMIG_REASON_NO_BANDWIDTH] = "no-bandwidth", [RDMIG_REASON_DIRTY_RATE] = "dirty-rate",
+	[RDMIG_REASON_STALL] = "stall", [RDMIG_REASON_MAX_TIME] = "max-time",
+	[RDMIG_REASON_MAX_ITERATIONS] = "max-iterations",
+};
+
+static const char *decision_name(uint32_t d)
+{
+	return d < sizeof(decision_names) / sizeof(decision_names[0]) ? decision_names[d] : "?";
+}
+
+static const char *reason_name(uint32_t r)
+{
+	return r < sizeof(reason_names) / sizeof(reason_names[0]) ? reason_names[r] : "?";
+}
+
+/* The throttle in force and the time spent throttled, live. */
+static void json_throttle(struct sender *x, struct json_object *o, bool now)
+{
+	unsigned pct = 0;
+	uint64_t ms = 0;
+
+	if (x->e.wl)
+		wl_throttle_state(x->e.wl, &pct, &ms);
+	cli_json_u64(o, "cpu-throttle-percentage", now ? pct : x->sw_throttle);
+	cli_json_u64(o, "throttle-time", ms);
+}
+
 /* @dirty: bytes found dirty for the next round (live), @dirty_ms: over how
- * long they were written. */
-static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
+ * long they were written; @a: the advice after it (NULL: a round that
+ * asked for none). */
+static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms,
+			   const struct rdmig_advice *a)
 {
 	struct rdmig_stats st = { .size = sizeof(st) };
 	struct json_object *o;
@@ -469,6 +572,12 @@ static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms)
 	if (x->e.wl) {
 		cli_json_u64(o, "dirty-collect-us", x->collect_us);
 		cli_json_u64(o, "dirty-clear-us", x->clear_us);
+		json_throttle(x, o, true);
+	}
+	if (a) {
+		cli_json_u64(o, "expected-downtime", a->expected_downtime_ms);
+		cli_json_str(o, "decision", decision_name(a->decision));
+		cli_json_str(o, "reason", reason_name(a->reason));
 	}
 	cli_emit(o);
 }
@@ -536,43 +645,95 @@ static int clear_and_thaw(struct sender *x)
 
 /* ---- convergence ------------------------------------------------------------------ */
 
-/* Whether the dirty bytes found can go out within the allowed downtime. */
-static bool converged(struct sender *x, uint64_t dirty)
+/* The library's policy decides (rdmig(3), Convergence) from what this
+ * round left, which collect() just marked: another round, a throttle, the
+ * switch-over, or giving up.  The throttle it advises is applied here,
+ * before the workload runs again. */
+static int advise(struct sender *x)
 {
-	uint64_t max_ms = x->max_downtime, rate = x->max_bandwidth, bw = x->bw;
+	char err[1024];
+	int rc;
 
-	if (!dirty)
-		return true;
-	if (rate && (!bw || rate < bw))
-		bw = rate;
-	if (!bw)
-		return false;
-	/* The fixed cost of switching over counts against the downtime too,
-	 * but at most half of it: one slow monitor answer while it was timed
-	 * must not keep the pre-copy from ever converging. */
-	return dirty * 1000 / bw + (x->switch_ms < max_ms / 2 ? x->switch_ms : max_ms / 2) <=
-	       max_ms;
+	x->adv.size = sizeof(x->adv);
+	rc = rdmig_source_advice(x->s, &x->adv);
+	if (rc)
+		return lib_fail(x, rc, CLI_PHASE_TRANSFER);
+	if (x->adv.decision != RDMIG_THROTTLE)
+		return 0;
+	rc = wl_throttle(x->e.wl, x->adv.throttle_pct, err, sizeof(err));
+	return rc ? local_fail(x, rc, err) : 0;
 }
 
-/* Converged, but would one more round still pay?  The workload dirties at
- * the rate the last round saw; a round as long as sending @dirty (plus the
- * scan, which the last round's overhead approximates) should leave less
- * than half of it.  Worth it: the downtime is the part the workload feels,
- * and a round this short adds little to the total. */
-static bool another_round_pays(struct sender *x, uint64_t dirty, uint64_t round_ms)
+/* What stopped a migration that did not converge, as the options say it. */
+static void limit_said(const struct sender *x, char *buf, size_t len)
 {
-	uint64_t bw = x->bw, send_ms, overhead_ms, next_ms;
+	const struct rdmig_advice *a = &x->adv;
 
-	if (!dirty || !bw || !round_ms)
-		return false;
-	send_ms = dirty * 1000 / bw;
-	/* Data worth less than the fixed switch-over cost: no measurable gain. */
-	if (send_ms * 2 <= x->switch_ms || send_ms < 10)
-		return false;
-	overhead_ms = x->last_ms < round_ms ? round_ms - x->last_ms : 0;
-	next_ms = send_ms + overhead_ms;
-	/* dirty / round_ms is the dirtying rate; the next round's share of it: */
-	return dirty / round_ms * next_ms < dirty / 2;
+	switch (a->reason) {
+	case RDMIG_REASON_MAX_TIME:
+		snprintf(buf, len, "%.1f s since the start reached the time limit of %.1f s (%s)",
+			 (double)a->elapsed_ms / 1000.0, (double)a->max_time_ms / 1000.0,
+			 x->max_time_s && x->max_time_gib_s ? "--max-time, --max-time-per-gib" :
+			 x->max_time_s ? "--max-time" : "--max-time-per-gib");
+		break;
+	case RDMIG_REASON_MAX_ITERATIONS:
+		snprintf(buf, len, "%" PRIu64 " rounds reached --max-iterations", a->iteration);
+		break;
+	case RDMIG_REASON_STALL:
+		snprintf(buf, len, "the rounds stopped shrinking what is left%s",
+			 x->o.auto_converge ? " at the most throttle" : " (no --auto-converge)");
+		break;
+	default:
+		snprintf(buf, len, "%s", a->text);
+		break;
+	}
+}
+
+/* "12.3 MiB left would take 812 ms at 15.1 MB/s" */
+static void left_said(const struct rdmig_advice *a, char *buf, size_t len)
+{
+	char b[32];
+
+	if (a->bandwidth)
+		snprintf(buf, len, "%s left would take %" PRIu64 " ms at %.1f MB/s",
+			 cli_fmt_bytes(a->remaining, b, sizeof(b)), a->expected_downtime_ms,
+			 (double)a->bandwidth / 1e6);
+	else
+		snprintf(buf, len, "%s left, the link not measured yet",
+			 cli_fmt_bytes(a->remaining, b, sizeof(b)));
+}
+
+/* A limit before convergence, and --on-timeout cancel: the migration ends
+ * here, cancelled in the library (the destination is told), and the
+ * workload runs on, unthrottled (finish()). */
+static void give_up(struct sender *x)
+{
+	char lim[256], left[128];
+
+	limit_said(x, lim, sizeof(lim));
+	left_said(&x->adv, left, sizeof(left));
+	x->gave_up = true;
+	snprintf(x->gave_up_msg, sizeof(x->gave_up_msg), "gave up: %s; %s, over --max-downtime "
+		 "%" PRIu64 " ms", lim, left, x->adv.max_downtime_ms);
+	rdmig_source_cancel(x->s);
+	kick(x);
+}
+
+/* The time limits count from the command's start; with --defer, from
+ * start: the library counts from connecting, so the wait is added. */
+static void set_time_limits(struct sender *x)
+{
+	uint64_t wait = x->waited_ms, total = 0, gib;
+	unsigned i;
+
+	for (i = 0; i < x->e.nrams; i++)
+		total += x->e.rams[i].len;
+	/* The per-GiB limit grows by the wait over the image's GiBs. */
+	gib = x->max_time_gib_s && total ?
+	      x->max_time_gib_s * 1000 + (wait * (1ull << 30) + total - 1) / total : 0;
+	rdmig_source_set_limit(x->s, RDMIG_LIMIT_MAX_TIME_MS,
+			       x->max_time_s ? x->max_time_s * 1000 + wait : 0);
+	rdmig_source_set_limit(x->s, RDMIG_LIMIT_MAX_TIME_PER_GIB_MS, gib);
 }
 
 /* ---- the phases ------------------------------------------------------------------ */
@@ -603,9 +764,6 @@ static void round_ended(struct sender *x)
 	stats(x, &st);
 	x->last_bytes = st.normal_bytes - x->iter_base;
 	x->last_ms = cli_now_ms() - x->iter_t0;
-	/* Too little to time: keep the last estimate. */
-	if (x->last_bytes >= (1u << 20) && x->last_ms)
-		x->bw = x->last_bytes * 1000 / x->last_ms;
 }
 
 static void watch_state(struct sender *x);
@@ -619,8 +777,18 @@ static void converge(struct sender *x)
 	uint64_t stop_ms;
 	char err[1024];
 	bool now;
-	int rc = wl_begin_stop(x->e.wl, &now, &stop_ms, err, sizeof(err));
+	int rc = 0;
 
+	/* QEMU pauses the guest only after a round more and its own
+	 * pre-copy: what the guest writes until then is the downtime's last
+	 * round, and with a throttle allowed it is held to the most
+	 * meanwhile (it is about to pause anyway). */
+	if (x->o.auto_converge && x->o.qmp && x->sw_throttle < SWITCH_THROTTLE) {
+		rc = wl_throttle(x->e.wl, SWITCH_THROTTLE, err, sizeof(err));
+		x->sw_throttle = SWITCH_THROTTLE;
+	}
+	if (!rc)
+		rc = wl_begin_stop(x->e.wl, &now, &stop_ms, err, sizeof(err));
 	if (rc) {
 		local_fail(x, rc, err);
 		return;
@@ -647,19 +815,27 @@ static void converge(struct sender *x)
 
 static void round_done(struct sender *x)
 {
-	uint64_t dirty, t_freeze, since;
+	uint64_t dirty, t_freeze;
 
 	round_ended(x);
 	x->iterations++;
 	t_freeze = cli_now_ms();
-	if (freeze(x) || collect(x, &dirty))
+	if (freeze(x) || collect(x, &dirty) || advise(x))
 		return;
-	since = t_freeze - x->t_clear;
-	emit_iteration(x, dirty, since);
-	if (x->iterations >= x->o.max_iterations ||
-	    (converged(x, dirty) && !another_round_pays(x, dirty, since))) {
+	emit_iteration(x, dirty, t_freeze - x->t_clear, &x->adv);
+	switch (x->adv.decision) {
+	case RDMIG_SWITCH_OVER:
+		/* Converged, or a limit with --on-timeout switchover. */
+		x->sw_reason = (enum rdmig_reason)x->adv.reason;
+		x->sw_expected = x->adv.expected_downtime_ms;
+		x->sw_throttle = x->adv.throttle_pct;
 		converge(x);
 		return;
+	case RDMIG_GIVE_UP:
+		give_up(x);
+		return;
+	default:
+		break;
 	}
 	if (!clear_and_thaw(x))
 		start_round(x, PH_ROUND);
@@ -681,7 +857,7 @@ static void converged_done(struct sender *x)
 	int rc;
 
 	round_ended(x);
-	emit_iteration(x, 0, 0);
+	emit_iteration(x, 0, 0, NULL);
 	x->ph = PH_STOPPING;
 	if (!x->ds_started) {
 		rc = ds_start(x->e.ds, err, sizeof(err));
@@ -724,7 +900,7 @@ static void keep_up(struct sender *x)
 
 	if (freeze(x) || collect(x, &dirty))
 		return;
-	emit_iteration(x, dirty, t_freeze - x->t_clear);
+	emit_iteration(x, dirty, t_freeze - x->t_clear, NULL);
 	if (!clear_and_thaw(x))
 		start_round(x, PH_CONVERGED);
 }
@@ -747,6 +923,9 @@ static void check_stopped(struct sender *x)
 	if (rc == 1 && !x->stopped) {
 		x->stopped = true;
 		x->stop_ms = stop_ms;
+		/* Paused, the guest needs no throttle; QEMU's device save must
+		 * not wait for a throttled vCPU thread. */
+		wl_throttle_aside(x->e.wl);
 	}
 	/* A round under way finishes first (converged_done). */
 	if (x->ph != PH_STOPPING)
@@ -779,7 +958,7 @@ static void last_round_done(struct sender *x)
 
 	round_ended(x);
 	if (!x->o.live)
-		emit_iteration(x, 0, 0);
+		emit_iteration(x, 0, 0, NULL);
 	x->dt_round = cli_now_ms() - x->t_mark;
 	x->t_mark = cli_now_ms();
 	x->ph = PH_STATE;
@@ -845,6 +1024,7 @@ static int prepare_state(struct sender *x)
 	 * resume at the destination, measured by rdmig-libvirt) is as fixed a
 	 * cost of the switch-over, and the workload feels it as downtime. */
 	x->switch_ms = 2 * (cli_now_ms() - t0) + 1 + x->o.resume_cost_ms;
+	rdmig_source_set_limit(x->s, RDMIG_LIMIT_SWITCHOVER_MS, x->switch_ms);
 	return 0;
 }
 
@@ -855,6 +1035,7 @@ static void begin(struct sender *x)
 
 	x->begun = true;
 	x->status = ST_ACTIVE;
+	set_time_limits(x);
 	/* Its manager may have paused, resumed or shut it down meanwhile. */
 	if (x->o.defer && x->e.wl && wl_recheck(x->e.wl, err, sizeof(err))) {
 		local_fail(x, -EINVAL, err);
@@ -1078,6 +1259,60 @@ static void resume_workload(struct sender *x)
 	x->resumed = !wl_resume(x->e.wl, x->resume_err, sizeof(x->resume_err));
 }
 
+/* Switched over at a limit (--on-timeout switchover), or the downtime
+ * measured longer than --max-downtime although the prediction fit. */
+static bool over_limit(const struct sender *x)
+{
+	return x->sw_reason != RDMIG_REASON_CONVERGED || x->downtime_ms > x->adv.max_downtime_ms;
+}
+
+/* The completed event's account of it: which limit, and by how much. */
+static struct json_object *limit_exceeded(const struct sender *x)
+{
+	struct json_object *o = json_object_new_object();
+	uint64_t lim = x->adv.max_downtime_ms;
+	char why[600], left[128];
+
+	if (x->sw_reason != RDMIG_REASON_CONVERGED) {
+		limit_said(x, why, sizeof(why));
+		left_said(&x->adv, left, sizeof(left));
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), "; %s: switched over anyway "
+			 "(--on-timeout switchover)", left);
+		cli_json_str(o, "limit", reason_name(x->sw_reason));
+	} else {
+		snprintf(why, sizeof(why), "the downtime predicted, %" PRIu64 " ms, fit; the "
+			 "switch-over took longer", x->sw_expected);
+		cli_json_str(o, "limit", "max-downtime");
+	}
+	cli_json_str(o, "why", why);
+	cli_json_u64(o, "expected-downtime", x->sw_expected);
+	cli_json_u64(o, "downtime", x->downtime_ms);
+	cli_json_u64(o, "max-downtime", lim);
+	cli_json_u64(o, "exceeded-by", x->downtime_ms > lim ? x->downtime_ms - lim : 0);
+	return o;
+}
+
+/* On standard error whatever the output: a limit was not kept. */
+static void say_over_limit(const struct sender *x)
+{
+	uint64_t lim = x->adv.max_downtime_ms;
+	char why[600];
+
+	if (!over_limit(x))
+		return;
+	if (x->sw_reason != RDMIG_REASON_CONVERGED) {
+		limit_said(x, why, sizeof(why));
+		cli_err("Migration to %s:%s completed over its limits: %s, and it switched over "
+			"anyway (--on-timeout switchover): downtime %" PRIu64 " ms against "
+			"--max-downtime %" PRIu64 " ms (predicted %" PRIu64 " ms)", x->o.host,
+			x->o.port, why, x->downtime_ms, lim, x->sw_expected);
+	} else {
+		cli_err("warning: downtime %" PRIu64 " ms, over --max-downtime %" PRIu64 " ms by %"
+			PRIu64 " ms (predicted %" PRIu64 " ms at the switch-over)", x->downtime_ms,
+			lim, x->downtime_ms - lim, x->sw_expected);
+	}
+}
+
 static void report_success(struct sender *x)
 {
 	struct rdmig_stats st = { .size = sizeof(st) };
@@ -1085,6 +1320,8 @@ static void report_success(struct sender *x)
 	double secs, rate;
 
 	stats(x, &st);
+	if (x->o.live)
+		say_over_limit(x);
 	if (x->o.json) {
 		struct json_object *o = cli_event("completed");
 
@@ -1102,6 +1339,13 @@ static void report_success(struct sender *x)
 			cli_json_u64(parts, "device-state", x->dt_state);
 			cli_json_u64(parts, "confirm", x->dt_confirm);
 			json_object_object_add(o, "downtime-parts", parts);
+			cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
+			cli_json_u64(o, "expected-downtime", x->sw_expected);
+			cli_json_u64(o, "switchover-cost", x->switch_ms);
+			cli_json_str(o, "switchover-reason", reason_name(x->sw_reason));
+			json_throttle(x, o, false);
+			if (over_limit(x))
+				json_object_object_add(o, "limit-exceeded", limit_exceeded(x));
 		}
 		cli_emit(o);
 		return;
@@ -1147,8 +1391,13 @@ static int report_failure(struct sender *x)
 		code = CLI_EX_INTERNAL;
 	if (f->rc == -ECANCELED || x->cancelled)
 		code = CLI_EX_CANCELLED;
+	if (x->gave_up)
+		code = CLI_EX_GAVE_UP;
 	workload_fate(x, fate, sizeof(fate));
-	if (code == CLI_EX_CANCELLED)
+	if (code == CLI_EX_GAVE_UP)
+		snprintf(line, sizeof(line), "Migration to %s:%s %s%s%s", x->o.host, x->o.port,
+			 x->gave_up_msg, fate, x->o.auto_converge && x->resumed ? ", unthrottled" : "");
+	else if (code == CLI_EX_CANCELLED)
 		snprintf(line, sizeof(line), "Migration to %s:%s cancelled%s", x->o.host,
 			 x->o.port, fate);
 	else if (f->phase == CLI_PHASE_CONNECT && code != CLI_EX_TRANSFER)
@@ -1168,11 +1417,28 @@ static int report_failure(struct sender *x)
 				       json_object_new_boolean(x->resumed));
 	if (x->o.defer)
 		json_object_object_add(o, "started", json_object_new_boolean(x->begun));
+	if (x->e.wl)
+		json_throttle(x, o, true);
+	if (x->gave_up) {
+		cli_json_str(o, "limit", reason_name(x->adv.reason));
+		cli_json_u64(o, "expected-downtime", x->adv.expected_downtime_ms);
+		cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
+	}
 	cli_emit_failed(line, code, o);
 	return code;
 }
 
 static int exit_code;
+
+/* The guest stopped here for good (it runs on the destination): its
+ * throttle goes all the same, as after a failure (wl_resume). */
+static void release_throttle(struct sender *x)
+{
+	char err[1024];
+
+	if (x->e.wl && wl_throttle(x->e.wl, 0, err, sizeof(err)))
+		cli_err("warning: %s", err);
+}
 
 /* Success or failure: reported once, the loop ends. */
 static void finish(struct sender *x)
@@ -1185,8 +1451,10 @@ static void finish(struct sender *x)
 		x->status = x->cancelled ? ST_CANCELLED : ST_FAILED;
 		exit_code = report_failure(x);
 	} else {
+		release_throttle(x);
 		report_success(x);
-		exit_code = CLI_EX_OK;
+		exit_code = x->o.live && x->sw_reason != RDMIG_REASON_CONVERGED ?
+			    CLI_EX_OVER_LIMIT : CLI_EX_OK;
 	}
 	ev_break(x->loop, EVBREAK_ALL);
 }
@@ -1205,8 +1473,21 @@ static struct json_object *status_reply(struct sender *x)
 		cli_json_u64(o, "downtime", x->downtime_ms);
 	cli_json_u64(o, "max-bandwidth", x->max_bandwidth);
 	cli_json_u64(o, "max-downtime", x->max_downtime);
+	if (x->o.live) {
+		cli_json_u64(o, "expected-downtime", st.expected_downtime_ms);
+		cli_json_u64(o, "max-iterations", x->o.max_iterations);
+		cli_json_u64(o, "max-time", x->max_time_s);
+		cli_json_u64(o, "max-time-per-gib", x->max_time_gib_s);
+		cli_json_str(o, "on-timeout", x->o.on_timeout == RDMIG_ON_LIMIT_SWITCH_OVER ?
+			     "switchover" : "cancel");
+		json_object_object_add(o, "auto-converge",
+				       json_object_new_boolean(x->o.auto_converge));
+		if (x->e.wl)
+			json_throttle(x, o, true);
+	}
 	return ctl_return(o);
 }
+
 
 static void cancel(struct sender *x)
 {
@@ -1232,20 +1513,35 @@ static int get_limit(struct json_object *req, const char *key, uint64_t *v, int 
 
 static struct json_object *set_reply(struct sender *x, struct json_object *req)
 {
-	uint64_t dt = 0, bw = 0;
-	int have_dt = 0, have_bw = 0;
+	uint64_t dt = 0, bw = 0, t = 0, it = 0;
+	int have_dt = 0, have_bw = 0, have_t = 0, have_it = 0;
 
-	if (get_limit(req, "max-downtime", &dt, &have_dt))
-		return ctl_error("max-downtime must be a non-negative integer (ms)");
+	if (get_limit(req, "max-downtime", &dt, &have_dt) || (have_dt && (!dt || dt > 3600000)))
+		return ctl_error("max-downtime must be an integer from 1 to 3600000 (ms)");
 	if (get_limit(req, "max-bandwidth", &bw, &have_bw))
 		return ctl_error("max-bandwidth must be a non-negative integer (bytes/s)");
-	if (!have_dt && !have_bw)
-		return ctl_error("set needs max-downtime or max-bandwidth");
-	if (have_dt)
+	if (get_limit(req, "max-time", &t, &have_t) || t > 864000)
+		return ctl_error("max-time must be an integer from 0 (none) to 864000 (s)");
+	if (get_limit(req, "max-iterations", &it, &have_it) || it > 100000)
+		return ctl_error("max-iterations must be an integer from 0 (none) to 100000");
+	if (!have_dt && !have_bw && !have_t && !have_it)
+		return ctl_error("set needs max-downtime, max-bandwidth, max-time or "
+				 "max-iterations");
+	if (have_dt) {
 		x->max_downtime = dt;
+		rdmig_source_set_limit(x->s, RDMIG_LIMIT_MAX_DOWNTIME_MS, dt);
+	}
 	if (have_bw) {
 		x->max_bandwidth = bw;
 		rdmig_source_set_max_bandwidth(x->s, bw);
+	}
+	if (have_t) {
+		x->max_time_s = t;
+		set_time_limits(x);
+	}
+	if (have_it) {
+		x->o.max_iterations = it;
+		rdmig_source_set_limit(x->s, RDMIG_LIMIT_MAX_ITERATIONS, it);
 	}
 	return ctl_return(NULL);
 }
@@ -1321,6 +1617,13 @@ static int create_source(struct sender *x)
 	cfg.progress_ctx = x;
 	cfg.progress_ms = 100;
 	cfg.max_bandwidth = x->o.max_bandwidth;
+	/* The convergence policy; the time limits are set when the first
+	 * round begins (set_time_limits), the switch-over's cost once
+	 * measured (prepare_state). */
+	cfg.max_downtime_ms = (uint32_t)x->o.max_downtime_ms;
+	cfg.max_iterations = (uint32_t)x->o.max_iterations;
+	cfg.auto_converge = x->o.auto_converge;
+	cfg.on_limit = x->o.on_timeout;
 	/* Said up front: a destination reserves room for it. */
 	cfg.state_max = ds_bytes(x->e.ds);
 	rc = rdmig_source_create(&x->s, &cfg);
@@ -1341,7 +1644,7 @@ static int open_ends(struct sender *x)
 	struct src_spec sp = {
 		.qmp = x->o.qmp, .qemu = x->o.qemu, .state_in = x->o.state_in, .pid = x->o.pid,
 		.live = x->o.live, .timeout_ms = (int)(x->o.timeout_s * 1000),
-		.track = { .mode = x->o.track },
+		.track = { .mode = x->o.track }, .throttle = x->o.auto_converge,
 	};
 	char err[2048];
 	int rc = ends_open_source(&x->e, &sp, x->o.rams, x->o.nrams, err, sizeof(err));
@@ -1378,6 +1681,9 @@ static int prepare(struct sender *x)
 	cli_bar_init(&x->bar, x->o.json);
 	x->max_bandwidth = x->o.max_bandwidth;
 	x->max_downtime = x->o.max_downtime_ms;
+	x->max_time_s = x->o.max_time_s;
+	x->max_time_gib_s = x->o.max_time_gib_s;
+	x->sw_reason = RDMIG_REASON_CONVERGED;
 	x->status = ST_SETUP;
 	x->fwd = malloc(FWD_BUF);
 	if (!x->fwd)

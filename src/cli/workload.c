@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "dirty.h"
 #include "qmp.h"
+#include "throttle.h"
 
 struct workload {
 	pid_t pid;
@@ -22,7 +23,11 @@ struct workload {
 	bool frozen;             /* SIGSTOPped by us */
 	uint64_t frozen_ms;      /* ... since */
 	bool was_running;        /* a guest: running when we started */
+	struct throttle *thr;    /* auto-converge, once opened */
 };
+
+/* QEMU's vCPUs at most that are throttled. */
+#define MAX_VCPUS 1024
 
 /* A guest we can migrate runs or is paused; anything else (already migrated,
  * shut down, still waiting for its own incoming migration) is refused. */
@@ -71,6 +76,7 @@ void wl_close(struct workload *w)
 {
 	if (!w)
 		return;
+	throttle_close(w->thr);
 	dirty_close(w->ds);
 	proc_close(&w->proc);
 	free(w);
@@ -96,6 +102,8 @@ int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t 
 	uint64_t deadline = cli_now_ms() + (uint64_t)w->timeout_ms;
 	int rc;
 
+	/* Before the signal: a keeper that outlives us resumes it. */
+	throttle_frozen(w->thr, true);
 	rc = proc_signal(&w->proc, SIGSTOP);
 	if (rc)
 		return cli_errf(err, errlen, rc, "cannot stop process %d: %s", (int)w->pid,
@@ -120,6 +128,8 @@ void wl_thaw(struct workload *w)
 {
 	if (w->frozen)
 		proc_signal(&w->proc, SIGCONT);
+	if (w->frozen)
+		throttle_frozen(w->thr, false);
 	w->frozen = false;
 }
 
@@ -164,6 +174,8 @@ int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, s
 
 	*now = !w->q;
 	*stop_ms = w->frozen_ms;
+	if (!w->q && w->frozen)
+		throttle_hold(w->thr);
 	if (!w->q)
 		return w->frozen ? 0 : cli_errf(err, errlen, -EINVAL, "the process is not frozen");
 	/* From here on the guest's writes are the last round's. */
@@ -237,6 +249,12 @@ int wl_resume(struct workload *w, char *err, size_t errlen)
 	if (proc_signal(&w->proc, 0) == -ESRCH)
 		return cli_errf(err, errlen, -ESRCH, "%s %d has exited", w->q ? "QEMU" : "process",
 				(int)w->pid);
+	/* Unthrottled before it runs on. */
+	if (throttle_pct(w->thr) && throttle_set(w->thr, 0, why, sizeof(why))) {
+		wl_thaw(w);
+		return cli_errf(err, errlen, -EIO, "the %s runs, but its throttle could not be "
+				"released: %s", wl_kind(w), why);
+	}
 	wl_thaw(w);
 	if (!w->q)
 		return 0;
@@ -254,4 +272,74 @@ int wl_resume(struct workload *w, char *err, size_t errlen)
 	rc = qmp_cont(w->q, why, sizeof(why));
 	return rc ? cli_errf(err, errlen, rc, "the guest (QEMU status %s) could not be resumed: "
 			     "%s", st, why) : 0;
+}
+
+/* QEMU's vCPU threads, from QEMU: each must be a thread of that QEMU. */
+static int vcpu_threads(struct workload *w, pid_t *tids, unsigned *n, char *err,
+			size_t errlen)
+{
+	char task[32];
+	unsigned i;
+	int rc = qmp_vcpu_threads(w->q, tids, MAX_VCPUS, n, err, errlen), fd;
+
+	for (i = 0; !rc && i < *n; i++) {
+		snprintf(task, sizeof(task), "task/%d", (int)tids[i]);
+		fd = proc_openat(&w->proc, task, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			rc = cli_errf(err, errlen, -ESRCH, "QEMU names thread %d as a vCPU's, but "
+				      "it is no thread of QEMU %d", (int)tids[i], (int)w->pid);
+		else
+			close(fd);
+	}
+	return rc;
+}
+
+int wl_throttle_open(struct workload *w, char *err, size_t errlen)
+{
+	pid_t *tids = NULL;
+	unsigned n = 0;
+	char what[64];
+	struct thr_target t = { .proc = &w->proc, .what = what };
+	int rc = 0;
+
+	if (w->q) {
+		tids = calloc(MAX_VCPUS, sizeof(*tids));
+		if (!tids)
+			return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		rc = vcpu_threads(w, tids, &n, err, errlen);
+		snprintf(what, sizeof(what), "QEMU's %u vCPU thread%s", n, n == 1 ? "" : "s");
+	} else {
+		snprintf(what, sizeof(what), "process %d", (int)w->pid);
+	}
+	t.tids = tids;
+	t.ntids = n;
+	if (!rc)
+		rc = throttle_open(&w->thr, &t, err, errlen);
+	free(tids);
+	return rc;
+}
+
+int wl_throttle(struct workload *w, unsigned pct, char *err, size_t errlen)
+{
+	if (!w->thr)
+		return pct ? cli_errf(err, errlen, -EINVAL, "the %s cannot be throttled: no "
+				      "throttle was opened", wl_kind(w)) : 0;
+	return throttle_set(w->thr, pct, err, errlen);
+}
+
+void wl_throttle_aside(struct workload *w)
+{
+	throttle_aside(w->thr);
+}
+
+void wl_throttle_state(const struct workload *w, unsigned *pct, uint64_t *ms)
+{
+	*pct = throttle_pct(w->thr);
+	*ms = throttle_time_ms(w->thr);
+}
+
+const char *wl_throttle_method(const struct workload *w, const char **where)
+{
+	*where = throttle_where(w->thr);
+	return throttle_method(w->thr);
 }

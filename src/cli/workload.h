@@ -78,12 +78,29 @@ const char *wl_running_key(const struct workload *w);
 void wl_left(const struct workload *w, char *buf, size_t len);
 /* After a failure it was resumed: "the guest runs on the source again". */
 const char *wl_runs_again(const struct workload *w);
-/* After a failure: the workload runs again as before the migration
- * (SIGCONT; a guest that was running gets QMP cont if it is not running,
+/* After a failure: the throttle released, the workload runs again as
+ * before the migration (SIGCONT; a guest that was running gets QMP cont if it is not running,
  * whoever paused it).  QEMU refuses while its own migration runs: the
  * device state's end cancels that first.  An error says why it does not
  * run (it exited, QEMU refused), or that a guest paused before stays so. */
 int wl_resume(struct workload *w, char *err, size_t errlen);
+
+/* Auto-converge (throttle.h): from now on the workload may be throttled,
+ * a guest's vCPU threads (their ids from QEMU, checked to be its threads)
+ * or every thread of a process; a host where that cannot be done says so
+ * here, before anything moves.  Its freezes and its stop are told to the
+ * throttle's keeper, which resumes a workload left frozen by a migrate-send
+ * killed with SIGKILL. */
+int wl_throttle_open(struct workload *w, char *err, size_t errlen);
+/* The throttle at @pct percent from now on (0: released). */
+int wl_throttle(struct workload *w, unsigned pct, char *err, size_t errlen);
+/* QEMU stopped the guest for its switch-over: the throttle steps aside
+ * (throttle_aside()). */
+void wl_throttle_aside(struct workload *w);
+/* The throttle in force (percent) and the time spent throttled (ms). */
+void wl_throttle_state(const struct workload *w, unsigned *pct, uint64_t *ms);
+/* The mechanism ("cgroup"; "none" without wl_throttle_open) and where. */
+const char *wl_throttle_method(const struct workload *w, const char **where);
 
 /* A migration that waited (--defer) begins: the workload's state is read
  * again, as wl_open read it, since its manager may have changed it. */

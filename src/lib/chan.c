@@ -18,7 +18,12 @@
 struct chan_set {
 	struct fab_conn *ctrl;       /* borrowed: PD, CQ and the expected peer */
 	struct fab_listener *l;
-	unsigned max, granted;
+	/* Data channels at most and granted (the control connection
+	 * included), then post-copy channels granted: indexes granted..
+	 * granted + pc - 1. */
+	unsigned max, granted, pc;
+	struct ibv_cq *pc_cq;        /* borrowed: the post-copy thread's */
+	uint32_t pc_sq_depth;
 	uint64_t token;
 	struct fab_conn *conn[PD_CHANNELS_MAX]; /* [0] unused: the control conn */
 	unsigned accepted;
@@ -30,9 +35,9 @@ int chan_set_open(struct chan_set **out, struct fab_conn *ctrl, unsigned max,
 	struct chan_set *cs;
 	int rc;
 
-	if (max < 2 || max > PD_CHANNELS_MAX)
-		return rd_err_set(err, -EINVAL, "%u channels outside 2..%d", max,
-				  PD_CHANNELS_MAX);
+	if (max < 1 || max > PD_CHANNELS_MAX - CHAN_PC_MAX)
+		return rd_err_set(err, -EINVAL, "%u channels outside 1..%d", max,
+				  PD_CHANNELS_MAX - CHAN_PC_MAX);
 	cs = calloc(1, sizeof(*cs));
 	if (!cs)
 		return rd_err_set(err, -ENOMEM, "out of memory");
@@ -59,14 +64,27 @@ int chan_set_fd(const struct chan_set *cs)
 	return fab_listener_fd(cs->l);
 }
 
-unsigned chan_set_grant(struct chan_set *cs, unsigned n, uint32_t *port, uint64_t *token)
+unsigned chan_set_grant(struct chan_set *cs, unsigned n, unsigned pc, uint32_t *port,
+			uint64_t *token)
 {
-	cs->granted = n < cs->max ? n : cs->max;
+	cs->granted = n < 1 ? 1 : n < cs->max ? n : cs->max;
+	cs->pc = pc < CHAN_PC_MAX ? pc : CHAN_PC_MAX;
 	*port = fab_listener_port(cs->l);
 	*token = cs->token;
-	if (cs->granted <= 1)
+	if (cs->granted + cs->pc <= 1)
 		fab_listener_stop(cs->l);
 	return cs->granted;
+}
+
+void chan_set_pc_cq(struct chan_set *cs, struct ibv_cq *cq, uint32_t sq_depth)
+{
+	cs->pc_cq = cq;
+	cs->pc_sq_depth = sq_depth;
+}
+
+struct fab_conn *chan_set_pc_conn(const struct chan_set *cs, unsigned i)
+{
+	return cs && i < cs->pc ? cs->conn[cs->granted + i] : NULL;
 }
 
 static void refuse(struct fab_conn *c, uint16_t reason)
@@ -80,8 +98,10 @@ static void refuse(struct fab_conn *c, uint16_t reason)
 }
 
 unsigned chan_admit(const void *priv, size_t priv_len, uint64_t token, unsigned granted,
-		    bool same_peer, uint64_t open, char *note, size_t len)
+		    unsigned pc_first, bool same_peer, uint64_t open, char *note, size_t len)
 {
+	bool pc;
+
 	struct pd_request req;
 	struct rd_err e;
 
@@ -97,11 +117,20 @@ unsigned chan_admit(const void *priv, size_t priv_len, uint64_t token, unsigned 
 			 "migration");
 		return 0;
 	}
-	if (req.channels != granted || !req.channel || (open >> req.channel) & 1) {
+	if (req.channels != granted || !req.channel || req.channel >= granted ||
+	    (open >> req.channel) & 1) {
 		snprintf(note, len, "refused data channel %u of %u: %u were granted%s",
 			 req.channel, req.channels, granted,
-			 req.channel && ((open >> req.channel) & 1) ?
+			 req.channel && req.channel < 64 && ((open >> req.channel) & 1) ?
 			 " and this one is already open" : "");
+		return 0;
+	}
+	/* A post-copy channel is read from: it must say it is one, and a
+	 * data channel must not. */
+	pc = req.caps & PD_CAP_POSTCOPY;
+	if (pc != (req.channel >= pc_first)) {
+		snprintf(note, len, "refused channel %u: it %s a post-copy channel", req.channel,
+			 pc ? "claims to be" : "is not");
 		return 0;
 	}
 	return req.channel;
@@ -114,8 +143,8 @@ static unsigned admit(struct chan_set *cs, struct fab_conn *c, char *note, size_
 
 	for (i = 1; i < PD_CHANNELS_MAX; i++)
 		open |= (uint64_t)(cs->conn[i] != NULL) << i;
-	return chan_admit(c->peer_priv, c->peer_priv_len, cs->token, cs->granted,
-			  fab_same_peer(c, cs->ctrl), open, note, len);
+	return chan_admit(c->peer_priv, c->peer_priv_len, cs->token, cs->granted + cs->pc,
+			  cs->granted, fab_same_peer(c, cs->ctrl), open, note, len);
 }
 
 static int on_request(struct chan_set *cs, struct fab_conn *c, char *note, size_t len)
@@ -131,6 +160,20 @@ static int on_request(struct chan_set *cs, struct fab_conn *c, char *note, size_
 		refuse(c, PD_REJ_UNAUTHORIZED);
 		return 0;
 	}
+	if (idx >= cs->granted) {
+		if (!cs->pc_cq) {
+			snprintf(note, len, "could not accept post-copy channel %u: no "
+				 "completion queue for it", idx);
+			refuse(c, PD_REJ_NO_RESOURCES);
+			return 0;
+		}
+		/* Our READs go out on it, their completions to the thread
+		 * that serves faults. */
+		caps.cq = cs->pc_cq;
+		caps.sq_depth = cs->pc_sq_depth;
+		caps.reads = true;
+		acc.caps = PD_CAP_POSTCOPY;
+	}
 	if (fab_accept(c, &caps, priv, pd_encode_accept(&acc, priv, sizeof(priv)),
 		       NULL, NULL)) {
 		snprintf(note, len, "could not accept data channel %u: %s", idx, c->err->msg);
@@ -138,7 +181,7 @@ static int on_request(struct chan_set *cs, struct fab_conn *c, char *note, size_
 		return 0;
 	}
 	cs->conn[idx] = c;
-	if (++cs->accepted == cs->granted - 1)
+	if (++cs->accepted == cs->granted + cs->pc - 1)
 		fab_listener_stop(cs->l); /* every channel is here: nobody else */
 	return 0;
 }
@@ -201,13 +244,15 @@ void chan_set_destroy(struct chan_set *cs)
 	free(cs);
 }
 
-int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, uint32_t port, uint64_t token, unsigned idx, unsigned n,
-		       uint32_t sq_depth, int64_t deadline, struct rd_err *err)
+int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, uint32_t port,
+		       uint64_t token, unsigned idx, unsigned n, uint32_t sq_depth, bool pc,
+		       int64_t deadline, struct rd_err *err)
 {
 	struct fab_caps caps = { .sq_depth = sq_depth, .rq_depth = CHAN_RQ_DEPTH,
-				 .pd = ctrl->pd, .cq = ctrl->cq };
+				 .pd = ctrl->pd, .cq = ctrl->cq, .reads = pc };
 	struct pd_request req = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
-				  .caps = PD_CAP_MULTI_CHANNEL, .ctrl_depth = PD_DEPTH_MIN,
+				  .caps = pc ? PD_CAP_POSTCOPY : PD_CAP_MULTI_CHANNEL,
+				  .ctrl_depth = PD_DEPTH_MIN,
 				  .ctrl_msg_max = PD_MSG_MAX_MIN, .session_id = token,
 				  .channel = (uint16_t)idx, .channels = (uint16_t)n };
 	uint8_t priv[PD_REQUEST_LEN];
@@ -231,8 +276,10 @@ int chan_connect_start(struct fab_conn **out, struct fab_conn *ctrl, uint32_t po
 	return rc ? rd_err_prefix(err, rc, "data channel %u", idx) : 0;
 }
 
-int chan_connect_finish(struct fab_conn *c, unsigned idx, int step_rc, struct rd_err *err)
+int chan_connect_finish(struct fab_conn *c, unsigned idx, bool pc, int step_rc,
+			struct rd_err *err)
 {
+	uint32_t want = pc ? PD_CAP_POSTCOPY : PD_CAP_MULTI_CHANNEL;
 	struct pd_accept acc;
 	struct pd_reject rej;
 	int rc;
@@ -245,8 +292,8 @@ int chan_connect_finish(struct fab_conn *c, unsigned idx, int step_rc, struct rd
 	if (step_rc < 0)
 		return rd_err_prefix(err, step_rc, "data channel %u", idx);
 	rc = pd_decode_accept(c->peer_priv, c->peer_priv_len, &acc, err);
-	if (!rc && !(acc.caps & PD_CAP_MULTI_CHANNEL))
+	if (!rc && !(acc.caps & want))
 		rc = rd_err_set(err, -EPROTO, "the destination did not accept channel %u "
-				"as a data channel", idx);
+				"as a %s channel", idx, pc ? "post-copy" : "data");
 	return rc;
 }

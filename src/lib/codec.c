@@ -43,6 +43,14 @@ static const struct pbscan_limit pages_limits[] = {
 	{ 1, "runs", CTRL_PAGES_RUNS_MAX }, { 2, "runs", CTRL_PAGES_RUNS_MAX },
 	{ 3, "runs", CTRL_PAGES_RUNS_MAX }, { 0, NULL, 0 },
 };
+static const struct pbscan_limit pc_keys_limits[] = {
+	{ 2, "keys", CTRL_PC_KEYS_MAX }, { 3, "keys", CTRL_PC_KEYS_MAX },
+	{ 4, "keys", CTRL_PC_KEYS_MAX }, { 5, "keys", CTRL_PC_KEYS_MAX }, { 0, NULL, 0 },
+};
+static const struct pbscan_limit pc_ranges_limits[] = {
+	{ 1, "ranges", CTRL_PC_RANGES_MAX }, { 2, "ranges", CTRL_PC_RANGES_MAX },
+	{ 3, "ranges", CTRL_PC_RANGES_MAX }, { 0, NULL, 0 },
+};
 static const struct pbscan_limit complete_limits[] = {
 	{ 3, "digests", CTRL_DIGESTS_MAX }, { 0, NULL, 0 },
 };
@@ -84,6 +92,12 @@ static const struct ctrl_desc types[CT_TYPE_MAX] = {
 	[CT_STATE_WRITTEN] = { "STATE_WRITTEN", &rdmig__state_written__descriptor,
 			       msgcheck_state_written, NULL },
 	[CT_STATE_TAKEN] = { "STATE_TAKEN", &rdmig__state_taken__descriptor, NULL, NULL },
+	[CT_POSTCOPY_KEYS] = { "POSTCOPY_KEYS", &rdmig__postcopy_keys__descriptor,
+			       msgcheck_postcopy_keys, pc_keys_limits },
+	[CT_POSTCOPY_RANGES] = { "POSTCOPY_RANGES", &rdmig__postcopy_ranges__descriptor,
+				 msgcheck_postcopy_ranges, pc_ranges_limits },
+	[CT_POSTCOPY_DONE] = { "POSTCOPY_DONE", &rdmig__postcopy_done__descriptor,
+			       msgcheck_postcopy_done, NULL },
 };
 
 static const struct ctrl_desc *type_desc(unsigned type)
@@ -262,7 +276,8 @@ void ctrl_msg_free(struct arena *a, ProtobufCMessage *m)
 /* ---- decode arena -----------------------------------------------------------
  * What protobuf-c 1.x's unpack allocates for a message with an L-byte
  * payload, and so what an arena must hold for the data path's messages
- * (REGISTER_REQ/RESP, STATE, ZERO_RANGES, PIN_KEYS) to need no malloc:
+ * (REGISTER_REQ/RESP, STATE, ZERO_RANGES, PIN_KEYS, and post-copy's
+ * POSTCOPY_KEYS and POSTCOPY_RANGES) to need no malloc:
  * - the message struct: under 128 bytes for any of ours;
  * - one array per repeated field present, sized by its element count.  A
  *   packed element takes at least one wire byte and unpacks to at most 8
@@ -293,6 +308,10 @@ _Static_assert(2 * (size_t)CTRL_REGISTER_MAX * (sizeof(uint32_t) + sizeof(uint64
 	       ARENA_ARRAYS_MAX, "REGISTER_REQ's arrays outgrew ARENA_ARRAYS_MAX");
 _Static_assert((size_t)CTRL_PIN_KEYS_MAX * (2 * sizeof(uint32_t) + sizeof(uint64_t)) <=
 	       ARENA_ARRAYS_MAX, "PIN_KEYS's arrays outgrew ARENA_ARRAYS_MAX");
+_Static_assert((size_t)CTRL_PC_KEYS_MAX * (2 * sizeof(uint32_t) + 2 * sizeof(uint64_t)) <=
+	       ARENA_ARRAYS_MAX, "POSTCOPY_KEYS's arrays outgrew ARENA_ARRAYS_MAX");
+_Static_assert((size_t)CTRL_PC_RANGES_MAX * (sizeof(uint32_t) + 2 * sizeof(uint64_t)) <=
+	       ARENA_ARRAYS_MAX, "POSTCOPY_RANGES's arrays outgrew ARENA_ARRAYS_MAX");
 _Static_assert(ARENA_SLACK + ARENA_ARRAYS_MAX <= ARENA_CAP,
 	       "the largest ZERO_RANGES no longer fits under ARENA_CAP");
 
@@ -378,4 +397,18 @@ size_t ctrl_zero_ranges_max(uint32_t msg_max)
 {
 	return fit(msg_max, 3 * PACKED_OVERHEAD,
 		   VARINT32_MAX + 2 * VARINT64_MAX, CTRL_ZERO_RANGES_MAX);
+}
+
+size_t ctrl_pc_keys_max(uint32_t msg_max)
+{
+	/* piece_shift, then four packed arrays. */
+	return fit(msg_max, 1 + VARINT32_MAX + 4 * PACKED_OVERHEAD,
+		   2 * VARINT32_MAX + 2 * VARINT64_MAX, CTRL_PC_KEYS_MAX);
+}
+
+size_t ctrl_pc_ranges_max(uint32_t msg_max)
+{
+	/* Three packed arrays, then last. */
+	return fit(msg_max, 3 * PACKED_OVERHEAD + 2, VARINT32_MAX + 2 * VARINT64_MAX,
+		   CTRL_PC_RANGES_MAX);
 }

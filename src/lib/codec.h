@@ -43,6 +43,9 @@ enum ctrl_type {
 	CT_STATE_RING,
 	CT_STATE_WRITTEN,
 	CT_STATE_TAKEN,
+	CT_POSTCOPY_KEYS,
+	CT_POSTCOPY_RANGES,
+	CT_POSTCOPY_DONE,
 	CT_TYPE_MAX       /* one past the last */
 };
 
@@ -70,6 +73,11 @@ enum ctrl_type {
 #define CTRL_AUTH_MAX 64
 #define CTRL_STATE_RING_MIN (64u << 10)
 #define CTRL_STATE_RING_MAX (64u << 20)
+#define CTRL_PC_KEYS_MAX 4096
+#define CTRL_PC_RANGES_MAX 65536
+#define CTRL_PC_SHIFT_MIN 20
+#define CTRL_PC_SHIFT_MAX 30
+#define CTRL_PC_CHANNELS 2
 
 struct ctrl_hdr {
 	uint32_t len;     /* payload bytes after the header */
@@ -119,7 +127,8 @@ int ctrl_msg_check(unsigned type, const ProtobufCMessage *msg, uint32_t msg_max,
 void ctrl_msg_free(struct arena *a, ProtobufCMessage *m);
 
 /* The decode arena for frames of @msg_max bytes: enough for the largest
- * REGISTER_REQ, REGISTER_RESP, STATE, ZERO_RANGES or PIN_KEYS that fits,
+ * REGISTER_REQ, REGISTER_RESP, STATE, ZERO_RANGES, PIN_KEYS, POSTCOPY_KEYS
+ * or POSTCOPY_RANGES that fits,
  * at most 2 MiB (codec.c says how it is worked out). */
 size_t ctrl_arena_size(uint32_t msg_max);
 
@@ -134,6 +143,10 @@ size_t ctrl_state_max(uint32_t msg_max);
 size_t ctrl_register_max(uint32_t msg_max);
 size_t ctrl_pin_keys_max(uint32_t msg_max);
 size_t ctrl_zero_ranges_max(uint32_t msg_max);
+/* The same for POSTCOPY_KEYS entries and POSTCOPY_RANGES ranges (capped by
+ * 4096 and 65536). */
+size_t ctrl_pc_keys_max(uint32_t msg_max);
+size_t ctrl_pc_ranges_max(uint32_t msg_max);
 /* Data bytes a PAGES message of @runs runs surely fits in a frame of
  * @msg_max bytes (0 when not even the runs fit). */
 size_t ctrl_pages_data_max(uint32_t msg_max, size_t runs);

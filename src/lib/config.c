@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "auth.h"
+#include "lathist.h"
 #include "privdata.h"
 
 #include <errno.h>
@@ -24,7 +25,14 @@ static void config_defaults(struct rdmig_config *cfg)
 	cfg->max_writes = 256;
 	cfg->log_level = RDMIG_LOG_INFO;
 	cfg->step_us = 10000;
+	cfg->max_downtime_ms = CFG_MAX_DOWNTIME_MS;
+	cfg->stall_rounds = 5;
+	/* QEMU's cpu-throttle-initial, -increment and max-cpu-throttle. */
+	cfg->throttle_initial = 20;
+	cfg->throttle_increment = 10;
+	cfg->throttle_max = 99;
 	cfg->state_max = RDMIG_STATE_UNSAID;
+	cfg->postcopy_uffd = -1;
 }
 
 void rdmig_config_init_sized(struct rdmig_config *cfg, size_t size)
@@ -59,6 +67,23 @@ static int range_err(struct rd_err *err, const char *field, uint64_t v,
 			  (unsigned long long)hi);
 }
 
+/* The convergence policy's fields (rdmig_source_advice()). */
+static int conv_load(struct rdmig_config *c, struct rd_err *err)
+{
+	if (!c->max_downtime_ms)
+		c->max_downtime_ms = CFG_MAX_DOWNTIME_MS;
+	if (c->on_limit < RDMIG_ON_LIMIT_CANCEL || c->on_limit > RDMIG_ON_LIMIT_SWITCH_OVER)
+		return range_err(err, "on_limit", (uint64_t)(int64_t)c->on_limit,
+				 RDMIG_ON_LIMIT_CANCEL, RDMIG_ON_LIMIT_SWITCH_OVER);
+	if (c->throttle_max < 1 || c->throttle_max > 99)
+		return range_err(err, "throttle_max", c->throttle_max, 1, 99);
+	if (c->throttle_initial < 1 || c->throttle_initial > c->throttle_max)
+		return range_err(err, "throttle_initial", c->throttle_initial, 1, c->throttle_max);
+	if (c->throttle_increment < 1 || c->throttle_increment > 99)
+		return range_err(err, "throttle_increment", c->throttle_increment, 1, 99);
+	return 0;
+}
+
 int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
 	     struct rd_err *err)
 {
@@ -88,6 +113,8 @@ int cfg_load(struct rdmig_config *out, const struct rdmig_config *in,
 		out->progress_ms = 250;
 	if (out->step_us == 0)
 		out->step_us = 10000;
+	if (conv_load(out, err))
+		return -EINVAL;
 	if (out->populate < RDMIG_POPULATE_PIN_ALL || out->populate > RDMIG_POPULATE_NONE)
 		return range_err(err, "populate", (uint64_t)(int64_t)out->populate,
 				 RDMIG_POPULATE_PIN_ALL, RDMIG_POPULATE_NONE);
@@ -191,3 +218,4 @@ void stats_read(struct stats_box *b, struct rdmig_stats *out)
 
 _Static_assert(sizeof(struct rdmig_config) >= CFG_SIZE_0_1_0, "rdmig_config only grows");
 _Static_assert(sizeof(struct rdmig_stats) >= STATS_SIZE_0_1_0, "rdmig_stats only grows");
+_Static_assert(LATHIST_BUCKETS == RDMIG_LATENCY_BUCKETS, "QEMU's buckets, in both");

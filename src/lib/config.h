@@ -10,6 +10,8 @@
 #include "util.h"
 
 #define CFG_PAGE_SIZE 4096u
+/* QEMU's downtime-limit default, and migrate-send's. */
+#define CFG_MAX_DOWNTIME_MS 300u
 
 /* The public structs as release 0.1.0 had them (test/abi/rdmig-0.1.0.h):
  * what a program built then passes, and 0 in rdmig_stats.size means. */

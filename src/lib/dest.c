@@ -22,6 +22,7 @@
 #include "dst_int.h"
 #include "dst_link.h"
 #include "dst_map.h"
+#include "dst_pc.h"
 #include "dst_state.h"
 #include "privdata.h"
 #include "rdmig.h"
@@ -127,6 +128,10 @@ static int fail(struct rdmig_dest *d, int rc)
 	d->result = sess_fail(&d->ss, rc);
 	/* A registration in progress finishes on its own; nobody waits. */
 	regq_stop(&d->rq);
+	/* After a switch the guest's memory stays registered: a thread that
+	 * touches a page not here waits, it never sees one that is not the
+	 * source's. */
+	dst_pc_stop(d);
 	unwatch(d);
 	chan_set_disconnect(d->chans);
 	pop_stop(&d->pop);
@@ -171,7 +176,17 @@ static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCM
 	case DST_RUNNING:
 		if (h->type == CT_REGISTER_REQ)
 			return dst_map_register(d, (const Rdmig__RegisterReq *)m);
+		if (h->type == CT_POSTCOPY_KEYS || h->type == CT_POSTCOPY_RANGES)
+			return dst_pc_msg(d, h, m);
 		return dst_data_msg(d, h, m);
+	case DST_POSTCOPY:
+		/* Nothing of the rounds or the stream: every page not here is
+		 * ours to read now, and COMPLETE only once we said so. */
+		if (h->type == CT_COMPLETE && dst_pc_done(d))
+			return dst_data_msg(d, h, m);
+		return rd_err_set(&d->ss.err, -EPROTO, "unexpected %s during post-copy%s",
+				  ctrl_type_name(h->type), h->type == CT_COMPLETE ?
+				  " (before POSTCOPY_DONE)" : "");
 	default:
 		return rd_err_set(&d->ss.err, -EPROTO, "unexpected %s after completion",
 				  ctrl_type_name(h->type));
@@ -276,6 +291,10 @@ static int finish_job(struct rdmig_dest *d, int64_t until)
 		what = "PAGES";
 		rc = dst_data_pages_step(d);
 		break;
+	case JOB_PC_BEGIN:
+		what = "the switch to post-copy";
+		rc = dst_pc_begin_step(d);
+		break;
 	default:
 		return DST_JOB_DONE;
 	}
@@ -309,6 +328,9 @@ static int reap_registrations(struct rdmig_dest *d)
 				break;
 			case DREG_FAULT:
 				rc = dst_data_fault_done(d, &j[i]);
+				break;
+			case DREG_PC:
+				rc = dst_pc_reg_done(d, &j[i]);
 				break;
 			default:
 				rc = rd_err_set(&d->ss.err, -EPROTO, "a registration nobody asked "
@@ -467,6 +489,10 @@ static int step_timed(struct rdmig_dest *d, struct rd_laps *laps)
 	rc = dst_map_populate_check(d);
 	if (!rc)
 		rc = dst_map_pin_step(d);
+	if (!rc)
+		rc = dst_pc_reg_step(d);
+	if (!rc)
+		rc = dst_pc_step(d);
 	if (!rc)
 		rc = dst_state_ring_step(d);
 	rd_laps_mark(laps, "pinning and state");
@@ -654,8 +680,10 @@ void rdmig_dest_destroy(struct rdmig_dest *d)
 	/* The helper first: it may be registering, and what it registered and
 	 * nobody reaped goes with it. */
 	regq_fini(&d->rq);
-	/* The channels' QPs use the control connection's PD and CQ. */
+	/* The channels' QPs use the control connection's PD and CQ (the
+	 * post-copy engine's, post-copy's). */
 	chan_set_destroy(d->chans);
+	dst_pc_destroy(d);
 	fab_disconnect(d->ss.conn);
 	if (d->job.msg)
 		ctrl_msg_done(&d->ss.ch, d->job.msg);

@@ -11,6 +11,9 @@
  *   dst_data   what fills the blocks after the map: zero ranges, PAGES,
  *              rounds, completion and its digests
  *   dst_state  the device-state stream: STATE messages and the ring
+ *   dst_pc     post-copy: the keys and the page set as they come, the
+ *              switch, and the post-copy engine (pcd.h) until every page
+ *              is in
  * Each takes the handle and returns 0 or a negative errno with the message
  * in ss.err; failing (telling the peer, tearing down) is dest.c's alone.
  * Types only, like fab_int.h; nothing outside the destination includes
@@ -26,6 +29,7 @@
 #include "chan.h"
 #include "cost.h"
 #include "creg.h"
+#include "pcset.h"
 #include "populate.h"
 #include "regq.h"
 #include "session.h"
@@ -40,7 +44,12 @@ enum dst_state {
 	DST_AUTH,
 	DST_WAIT_MAP,   /* authenticated (or no key): waiting for the block map */
 	DST_RUNNING,    /* rounds, state, until COMPLETE; pin-all pieces
-			 * register one per step meanwhile */
+			 * register one per step meanwhile; with POSTCOPY the
+			 * keys and the page set may come (dst_pc) */
+	/* Switched to post-copy: the guest runs here and the post-copy
+	 * thread reads what it lacks; POSTCOPY_DONE goes once every page is
+	 * in, then COMPLETE is the only message the source may send. */
+	DST_POSTCOPY,
 	/* COMPLETE arrived with the right counts: with VERIFY the image is
 	 * hashed a slice per step (keepalives go on meanwhile), then the
 	 * commit callback runs and COMPLETE_ACK is posted. */
@@ -62,7 +71,8 @@ enum dst_step_end { DSTEP_IDLE, DSTEP_CUT };
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte; a piece is its block's map index << 32 | piece, a
  * chunk its slot). */
-enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2, DREG_RING = 3, DREG_FAULT = 4 };
+enum dst_reg_kind { DREG_PIECE = 1, DREG_CHUNK = 2, DREG_RING = 3, DREG_FAULT = 4,
+		    DREG_PC = 5 /* the post-copy engine's staging and second mappings */ };
 #define DST_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
 #define DST_REG_KIND(c) ((unsigned)((c) >> 56))
 #define DST_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
@@ -84,6 +94,10 @@ enum dst_job_kind {
 			 * callback, a slice at a time, waiting while paused */
 	JOB_PAGES,      /* PAGES: copied run by run; a run whose memory is not
 			 * present yet waits for a helper to fault it in */
+	JOB_PC_BEGIN,   /* the last POSTCOPY_RANGES: the switch waits until no
+			 * registration is in the helpers' hands (a pin still
+			 * running would fault on the guest's memory) and the
+			 * post-copy engine's own are done */
 };
 
 /* What working on the message in hand came to. */
@@ -117,6 +131,20 @@ struct dst_sring {
 	uint64_t written;           /* the source said so (STATE_WRITTEN) */
 	uint64_t taken;             /* handed to the state callback */
 	uint64_t told;              /* the last STATE_TAKEN */
+};
+
+/* Post-copy (dst_pc): the engine, made at the block map, and what the
+ * source says before the switch, checked as it comes; per announced
+ * block, in map order. */
+struct dst_pc {
+	struct pcd *eng;
+	struct pckeys keys;
+	struct pcset_rx rx;
+	uint64_t **set;             /* the pages each block lacks */
+	uint64_t *npages, *length;
+	unsigned reg_sub;           /* registrations handed to the helpers */
+	bool switching;             /* the last range came: no pin starts */
+	bool done_sent;
 };
 
 struct dst_block {
@@ -168,6 +196,7 @@ struct rdmig_dest {
 	size_t pk_n, pk_max;
 
 	struct populate pop;        /* pages made present ahead of registration */
+	struct dst_pc pc;
 
 	/* What hashing and clearing cost per byte: slices fit the step. */
 	struct cost hash_cost, zero_cost;

@@ -125,16 +125,18 @@ static int pre_accept(struct fab_conn *c, void *arg)
 				   d->ss.wake_fd, &d->ss.err);
 }
 
-/* Listens for the extra channels now so the fd set is fixed from accept on;
- * without them the migration still works over one channel. */
+/* Listens for the extra channels (data channels, post-copy's) now so the
+ * fd set is fixed from accept on; without them the migration still works
+ * over one channel, without post-copy. */
 static bool open_channels(struct rdmig_dest *d, struct fab_conn *c, unsigned want)
 {
+	unsigned max = d->ss.cfg.channels < PD_CHANNELS_MAX - CHAN_PC_MAX ?
+		       d->ss.cfg.channels : PD_CHANNELS_MAX - CHAN_PC_MAX;
 	struct rd_err e;
 
-	if (want < 2)
-		return false;
-	if (chan_set_open(&d->chans, c, d->ss.cfg.channels, &e)) {
-		cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "using one channel: %s", e.msg);
+	if (chan_set_open(&d->chans, c, max, &e)) {
+		cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "using one channel%s: %s",
+			d->ss.cfg.postcopy ? ", without post-copy" : "", e.msg);
 		return false;
 	}
 	d->req_channels = want;
@@ -188,7 +190,9 @@ int dst_link_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_
 	uint32_t local = PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES | PD_CAP_VERIFY | PD_CAP_PAGES |
 			 PD_CAP_PROGRESS | (d->ss.cfg.auth_key ? PD_CAP_AUTH : 0) |
 			 (d->ss.cfg.state ? PD_CAP_STATE_RING : 0) | PD_CAP_STATE_BOUND |
-			 (d->ss.cfg.channels > 1 ? PD_CAP_MULTI_CHANNEL : 0);
+			 (d->ss.cfg.channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) |
+			 (d->ss.cfg.postcopy ? PD_CAP_POSTCOPY : 0);
+	bool multi;
 	int rc;
 
 	rc = fab_get_request(l->fl, timeout_ms ? rd_deadline(timeout_ms) : 0, &c, &d->ss.err);
@@ -208,8 +212,14 @@ int dst_link_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_
 		return turn_away(c, PD_REJ_UNAUTHORIZED, rd_err_set(&d->ss.err, -EACCES,
 					"rejected a connection request: the source offered no "
 					"authentication (it has no key)"));
-	if ((acc.caps & PD_CAP_MULTI_CHANNEL) && !open_channels(d, c, req.channels))
+	/* Data channels where the source asked for several; post-copy's
+	 * come through the same listener. */
+	multi = (acc.caps & PD_CAP_MULTI_CHANNEL) && req.channels >= 2;
+	if (!multi)
 		acc.caps &= ~PD_CAP_MULTI_CHANNEL;
+	if ((multi || (acc.caps & PD_CAP_POSTCOPY)) &&
+	    !open_channels(d, c, multi ? req.channels : 1))
+		acc.caps &= ~(PD_CAP_MULTI_CHANNEL | PD_CAP_POSTCOPY);
 	/* The challenge exists before the connection does. */
 	if (acc.caps & PD_CAP_AUTH) {
 		auth_nonce(d->nonce);
@@ -230,6 +240,13 @@ int dst_link_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_
 		return rc;
 	dst_link_begin(d, acc.caps);
 	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "accepted a migration (protocol %u)", acc.version);
+	{
+		char asked[160], got[160];
+
+		cfg_log(&d->ss.cfg, RDMIG_LOG_DEBUG, "capabilities asked: %s; granted: %s (local 0x%x)",
+			pd_caps_str(req.caps, asked, sizeof(asked)),
+			pd_caps_str(acc.caps, got, sizeof(got)), local);
+	}
 	return 0;
 }
 

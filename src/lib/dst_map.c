@@ -9,6 +9,7 @@
 
 #include "codec.h"
 #include "dst_int.h"
+#include "dst_pc.h"
 #include "privdata.h"
 
 int dst_map_add(struct rdmig_dest *d, const char *name, void *host, uint64_t length,
@@ -211,10 +212,13 @@ static int answer_block_map(struct rdmig_dest *d)
 		resp.blocks = ptrs;
 		resp.pinned_cap = (d->ss.caps & PD_CAP_PIN_ALL) ? 0 : d->ss.cfg.pinned_cap;
 		if (d->chans) {
+			resp.postcopy_channels = (d->ss.caps & PD_CAP_POSTCOPY) ? CHAN_PC : 0;
 			resp.channels = chan_set_grant(d->chans, d->req_channels,
-						       &resp.channel_port, &resp.channel_token);
-			cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "%u data channels (the source asked "
-				"for %u)", resp.channels, d->req_channels);
+						       resp.postcopy_channels, &resp.channel_port,
+						       &resp.channel_token);
+			if (d->req_channels > 1)
+				cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "%u data channels (the source "
+					"asked for %u)", resp.channels, d->req_channels);
 		}
 		rc = sess_send(&d->ss, CT_BLOCK_MAP_RESP, &resp.base, "answer the block map");
 	}
@@ -277,6 +281,10 @@ int dst_map_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 	if (!rc)
 		rc = (d->ss.caps & PD_CAP_PIN_ALL) ? setup_pin_all(d, r->piece_shift) :
 							setup_dynamic(d);
+	/* Before the answer: the post-copy channels it invites need the
+	 * engine's completion queue. */
+	if (!rc && (d->ss.caps & PD_CAP_POSTCOPY))
+		rc = dst_pc_setup(d);
 	if (!rc)
 		rc = answer_block_map(d);
 	if (!rc)
@@ -334,7 +342,8 @@ int dst_map_pin_step(struct rdmig_dest *d)
 	unsigned ahead = DST_PIECES_AHEAD * regq_threads(&d->rq);
 	int rc;
 
-	if (d->state != DST_RUNNING || !(d->ss.caps & PD_CAP_PIN_ALL))
+	/* Switching to post-copy: a pin would fault on the guest's memory. */
+	if (d->state != DST_RUNNING || !(d->ss.caps & PD_CAP_PIN_ALL) || d->pc.switching)
 		return 0;
 	rc = flush_pin_keys(d);
 	/* Keys that cannot go yet wait; registering on would outrun them. */

@@ -74,6 +74,16 @@ int fab_post_send(struct fab_conn *c, struct ibv_send_wr *wr)
 	return 0;
 }
 
+bool fab_qp_broken(const struct fab_conn *c)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+
+	if (!c || !c->id || !c->id->qp || ibv_query_qp(c->id->qp, &a, IBV_QP_STATE, &init))
+		return false;
+	return a.qp_state == IBV_QPS_ERR;
+}
+
 int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr)
 {
 	struct ibv_recv_wr *bad = NULL;

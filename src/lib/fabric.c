@@ -170,14 +170,20 @@ static int create_resources(struct fab_conn *c, const struct fab_caps *caps)
 	return 0;
 }
 
-static void conn_param(struct rdma_conn_param *p, const void *priv, size_t len)
+/* @active: rdma_connect's parameters, else rdma_accept's. */
+static void conn_param(struct rdma_conn_param *p, const void *priv, size_t len, bool reads,
+		       bool active)
 {
 	memset(p, 0, sizeof(*p));
 	p->private_data = priv;
 	p->private_data_len = (uint8_t)len;
-	/* We only SEND and WRITE: no RDMA READ resources are needed. */
-	p->responder_resources = 0;
-	p->initiator_depth = 0;
+	/* SEND and WRITE need no RDMA READ resources.  A post-copy channel's
+	 * destination reads from its source: the source (active) offers what
+	 * its device answers at once, and the destination's accept takes the
+	 * smaller of that and what its own device issues (rdma_accept's
+	 * RDMA_MAX_INIT_DEPTH). */
+	p->responder_resources = reads && active ? RDMA_MAX_RESP_RES : 0;
+	p->initiator_depth = reads && !active ? RDMA_MAX_INIT_DEPTH : 0;
 	p->retry_count = 7;
 	/* Credit flow control means receivers are always posted; a finite RNR
 	 * retry turns a credit bug into a visible error instead of a stall. */
@@ -198,7 +204,7 @@ int fab_accept(struct fab_conn *c, const struct fab_caps *caps,
 		rc = pre_accept(c, arg);
 	if (rc)
 		return rc;
-	conn_param(&p, priv, len);
+	conn_param(&p, priv, len, caps->reads, false);
 	if (rdma_accept(c->id, &p))
 		return rd_err_set(c->err, -errno, "rdma_accept failed: %s", strerror(errno));
 	c->state = FAB_ACCEPTING;
@@ -348,7 +354,7 @@ static int setup_step(struct fab_conn *c, struct fab_attempt *a)
 		return rc ? rc : FAB_STEP_AGAIN;
 	case SETUP_CONNECT:
 		a->setup = SETUP_NONE;
-		conn_param(&p, a->priv, a->priv_len);
+		conn_param(&p, a->priv, a->priv_len, a->caps.reads, true);
 		if (rdma_connect(c->id, &p))
 			return rd_err_set(c->err, -errno, "rdma_connect %s failed: %s", a->what,
 					  strerror(errno));

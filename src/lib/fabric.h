@@ -57,6 +57,12 @@ struct fab_caps {
 	 * or NULL: create one with cq_depth entries (0: sq_depth + rq_depth). */
 	struct ibv_cq *cq;
 	uint32_t cq_depth;
+	/* The QP takes part in RDMA READs, as many at once as both devices
+	 * allow: the active side answers the peer's READs (its responder
+	 * resources), the passive side issues them (its initiator depth).
+	 * Post-copy's channels only: the other connections neither read nor
+	 * are read, and so offer nothing. */
+	bool reads;
 };
 
 enum fab_state {
@@ -209,6 +215,10 @@ static inline struct ibv_qp *fab_qp(const struct fab_conn *c)
 	return c->id->qp;
 }
 int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr);
+/* Whether @c's QP is in the error state, which no completion may tell
+ * where nothing is posted: a responder's QP goes there when it refused a
+ * peer's RDMA READ (a bad key or address).  false when it cannot say. */
+bool fab_qp_broken(const struct fab_conn *c);
 
 /* Non-blocking poll of up to @n completions.  Returns the count (0 when the
  * CQ is empty) or a negative errno. */

@@ -157,6 +157,17 @@ int msgcheck_block_map_resp(const ProtobufCMessage *msg, uint32_t msg_max,
 				!m->channel_token))
 		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %u channels without a "
 				  "valid port and token", m->channels);
+	if (m->postcopy_channels && m->postcopy_channels != CTRL_PC_CHANNELS)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %u post-copy channels, not 0 "
+				  "or %d", m->postcopy_channels, CTRL_PC_CHANNELS);
+	if (m->postcopy_channels && (!m->channel_port || m->channel_port > 65535 ||
+				     !m->channel_token))
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: post-copy channels without a "
+				  "valid port and token");
+	if ((m->channels > 1 ? m->channels : 1) + m->postcopy_channels > PD_CHANNELS_MAX)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %u channels and %u post-copy "
+				  "channels exceed the limit of %d", m->channels,
+				  m->postcopy_channels, PD_CHANNELS_MAX);
 	return 0;
 }
 
@@ -396,4 +407,64 @@ int msgcheck_auth_response(const ProtobufCMessage *msg, uint32_t msg_max,
 	(void)msg_max;
 	return check_auth("AUTH_RESPONSE", "mac",
 			  ((const Rdmig__AuthResponse *)msg)->mac.len, err);
+}
+
+int msgcheck_postcopy_keys(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err)
+{
+	const Rdmig__PostcopyKeys *m = (const Rdmig__PostcopyKeys *)msg;
+	int rc;
+
+	(void)msg_max;
+	rc = check_pair("POSTCOPY_KEYS", "block/piece", m->n_block, m->n_piece,
+			CTRL_PC_KEYS_MAX, err);
+	if (!rc && (m->n_addr != m->n_block || m->n_rkey != m->n_block))
+		rc = rd_err_set(err, -EPROTO, "POSTCOPY_KEYS: %zu addresses and %zu rkeys for "
+				"%zu pieces", m->n_addr, m->n_rkey, m->n_block);
+	if (!rc && !m->n_block)
+		rc = rd_err_set(err, -EPROTO, "POSTCOPY_KEYS: no keys");
+	if (!rc && (m->piece_shift < CTRL_PC_SHIFT_MIN || m->piece_shift > CTRL_PC_SHIFT_MAX))
+		rc = rd_err_set(err, -EPROTO, "POSTCOPY_KEYS: piece_shift %" PRIu32 " outside "
+				"%d..%d", m->piece_shift, CTRL_PC_SHIFT_MIN, CTRL_PC_SHIFT_MAX);
+	return rc;
+}
+
+int msgcheck_postcopy_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
+			     struct rd_err *err)
+{
+	const Rdmig__PostcopyRanges *m = (const Rdmig__PostcopyRanges *)msg;
+	uint64_t end;
+	size_t i;
+
+	(void)msg_max;
+	if (m->n_block != m->n_first || m->n_block != m->n_count)
+		return rd_err_set(err, -EPROTO, "POSTCOPY_RANGES: %zu blocks, %zu firsts and "
+				  "%zu counts", m->n_block, m->n_first, m->n_count);
+	if (m->n_block > CTRL_PC_RANGES_MAX)
+		return rd_err_set(err, -EPROTO, "POSTCOPY_RANGES: %zu ranges exceeds the limit "
+				  "of %d", m->n_block, CTRL_PC_RANGES_MAX);
+	/* Only the last may be empty: a set with nothing in it, or one that
+	 * ended with the message before. */
+	if (!m->n_block && !m->last)
+		return rd_err_set(err, -EPROTO, "POSTCOPY_RANGES: no ranges");
+	for (i = 0; i < m->n_block; i++)
+		if (!m->count[i] || rd_add_overflow_u64(m->first[i], m->count[i], &end))
+			return rd_err_set(err, -EPROTO, "POSTCOPY_RANGES: range %zu, %" PRIu64
+					  " pages from %" PRIu64 ", is empty or overflows", i,
+					  m->count[i], m->first[i]);
+	return 0;
+}
+
+int msgcheck_postcopy_done(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err)
+{
+	const Rdmig__PostcopyDone *m = (const Rdmig__PostcopyDone *)msg;
+	uint64_t sum;
+
+	(void)msg_max;
+	if (rd_add_overflow_u64(m->fault_pages, m->background_pages, &sum) || sum != m->pages)
+		return rd_err_set(err, -EPROTO, "POSTCOPY_DONE: %" PRIu64 " pages by faults and %"
+				  PRIu64 " by the background pass do not make %" PRIu64,
+				  m->fault_pages, m->background_pages, m->pages);
+	return 0;
 }

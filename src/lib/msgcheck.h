@@ -43,5 +43,11 @@ int msgcheck_auth_response(const ProtobufCMessage *msg, uint32_t msg_max,
 int msgcheck_pages(const ProtobufCMessage *msg, uint32_t msg_max, struct rd_err *err);
 int msgcheck_pin_keys(const ProtobufCMessage *msg, uint32_t msg_max,
 		      struct rd_err *err);
+int msgcheck_postcopy_keys(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err);
+int msgcheck_postcopy_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
+			     struct rd_err *err);
+int msgcheck_postcopy_done(const ProtobufCMessage *msg, uint32_t msg_max,
+			   struct rd_err *err);
 
 #endif

@@ -337,7 +337,7 @@ const char *pd_caps_str(uint32_t caps, char *buf, size_t len)
 {
 	static const char *const names[] = {
 		"pin-all", "zero-pages", "verify", "auth", "multi-channel", "pages", "progress",
-		"state-ring", "state-bound",
+		"state-ring", "state-bound", "postcopy",
 	};
 	size_t used = 0, i;
 	int n;

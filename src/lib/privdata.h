@@ -30,7 +30,12 @@ enum pd_cap {
 	/* The source says in BLOCK_MAP_REQ how much device state it sends at
 	 * most (state_max, 0: none), and the destination holds it to that. */
 	PD_CAP_STATE_BOUND = 1u << 8,
-	PD_CAP_KNOWN = 0x1ff
+	/* The source may switch to post-copy: the destination then runs the
+	 * guest and RDMA READs the pages it lacks from the source's memory
+	 * (POSTCOPY_KEYS, POSTCOPY_RANGES, POSTCOPY_DONE), over two post-copy
+	 * channels opened beside the data channels. */
+	PD_CAP_POSTCOPY = 1u << 9,
+	PD_CAP_KNOWN = 0x3ff
 };
 
 enum pd_reason {

@@ -17,11 +17,13 @@
 #include "codec.h"
 #include "privdata.h"
 #include "rdmig.h"
+#include "src_conv.h"
 #include "src_end.h"
 #include "src_int.h"
 #include "src_iter.h"
 #include "src_link.h"
 #include "src_mem.h"
+#include "src_pc.h"
 #include "src_state.h"
 
 /* ---- lifetime ----------------------------------------------------------- */
@@ -44,6 +46,7 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	if (!rc)
 		rc = src_state_init(s);
 	pace_init(&s->pace, s->ss.cfg.max_bandwidth);
+	src_conv_init(s);
 	if (rc) {
 		/* Report the configuration error through a half-made handle. */
 		s->state = SRC_FAILED;
@@ -77,6 +80,7 @@ void rdmig_source_destroy(struct rdmig_source *s)
 	 * nobody reaped goes with it. */
 	regq_fini(&s->rq);
 	src_end_destroy(s);
+	src_pc_destroy(s);
 	src_state_destroy(s);
 	src_iter_destroy(s);
 	src_link_destroy(s);
@@ -208,6 +212,10 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 		return src_iter_msg(s, h, m);
 	case CT_COMPLETE_ACK:
 		return src_end_msg(s, h, m);
+	case CT_POSTCOPY_DONE:
+		/* Every page is in: completion as after a final round. */
+		rc = src_pc_msg(s, h, m);
+		return rc == 1 ? src_end_final_done(s) : rc;
 	case CT_STATE_RING:
 	case CT_STATE_TAKEN:
 		return src_state_msg(s, h, m);
@@ -310,6 +318,8 @@ static int reg_done(struct rdmig_source *s, const struct regq_job *j)
 		return src_state_reg_done(s, j);
 	case REG_CTRL:
 		return src_link_ctrl_reg_done(s, j);
+	case REG_READ:
+		return src_pc_reg_done(s, j);
 	default:
 		return rd_err_set(&s->ss.err, -EPROTO, "a registration nobody asked for");
 	}
@@ -362,6 +372,23 @@ static bool goal_reached(const struct rdmig_source *s)
 	}
 }
 
+/* A round was acknowledged in this step.  Where the VMM pulls its log,
+ * it is pulled now, so what the round's time dirtied is counted at once
+ * (remaining, expected_downtime_ms) rather than at the start of the next
+ * round: QEMU syncs its bitmap before it decides, too. */
+static int round_end(struct rdmig_source *s)
+{
+	int rc;
+
+	s->round_ended = s->iteration;
+	rc = src_mem_sync(s);
+	s->round_end_ms = rd_now_ms();
+	/* Completing: that was the final round. */
+	if (!rc && s->goal == GOAL_COMPLETED)
+		rc = src_end_final_done(s);
+	return rc;
+}
+
 /* 1 when the state's work was cut short with more to do now.  @begun is
  * the state the step began in: the setup parts start in a step of their
  * own, not in the one that brought the link up. */
@@ -381,6 +408,9 @@ static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until,
 		return src_iter_step(s, max_bytes, until);
 	case SRC_HASHING:
 		return src_end_step(s, until);
+	case SRC_PC_SWITCH:
+	case SRC_POSTCOPY:
+		return src_pc_step(s, until);
 	default:
 		return 0;
 	}
@@ -435,7 +465,10 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 		finish(s);
 		return 0;
 	}
-	if (!rc && s->state != SRC_COMPLETING)
+	/* From the last range of a switch to post-copy on, the guest runs on
+	 * the destination: a cancel here would only lose it, so the
+	 * destination's word decides, as after COMPLETE. */
+	if (!rc && s->state != SRC_COMPLETING && !s->pc.start_ms)
 		rc = sess_check_cancel(&s->ss);
 	/* The destination disconnects once its confirmation went out: the
 	 * completions before the event are handled first, over as many
@@ -463,6 +496,8 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	}
 	if (!rc)
 		rc = reap_registrations(s);
+	if (!rc && s->state == SRC_READY && s->round_ended != s->iteration)
+		rc = round_end(s);
 	rd_laps_mark(&laps, "events and registrations");
 	if (!rc) {
 		cut = advance(s, max_bytes, until, begun);
@@ -474,6 +509,9 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	rd_laps_mark(&laps, "operation");
 	if (!rc && s->state > SRC_CONNECTING)
 		rc = src_pin_step(s);
+	/* Once the block map is agreed (the destination proved the key). */
+	if (!rc && s->state > SRC_MAP)
+		rc = src_pc_reg_step(s);
 	if (!rc && s->state > SRC_CONNECTING)
 		rc = src_state_step(s);
 	rd_laps_mark(&laps, "pinning and state");
@@ -569,6 +607,10 @@ static int wait_ms(const struct rdmig_source *s)
 		return 0;
 	if (wait > 0 && wait < t)
 		t = wait;
+	/* The post-copy channels are looked at while the destination reads. */
+	wait = src_pc_wait_ms(s);
+	if (wait >= 0 && wait < t)
+		t = wait;
 	/* Keepalives start once connected, and one that has no credit to go
 	 * waits for the fd (credits come back as completions). */
 	if (s->ss.ctrl_ready && s->state > SRC_CONNECTING && ctrl_can_send(&s->ss.ch) &&
@@ -633,25 +675,6 @@ int rdmig_source_connect_async(struct rdmig_source *s, const char *host, const c
 	return start_failed(s, rc);
 }
 
-/* The caller's dirty_sync: what changed since the last round, marked now,
- * goes into this one. */
-static int dirty_sync(struct rdmig_source *s)
-{
-	char msg[RD_ERRLEN] = "";
-	struct cfg_cb_frame f;
-	int rc;
-
-	if (!s->ss.cfg.dirty_sync)
-		return 0;
-	cfg_cb_enter(&f, &s->ss.cfg);
-	rc = s->ss.cfg.dirty_sync(s->ss.cfg.dirty_ctx, s, msg, sizeof(msg));
-	cfg_cb_leave(&f);
-	if (!rc)
-		return 0;
-	return rd_err_set(&s->ss.err, rc < 0 ? rc : -EIO, "the dirty_sync callback failed: %s",
-			  msg[0] ? msg : "no reason given");
-}
-
 int rdmig_source_iterate_async(struct rdmig_source *s)
 {
 	int rc;
@@ -659,27 +682,51 @@ int rdmig_source_iterate_async(struct rdmig_source *s)
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_ITERATED, SRC_READY);
+	/* What was dirtied since the last round ended (the VMM sent device
+	 * state meanwhile, say) goes into this one. */
 	if (!rc)
-		rc = dirty_sync(s);
+		rc = src_mem_sync(s);
 	if (!rc)
 		rc = src_iter_begin(s);
 	return start_failed(s, rc);
 }
 
-int rdmig_source_complete_async(struct rdmig_source *s)
+/* The last operation, with the guest paused: its log, once more, holds its
+ * last pages; @begin completes or switches to post-copy with them. */
+static int start_last(struct rdmig_source *s, int (*begin)(struct rdmig_source *s))
 {
 	int rc;
 
 	if (sess_reentered(&s->ss))
 		return -EDEADLK;
 	rc = start(s, GOAL_COMPLETED, SRC_READY);
-	/* Every WRITE went and completed with the last round: the posting
-	 * and zero-check threads are done. */
 	if (!rc)
-		src_iter_stop_threads(s);
+		rc = src_mem_sync(s);
 	if (!rc)
-		rc = src_end_begin(s);
-	return start_failed(s, rc);
+		rc = begin(s);
+	return rc;
+}
+
+int rdmig_source_complete_async(struct rdmig_source *s)
+{
+	int rc = start_last(s, src_end_begin);
+
+	return rc == -EDEADLK ? rc : start_failed(s, rc);
+}
+
+int rdmig_source_postcopy_async(struct rdmig_source *s)
+{
+	int rc = start_last(s, src_pc_begin);
+
+	/* A switch that cannot be made leaves the migration as it was: the
+	 * VMM may complete instead, or resume its guest. */
+	if ((rc == -ENOTSUP || rc == -EINVAL) && s->goal == GOAL_COMPLETED &&
+	    s->state == SRC_READY) {
+		s->goal = GOAL_NONE;
+		s->step_end = STEP_IDLE;
+		return rc;
+	}
+	return rc == -EDEADLK ? rc : start_failed(s, rc);
 }
 
 static int run(struct rdmig_source *s, int rc)
@@ -707,6 +754,11 @@ int rdmig_source_iterate(struct rdmig_source *s)
 int rdmig_source_complete(struct rdmig_source *s)
 {
 	return run(s, rdmig_source_complete_async(s));
+}
+
+int rdmig_source_postcopy(struct rdmig_source *s)
+{
+	return run(s, rdmig_source_postcopy_async(s));
 }
 
 ssize_t rdmig_source_write_state(struct rdmig_source *s, const void *data, size_t len)
@@ -753,11 +805,35 @@ int rdmig_source_poll(struct rdmig_source *s)
 	return step_keep(s);
 }
 
+int rdmig_source_advice(struct rdmig_source *s, struct rdmig_advice *a)
+{
+	if (sess_reentered(&s->ss))
+		return -EDEADLK;
+	if (s->state == SRC_FAILED)
+		return s->result;
+	if (s->state < SRC_READY)
+		return rd_err_set(&s->ss.err, -ENOTCONN, "not connected");
+	if (s->state != SRC_READY || (s->goal != GOAL_NONE && s->goal != GOAL_REACHED))
+		return rd_err_set(&s->ss.err, -EBUSY, "advice comes between operations, after an "
+				  "iteration");
+	return src_conv_advice(s, a);
+}
+
 void rdmig_source_set_max_bandwidth(struct rdmig_source *s, uint64_t bytes_per_s)
 {
 	pace_set(&s->pace, bytes_per_s);
 	/* A loop asleep for the old limit looks again. */
 	sess_wake(&s->ss);
+}
+
+int rdmig_source_set_limit(struct rdmig_source *s, enum rdmig_limit limit, uint64_t value)
+{
+	int rc = src_conv_set_limit(s, (unsigned)limit, value);
+
+	/* The statistics' expected downtime reads it at the next step. */
+	if (!rc)
+		sess_wake(&s->ss);
+	return rc;
 }
 
 void rdmig_source_cancel(struct rdmig_source *s)
@@ -771,13 +847,15 @@ void rdmig_source_cancel(struct rdmig_source *s)
 static void publish(struct rdmig_source *s)
 {
 	struct stats_box *b = &s->ss.stats;
-	uint64_t bw = s->last_iter_ms ? s->last_iter_bytes * 1000 / s->last_iter_ms : 0;
 	uint64_t dirty = src_mem_dirty_bytes(s);
+	struct conv_policy p;
 
 	pthread_mutex_lock(&b->lock);
 	if (!s->prep_out && s->dreg_ready) {
-		b->st.pinned_bytes = s->dreg.creg.pinned_bytes;
-		b->st.pinned_peak = s->dreg.creg.peak_bytes;
+		/* Post-copy's read pieces beside the chunks. */
+		b->st.pinned_bytes = s->dreg.creg.pinned_bytes + src_pc_pinned(s);
+		if (b->st.pinned_peak < s->dreg.creg.peak_bytes + src_pc_pinned(s))
+			b->st.pinned_peak = s->dreg.creg.peak_bytes + src_pc_pinned(s);
 		b->st.register_requests = s->dreg.requests;
 		b->st.chunks_registered = s->dreg.chunks;
 	}
@@ -785,7 +863,10 @@ static void publish(struct rdmig_source *s)
 	b->st.ctrl_received = s->ss.ch.received;
 	b->st.remaining = dirty + (s->sweep.planned_bytes > s->iter_bytes ?
 					    s->sweep.planned_bytes - s->iter_bytes : 0);
-	b->st.expected_downtime_ms = bw ? b->st.remaining * 1000 / bw : 0;
+	/* The advice's prediction: at the limit when there is one (the last
+	 * pages are paced too), plus the VMM's switch-over cost. */
+	src_conv_policy(s, &p);
+	b->st.expected_downtime_ms = conv_downtime_ms(&p, b->st.remaining, s->bw);
 	b->st.dirty_rate = s->dirty_rate;
 	b->st.first_write_ms = s->first_write_ms > 0 && b->start_ms ?
 			       (uint64_t)(s->first_write_ms - b->start_ms) : 0;

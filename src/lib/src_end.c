@@ -5,14 +5,29 @@
 
 #include "privdata.h"
 #include "src_int.h"
+#include "src_iter.h"
+#include "src_mem.h"
 
 /* Bytes hashed per slice for VERIFY at most, and at least: a slice is what
  * fits the step's time left at the learned price. */
 #define DIGEST_STEP (1u << 20)
 #define DIGEST_MIN (64u << 10)
 
-int src_end_begin(struct rdmig_source *s)
+/* Pages marked after the last round began to be sent: the guest still
+ * runs, or its dirty log was not all taken before completing. */
+static int still_dirty(struct rdmig_source *s, uint64_t bytes, const char *when)
 {
+	return rd_err_set(&s->ss.err, -EBUSY, "%llu bytes were marked dirty %s: pause the "
+			  "guest, and take the last of its dirty log, before completing",
+			  (unsigned long long)bytes, when);
+}
+
+/* The image is final: hash it (VERIFY), then COMPLETE. */
+static int begin_hashing(struct rdmig_source *s)
+{
+	/* Every WRITE went and completed with the last round: the posting
+	 * and zero-check threads are done. */
+	src_iter_stop_threads(s);
 	/* XXH3 runs at memory speed natively, about 3 ns a byte emulated. */
 	cost_init(&s->hash_cost, 3.0);
 	s->state = SRC_HASHING;
@@ -20,6 +35,23 @@ int src_end_begin(struct rdmig_source *s)
 	s->ss.stats.st.status = RDMIG_STATUS_COMPLETING;
 	pthread_mutex_unlock(&s->ss.stats.lock);
 	return 0;
+}
+
+int src_end_begin(struct rdmig_source *s)
+{
+	/* Success must mean the destination holds every page as of the
+	 * pause: what was marked since the last round goes first. */
+	if (src_mem_dirty_bytes(s))
+		return src_iter_begin(s);
+	return begin_hashing(s);
+}
+
+int src_end_final_done(struct rdmig_source *s)
+{
+	uint64_t more = src_mem_dirty_bytes(s);
+
+	return more ? still_dirty(s, more, "during the final round of completion") :
+	       begin_hashing(s);
 }
 
 /* VERIFY: one digest per block of the final image, @max bytes (at most
@@ -54,11 +86,16 @@ static int send_complete(struct rdmig_source *s)
 {
 	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
 	ProtobufCBinaryData *d = NULL;
+	uint64_t more;
 	unsigned i;
 	int rc;
 
 	if (!ctrl_can_send(&s->ss.ch))
 		return 0;
+	/* Marked from another thread since the final round ended. */
+	more = src_mem_dirty_bytes(s);
+	if (more)
+		return still_dirty(s, more, "while completing, after the final round");
 	pthread_mutex_lock(&s->ss.stats.lock);
 	c.state_bytes = s->ss.stats.st.state_bytes;
 	pthread_mutex_unlock(&s->ss.stats.lock);

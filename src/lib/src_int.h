@@ -13,6 +13,10 @@
  *   src_end    completion: digests for VERIFY, COMPLETE, its answer
  *   src_state  the device-state stream
  *   src_mem    the blocks: adding, dirty marks, registering our memory
+ *   src_conv   the convergence advice: the config's policy (conv.h) over
+ *              the rounds' figures
+ *   src_pc     post-copy: the memory the destination may read, the switch
+ *              (keys and page set), waiting for the destination's pages
  * Each takes the handle and returns 0 or a negative errno with the
  * message in ss.err; failing (telling the peer, tearing down) is
  * source.c's alone.  Like fab_int.h for the fabric, this header holds
@@ -26,10 +30,12 @@
 
 #include "auth.h"
 #include "blocks.h"
+#include "conv.h"
 #include "cost.h"
 #include "dreg.h"
 #include "pace.h"
 #include "pack.h"
+#include "pcset.h"
 #include "plan.h"
 #include "regq.h"
 #include "session.h"
@@ -55,6 +61,14 @@ enum src_state {
 	SRC_DRAINING,   /* every page of the round planned: waiting for its
 			 * WRITEs to complete and a credit for ITER_END */
 	SRC_ITER_END,   /* ITER_END went; waiting for ITER_ACK */
+	/* Switching to post-copy (the guest paused, its set frozen): waiting
+	 * for every read piece to be registered, then the keys and the page
+	 * set go as credits allow; the last POSTCOPY_RANGES starts the
+	 * destination's guest. */
+	SRC_PC_SWITCH,
+	/* The destination runs the guest and reads what it lacks; waiting
+	 * for POSTCOPY_DONE, our post-copy channels' QPs watched. */
+	SRC_POSTCOPY,
 	SRC_HASHING,    /* completing: the image hashed a slice per step for
 			 * VERIFY (at once without), then COMPLETE waits for a
 			 * credit */
@@ -90,6 +104,8 @@ enum src_goal { GOAL_NONE, GOAL_CONNECTED, GOAL_ITERATED, GOAL_COMPLETED, GOAL_R
 enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK, STEP_ROOM };
 
 enum { SRC_TAG_WRITE = 1, SRC_TAG_STATE = 2 };
+/* enum rdmig_limit's figures a source holds (src_conv). */
+#define SRC_LIMITS (RDMIG_LIMIT_MAX_ITERATIONS + 1)
 
 /* pin-all: pieces of PIECE_SHIFT bytes (at least a chunk) registered on
  * both sides ahead of the writes, by the registration helpers of each
@@ -101,7 +117,8 @@ enum { SRC_TAG_WRITE = 1, SRC_TAG_STATE = 2 };
 
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte, a slot or offset below). */
-enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2, REG_STATE = 3, REG_CTRL = 4 };
+enum src_reg_kind { REG_PIECE = 1, REG_CHUNK = 2, REG_STATE = 3, REG_CTRL = 4,
+		    REG_READ = 5 /* dynamic mode's post-copy read pieces */ };
 #define SRC_REG_COOKIE(kind, n) ((uint64_t)(kind) << 56 | (n))
 #define SRC_REG_KIND(c) ((unsigned)((c) >> 56))
 #define SRC_REG_N(c) ((c) & ((UINT64_C(1) << 56) - 1))
@@ -123,6 +140,9 @@ struct src_block {
 	uint64_t remote_base;
 	bool dest_zeroed;
 	bool cow;               /* private memory: pinned with write access */
+	/* Post-copy: its read pieces (SRC_PIECE_SHIFT bytes in dynamic mode,
+	 * pin-all's own pieces otherwise), from rp_first in src_pc's order. */
+	uint64_t rp_first, rp_n;
 };
 
 /* What one run the sweep found still waits for. */
@@ -168,6 +188,30 @@ struct src_chan {
 	bool up;
 };
 
+/* Post-copy (src_pc).  The destination reads pieces of rp_shift bytes of
+ * each block: pin-all's pieces, whose registration grows remote read
+ * access, or (dynamic mode) pieces of our own, registered in order by the
+ * helpers from the block map on.  The switch cuts keys and ranges into
+ * scratch arrays sized at the block map to what fits a frame. */
+struct src_pc {
+	unsigned rp_shift;
+	uint64_t n;             /* read pieces in all blocks */
+	struct ibv_mr **mr;     /* dynamic mode's, n of them */
+	uint64_t sub, got;      /* submitted to the helpers, registered */
+	uint64_t pinned;        /* bytes of them registered now */
+	unsigned key_block;     /* the next key to send: block, piece */
+	uint64_t key_piece;
+	struct pcset_cursor cur; /* the next range to cut */
+	const uint64_t **set;   /* per block: the set (its sending bitmap) */
+	uint64_t *npages;
+	uint32_t *a32, *b32;
+	uint64_t *a64, *b64;
+	size_t keys_max, ranges_max;
+	uint64_t pages;         /* in the set */
+	int64_t start_ms;       /* when the last range went */
+	int64_t qp_check_ms;
+};
+
 struct rdmig_source {
 	struct session ss;
 	enum src_state state;
@@ -203,8 +247,10 @@ struct rdmig_source {
 	uint8_t challenge[AUTH_NONCE_LEN];
 	uint32_t peer_msg_max;
 	uint64_t dest_cap;
+	/* The data channels (0..nchans-1, 0 being the control connection),
+	 * then post-copy's (npc of them). */
 	struct src_chan *chans;
-	unsigned nchans, chans_up;
+	unsigned nchans, npc, chans_up;
 	uint32_t chan_port;
 	uint64_t chan_token;
 
@@ -236,6 +282,22 @@ struct rdmig_source {
 	int64_t iter_start_ms;
 	uint64_t last_iter_bytes, last_iter_ms;
 	uint64_t iter_zero_base; /* zero pages found before this round */
+	/* The last round whose end was handled (the log pulled), and when;
+	 * the page bandwidth learned over the rounds (conv_learn_bw). */
+	uint32_t round_ended;
+	int64_t round_end_ms;
+	uint64_t bw;
+	/* The convergence advice (src_conv): the policy's memory of past
+	 * rounds, the advice for the round it last decided on, and the
+	 * throttle it advised (which the VMM applies). */
+	struct conv conv;
+	struct rdmig_advice advice;
+	uint32_t advised;
+	unsigned throttle;
+	/* The policy's figures that may change while it runs, from any thread
+	 * (rdmig_source_set_limit()), by enum rdmig_limit; the config's until
+	 * then. */
+	_Atomic uint64_t limits[SRC_LIMITS];
 	/* Marking may come from any thread: the dirty bitmaps' swap and these
 	 * counters are under mark_lock, and so is who drives the handle (whose
 	 * marks may write the handle's error text). */
@@ -263,6 +325,8 @@ struct rdmig_source {
 	uint64_t pk_pages;      /* in the PAGES being gathered */
 	uint64_t told_bytes, told_skipped;
 	int64_t told_ms;
+
+	struct src_pc pc;
 
 	/* completion: with VERIFY the image is hashed in steps first */
 	uint8_t *digests;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "conv.h"
 #include "privdata.h"
 #include "src_int.h"
 #include "src_mem.h"
@@ -72,7 +73,7 @@ static int dreg_reg_cb(void *ctx, unsigned block, uint64_t slot, uint64_t off, u
 {
 	struct rdmig_source *s = ctx;
 
-	return src_mem_submit(s, &s->blocks[block], off, len, SRC_REG_COOKIE(REG_CHUNK, slot));
+	return src_mem_submit(s, &s->blocks[block], off, len, 0, SRC_REG_COOKIE(REG_CHUNK, slot));
 }
 
 int src_iter_reg_done(struct rdmig_source *s, const struct regq_job *j)
@@ -492,6 +493,7 @@ static int on_iter_ack(struct rdmig_source *s, const Rdmig__IterAck *a)
 	s->iteration++;
 	s->last_iter_bytes = s->iter_bytes;
 	s->last_iter_ms = (uint64_t)(now - s->iter_start_ms);
+	s->bw = conv_learn_bw(s->bw, s->last_iter_bytes, s->last_iter_ms);
 	s->sweep.planned_bytes = s->iter_bytes = 0;
 	s->state = SRC_READY;
 	pthread_mutex_lock(&s->ss.stats.lock);

@@ -11,8 +11,9 @@
 #include "codec.h"
 #include "privdata.h"
 #include "src_int.h"
-#include "src_state.h"
 #include "src_mem.h"
+#include "src_pc.h"
+#include "src_state.h"
 
 /* ---- connecting ------------------------------------------------------------ */
 
@@ -74,7 +75,8 @@ static uint32_t requested_caps(const struct rdmig_source *s)
 	       (c->auth_key ? PD_CAP_AUTH : 0) | (c->verify ? PD_CAP_VERIFY : 0) |
 	       (c->channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) | (c->pin_all ? 0 : PD_CAP_PAGES) |
 	       PD_CAP_PROGRESS | PD_CAP_STATE_RING |
-	       (c->state_max != RDMIG_STATE_UNSAID ? PD_CAP_STATE_BOUND : 0);
+	       (c->state_max != RDMIG_STATE_UNSAID ? PD_CAP_STATE_BOUND : 0) |
+	       (c->postcopy ? PD_CAP_POSTCOPY : 0);
 }
 
 int src_link_prepare(struct rdmig_source *s, const char *host, const char *port)
@@ -214,6 +216,13 @@ static int on_connected(struct rdmig_source *s)
 	if (rc)
 		return rc;
 	s->ss.caps = acc.caps;
+	{
+		char asked[160], got[160];
+
+		cfg_log(&s->ss.cfg, RDMIG_LOG_DEBUG, "capabilities asked: %s; granted: %s",
+			pd_caps_str(requested_caps(s), asked, sizeof(asked)),
+			pd_caps_str(acc.caps, got, sizeof(got)));
+	}
 	ctrl_start(&s->ss.ch, acc.ctrl_depth, acc.ctrl_msg_max);
 	s->peer_msg_max = s->ss.ch.peer_msg_max;
 	memcpy(s->challenge, acc.nonce, AUTH_NONCE_LEN);
@@ -326,25 +335,35 @@ static int apply_block_map(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
 
 /* ---- data channels ------------------------------------------------------------ */
 
+/* The data channels, then post-copy's: one connection each, in parallel. */
 static int open_channels(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
 {
-	unsigned n = r->channels > 1 ? r->channels : 1, k;
+	unsigned n = r->channels > 1 ? r->channels : 1, k, all;
+	bool pc;
 	int rc;
 
 	if (n > s->ss.cfg.channels || (n > 1 && !(s->ss.caps & PD_CAP_MULTI_CHANNEL)))
 		return rd_err_set(&s->ss.err, -EPROTO, "the destination granted %u channels, "
 				  "%u were requested", n, s->ss.cfg.channels);
-	s->chans = calloc(n, sizeof(*s->chans));
+	if (!!r->postcopy_channels != !!(s->ss.caps & PD_CAP_POSTCOPY))
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination %s post-copy channels "
+				  "with post-copy %sgranted", r->postcopy_channels ? "offers" :
+				  "offers no", (s->ss.caps & PD_CAP_POSTCOPY) ? "" : "not ");
+	all = n + r->postcopy_channels;
+	s->chans = calloc(all, sizeof(*s->chans));
 	if (!s->chans)
 		return rd_err_set(&s->ss.err, -ENOMEM, "out of memory");
 	s->nchans = n;
+	s->npc = r->postcopy_channels;
 	s->chans[0] = (struct src_chan){ .conn = s->ss.conn, .up = true };
 	s->chans_up = 1;
 	s->chan_port = r->channel_port;
 	s->chan_token = r->channel_token;
-	for (k = 1; k < n; k++) {
+	for (k = 1; k < all; k++) {
+		/* Post-copy's post nothing: the destination reads from them. */
+		pc = k >= n;
 		rc = chan_connect_start(&s->chans[k].conn, s->ss.conn, s->chan_port,
-					s->chan_token, k, n, s->ss.cfg.max_writes + 4,
+					s->chan_token, k, all, pc ? 1 : s->ss.cfg.max_writes + 4, pc,
 					rd_deadline(s->ss.cfg.timeout_ms), &s->ss.err);
 		if (!rc)
 			rc = sess_watch(&s->ss, fab_cm_fd(s->chans[k].conn));
@@ -366,7 +385,7 @@ static int channels_step(struct rdmig_source *s)
 
 	int again = 0;
 
-	for (k = 1; k < s->nchans; k++) {
+	for (k = 1; k < s->nchans + s->npc; k++) {
 		if (s->chans[k].up)
 			continue;
 		rc = fab_connect_step(s->chans[k].conn);
@@ -374,7 +393,7 @@ static int channels_step(struct rdmig_source *s)
 			again = SRC_LINK_AGAIN;
 		if (!rc || rc == FAB_STEP_AGAIN)
 			continue;
-		rc = chan_connect_finish(s->chans[k].conn, k, rc, &s->ss.err);
+		rc = chan_connect_finish(s->chans[k].conn, k, k >= s->nchans, rc, &s->ss.err);
 		if (rc)
 			return rc;
 		s->chans[k].up = true;
@@ -401,7 +420,7 @@ int src_link_step(struct rdmig_source *s)
 		return rc ? on_connected(s) : 0;
 	case SRC_CHANNELS:
 		rc = channels_step(s);
-		return rc ? rc : s->chans_up == s->nchans ? SRC_LINK_UP : 0;
+		return rc ? rc : s->chans_up == s->nchans + s->npc ? SRC_LINK_UP : 0;
 	default:
 		return 0;
 	}
@@ -433,10 +452,12 @@ int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 	rc = apply_block_map(s, (const Rdmig__BlockMapResp *)m);
 	if (!rc)
 		rc = open_channels(s, (const Rdmig__BlockMapResp *)m);
+	if (!rc && (s->ss.caps & PD_CAP_POSTCOPY))
+		rc = src_pc_setup(s);
 	if (rc)
 		return rc;
 	s->state = SRC_CHANNELS;
-	return s->chans_up == s->nchans ? SRC_LINK_UP : 0;
+	return s->chans_up == s->nchans + s->npc ? SRC_LINK_UP : 0;
 }
 
 /* ---- pin-all pieces ------------------------------------------------------------ */
@@ -463,7 +484,8 @@ int src_pin_step(struct rdmig_source *s)
 		slot = s->pieces_sub;
 		b = &s->blocks[block_of_slot(s, slot)];
 		blk_chunk_span(b->d.length, s->slot_shift, slot - b->first_slot, &off, &len);
-		rc = src_mem_submit(s, b, off, len, SRC_REG_COOKIE(REG_PIECE, slot));
+		rc = src_mem_submit(s, b, off, len, src_pc_pin_access(s),
+				    SRC_REG_COOKIE(REG_PIECE, slot));
 		if (rc == -EAGAIN)
 			break;
 		if (rc)
@@ -521,9 +543,10 @@ int src_link_events(struct rdmig_source *s)
 
 	for (i = 0; i < 4 && !rc; i++)
 		rc = fab_cm_process(s->ss.conn);
-	for (k = 1; s->chans && k < s->nchans && !rc; k++)
+	for (k = 1; s->chans && k < s->nchans + s->npc && !rc; k++)
 		if (s->chans[k].up && (rc = fab_cm_process(s->chans[k].conn)))
-			rc = rd_err_prefix(&s->ss.err, rc, "data channel %u", k);
+			rc = rd_err_prefix(&s->ss.err, rc, k < s->nchans ? "data channel %u" :
+					   "post-copy channel %u", k < s->nchans ? k : k - s->nchans);
 	return rc == -ECONNRESET ? rd_err_set(&s->ss.err, rc, "the destination disconnected") :
 	       rc;
 }
@@ -532,7 +555,7 @@ void src_link_disconnect(struct rdmig_source *s)
 {
 	unsigned k;
 
-	for (k = 1; s->chans && k < s->nchans; k++)
+	for (k = 1; s->chans && k < s->nchans + s->npc; k++)
 		fab_disconnect(s->chans[k].conn);
 	fab_disconnect(s->ss.conn);
 }
@@ -545,7 +568,7 @@ void src_link_unwatch(struct rdmig_source *s)
 		return;
 	sess_unwatch(&s->ss, fab_cq_fd(s->ss.conn));
 	sess_unwatch(&s->ss, fab_cm_fd(s->ss.conn));
-	for (k = 1; s->chans && k < s->nchans; k++)
+	for (k = 1; s->chans && k < s->nchans + s->npc; k++)
 		sess_unwatch(&s->ss, fab_cm_fd(s->chans[k].conn));
 }
 
@@ -554,10 +577,10 @@ void src_link_destroy(struct rdmig_source *s)
 	unsigned k;
 	uint64_t i;
 
-	for (k = 0; s->chans && k < s->nchans; k++)
+	for (k = 0; s->chans && k < s->nchans + s->npc; k++)
 		fab_disconnect(s->chans[k].conn);
-	/* The data channels' QPs use the control connection's PD and CQ. */
-	for (k = 1; s->chans && k < s->nchans; k++)
+	/* The other channels' QPs use the control connection's PD and CQ. */
+	for (k = 1; s->chans && k < s->nchans + s->npc; k++)
 		fab_conn_destroy(s->chans[k].conn);
 	for (i = 0; s->pieces && i < s->nslots; i++)
 		if (s->pieces[i].mr)

@@ -232,6 +232,23 @@ void src_mem_mark_all(struct rdmig_source *s)
 	pthread_mutex_unlock(&s->mark_lock);
 }
 
+int src_mem_sync(struct rdmig_source *s)
+{
+	char msg[RD_ERRLEN] = "";
+	struct cfg_cb_frame f;
+	int rc;
+
+	if (!s->ss.cfg.dirty_sync)
+		return 0;
+	cfg_cb_enter(&f, &s->ss.cfg);
+	rc = s->ss.cfg.dirty_sync(s->ss.cfg.dirty_ctx, s, msg, sizeof(msg));
+	cfg_cb_leave(&f);
+	if (!rc)
+		return 0;
+	return rd_err_set(&s->ss.err, rc < 0 ? rc : -EIO, "the dirty_sync callback failed: %s",
+			  msg[0] ? msg : "no reason given");
+}
+
 uint64_t src_mem_dirty_bytes(struct rdmig_source *s)
 {
 	uint64_t n;
@@ -276,14 +293,15 @@ int src_mem_reg_start(struct rdmig_source *s, struct ibv_pd *pd)
 }
 
 int src_mem_submit(struct rdmig_source *s, const struct src_block *b, uint64_t off,
-		   uint64_t len, uint64_t cookie)
+		   uint64_t len, int access, uint64_t cookie)
 {
 	/* A WRITE source needs only local read access; private memory is
 	 * pinned for writing so copy-on-write is broken now (see
 	 * private_memory).  A read-only private mapping can only be pinned
 	 * for reading. */
-	return regq_submit(&s->rq, b->host + off, len, b->cow ? IBV_ACCESS_LOCAL_WRITE : 0,
-			   b->cow ? 0 : -1, cookie, &s->ss.err);
+	return regq_submit(&s->rq, b->host + off, len,
+			   (b->cow ? IBV_ACCESS_LOCAL_WRITE : 0) | access, b->cow ? access : -1,
+			   cookie, &s->ss.err);
 }
 
 int src_mem_reg_failed(struct rdmig_source *s, const struct regq_job *j)

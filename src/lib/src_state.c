@@ -139,8 +139,8 @@ static int on_ring(struct rdmig_source *s, const Rdmig__StateRing *m)
 	r->raddr = m->addr;
 	r->rkey = m->rkey;
 	r->size = m->size;
-	/* Completing: no state will be written any more. */
-	if (s->state >= SRC_HASHING)
+	/* Completing or switched: no state will be written any more. */
+	if (s->state > SRC_ITER_END)
 		return 0;
 	/* What we pin for it is ours to bound, whatever the destination
 	 * offers. */

@@ -5,7 +5,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 void tu_run_spawn(struct tu_run *r, const char *dir, const char *tag, char *const argv[])
@@ -73,6 +76,51 @@ struct json_object *tu_event_in(const char *path, const char *event)
 	}
 	free(text);
 	return found;
+}
+
+int tu_each_event(const char *path, const char *event,
+		  int (*fn)(void *ctx, struct json_object *ev), void *ctx)
+{
+	char *text = tu_slurp(path, NULL), *line, *save = NULL;
+	int rc = 0;
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !rc;
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct json_object *o = json_tokener_parse(line), *ev;
+
+		if (o && json_object_object_get_ex(o, "event", &ev) &&
+		    !strcmp(json_object_get_string(ev), event))
+			rc = fn(ctx, o);
+		json_object_put(o);
+	}
+	free(text);
+	return rc;
+}
+
+struct json_object *tu_control(const char *sock, const char *line)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char buf[4096] = "";
+	size_t len = 0;
+	ssize_t n;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert_uint_lt(strlen(sock), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
+		      sock, strerror(errno));
+	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	while (len < sizeof(buf) - 1 && !memchr(buf, '\n', len)) {
+		n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	ck_assert_msg(len && buf[len - 1] == '\n', "no reply line to %s", line);
+	return json_tokener_parse(buf);
 }
 
 int tu_has_event(const char *path, const char *event)

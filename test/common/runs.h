@@ -30,6 +30,14 @@ struct json_object *tu_wait_event(struct tu_run *r, const char *event, int timeo
 /* The integer @key of @o; fails the test when it is missing. */
 uint64_t tu_jnum(struct json_object *o, const char *key);
 
+/* Calls @fn with each JSON line of @path whose "event" is @event, in
+ * order, until it returns non-zero (which is returned); 0 after the last. */
+int tu_each_event(const char *path, const char *event,
+		  int (*fn)(void *ctx, struct json_object *ev), void *ctx);
+/* One command line on the control socket @sock; its reply, parsed (the
+ * test fails without one). */
+struct json_object *tu_control(const char *sock, const char *line);
+
 /* Starts `[@pre...] @bin --listen TESTADDR:0 --json [@args...]` (both lists
  * NULL-terminated, either may be NULL) and waits @timeout_ms for its
  * listening event: the test fails, with both outputs shown, if it does

@@ -311,3 +311,19 @@ void tu_write_key(const char *path)
 	}
 	close(fd);
 }
+
+void tu_field(const char *path, const char *key, char *out, size_t len)
+{
+	char *text = tu_slurp(path, NULL), *p, *nl;
+
+	out[0] = '\0';
+	p = text ? strstr(text, key) : NULL;
+	if (p) {
+		p += strlen(key);
+		nl = strchr(p, '\n');
+		if (nl)
+			*nl = '\0';
+		snprintf(out, len, "%s", p);
+	}
+	free(text);
+}

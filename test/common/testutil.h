@@ -51,6 +51,9 @@ int tu_wait_line(const char *path, const char *prefix, char *rest, size_t len,
 		 int timeout_ms);
 /* Reads a whole file (NUL-terminated, malloc'd), or NULL. */
 char *tu_slurp(const char *path, size_t *len);
+/* The rest of the line after the first @key in @path, into @out ("" when
+ * absent): the figures a program printed. */
+void tu_field(const char *path, const char *key, char *out, size_t len);
 /* Prints a process's captured output to stderr, prefixed, for diagnosis. */
 void tu_dump(const char *label, const char *path);
 

@@ -43,8 +43,13 @@ echo "  LD      $out/fuzz_dest"
 $CC $common $warn $san -o "$out/fuzz_dest" test/fuzz/fuzz_dest.c \
 	$codec_src src/lib/privdata.c src/lib/util.c src/lib/blocks.c \
 	src/lib/creg.c src/lib/zero.c src/lib/bitmap.c src/lib/config.c src/lib/auth.c \
-	src/lib/session.c src/lib/populate.c src/lib/regq.c src/lib/cost.c \
+	src/lib/session.c src/lib/populate.c src/lib/regq.c src/lib/cost.c src/lib/pcset.c \
 	"$out/rdmig.pb-c.o" $pb_libs $(pkg-config --libs libsodium libxxhash) -lpthread
+
+# Post-copy's page set and keys as a destination takes them.
+echo "  LD      $out/fuzz_pcset"
+$CC $common $warn $san -o "$out/fuzz_pcset" test/fuzz/fuzz_pcset.c src/lib/pcset.c \
+	src/lib/bitmap.c src/lib/util.c
 
 # Data-channel admission: the rule alone (chan_admit), fabric stubbed out.
 echo "  LD      $out/fuzz_chan"
@@ -64,7 +69,9 @@ $CC $common $cli_cflags $warn $san -o "$out/fuzz_names" test/fuzz/fuzz_names.c \
 if [ "${1:-}" = --seeds ]; then
 	$CC $common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \
 		$codec_src src/lib/privdata.c src/lib/util.c "$out/gen/rdmig.pb-c.c" $pb_libs
-	mkdir -p test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest
-	"$out/gen_seeds" test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest
+	mkdir -p test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest \
+		test/fuzz/corpus/pcset
+	"$out/gen_seeds" test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest \
+		test/fuzz/corpus/pcset
 	echo "  SEEDS   test/fuzz/corpus"
 fi

@@ -14,16 +14,22 @@
  * ZERO_RANGES are refused without the zero-pages capability, so only
  * inputs with bit 1 reach the slicing of their ranges.
  *
+ * With POSTCOPY the destination's side of post-copy (dst_pc.c) runs over a
+ * stand-in for its engine (pcd.h: the userfaultfd, the thread, the
+ * READs), which checks what it is handed at the switch (every key, a page
+ * set of the size counted) and has every page at once.
+ *
  * Input: byte 0 selects capabilities (bit 0 pin-all, 1 zero pages,
  * 2 verify, 3 auth, 5 multi-channel with 4 channels asked for, 6 no
  * progress, 7 the state ring) and bit 4 a map callback instead of fixed
- * blocks; then
+ * blocks; byte 1 more (bit 0 post-copy); then
  * frames, each a 2-byte little-endian length and that many bytes of a
  * control frame (header + protobuf), decoded by the real codec. */
 #include "../../src/lib/dest.c"
 #include "../../src/lib/dst_data.c"
 #include "../../src/lib/dst_link.c"
 #include "../../src/lib/dst_map.c"
+#include "../../src/lib/dst_pc.c"
 #include "../../src/lib/dst_state.c"
 
 #include <assert.h>
@@ -191,7 +197,12 @@ const struct sockaddr *fab_local_addr(const struct fab_conn *c) { (void)c; retur
 const struct sockaddr *fab_peer_addr(const struct fab_conn *c) { (void)c; return NULL; }
 int fab_cq_fd(const struct fab_conn *c) { (void)c; return -1; }
 void fab_disconnect(struct fab_conn *c) { (void)c; }
-void fab_conn_destroy(struct fab_conn *c) { free(c); }
+void fab_conn_destroy(struct fab_conn *c)
+{
+	if (c)
+		free(c->id);
+	free(c);
+}
 
 /* The data-channel set: only what BLOCK_MAP_RESP announces matters here. */
 struct chan_set {
@@ -207,8 +218,10 @@ int chan_set_open(struct chan_set **out, struct fab_conn *ctrl, unsigned max,
 	return 0;
 }
 
-unsigned chan_set_grant(struct chan_set *cs, unsigned n, uint32_t *port, uint64_t *token)
+unsigned chan_set_grant(struct chan_set *cs, unsigned n, unsigned pc, uint32_t *port,
+			uint64_t *token)
 {
+	(void)pc;
 	cs->granted = n < DEST_CHANNELS_DEFAULT ? n : DEST_CHANNELS_DEFAULT;
 	*port = 4791;
 	*token = 0x1234;
@@ -223,6 +236,97 @@ int chan_set_process(struct chan_set *cs, char *note, size_t note_len, struct rd
 }
 void chan_set_disconnect(struct chan_set *cs) { (void)cs; }
 void chan_set_destroy(struct chan_set *cs) { free(cs); }
+
+void chan_set_pc_cq(struct chan_set *cs, struct ibv_cq *cq, uint32_t sq_depth)
+{
+	(void)cs; (void)cq; (void)sq_depth;
+}
+
+struct fab_conn *chan_set_pc_conn(const struct chan_set *cs, unsigned i)
+{
+	static struct fab_conn pc_conn[CHAN_PC];
+
+	(void)cs;
+	return i < CHAN_PC ? &pc_conn[i] : NULL;
+}
+
+/* The post-copy engine: what the switch hands it must hold together. */
+struct pcd {
+	struct ibv_mr *mr;      /* its one registration, the helper's */
+	uint64_t pages;
+	bool begun;
+};
+
+static uint8_t pc_staging[4096] __attribute__((aligned(4096)));
+
+int pcd_create(struct pcd **out, struct ibv_context *verbs, const struct pcd_block *blocks,
+	       unsigned n, int uffd, int wake_fd, struct stats_box *stats, struct rd_err *err)
+{
+	unsigned i;
+
+	(void)verbs; (void)uffd; (void)wake_fd; (void)stats; (void)err;
+	for (i = 0; i < n; i++)
+		((volatile uint8_t *)blocks[i].host)[blocks[i].length - 1];
+	*out = calloc(1, sizeof(**out));
+	assert(*out);
+	return 0;
+}
+
+struct ibv_cq *pcd_cq(const struct pcd *p) { (void)p; return NULL; }
+unsigned pcd_nregs(const struct pcd *p) { (void)p; return 1; }
+
+void pcd_reg_at(const struct pcd *p, unsigned i, void **addr, uint64_t *len)
+{
+	(void)p;
+	assert(i == 0);
+	*addr = pc_staging;
+	*len = sizeof(pc_staging);
+}
+
+void pcd_reg_done(struct pcd *p, unsigned i, struct ibv_mr *mr)
+{
+	assert(i == 0 && !p->mr);
+	p->mr = mr;
+}
+
+bool pcd_ready(const struct pcd *p) { return p->mr != NULL; }
+
+int pcd_begin(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg,
+	      const struct pckeys *keys, uint64_t *const *set, uint64_t pages, struct rd_err *err)
+{
+	uint64_t n = 0;
+	unsigned b;
+
+	(void)err;
+	assert(fault && bg && pckeys_complete(keys) && !p->begun);
+	for (b = 0; b < keys->nblocks; b++)
+		n += bm_count(set[b], blk_npages(keys->length[b], CFG_PAGE_SIZE));
+	assert(n == pages);
+	p->pages = pages;
+	p->begun = true;
+	return 0;
+}
+
+int pcd_poll(struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages, struct rd_err *err)
+{
+	(void)err;
+	if (!p->begun)
+		return 0;
+	*fault_pages = 0;
+	*bg_pages = p->pages;
+	return 1;
+}
+
+void pcd_stop(struct pcd *p) { (void)p; }
+
+void pcd_destroy(struct pcd *p)
+{
+	if (!p)
+		return;
+	if (p->mr)
+		ibv_dereg_mr(p->mr);
+	free(p);
+}
 
 /* ---- the harness -------------------------------------------------------- */
 
@@ -272,6 +376,11 @@ static int settle(struct rdmig_dest *d)
 		rc = dst_state_ring_step(d);
 		if (rc < 0)
 			return rc;
+		rc = dst_pc_reg_step(d);
+		if (!rc)
+			rc = dst_pc_step(d);
+		if (rc < 0)
+			return rc;
 		if (d->job.kind == JOB_NONE && !regq_pending(&d->rq))
 			return 0;
 		rc = reap_registrations(d);
@@ -292,13 +401,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static struct arena arena;
 	struct rdmig_config cfg;
 	struct rdmig_dest *d;
-	uint8_t sel;
+	uint8_t sel, sel2;
 
-	if (size < 1)
+	if (size < 2)
 		return 0;
 	sel = data[0];
-	data++;
-	size--;
+	sel2 = data[1];
+	data += 2;
+	size -= 2;
 	rdmig_config_init(&cfg);
 	cfg.state = state_cb;
 	cfg.pinned_cap = 8 * 4096;
@@ -309,6 +419,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (sel & 16)
 		cfg.map_block = map_cb;
+	cfg.postcopy = sel2 & 1;
 	nmapped = 0;
 	if (!arena.size && arena_init(&arena, ctrl_arena_size(CTRL_MSG_MAX), NULL))
 		abort();
@@ -321,6 +432,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rdmig_dest_add_block(d, "ram2", ram2, sizeof(ram2), 1);
 	}
 	d->ss.conn = calloc(1, sizeof(*d->ss.conn));
+	d->ss.conn->id = calloc(1, sizeof(*d->ss.conn->id));
 	d->ss.ctrl_ready = true;
 	d->ss.ch.peer_msg_max = CTRL_MSG_MAX;
 	/* Exactly where rdmig_dest_accept() leaves a connection: the first
@@ -333,6 +445,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 (sel & 64 ? 0 : PD_CAP_PROGRESS) | (sel & 128 ? PD_CAP_STATE_RING : 0));
 	if ((sel & 32) && open_channels(d, d->ss.conn, 4))
 		d->ss.caps |= PD_CAP_MULTI_CHANNEL;
+	if ((sel2 & 1) && (d->chans || open_channels(d, d->ss.conn, 1)))
+		d->ss.caps |= PD_CAP_POSTCOPY;
 
 	while (size >= 2 && d->state != DST_FAILED) {
 		size_t len = (size_t)data[0] | (size_t)data[1] << 8;

@@ -82,7 +82,11 @@ static void codec(const char *dir)
 	Rdmig__StateRing sr = RDMIG__STATE_RING__INIT;
 	Rdmig__StateWritten sw = RDMIG__STATE_WRITTEN__INIT;
 	Rdmig__StateTaken stk = RDMIG__STATE_TAKEN__INIT;
-	uint64_t pglen[2] = { 16, 16 };
+	Rdmig__PostcopyKeys pk = RDMIG__POSTCOPY_KEYS__INIT;
+	Rdmig__PostcopyRanges prn = RDMIG__POSTCOPY_RANGES__INIT;
+	Rdmig__PostcopyDone pd = RDMIG__POSTCOPY_DONE__INIT;
+	uint64_t pglen[2] = { 16, 16 }, paddr[3] = { 0x7f0000000000ull, 0x7f0001000000ull,
+						      0x7f8000000000ull };
 
 	b[0].name = "pc.ram"; b[0].length = 1 << 24; b[0].page_size = 4096;
 	b[1].name = "vram"; b[1].length = 12345; b[1].page_size = 2 << 20;
@@ -91,6 +95,7 @@ static void codec(const char *dir)
 	d[0].base_addr = 0x7f1234560000ull; d[0].rkey = 77; d[0].zeroed = 1;
 	d[1].base_addr = 0x7f9900000000ull;
 	bmr.n_blocks = 2; bmr.blocks = dp; bmr.pinned_cap = 1ull << 30;
+	bmr.postcopy_channels = 2; bmr.channel_port = 4791; bmr.channel_token = 0x5eed;
 	frame(dir, CT_BLOCK_MAP_RESP, &bmr.base);
 	rq.req_id = 9;
 	rq.n_chunk_block = rq.n_chunk_index = 3; rq.chunk_block = blk; rq.chunk_index = idx;
@@ -133,6 +138,17 @@ static void codec(const char *dir)
 	frame(dir, CT_STATE_WRITTEN, &sw.base);
 	stk.taken = 3u << 20;
 	frame(dir, CT_STATE_TAKEN, &stk.base);
+	pk.piece_shift = 24;
+	pk.n_block = pk.n_piece = pk.n_addr = pk.n_rkey = 3;
+	pk.block = blk; pk.piece = idx; pk.addr = paddr; pk.rkey = keys;
+	frame(dir, CT_POSTCOPY_KEYS, &pk.base);
+	prn.n_block = prn.n_first = prn.n_count = 3;
+	prn.block = blk; prn.first = idx; prn.count = idx; prn.last = 1;
+	idx[0] = 1;
+	frame(dir, CT_POSTCOPY_RANGES, &prn.base);
+	idx[0] = 0;
+	pd.pages = 300; pd.fault_pages = 12; pd.background_pages = 288;
+	frame(dir, CT_POSTCOPY_DONE, &pd.base);
 	/* Found by fuzz_codec: field number 0 spelled as a two-byte tag. */
 	static const uint8_t field0[] = { 0, 0, 0, 5, 0, CT_ITER_ACK, 0, 0,
 					  0x08, 7, 0x80, 0x00, 5 };
@@ -157,7 +173,7 @@ static void seq_frame(unsigned type, const ProtobufCMessage *m)
 	seq_len += 2 + (size_t)n;
 }
 
-static void dest_sequence(const char *dir, const char *name, uint8_t sel)
+static void dest_sequence(const char *dir, const char *name, uint8_t sel, uint8_t sel2)
 {
 	Rdmig__BlockDesc b[3], *bp[3] = { &b[0], &b[1], &b[2] };
 	Rdmig__BlockMapReq map = RDMIG__BLOCK_MAP_REQ__INIT;
@@ -181,6 +197,7 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 
 	seq_len = 0;
 	seq[seq_len++] = sel;
+	seq[seq_len++] = sel2;
 	for (i = 0; i < 3; i++) {
 		rdmig__block_desc__init(&b[i]);
 		b[i].name = (char *)names[i];
@@ -229,23 +246,64 @@ static void dest_sequence(const char *dir, const char *name, uint8_t sel)
 		c.state_bytes += sw.length;
 	}
 	c.iteration = 1;
+	if (sel2 & 1) {
+		/* Post-copy after the round: the keys of every piece (1 MiB:
+		 * one a block), the set, COMPLETE once the destination said
+		 * every page is in. */
+		Rdmig__PostcopyKeys k = RDMIG__POSTCOPY_KEYS__INIT;
+		Rdmig__PostcopyRanges r = RDMIG__POSTCOPY_RANGES__INIT;
+		uint32_t kb[3] = { 0, 1, 2 }, rk[3] = { 11, 12, 13 }, rb[3] = { 0, 0, 2 };
+		uint64_t kp[3] = { 0, 0, 0 }, ka[3] = { 0x7f0000000000ull, 0x7f0000100000ull,
+							0x7f0000200000ull };
+		uint64_t rf[3] = { 0, 5, 1 }, rc[3] = { 2, 11, 1 };
+
+		k.piece_shift = 20;
+		k.n_block = k.n_piece = k.n_addr = k.n_rkey = 3;
+		k.block = kb; k.piece = kp; k.addr = ka; k.rkey = rk;
+		seq_frame(CT_POSTCOPY_KEYS, &k.base);
+		r.n_block = r.n_first = r.n_count = 3;
+		r.block = rb; r.first = rf; r.count = rc; r.last = 1;
+		seq_frame(CT_POSTCOPY_RANGES, &r.base);
+	}
 	seq_frame(CT_COMPLETE, &c.base);
 	put(dir, name, seq, seq_len);
 }
 
+/* fuzz_pcset input: two blocks of 300 and 1 pages, a set, their keys. */
+static void pcset(const char *dir)
+{
+	static const uint8_t in[] = {
+		1, 43, 1, 0, 0,                 /* 2 blocks: 300 and 1 pages */
+		0, 3,                           /* ranges: 3 */
+		0, 0, 0, 10, 0,                 /* block 0, pages 0..9 */
+		0, 20, 0, 200, 0,               /* block 0, pages 20..219 */
+		1, 0, 0, 1, 0,                  /* block 1, page 0 */
+		1, 20, 3,                       /* keys: 1 MiB pieces, 3 */
+		0, 0, 0, 0, 0, 0, 0x7f, 0, 0, 0, 1, 0, 0, 0,
+		0, 1, 0, 0, 0x10, 0, 0, 0x7f, 0, 0, 2, 0, 0, 0,
+		1, 0, 0, 0, 0, 1, 0, 0x7f, 0, 0, 3, 0, 0, 0,
+	};
+
+	put(dir, "two-blocks", in, sizeof(in));
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 3 && argc != 4) {
-		fprintf(stderr, "usage: %s PRIVDATA_DIR CODEC_DIR [DEST_DIR]\n", argv[0]);
+	if (argc < 3 || argc > 5) {
+		fprintf(stderr, "usage: %s PRIVDATA_DIR CODEC_DIR [DEST_DIR [PCSET_DIR]]\n",
+			argv[0]);
 		return 2;
 	}
 	privdata(argv[1]);
 	codec(argv[2]);
 	if (argc == 4) {
-		dest_sequence(argv[3], "dynamic", 0x02);
-		dest_sequence(argv[3], "pin-all", 0x03);
-		dest_sequence(argv[3], "mapped", 0x12);
-		dest_sequence(argv[3], "state-ring", 0x82);
+		dest_sequence(argv[3], "dynamic", 0x02, 0);
+		dest_sequence(argv[3], "pin-all", 0x03, 0);
+		dest_sequence(argv[3], "mapped", 0x12, 0);
+		dest_sequence(argv[3], "state-ring", 0x82, 0);
+		dest_sequence(argv[3], "postcopy", 0x02, 1);
 	}
+	if (argc == 5)
+		pcset(argv[4]);
 	return 0;
 }

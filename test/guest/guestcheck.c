@@ -1,6 +1,6 @@
 /* guestcheck: prepares and checks the test guest of test/guest/bootsect.S.
  *
- *   guestcheck image IN OUT --delay N
+ *   guestcheck image IN OUT --delay N [--end OFF]
  *   guestcheck ram FILE [--start OFF] [--end OFF] [--allow-zero]
  *
  * `image` sets the guest's pause without reassembling it.  `ram` reads the
@@ -27,9 +27,10 @@
 
 #define SECTOR_SIZE 512
 #define SIG_OFF 510            /* 0x55 0xaa: what makes the BIOS boot it */
-#define MAGIC "RDMIGDLY"       /* followed by the delay, a little-endian u32 */
-#define MAGIC_LEN 8
+#define MAGIC "RDMIGDLY"       /* followed by the delay and the range's end, */
+#define MAGIC_LEN 8            /* little-endian u32s */
 #define DELAY_LEN 4
+#define END_LEN 4
 
 /* The guest's stride, fixed by bootsect.S, whatever the host's page size. */
 #define GUEST_PAGE 4096u
@@ -37,7 +38,7 @@
 #define DEFAULT_END (101ull << 20)
 
 static const char usage_text[] =
-	"usage: guestcheck image IN OUT --delay N\n"
+	"usage: guestcheck image IN OUT --delay N [--end OFF]\n"
 	"       guestcheck ram FILE [--start OFF] [--end OFF] [--allow-zero]\n"
 	"\n"
 	"image  copy the boot sector IN (built from test/guest/bootsect.S) to OUT\n"
@@ -45,7 +46,9 @@ static const char usage_text[] =
 	"       two-instruction loop after each page it touches (0 = none, at\n"
 	"       most 4294967295).  N is stored as a little-endian u32 right after\n"
 	"       the tag \"RDMIGDLY\" (image offset 0x0a).  IN must be a 512-byte\n"
-	"       boot sector holding the tag once.\n"
+	"       boot sector holding the tag once.  --end OFF makes the guest walk\n"
+	"       [1M, OFF) instead of [1M, 101M) (stored after the delay; a multiple\n"
+	"       of 4096 from 1M + 4K to 101M); check it with ram --end OFF.\n"
 	"ram    check the guest's RAM file (its memory-backend file, where file\n"
 	"       offset == guest-physical address) while the guest is stopped.\n"
 	"       The guest adds 1 to byte 0 of every 4 KiB page of [OFF start,\n"
@@ -161,7 +164,7 @@ static int write_file(const char *path, const void *buf, size_t len)
 static long find_magic(const unsigned char *sec)
 {
 	const unsigned char *p, *again;
-	size_t room = SIG_OFF - DELAY_LEN;
+	size_t room = SIG_OFF - DELAY_LEN - END_LEN;
 
 	p = memmem(sec, room, MAGIC, MAGIC_LEN);
 	if (!p)
@@ -178,7 +181,7 @@ static void put_le32(unsigned char *p, uint32_t v)
 		p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static int image_write(const char *in, const char *out, uint32_t delay)
+static int image_write(const char *in, const char *out, uint32_t delay, uint32_t end)
 {
 	unsigned char sec[SECTOR_SIZE];
 	ssize_t n = read_small(in, sec, sizeof(sec));
@@ -199,6 +202,7 @@ static int image_write(const char *in, const char *out, uint32_t delay)
 	if (off < 0)
 		return fail(EX_FAIL, "%s holds the \"%s\" tag more than once", in, MAGIC);
 	put_le32(sec + off + MAGIC_LEN, delay);
+	put_le32(sec + off + MAGIC_LEN + DELAY_LEN, end);
 	err = write_file(out, sec, sizeof(sec));
 	if (err)
 		return fail(EX_FAIL, "cannot write %s: %s", out, strerror(-err));
@@ -209,16 +213,25 @@ static int cmd_image(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "delay", required_argument, NULL, 'd' },
+		{ "end", required_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *delay_arg = NULL;
+	uint64_t end = 0;
 	uint32_t delay;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'h')
 			return fputs(usage_text, stdout) < 0;
+		if (c == 'e') {
+			if (parse_off(optarg, &end) || end % GUEST_PAGE ||
+			    end <= DEFAULT_START || end > DEFAULT_END)
+				return fail(EX_USAGE, "--end: invalid offset `%s' (a multiple of 4096 "
+					    "from 1M + 4K to 101M)", optarg);
+			continue;
+		}
 		if (c != 'd')
 			return fail(EX_USAGE, "image: unknown option or missing value in `%s'",
 				    argv[optind - 1]);
@@ -230,7 +243,7 @@ static int cmd_image(int argc, char **argv)
 		return fail(EX_USAGE, "image: --delay N is required");
 	if (parse_u32(delay_arg, &delay))
 		return fail(EX_USAGE, "--delay: invalid value `%s' (0 to 4294967295)", delay_arg);
-	return image_write(argv[optind], argv[optind + 1], delay);
+	return image_write(argv[optind], argv[optind + 1], delay, (uint32_t)end);
 }
 
 /* ---- ram ------------------------------------------------------------------- */

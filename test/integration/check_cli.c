@@ -11,9 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -405,32 +403,6 @@ START_TEST(recv_killed_workload_resumes)
 }
 END_TEST
 
-/* Sends one line on the control socket and returns the parsed reply. */
-static struct json_object *control(const char *sock, const char *line)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char buf[4096] = "";
-	size_t len = 0;
-	ssize_t n;
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
-		      sock, strerror(errno));
-	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
-	while (len < sizeof(buf) - 1 && !memchr(buf, '\n', len)) {
-		n = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	ck_assert_msg(len && buf[len - 1] == '\n', "no reply line to %s", line);
-	return json_tokener_parse(buf);
-}
-
 static void assert_reply(struct json_object *o, const char *key)
 {
 	struct json_object *v;
@@ -460,27 +432,27 @@ START_TEST(cancel_over_control_socket)
 	ck_assert_ptr_nonnull(ev);
 	json_object_put(ev);
 
-	r = control(sock, "{\"command\":\"status\"}\n");
+	r = tu_control(sock, "{\"command\":\"status\"}\n");
 	assert_reply(r, "return");
 	json_object_object_get_ex(r, "return", &ret);
 	ck_assert_str_eq(json_object_get_string(json_object_object_get(ret, "status")), "active");
 	ck_assert_uint_eq(tu_jnum(ret, "total"), 16 * MIB);
 	ck_assert_uint_eq(tu_jnum(ret, "max-bandwidth"), 2 * MIB);
 	json_object_put(r);
-	r = control(sock, "{\"command\":\"set\",\"max-bandwidth\":3145728,\"max-downtime\":50}\n");
+	r = tu_control(sock, "{\"command\":\"set\",\"max-bandwidth\":3145728,\"max-downtime\":50}\n");
 	assert_reply(r, "return");
 	json_object_put(r);
-	r = control(sock, "{\"command\":\"status\"}\n");
+	r = tu_control(sock, "{\"command\":\"status\"}\n");
 	json_object_object_get_ex(r, "return", &ret);
 	ck_assert_uint_eq(tu_jnum(ret, "max-bandwidth"), 3 * MIB);
 	ck_assert_uint_eq(tu_jnum(ret, "max-downtime"), 50);
 	json_object_put(r);
-	r = control(sock, "{\"command\":\"frobnicate\"}\n");
+	r = tu_control(sock, "{\"command\":\"frobnicate\"}\n");
 	assert_reply(r, "error");
 	ck_assert_str_eq(json_object_get_string(json_object_object_get(r, "error")),
 			 "unknown command");
 	json_object_put(r);
-	r = control(sock, "{\"command\":\"cancel\"}\n");
+	r = tu_control(sock, "{\"command\":\"cancel\"}\n");
 	assert_reply(r, "return");
 	json_object_put(r);
 
@@ -510,7 +482,7 @@ static int running(struct tu_proc *p)
 
 static const char *ctl_status(const char *sock, char *buf, size_t len)
 {
-	struct json_object *r = control(sock, "{\"command\":\"status\"}\n"), *ret;
+	struct json_object *r = tu_control(sock, "{\"command\":\"status\"}\n"), *ret;
 
 	assert_reply(r, "return");
 	json_object_object_get_ex(r, "return", &ret);
@@ -562,10 +534,10 @@ START_TEST(deferred_start)
 	free(d);
 
 	t_start = tu_now_ms();
-	r = control(sock, "{\"command\":\"start\"}\n");
+	r = tu_control(sock, "{\"command\":\"start\"}\n");
 	assert_reply(r, "return");
 	json_object_put(r);
-	r = control(sock, "{\"command\":\"start\"}\n");
+	r = tu_control(sock, "{\"command\":\"start\"}\n");
 	assert_reply(r, "error");
 	json_object_put(r);
 	both_ok(&f, 120000);
@@ -609,7 +581,7 @@ START_TEST(deferred_cancel)
 	usleep(4000 * 1000);
 	ck_assert_msg(running(&f.recv.p), "migrate-recv --timeout 2 ended while the source was "
 		      "prepared");
-	r = control(sock, "{\"command\":\"cancel\"}\n");
+	r = tu_control(sock, "{\"command\":\"cancel\"}\n");
 	assert_reply(r, "return");
 	json_object_put(r);
 	ck_assert_int_eq(tu_run_finish(&f.send, 20000), 7);
@@ -670,19 +642,19 @@ START_TEST(recv_control_and_signal)
 	fx_init(&f);
 	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--control", sock, NULL });
-	r = control(sock, "{\"command\":\"status\"}\n");
+	r = tu_control(sock, "{\"command\":\"status\"}\n");
 	assert_reply(r, "return");
 	json_object_object_get_ex(r, "return", &ret);
 	ck_assert_str_eq(json_object_get_string(json_object_object_get(ret, "status")),
 			 "listening");
 	json_object_put(r);
-	r = control(sock, "{\"command\":\"set\",\"max-downtime\":5}\n");
+	r = tu_control(sock, "{\"command\":\"set\",\"max-downtime\":5}\n");
 	assert_reply(r, "error");
 	json_object_put(r);
-	r = control(sock, "not json\n");
+	r = tu_control(sock, "not json\n");
 	assert_reply(r, "error");
 	json_object_put(r);
-	r = control(sock, "{\"command\":\"cancel\"}\n");
+	r = tu_control(sock, "{\"command\":\"cancel\"}\n");
 	assert_reply(r, "return");
 	json_object_put(r);
 	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 7);

@@ -33,23 +33,6 @@ struct pair {
 	struct tu_run src, dst;
 };
 
-/* The value after @key on its line in @path, or "" when absent. */
-static void field(const char *path, const char *key, char *out, size_t len)
-{
-	char *text = tu_slurp(path, NULL), *p, *nl;
-
-	out[0] = '\0';
-	p = text ? strstr(text, key) : NULL;
-	if (p) {
-		p += strlen(key);
-		nl = strchr(p, '\n');
-		if (nl)
-			*nl = '\0';
-		snprintf(out, len, "%s", p);
-	}
-	free(text);
-}
-
 static void run_pair(const char *mode)
 {
 	struct pair p;
@@ -78,15 +61,15 @@ static void run_pair(const char *mode)
 	ck_assert_msg(scode == 0, "vmm-source exited %d", scode);
 	ck_assert_msg(dcode == 0, "vmm-dest exited %d", dcode);
 
-	field(p.src.out, "digest ram ", ram_s, sizeof(ram_s));
-	field(p.dst.out, "digest ram ", ram_d, sizeof(ram_d));
-	field(p.src.out, "digest state ", st_s, sizeof(st_s));
-	field(p.dst.out, "digest state ", st_d, sizeof(st_d));
-	field(p.src.out, "longest step: ", longest, sizeof(longest));
+	tu_field(p.src.out, "digest ram ", ram_s, sizeof(ram_s));
+	tu_field(p.dst.out, "digest ram ", ram_d, sizeof(ram_d));
+	tu_field(p.src.out, "digest state ", st_s, sizeof(st_s));
+	tu_field(p.dst.out, "digest state ", st_d, sizeof(st_d));
+	tu_field(p.src.out, "longest step: ", longest, sizeof(longest));
 	sscanf(longest, "%llu us of %llu steps", &us, &steps);
-	field(p.src.out, "steps over 20 ms: ", longest, sizeof(longest));
+	tu_field(p.src.out, "steps over 20 ms: ", longest, sizeof(longest));
 	sscanf(longest, "%llu", &slow);
-	field(p.src.out, "step cpu: ", longest, sizeof(longest));
+	tu_field(p.src.out, "step cpu: ", longest, sizeof(longest));
 	sscanf(longest, "%llu us in the longest step, %llu", &cpu_longest, &cpu_max);
 	printf("embed %s: longest step %llu us (cpu %llu us; most cpu in a step %llu us) of %llu "
 	       "steps, %llu over %d us; ram %s/%s, state %s/%s\n", mode[0] ? mode : "dynamic", us,
@@ -593,5 +576,7 @@ Suite *embed_suite(void)
 	tcase_add_test(tc, loop_rounds_as_fast_as_blocking);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, embed_trial_tcase());
+	suite_add_tcase(s, embed_busy_tcase());
+	suite_add_tcase(s, embed_postcopy_tcase());
 	return s;
 }

@@ -23,9 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,38 +119,12 @@ static void wait_wchan(struct tu_run *r, const char *label, const char *fn, cons
 		     timeout_ms, w);
 }
 
-/* Sends one line on a control socket and returns the parsed reply. */
-static struct json_object *control(const char *sock, const char *line)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char buf[4096] = "";
-	size_t len = 0;
-	ssize_t n;
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
-		      sock, strerror(errno));
-	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
-	while (len < sizeof(buf) - 1 && !memchr(buf, '\n', len)) {
-		n = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	ck_assert_msg(len && buf[len - 1] == '\n', "no reply line to %s", line);
-	return json_tokener_parse(buf);
-}
-
 /* The "return" object of a status command on @sock (caller puts @whole). */
 static struct json_object *status_of(const char *sock, struct json_object **whole)
 {
 	struct json_object *ret = NULL;
 
-	*whole = control(sock, "{\"command\":\"status\"}\n");
+	*whole = tu_control(sock, "{\"command\":\"status\"}\n");
 	ck_assert_msg(*whole && json_object_object_get_ex(*whole, "return", &ret),
 		      "bad status reply: %s",
 		      *whole ? json_object_to_json_string(*whole) : "(unparsable)");

@@ -1056,12 +1056,15 @@ START_TEST(json_reader_gone)
 	dom_start(&d, "lv-pipe", RAM_FILE);
 	guest_wait_markers_on_a(&d);
 	d.wrap = wrap;
-	dom_migrate(&d, NULL);
+	/* The guest must arrive, whatever its downtime: on a loaded bed it
+	 * may not converge, and migrate-send would give up (exit 11). */
+	dom_migrate(&d, (const char *[]){ "--send-arg=--on-timeout=switchover", NULL });
 	rc = tu_run_finish(&d.mig, 300000);
 	err = tu_slurp(d.mig.err, NULL);
-	if (rc)
+	if (rc && rc != 12)
 		dom_dump(&d);
-	ck_assert_msg(rc == 0, "exit %d: %s", rc, err ? err : "");
+	/* 12: migrated, switched over above --max-downtime. */
+	ck_assert_msg(rc == 0 || rc == 12, "exit %d: %s", rc, err ? err : "");
 	ck_assert_msg(!err || !strstr(err, "Traceback"), "%s", err);
 	domstate(&lv.a, d.name, st_a, sizeof(st_a));
 	domstate(&lv.b, d.name, st_b, sizeof(st_b));

@@ -26,12 +26,13 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "qemu_vm.h"
 #include "runs.h"
 #include "suites.h"
 #include "testutil.h"
@@ -194,8 +195,9 @@ static void assert_untouched(const char *path, size_t len)
 		      (unsigned)st.st_uid);
 	d = (unsigned char *)tu_slurp(path, &n);
 	ck_assert_msg(n == len, "%s holds %zu bytes, the other user left %zu", path, n, len);
-	for (i = 0; i < n; i++)
-		ck_assert_msg(d[i] == PLANTED, "%s: byte %zu was written (0x%02x)", path, i, d[i]);
+	for (i = 0; i < n && d[i] == PLANTED; i++)
+		;
+	ck_assert_msg(i == n, "%s: byte %zu was written (0x%02x)", path, i, i < n ? d[i] : 0);
 	free(d);
 }
 
@@ -742,8 +744,11 @@ static void root_untouched(const char *path, size_t len)
 		      "%s is no longer root's plain file", path);
 	d = (unsigned char *)tu_slurp(path, &n);
 	ck_assert_msg(n == len, "%s holds %zu bytes, not %zu", path, n, len);
-	for (i = 0; i < n; i++)
-		ck_assert_msg(d[i] == PLANTED, "%s: byte %zu was written (0x%02x)", path, i, d[i]);
+	/* One assertion, not one a byte: each passing one is a record in
+	 * Check's message file, in the bed's /tmp. */
+	for (i = 0; i < n && d[i] == PLANTED; i++)
+		;
+	ck_assert_msg(i == n, "%s: byte %zu was written (0x%02x)", path, i, i < n ? d[i] : 0);
 	free(d);
 }
 
@@ -793,6 +798,35 @@ static int watch(const char *path)
 	return in;
 }
 
+/* test/integration/support/fake-qemu as OTHER_UID (QEMU's user): its QMP
+ * socket in @odir (OTHER_UID's), its RAM file @odir/vm.ram of @size bytes,
+ * made here; the status of a source (@src) or of a destination waiting;
+ * @swap_to: what it links the RAM file's name to once the look at it is
+ * over ("-": never).  Its output goes to @out. */
+static void fake_start(struct tu_proc *p, const char *odir, uint64_t size, int src,
+		       const char *swap_to, char *sock, size_t len, const char *out)
+{
+	char fake[600], ram[400], sz[32], uid[16];
+	char *argv[] = { fake, sock, ram, sz, src ? "running" : "inmigrate", (char *)swap_to,
+			 "--as", uid, NULL };
+	int fd, i;
+
+	repo_file("test/integration/support/fake-qemu", fake, sizeof(fake));
+	snprintf(sock, len, "%s/qmp.sock", odir);
+	snprintf(ram, sizeof(ram), "%s/vm.ram", odir);
+	snprintf(sz, sizeof(sz), "%llu", (unsigned long long)size);
+	snprintf(uid, sizeof(uid), "%d", OTHER_UID);
+	fd = open(ram, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	ck_assert_int_eq(fchown(fd, OTHER_UID, OTHER_UID), 0);
+	close(fd);
+	ck_assert_int_eq(tu_spawn(p, out, argv), 0);
+	for (i = 0; i < 200 && !tu_exists(sock); i++)
+		usleep(50 * 1000);
+	ck_assert_msg(tu_exists(sock), "fake-qemu did not listen");
+}
+
 /* The command of side @src (1: migrate-send, 0: migrate-recv) on QMP socket
  * @sock, with @more (NULL-terminated, may be NULL) after: its exit code
  * and its message in @said. */
@@ -830,36 +864,34 @@ static int qmp_command(struct lx *f, int src, const char *sock, const char *cons
 }
 
 /* --qmp SOCK --ram NAME=PATH on both commands (_i: 0 migrate-recv, 1
- * migrate-send).  QEMU's user owns the directory of the guest's RAM file
- * and replaces the file's name with a symbolic link to a file of root's
- * alone, then with a FIFO: neither is opened, each is refused by name.
- * Before (2cee698) --qmp with --ram skipped every check: root followed the
- * link and mapped the root-only file read-write and shared, the RDMA
- * WRITEs' destination. */
+ * migrate-send), against a QEMU stand-in (fake-qemu: it answers QMP and
+ * maps its RAM file as QEMU does; what the commands do before they talk
+ * to a real QEMU's migration is the same).  QEMU's user owns the directory
+ * of the guest's RAM file and replaces the file's name with a symbolic link
+ * to a file of root's alone, then with a FIFO, then makes a directory of
+ * the path a link: none is opened, each is refused by name.  Before
+ * (2cee698) --qmp with --ram skipped every check: root followed the link
+ * and mapped the root-only file read-write and shared, the RDMA WRITEs'
+ * destination. */
 START_TEST(qmp_ram_name_swapped)
 {
-	char vmdir[64], odir[300], ram[400], obj[512], rarg[420], victim[300], said[8192];
-	char said2[8192];
-	const char *args[] = { "-machine", "pc,memory-backend=mem", "-m", "32M", "-object", obj,
-			       _i ? NULL : "-incoming", "defer", NULL };
+	char odir[300], ram[400], sock[400], out[400], rarg[420], victim[300], said[8192];
+	char said2[8192], said3[8192], rdir[280], linked[320];
+	struct tu_proc p;
 	struct lx f;
-	struct vm v;
 	int in, rc;
 
 	lx_init(&f);
 	other_dir(&f, "qemu", odir, sizeof(odir));
 	snprintf(ram, sizeof(ram), "%s/vm.ram", odir);
 	snprintf(rarg, sizeof(rarg), "mem=%s", ram);
-	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=32M,mem-path=%s,share=on",
-		 ram);
-	vm_dir(vmdir, sizeof(vmdir), "local");
-	vm_start(&v, vmdir, _i ? "src" : "dst", args);
-	vm_expect_status(&v, _i ? "running" : "inmigrate");
+	snprintf(out, sizeof(out), "%s/fake.out", f.dir);
+	fake_start(&p, odir, 32 * MIB, _i, "-", sock, sizeof(sock), out);
 	snprintf(victim, sizeof(victim), "%s/root-only", f.dir);
 	in = root_only(victim, 32 * MIB);
 
 	as_other_swap(SWAP_LINK, ram, victim);
-	rc = qmp_command(&f, _i, v.cmd_sock, (const char *const[]){ "--ram", rarg, NULL }, said,
+	rc = qmp_command(&f, _i, sock, (const char *const[]){ "--ram", rarg, NULL }, said,
 			 sizeof(said));
 	never_opened(in, victim, _i ? "migrate-send" : "migrate-recv");
 	ck_assert_msg(rc == 2 && strstr(said, "symbolic link"), "exit %d: %s", rc, said);
@@ -869,16 +901,31 @@ START_TEST(qmp_ram_name_swapped)
 	unlink(ram);
 	as_other_swap(SWAP_FIFO, ram, NULL);
 	in = watch(ram);
-	rc = qmp_command(&f, _i, v.cmd_sock, (const char *const[]){ "--ram", rarg, NULL }, said2,
+	rc = qmp_command(&f, _i, sock, (const char *const[]){ "--ram", rarg, NULL }, said2,
 			 sizeof(said2));
 	never_opened(in, ram, _i ? "migrate-send" : "migrate-recv");
 	ck_assert_msg(rc == 2 && strstr(said2, "FIFO"), "exit %d: %s", rc, said2);
 	close(in);
+
+	/* A directory of the path made a link: not only the last name must
+	 * not be followed (O_NOFOLLOW alone would follow this one). */
+	snprintf(rdir, sizeof(rdir), "%s/rootdir", f.dir);
+	ck_assert_int_eq(mkdir(rdir, 0700), 0);
+	snprintf(victim, sizeof(victim), "%s/vm.ram", rdir);
+	in = root_only(victim, 32 * MIB);
+	snprintf(linked, sizeof(linked), "%s/sub", odir);
+	as_other_swap(SWAP_LINK, linked, rdir);
+	snprintf(rarg, sizeof(rarg), "mem=%s/sub/vm.ram", odir);
+	rc = qmp_command(&f, _i, sock, (const char *const[]){ "--ram", rarg, NULL }, said3,
+			 sizeof(said3));
+	never_opened(in, victim, _i ? "migrate-send" : "migrate-recv");
+	ck_assert_msg(rc == 2 && strstr(said3, "symbolic link"), "exit %d: %s", rc, said3);
+	close(in);
 	printf("local: %s --qmp --ram NAME=PATH, PATH made a link to a root-only file by QEMU's "
-	       "user -> %s; made a FIFO -> %s\n", _i ? "migrate-send" : "migrate-recv", said,
-	       said2);
-	vm_stop(&v);
-	tu_rmdir(vmdir);
+	       "user -> %s; made a FIFO -> %s; a directory of PATH made a link -> %s\n",
+	       _i ? "migrate-send" : "migrate-recv", said, said2, said3);
+	tu_kill(&p, SIGKILL);
+	tu_wait(&p, 5000);
 	lx_free(&f);
 }
 END_TEST
@@ -894,37 +941,18 @@ END_TEST
  * host). */
 START_TEST(qmp_name_swapped_between_look_and_open)
 {
-	char odir[300], ram[400], sock[400], victim[300], fake[600], out[400], said[8192];
+	char odir[300], sock[400], victim[300], out[400], said[8192];
 	char *text;
 	struct tu_proc p;
 	struct lx f;
-	int in, rc, fd;
+	int in, rc;
 
 	lx_init(&f);
 	other_dir(&f, "qemu", odir, sizeof(odir));
-	snprintf(ram, sizeof(ram), "%s/vm.ram", odir);
-	snprintf(sock, sizeof(sock), "%s/qmp.sock", odir);
-	fd = open(ram, O_RDWR | O_CREAT | O_EXCL, 0600);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(ftruncate(fd, 16 * MIB), 0);
-	ck_assert_int_eq(fchown(fd, OTHER_UID, OTHER_UID), 0);
-	close(fd);
 	snprintf(victim, sizeof(victim), "%s/root-only", f.dir);
 	in = root_only(victim, 16 * MIB);
-	repo_file("test/integration/support/fake-qemu", fake, sizeof(fake));
 	snprintf(out, sizeof(out), "%s/fake.out", f.dir);
-	{
-		char size[32], uid[16];
-		char *argv[] = { fake, sock, ram, size, _i ? "running" : "inmigrate", victim,
-				 "--as", uid, NULL };
-
-		snprintf(size, sizeof(size), "%llu", 16 * MIB);
-		snprintf(uid, sizeof(uid), "%d", OTHER_UID);
-		ck_assert_int_eq(tu_spawn(&p, out, argv), 0);
-	}
-	for (rc = 0; rc < 200 && !tu_exists(sock); rc++)
-		usleep(50 * 1000);
-	ck_assert_msg(tu_exists(sock), "fake-qemu did not listen");
+	fake_start(&p, odir, 16 * MIB, _i, victim, sock, sizeof(sock), out);
 	rc = qmp_command(&f, _i, sock, NULL, said, sizeof(said));
 	text = tu_slurp(out, NULL);
 	tu_kill(&p, SIGKILL);
@@ -1039,6 +1067,99 @@ START_TEST(reused_pid_gets_no_signal)
 }
 END_TEST
 
+/* ---- a listener whose pid went to QEMU (issue 30, review) --------------------------- */
+
+/* The impostor's QMP end, on the listening socket it inherited as fd 3:
+ * greets, answers every command with an empty return, prints what it got. */
+static const char listener_py[] =
+	"import json, socket, sys\n"
+	"s = socket.socket(fileno=3)\n"
+	"print('serving', flush=True)\n"
+	"while True:\n"
+	"    c, _ = s.accept()\n"
+	"    c.sendall(b'{\"QMP\": {\"version\": {\"qemu\": {\"major\": 7, \"minor\": 2, "
+	"\"micro\": 0}}, \"capabilities\": []}}\\n')\n"
+	"    c.settimeout(30)\n"
+	"    try:\n"
+	"        while True:\n"
+	"            b = c.recv(65536)\n"
+	"            if not b: break\n"
+	"            print('got %d bytes: %r' % (len(b), b[:200]), flush=True)\n"
+	"            for line in b.split(b'\\n'):\n"
+	"                try: req = json.loads(line)\n"
+	"                except ValueError: continue\n"
+	"                c.sendall(json.dumps({'return': {}, 'id': req.get('id')}).encode() + b'\\n')\n"
+	"    except OSError: pass\n"
+	"    c.close()\n";
+
+/* SO_PEERCRED names the process that called listen(), as it was: a
+ * listener that exited leaves its pid to whoever gets the number next.
+ * Here a child calls listen() on the test's socket and exits; a process
+ * then takes its pid (ns_last_pid, as a pid wrap would); the impostor
+ * answers on the socket.  migrate-recv --qmp SOCK --qmp-pid PID (the pid
+ * a manager checked) and migrate-send --qmp SOCK alone must both refuse it
+ * before sending a byte: the process of that pid does not hold the
+ * connection.  Before (b89e3b0) the pid matched and the impostor got the
+ * QMP session (found by the review of round 4). */
+START_TEST(qmp_listener_pid_reused_refused)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char sock[300], mark[300], out[300], pidarg[16], said[8192], said2[8192], *text;
+	pid_t listener, taken, imp;
+	int fd, st, rc, rc2;
+	struct lx f;
+
+	lx_init(&f);
+	snprintf(sock, sizeof(sock), "%s/qmp.sock", f.dir);
+	snprintf(mark, sizeof(mark), "%s/victim.log", f.dir);
+	snprintf(out, sizeof(out), "%s/impostor.out", f.dir);
+	ck_assert_uint_lt(strlen(sock), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	listener = fork();
+	ck_assert_int_ge(listener, 0);
+	if (listener == 0)
+		_exit(listen(fd, 4) ? 1 : 0);
+	ck_assert_int_eq(waitpid(listener, &st, 0), listener);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	imp = fork();
+	ck_assert_int_ge(imp, 0);
+	if (imp == 0) {
+		int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (o < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0 || dup2(fd, 3) < 0)
+			_exit(126);
+		execl("/usr/bin/python3", "python3", "-c", listener_py, (char *)NULL);
+		_exit(127);
+	}
+	close(fd);
+	taken = spawn_victim_at(listener, mark);
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)taken);
+	rc = qmp_command(&f, 0, sock, (const char *const[]){ "--qmp-pid", pidarg, NULL }, said,
+			 sizeof(said));
+	rc2 = qmp_command(&f, 1, sock, NULL, said2, sizeof(said2));
+	text = tu_slurp(out, NULL);
+	kill(taken, SIGKILL);
+	waitpid(taken, NULL, 0);
+	kill(imp, SIGKILL);
+	waitpid(imp, NULL, 0);
+	printf("local: a QMP socket whose listener exited and whose pid %d another process took: "
+	       "migrate-recv --qmp-pid %d -> exit %d: %s; migrate-send -> exit %d: %s\n",
+	       (int)listener, (int)taken, rc, said, rc2, said2);
+	ck_assert_msg(text && strstr(text, "serving"), "the impostor did not run: %s",
+		      text ? text : "");
+	ck_assert_msg(!strstr(text, "got "), "a command talked to the impostor: %s", text);
+	ck_assert_msg(rc == 2 && strstr(said, "answered by a process other than pid"),
+		      "migrate-recv exit %d: %s", rc, said);
+	ck_assert_msg(rc2 == 2 && strstr(said2, "answered by a process other than pid"),
+		      "migrate-send exit %d: %s", rc2, said2);
+	free(text);
+	lx_free(&f);
+}
+END_TEST
+
 Suite *local_suite(void)
 {
 	Suite *s = suite_create("local");
@@ -1058,6 +1179,7 @@ Suite *local_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, qmp_ram_name_swapped, 0, 2);
 	tcase_add_loop_test(tc, qmp_name_swapped_between_look_and_open, 0, 2);
+	tcase_add_test(tc, qmp_listener_pid_reused_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

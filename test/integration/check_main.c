@@ -15,6 +15,7 @@ int main(void)
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, faults_suite());
 	srunner_add_suite(sr, qemu_suite());
+	srunner_add_suite(sr, converge_suite());
 	srunner_add_suite(sr, qmp_suite());
 	srunner_add_suite(sr, security_suite());
 	srunner_add_suite(sr, embed_suite());

@@ -1182,15 +1182,18 @@ END_TEST
 #define STATE_HOSTILE 4
 
 /* Keyed hostile sources against a daemon on a 48 MiB tmpfs with --max-state
- * 12M, beside an honest 16 MiB migration admitted first: one announces
- * 64 KiB of device state and sends 32 MiB, three say nothing and send
- * 32 MiB each.  The first is stopped at what it announced; the others
- * either were admitted with --max-state reserved for them and are stopped
- * there, or are refused for want of room.  The honest migration completes
- * byte-identical, and nothing of the hostile ones is left in the tmpfs.
- * Before (2cee698) admission counted images only: the hostile state took
- * the room the honest image had been promised, and it failed (security
- * round 4, issue 30). */
+ * 12M, beside an honest 16 MiB migration admitted first (at 1 MiB/s, its
+ * pages pinned 2 MiB at a time, so its last pages land after the others'
+ * state): one announces 64 KiB of
+ * device state and sends 1 MiB; three say nothing, send 11 MiB
+ * each (within --max-state) and then hold their migrations open, so their
+ * state keeps its room.  The first is stopped at what it announced; the
+ * daemon reserved --max-state for each of the others at admission, so the
+ * third is refused for want of room; the honest migration completes
+ * byte-identical.  Before (b89e3b0's parent, 2cee698) admission counted
+ * images only: all three were admitted, their 33 MiB took the room the
+ * honest image had been promised, and it failed (security round 4, issue
+ * 30). */
 START_TEST(state_past_announced_stopped)
 {
 	struct sx f;
@@ -1198,7 +1201,7 @@ START_TEST(state_past_announced_stopped)
 	char mnt[320], key[320], src[320], rs[400], line[STATE_HOSTILE][2048], list[1024];
 	char pat[400], said[1200], one[4096], *serr;
 	struct json_object *setup;
-	int code[STATE_HOSTILE], sc, i, same = 0;
+	int code[STATE_HOSTILE], sc, i, same = 0, refused = 0, held = 0;
 	glob_t g;
 
 	sx_init(&f);
@@ -1210,11 +1213,14 @@ START_TEST(state_past_announced_stopped)
 	ck_assert_int_eq(mkdir(mnt, 0755), 0);
 	ck_assert_msg(mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0755") == 0, "mount -t "
 		      "tmpfs %s: %s (needs root: run it in tools/softroce)", mnt, strerror(errno));
+	/* A small pinned-bytes cap: the honest image's pages are pinned, so
+	 * taken from the tmpfs, as its data comes, not all at once ahead. */
 	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", mnt, "--auth-key", key,
-					   "--max-state", "12M", "--timeout", "10", NULL });
+					   "--max-state", "12M", "--pinned-cap", "2M", "--timeout",
+					   "10", NULL });
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--json",
-						   "--max-bandwidth", "2M", "--timeout", "10", NULL });
+						   "--max-bandwidth", "1M", "--timeout", "10", NULL });
 	setup = tu_wait_event(&f.send, "setup", 30000);
 	ck_assert_msg(setup != NULL, "the honest source was not admitted");
 	json_object_put(setup);
@@ -1223,10 +1229,16 @@ START_TEST(state_past_announced_stopped)
 
 		snprintf(tag, sizeof(tag), "state%d", i);
 		memset(&ev[i], 0, sizeof(ev[i]));
-		tu_run_spawn(&ev[i], f.dir, tag, (char *[]){ f.evilbin, "state", f.addr, "--key",
-			     key, "--size", "4096", "--state-bytes", "33554432", "--timeout",
-			     "5000", i ? NULL : "--announce", "65536", NULL });
+		tu_run_spawn(&ev[i], f.dir, tag, i ?
+			     (char *[]){ f.evilbin, "state", f.addr, "--key", key, "--size", "4096",
+					 "--state-bytes", "11534336", "--hold-ms", "30000",
+					 "--timeout", "5000", NULL } :
+			     (char *[]){ f.evilbin, "state", f.addr, "--key", key, "--size", "4096",
+					 "--state-bytes", "1048576", "--announce", "65536",
+					 "--timeout", "5000", NULL });
 	}
+	/* The honest one ends first: the others hold on for 30 s. */
+	sc = tu_run_finish(&f.send, 120000);
 	for (i = 0; i < STATE_HOSTILE; i++) {
 		char *text;
 
@@ -1238,7 +1250,6 @@ START_TEST(state_past_announced_stopped)
 		if (code[i] != 1)
 			tu_run_dump(&ev[i], "evil_peer state");
 	}
-	sc = tu_run_finish(&f.send, 120000);
 	serr = tu_slurp(f.send.err, NULL);
 	snprintf(pat, sizeof(pat), "%s/*/ram", mnt);
 	if (glob(pat, 0, NULL, &g) == 0) {
@@ -1259,15 +1270,17 @@ START_TEST(state_past_announced_stopped)
 	ck_assert_msg(sc == 0 && same == 1, "the honest migration failed (exit %d, %d identical "
 		      "images): %s", sc, same, serr ? serr : "");
 	free(serr);
-	for (i = 0; i < STATE_HOSTILE; i++) {
+	kv(line[0], "dest-said", said, sizeof(said));
+	ck_assert_msg(code[0] == 1 && strstr(said, "65536 bytes it announced"), "the source that "
+		      "announced 64 KiB was not stopped at its word: %s", line[0]);
+	for (i = 1; i < STATE_HOSTILE; i++) {
 		kv(line[i], "dest-said", said, sizeof(said));
-		ck_assert_msg(code[i] == 1, "hostile source %d was not stopped: %s", i, line[i]);
-		ck_assert_msg(i ? strstr(said, "--max-state") || strstr(said, "no room") :
-			      strstr(said, "65536 bytes it announced") != NULL,
-			      "hostile source %d: %s", i, line[i]);
+		refused += code[i] == 1 && strstr(said, "no room") != NULL;
+		held += code[i] == 0;
 	}
-	ck_assert_msg(!strchr(list, ','), "more than the honest image's directory is left: %s",
-		      list);
+	ck_assert_msg(refused >= 1 && refused + held == STATE_HOSTILE - 1, "of the three that "
+		      "said nothing, %d were refused for room and %d held their state: %s | %s | "
+		      "%s", refused, held, line[1], line[2], line[3]);
 	sx_free(&f);
 }
 END_TEST
@@ -1449,6 +1462,177 @@ START_TEST(flood_does_not_hold_the_daemon)
 }
 END_TEST
 
+/* ---- post-copy: the READ side (issue 33) ---------------------------------------------- */
+
+/* The example VMMs (examples/): a destination that takes post-copy, and a
+ * source that switches at once. */
+#define PC_MIB "32"
+#define PC_BYTES "33554432"
+
+/* vmm-dest --postcopy over PC_MIB MiB; f->addr is then where it listens. */
+static void pc_dest(struct sx *f, struct tu_run *r)
+{
+	char bin[512], port[32];
+
+	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
+	memset(r, 0, sizeof(*r));
+	tu_run_spawn(r, f->dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0", "--mib",
+							PC_MIB, "--postcopy", NULL });
+	if (tu_wait_line(r->out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(r, "vmm-dest");
+		ck_abort_msg("vmm-dest did not listen");
+	}
+	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), port);
+}
+
+/* evil_peer pcsource --variant @variant against vmm-dest: its status, its
+ * result line in @line, vmm-dest's exit status in *dc and stderr in @derr,
+ * and how long vmm-dest took to exit after evil_peer did, in *after_ms. */
+static int pc_source(struct sx *f, const char *variant, int *dc, char *line, size_t len,
+		     char *derr, size_t dlen, uint64_t *after_ms)
+{
+	struct tu_run dst;
+	char *text;
+	uint64_t t;
+	int code;
+
+	pc_dest(f, &dst);
+	sx_evil(f, variant, "pcsource", (const char *const[]){ "--variant", variant, "--size",
+							       PC_BYTES, "--name", "pc.ram",
+							       "--revoke-ms", "150", NULL });
+	code = evil_result(f, 90000, line, len);
+	t = tu_now_ms();
+	*dc = tu_run_finish(&dst, 30000);
+	*after_ms = tu_now_ms() - t;
+	text = tu_slurp(dst.err, NULL);
+	flat(text, derr, dlen);
+	free(text);
+	if (*dc && code == 0)
+		tu_run_dump(&dst, "vmm-dest");
+	return code;
+}
+
+/* A source that switches to post-copy with keys for memory it never
+ * registered: the destination's first READ is refused by the source's
+ * NIC, and the destination ends the migration, saying why, instead of
+ * giving its guest a page it does not have (the guest's threads wait on
+ * the page; the VMM stops).  The honest control, the same attacker with
+ * its memory registered, completes. */
+START_TEST(postcopy_unregistered_keys_refused)
+{
+	struct sx f;
+	char line[2048], derr[4096], said[1200];
+	uint64_t after;
+	int code, dc;
+
+	sx_init(&f);
+	code = pc_source(&f, "honest", &dc, line, sizeof(line), derr, sizeof(derr), &after);
+	printf("security: post-copy, honest source (control): attacker exit %d: %s | vmm-dest exit "
+	       "%d: %s\n", code, line, dc, derr);
+	ck_assert_msg(code == 0 && strstr(line, "completed=yes"), "the control did not "
+		      "complete: %s", line);
+	ck_assert_int_eq(dc, 0);
+	code = pc_source(&f, "unregistered", &dc, line, sizeof(line), derr, sizeof(derr), &after);
+	printf("security: post-copy, keys for unregistered memory: attacker exit %d: %s | "
+	       "vmm-dest exit %d after %" PRIu64 " ms: %s\n", code, line, dc, after, derr);
+	ck_assert_msg(code == 1, "the destination took pages it could not read: %s", line);
+	kv(line, "dest-said", said, sizeof(said));
+	ck_assert_msg(strstr(said, "RDMA READ") && strstr(said, "refused"), "the destination "
+		      "said: %s", said);
+	ck_assert_msg(dc == 1 && strstr(derr, "RDMA READ"), "vmm-dest exit %d: %s", dc, derr);
+	ck_assert_uint_le(after, 10000);
+	sx_free(&f);
+}
+END_TEST
+
+/* A source that registers its memory, switches, and takes it back while
+ * the destination's guest runs: the destination's next READ is refused,
+ * and it ends the migration. */
+START_TEST(postcopy_revoked_keys_refused)
+{
+	struct sx f;
+	char line[2048], derr[4096], said[1200], rv[16];
+	uint64_t after;
+	int code, dc;
+
+	sx_init(&f);
+	code = pc_source(&f, "revoke", &dc, line, sizeof(line), derr, sizeof(derr), &after);
+	printf("security: post-copy, memory taken back after the switch: attacker exit %d: %s | "
+	       "vmm-dest exit %d after %" PRIu64 " ms: %s\n", code, line, dc, after, derr);
+	ck_assert_msg(!strcmp(kv(line, "revoked", rv, sizeof(rv)), "yes"), "the destination had "
+		      "every page before the memory went: %s", line);
+	ck_assert_msg(code == 1, "the destination took pages it could not read: %s", line);
+	kv(line, "dest-said", said, sizeof(said));
+	ck_assert_msg(strstr(said, "RDMA READ"), "the destination said: %s", said);
+	ck_assert_msg(dc == 1 && strstr(derr, "RDMA READ"), "vmm-dest exit %d: %s", dc, derr);
+	sx_free(&f);
+}
+END_TEST
+
+/* evil_peer pcdest --variant @variant with vmm-source (post-copy at once)
+ * pointed at it: evil_peer's status and result line, and the source's exit
+ * status and stderr. */
+static int pc_dest_attack(struct sx *f, const char *variant, int *sc, char *line, size_t len,
+			  char *serr, size_t slen)
+{
+	char bin[512], port[32], eaddr[80], *text;
+	struct tu_run src;
+	int code;
+
+	snprintf(f->addr, sizeof(f->addr), "%s:1", tu_addr());
+	sx_evil(f, variant, "pcdest", (const char *const[]){ "--variant", variant, "--listen",
+							     tu_addr(), NULL });
+	if (tu_wait_line(f->evil.err, "evil_peer: listening on port ", port, sizeof(port),
+			 20000)) {
+		tu_run_dump(&f->evil, "evil_peer");
+		ck_abort_msg("evil_peer did not listen");
+	}
+	snprintf(eaddr, sizeof(eaddr), "%s", port);
+	tu_build_path("bin/vmm-source", bin, sizeof(bin));
+	memset(&src, 0, sizeof(src));
+	tu_run_spawn(&src, f->dir, "vmm-source", (char *[]){ bin, (char *)tu_addr(), eaddr,
+							     "--mib", PC_MIB, "--postcopy",
+							     "--rounds", "0", NULL });
+	code = evil_result(f, 90000, line, len);
+	*sc = tu_run_finish(&src, 30000);
+	text = tu_slurp(src.err, NULL);
+	flat(text, serr, slen);
+	free(text);
+	return code;
+}
+
+/* A destination that reads outside the memory the source announced: the
+ * source's NIC refuses the READ (the attacker gets a remote access
+ * error), and the source fails cleanly at once, saying the destination's
+ * READ was refused, instead of waiting for a destination that will never
+ * say every page is in.  The control reads inside and gets its page. */
+START_TEST(postcopy_read_outside_refused)
+{
+	struct sx f;
+	char line[2048], serr[4096], nic[200];
+	long gone;
+	int code, sc;
+
+	sx_init(&f);
+	code = pc_dest_attack(&f, "inside", &sc, line, sizeof(line), serr, sizeof(serr));
+	printf("security: post-copy, a destination reading inside (control): attacker exit %d: "
+	       "%s | vmm-source exit %d\n", code, line, sc);
+	ck_assert_msg(code == 0, "the control could not read: %s", line);
+	code = pc_dest_attack(&f, "outside", &sc, line, sizeof(line), serr, sizeof(serr));
+	gone = kv_num(line, "source-gone-ms");
+	printf("security: post-copy, a destination reading outside the map: attacker exit %d: %s "
+	       "| vmm-source exit %d: %s\n", code, line, sc, serr);
+	kv(line, "nic", nic, sizeof(nic));
+	ck_assert_msg(code == 1 && strstr(nic, "remote access error"), "the READ was not refused "
+		      "by the NIC: %s", line);
+	ck_assert_msg(sc != 0 && strstr(serr, "post-copy channel") && strstr(serr, "refused"),
+		      "vmm-source exit %d: %s", sc, serr);
+	ck_assert_msg(gone >= 0 && gone <= 3000, "the source went on for %ld ms after the refused "
+		      "READ", gone);
+	sx_free(&f);
+}
+END_TEST
+
 Suite *security_suite(void)
 {
 	Suite *s = suite_create("security");
@@ -1476,6 +1660,13 @@ Suite *security_suite(void)
 	tcase_set_timeout(tf, 240);
 	tcase_add_test(tf, state_ring_before_auth_refused);
 	tcase_add_test(tf, state_past_announced_stopped);
+	suite_add_tcase(s, tf);
+	/* Post-copy's READ side (issue 33): CK_RUN_CASE=postcopy. */
+	tf = tcase_create("postcopy");
+	tcase_set_timeout(tf, 240);
+	tcase_add_test(tf, postcopy_unregistered_keys_refused);
+	tcase_add_test(tf, postcopy_revoked_keys_refused);
+	tcase_add_test(tf, postcopy_read_outside_refused);
 	suite_add_tcase(s, tf);
 	return s;
 }

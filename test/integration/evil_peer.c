@@ -15,7 +15,10 @@
  *   evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]
  *                   [--zero-bytes BYTES]
  *   evil_peer state HOST:PORT --key FILE [--announce BYTES] [--state-bytes BYTES]
- *                   [--size BYTES]
+ *                   [--size BYTES] [--hold-ms MS]
+ *   evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest [--size BYTES]
+ *                   [--revoke-ms MS]
+ *   evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
@@ -44,7 +47,18 @@
  * migration (whether its other work went on meanwhile is the test's to
  * see); state, all of --state-bytes of device state (64 MiB) was sent
  * without the destination ending the migration, after announcing
- * --announce bytes (or nothing).  flood prints "evil_peer: flood: flooding ..." on stderr once it
+ * --announce bytes (or nothing), and with --hold-ms it kept the migration
+ * open (its state's room taken) that long after; pcsource (post-copy, the READ side: a
+ * source that switches with keys for memory it never registered
+ * (unregistered), or takes back after --revoke-ms (revoke), or the honest
+ * control), the destination read every page and said POSTCOPY_DONE:
+ * refused when it ended the migration instead (dest-said gives its
+ * reason); pcdest (a fake destination that grants post-copy and, once the
+ * source switched, RDMA READs a page just past the last piece it was told
+ * of (outside), or the first page (inside, the control)), the READ
+ * returned data: refused when the source's NIC refused it (nic= gives the
+ * status), and source-gone-ms when the source then ended the migration.
+ * flood prints "evil_peer: flood: flooding ..." on stderr once it
  * starts, "evil_peer: flood: served ..." at the first ITER_ACK, and its
  * result line gives when the destination ended it
  * (dropped-at-ms, CLOCK_MONOTONIC, comparable with the test's clock).
@@ -130,6 +144,10 @@ struct peer {
 	size_t priv_len;
 	uint32_t peer_qpn;
 	bool rtu;               /* we completed the connection (active side) */
+	/* dial(): a post-copy channel, which the destination reads from
+	 * (our READ resources offered), on a PD we share among them. */
+	bool reads;
+	struct ibv_pd *share_pd;
 	bool closed;            /* disconnected, rejected or broken */
 	char said[1100];        /* the peer's ERROR text */
 	struct rd_err err;
@@ -146,6 +164,8 @@ struct opts {
 	uint64_t announce;      /* state: device state said in BLOCK_MAP_REQ
 				 * (UINT64_MAX: nothing said) */
 	uint64_t state_bytes;   /* state: device state sent */
+	int revoke_ms;          /* pcsource revoke: after the switch */
+	int hold_state_ms;      /* state: then connected this long (--hold-ms) */
 	uint8_t key[AUTH_KEY_MAX];
 	size_t key_len;
 };
@@ -380,7 +400,8 @@ static int dial(struct peer *p, const char *host, const char *port, const void *
 				       .cap = { .max_send_wr = NTX + 2, .max_recv_wr = NRX_MAX,
 						.max_send_sge = 1, .max_recv_sge = 1 } };
 	struct rdma_conn_param cp = { .private_data = req, .private_data_len = (uint8_t)req_len,
-				      .retry_count = 7, .rnr_retry_count = 6 };
+				      .retry_count = 7, .rnr_retry_count = 6,
+				      .responder_resources = p->reads ? RDMA_MAX_RESP_RES : 0 };
 	int rc, fl;
 
 	rc = getaddrinfo(host, port, &hints, &ai);
@@ -405,7 +426,7 @@ static int dial(struct peer *p, const char *host, const char *port, const void *
 		rc = wait_event(p, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
 	if (rc)
 		return rc;
-	p->pd = ibv_alloc_pd(p->id->verbs);
+	p->pd = p->share_pd ? p->share_pd : ibv_alloc_pd(p->id->verbs);
 	p->cq = p->pd ? ibv_create_cq(p->id->verbs, NRX_MAX + NTX + 4, NULL, NULL, 0) : NULL;
 	qa.send_cq = qa.recv_cq = p->cq;
 	p->qp = p->cq ? ibv_create_qp(p->pd, &qa) : NULL;
@@ -421,6 +442,10 @@ static int dial(struct peer *p, const char *host, const char *port, const void *
 	if (rdma_connect(p->id, &cp))
 		return rd_err_set(&p->err, -errno, "rdma_connect: %s", strerror(errno));
 	rc = wait_event(p, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline);
+	/* INIT again with what the CM settled, as librdmacm does for its own
+	 * QPs: remote read access comes with READ resources offered. */
+	if (!rc && p->reads)
+		rc = modify_qp(p, IBV_QPS_INIT, "INIT");
 	if (!rc)
 		rc = modify_qp(p, IBV_QPS_RTR, "RTR");
 	if (!rc)
@@ -449,7 +474,7 @@ static void peer_close(struct peer *p)
 	wire_fini(&p->w);
 	if (p->cq)
 		ibv_destroy_cq(p->cq);
-	if (p->pd)
+	if (p->pd && !p->share_pd)
 		ibv_dealloc_pd(p->pd);
 	if (p->id)
 		rdma_destroy_id(p->id);
@@ -1417,6 +1442,37 @@ refused:
  * as its credits come back, for --seconds.  Each ITER_ACK hands back the
  * credits for the next pair, so a destination that handles completions
  * until its queue is empty never gets there. */
+/* Connects as a keyed source asking @caps (@need must be granted) with
+ * control messages up to @msg_max, proves the key and has a one-block map
+ * answered: 0, or the "started=no" result line printed and its exit code
+ * returned, the peer closed.  flood's and state's start. */
+static int admitted_source(struct peer *p, const struct opts *o, uint32_t caps, uint32_t need,
+			   uint32_t msg_max, struct pd_accept *acc)
+{
+	uint8_t req[PD_REQUEST_LEN];
+	struct frame f;
+	char q[1200];
+	int rc = dial_source(p, o, caps, FLOOD_DEPTH, msg_max, FLOOD_DEPTH, 4096, req, acc);
+
+	if (!rc && (acc->caps & need) != need)
+		rc = rd_err_set(&p->err, -EPROTO, "capabilities 0x%x not granted",
+				need & ~acc->caps);
+	if (!rc && (acc->caps & PD_CAP_AUTH))
+		rc = authenticate(p, o, acc->version, req);
+	if (!rc)
+		rc = send_block_map(p, o, -1);
+	if (!rc)
+		rc = expect(p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (!rc) {
+		ctrl_msg_free(NULL, f.m);
+		return 0;
+	}
+	rc = result(1, "started=no dest-said=\"%s\"", quoted(p->said[0] ? p->said :
+		    p->err.msg[0] ? p->err.msg : "nothing", q, sizeof(q)));
+	peer_close(p);
+	return rc;
+}
+
 static int flood(const struct opts *o)
 {
 	static uint32_t blk[FLOOD_RANGES_MAX];
@@ -1425,7 +1481,6 @@ static int flood(const struct opts *o)
 	Rdmig__IterEnd ie = RDMIG__ITER_END__INIT;
 	uint64_t nzr = 0, nie = 0, acks = 0, covered = 0;
 	int64_t t0 = 0, t_end, dropped = -1;
-	uint8_t req[PD_REQUEST_LEN];
 	struct pd_accept acc;
 	struct peer p;
 	struct frame f;
@@ -1446,24 +1501,9 @@ static int flood(const struct opts *o)
 	zr.offset = off;
 	zr.length = len;
 	memset(&p, 0, sizeof(p));
-	rc = dial_source(&p, o, PD_CAP_AUTH | PD_CAP_ZERO_PAGES, FLOOD_DEPTH, 4096, FLOOD_DEPTH,
-			 4096, req, &acc);
-	if (!rc && !(acc.caps & PD_CAP_ZERO_PAGES))
-		rc = rd_err_set(&p.err, -EPROTO, "ZERO_PAGES not granted");
-	if (!rc && (acc.caps & PD_CAP_AUTH))
-		rc = authenticate(&p, o, acc.version, req);
-	if (!rc)
-		rc = send_block_map(&p, o, -1);
-	if (!rc)
-		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
-	if (rc) {
-		rc = result(1, "started=no dest-said=\"%s\"",
-			    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
-				   sizeof(q)));
-		peer_close(&p);
+	rc = admitted_source(&p, o, PD_CAP_AUTH | PD_CAP_ZERO_PAGES, PD_CAP_ZERO_PAGES, 4096, &acc);
+	if (rc)
 		return rc;
-	}
-	ctrl_msg_free(NULL, f.m);
 	note("flooding: ZERO_RANGES of %zu x %" PRIu64 " bytes and ITER_END, for %d s", n,
 	     o->size, o->seconds);
 	t0 = rd_now_ms();
@@ -1530,31 +1570,18 @@ static int state(const struct opts *o)
 	Rdmig__State st = RDMIG__STATE__INIT;
 	uint32_t caps = PD_CAP_AUTH | (o->announce != UINT64_MAX ? PD_CAP_STATE_BOUND : 0);
 	uint64_t sent = 0;
-	uint8_t req[PD_REQUEST_LEN];
 	struct pd_accept acc;
 	struct peer p;
 	struct frame f;
-	int64_t quiet = 0;
+	int64_t quiet = 0, last_ka = 0;
 	char q[1200], said[32];
 	int rc;
 
 	memset(piece, 0x5e, sizeof(piece));
 	memset(&p, 0, sizeof(p));
-	rc = dial_source(&p, o, caps, FLOOD_DEPTH, 65536, FLOOD_DEPTH, 4096, req, &acc);
-	if (!rc && (acc.caps & PD_CAP_AUTH))
-		rc = authenticate(&p, o, acc.version, req);
-	if (!rc)
-		rc = send_block_map(&p, o, -1);
-	if (!rc)
-		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
-	if (rc) {
-		rc = result(1, "started=no dest-said=\"%s\"",
-			    quoted(p.said[0] ? p.said : p.err.msg[0] ? p.err.msg : "nothing", q,
-				   sizeof(q)));
-		peer_close(&p);
+	rc = admitted_source(&p, o, caps, 0, 65536, &acc);
+	if (rc)
 		return rc;
-	}
-	ctrl_msg_free(NULL, f.m);
 	note("admitted; bound %s granted: sending %" PRIu64 " bytes of device state",
 	     (acc.caps & PD_CAP_STATE_BOUND) ? "" : "not", o->state_bytes);
 	st.data.data = piece;
@@ -1564,10 +1591,17 @@ static int state(const struct opts *o)
 		if (rc < 0 || p.said[0] || p.closed)
 			break;
 		if (sent == o->state_bytes) {
-			if (!quiet)
-				quiet = rd_deadline(1000);
+			/* Then quiet: a second, or --hold-ms with keepalives (the
+			 * state keeps its room taken, the migration never ends). */
+			if (!quiet) {
+				quiet = rd_deadline(o->hold_state_ms ? o->hold_state_ms : 1000);
+				note("sent it all; holding on");
+			}
 			if (rd_expired(quiet))
 				break;
+			if (rd_now_ms() - last_ka >= KEEPALIVE_MS && p.w.credits >= 1 &&
+			    !send_msg(&p, CT_KEEPALIVE, NULL, -1))
+				last_ka = rd_now_ms();
 			usleep(1000);
 			continue;
 		}
@@ -1587,6 +1621,396 @@ static int state(const struct opts *o)
 	return rc;
 }
 
+/* ---- pcsource: post-copy keys for memory the source does not hold --------------------- */
+
+static const char *const pcsource_variants[] = { "unregistered", "revoke", "honest" };
+
+#define PC_PIECE_SHIFT 24
+
+/* Opens post-copy channel @idx of @all to the destination's channel
+ * port, as a source does: the token as session id, POSTCOPY, our READ
+ * resources offered, on @pd (the memory's). */
+static int pc_channel(struct peer *c, const struct opts *o, const char *port, uint64_t token,
+		      unsigned idx, unsigned all, struct ibv_pd *pd)
+{
+	struct pd_request r = { .ver_min = 2, .ver_max = 2, .caps = PD_CAP_POSTCOPY,
+				.ctrl_depth = PD_DEPTH_MIN, .ctrl_msg_max = PD_MSG_MAX_MIN,
+				.session_id = token, .channel = (uint16_t)idx,
+				.channels = (uint16_t)all };
+	uint8_t req[PD_REQUEST_LEN];
+
+	memset(c, 0, sizeof(*c));
+	c->reads = true;
+	c->share_pd = pd;
+	pd_encode_request(&r, req, sizeof(req));
+	return dial(c, o->host, port, req, sizeof(req), 1, 4096, true, rd_deadline(timeout_ms));
+}
+
+/* Keys for every piece of our one block, then the whole block as the set:
+ * post-copy begins at the destination. */
+static int pc_switch(struct peer *p, const struct opts *o, uint8_t *mem, uint32_t rkey)
+{
+	Rdmig__PostcopyKeys k = RDMIG__POSTCOPY_KEYS__INIT;
+	Rdmig__PostcopyRanges r = RDMIG__POSTCOPY_RANGES__INIT;
+	uint64_t n = (o->size + (1u << PC_PIECE_SHIFT) - 1) >> PC_PIECE_SHIFT, i;
+	static uint32_t kb[64], kr[64];
+	static uint64_t kp[64], ka[64];
+	uint32_t rb = 0;
+	uint64_t rf = 0, rc = o->size / 4096;
+	int rc2;
+
+	if (n > 64)
+		return rd_err_set(&p->err, -E2BIG, "--size too large for pcsource");
+	for (i = 0; i < n; i++) {
+		kb[i] = 0;
+		kp[i] = i;
+		ka[i] = (uintptr_t)mem + (i << PC_PIECE_SHIFT);
+		kr[i] = rkey;
+	}
+	k.piece_shift = PC_PIECE_SHIFT;
+	k.n_block = k.n_piece = k.n_addr = k.n_rkey = n;
+	k.block = kb; k.piece = kp; k.addr = ka; k.rkey = kr;
+	r.n_block = r.n_first = r.n_count = 1;
+	r.block = &rb; r.first = &rf; r.count = &rc;
+	r.last = 1;
+	rc2 = send_msg(p, CT_POSTCOPY_KEYS, &k.base, -1);
+	return rc2 ? rc2 : send_msg(p, CT_POSTCOPY_RANGES, &r.base, -1);
+}
+
+/* A source that switches to post-copy with keys for memory it never
+ * registered (unregistered), or registered and takes back once the
+ * destination's guest runs (revoke), or keeps (honest: the control, which
+ * completes).  Succeeded: the destination said POSTCOPY_DONE for pages it
+ * could not have read; refused: it ended the migration (its words in
+ * dest-said), as it must. */
+static int pcsource(const struct opts *o)
+{
+	const char *variant = pcsource_variants[o->variant];
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	struct peer p, ch[2];
+	struct pd_accept acc;
+	struct frame f;
+	struct ibv_mr *mr = NULL;
+	uint8_t req[PD_REQUEST_LEN], *mem = NULL;
+	char q[1200], port[8];
+	uint64_t token = 0, i, done_pages = 0;
+	int64_t t_switch = 0, deadline, last_ka = 0;
+	bool revoked = false, done = false;
+	int rc, code = 2;
+
+	memset(&p, 0, sizeof(p));
+	memset(ch, 0, sizeof(ch));
+	rc = dial_source(&p, o, PD_CAP_POSTCOPY, FLOOD_DEPTH, 65536, FLOOD_DEPTH, 4096, req, &acc);
+	if (!rc && !(acc.caps & PD_CAP_POSTCOPY))
+		rc = rd_err_set(&p.err, -EPROTO, "post-copy not granted");
+	if (!rc)
+		rc = send_block_map(&p, o, -1);
+	if (!rc)
+		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (!rc) {
+		const Rdmig__BlockMapResp *m = (const Rdmig__BlockMapResp *)f.m;
+
+		if (m->postcopy_channels != 2)
+			rc = rd_err_set(&p.err, -EPROTO, "no post-copy channels offered");
+		snprintf(port, sizeof(port), "%u", m->channel_port);
+		token = m->channel_token;
+		ctrl_msg_free(NULL, f.m);
+	}
+	if (rc) {
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(p.said[0] ? p.said :
+			      p.err.msg, q, sizeof(q)));
+		goto out;
+	}
+	/* Our memory: a pattern a page the destination could check. */
+	if (posix_memalign((void **)&mem, 4096, o->size)) {
+		code = result(2, "variant=%s setup=\"out of memory\"", variant);
+		goto out;
+	}
+	for (i = 0; i < o->size; i++)
+		mem[i] = (uint8_t)(i / 4096 * 7 + 0x5a);
+	for (i = 0; !rc && i < 2; i++) {
+		rc = pc_channel(&ch[i], o, port, token, 1 + (unsigned)i, 3, i ? ch[0].pd : NULL);
+		if (!rc && !i)
+			ch[0].share_pd = NULL; /* the first channel owns the PD */
+	}
+	if (!rc && o->variant != 0) {
+		mr = ibv_reg_mr(ch[0].pd, mem, o->size, IBV_ACCESS_LOCAL_WRITE |
+				IBV_ACCESS_REMOTE_READ);
+		if (!mr)
+			rc = rd_err_set(&p.err, -errno, "ibv_reg_mr: %s", strerror(errno));
+	}
+	/* Unregistered: a key that names nothing of ours. */
+	if (!rc)
+		rc = pc_switch(&p, o, mem, mr ? mr->rkey : 0x00abcd00u);
+	if (rc) {
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(p.err.msg[0] ? p.err.msg :
+			      ch[0].err.msg[0] ? ch[0].err.msg : ch[1].err.msg, q, sizeof(q)));
+		goto out;
+	}
+	t_switch = rd_now_ms();
+	note("switched with %s keys", o->variant == 0 ? "unregistered" : "real");
+	deadline = rd_deadline(timeout_ms * 3);
+	while (!rd_expired(deadline)) {
+		while ((rc = pump(&p, &f)) > 0) {
+			if (f.h.type == CT_POSTCOPY_DONE) {
+				done = true;
+				done_pages = ((const Rdmig__PostcopyDone *)f.m)->pages;
+			}
+			ctrl_msg_free(NULL, f.m);
+		}
+		if (rc < 0 || p.said[0] || p.closed || done)
+			break;
+		if (o->variant == 1 && !revoked && rd_now_ms() - t_switch >= o->revoke_ms) {
+			ibv_dereg_mr(mr);
+			mr = NULL;
+			revoked = true;
+			note("took the memory back %d ms after the switch", o->revoke_ms);
+		}
+		if (rd_now_ms() - last_ka >= KEEPALIVE_MS && p.w.credits >= 2) {
+			send_msg(&p, CT_KEEPALIVE, NULL, -1);
+			last_ka = rd_now_ms();
+		}
+		usleep(1000);
+	}
+	if (done) {
+		/* Complete, as an honest source would. */
+		rc = send_msg(&p, CT_COMPLETE, &c.base, -1);
+		if (!rc)
+			rc = expect(&p, CT_COMPLETE_ACK, &f, rd_deadline(timeout_ms));
+		if (!rc)
+			ctrl_msg_free(NULL, f.m);
+		code = result(0, "variant=%s revoked=%s done-pages=%" PRIu64 " completed=%s", variant,
+			      revoked ? "yes" : "no", done_pages, rc ? "no" : "yes");
+	} else {
+		code = result(1, "variant=%s revoked=%s dest-gave-up-ms=%" PRId64 " dest-said=\"%s\"",
+			      variant, revoked ? "yes" : "no", rd_now_ms() - t_switch,
+			      quoted(p.said[0] ? p.said : p.closed ? "nothing (it hung up)" :
+				     "nothing", q, sizeof(q)));
+	}
+out:
+	if (mr)
+		ibv_dereg_mr(mr);
+	peer_close(&ch[1]);
+	peer_close(&ch[0]);
+	peer_close(&p);
+	free(mem);
+	return code;
+}
+
+/* ---- pcdest: a destination that reads outside what it was given ------------------------ */
+
+static const char *const pcdest_variants[] = { "outside", "inside" };
+
+/* The post-copy channels' side of a fake destination: accepted beside the
+ * control connection, on its PD, with a CQ of our own for our READs. */
+struct pc_reader {
+	struct fab_listener *l;
+	struct fab_conn *conn[2];
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t buf[8192] __attribute__((aligned(4096)));
+};
+
+static int pc_accept_channels(struct pc_reader *r, struct peer *src, struct rd_err *e)
+{
+	struct fab_caps caps = { .sq_depth = 4, .rq_depth = 1, .pd = src->fc->pd, .reads = true };
+	struct pd_accept acc = { .version = 2, .caps = PD_CAP_POSTCOPY,
+				 .ctrl_depth = PD_DEPTH_MIN, .ctrl_msg_max = PD_MSG_MAX_MIN };
+	uint8_t priv[PD_ACCEPT_LEN];
+	int i, rc;
+
+	r->cq = ibv_create_cq(src->fc->id->verbs, 8, NULL, NULL, 0);
+	if (!r->cq)
+		return rd_err_set(e, -errno, "ibv_create_cq: %s", strerror(errno));
+	caps.cq = r->cq;
+	for (i = 0; i < 2; i++) {
+		rc = fab_get_request(r->l, rd_deadline(timeout_ms), &r->conn[i], e);
+		if (!rc)
+			rc = fab_accept(r->conn[i], &caps, priv, pd_encode_accept(&acc, priv,
+					sizeof(priv)), NULL, NULL);
+		if (!rc)
+			rc = fab_wait_established(r->conn[i], rd_deadline(timeout_ms));
+		if (rc)
+			return rd_err_set(e, rc, "post-copy channel %d: %s", i, r->conn[i] ?
+					  r->conn[i]->err->msg : e->msg);
+	}
+	r->mr = ibv_reg_mr(src->fc->pd, r->buf, sizeof(r->buf), IBV_ACCESS_LOCAL_WRITE);
+	return r->mr ? 0 : rd_err_set(e, -errno, "ibv_reg_mr: %s", strerror(errno));
+}
+
+/* One READ of 4096 bytes at @addr under @rkey on channel 0: its status. */
+static enum ibv_wc_status pc_read(struct pc_reader *r, uint64_t addr, uint32_t rkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)r->buf, .length = 4096, .lkey = r->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+	int64_t deadline = rd_deadline(timeout_ms);
+	int n;
+
+	wr.wr.rdma.remote_addr = addr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(fab_qp(r->conn[0]), &wr, &bad))
+		return IBV_WC_GENERAL_ERR;
+	while (!(n = ibv_poll_cq(r->cq, 1, &wc)) && !rd_expired(deadline))
+		usleep(100);
+	return n == 1 ? wc.status : IBV_WC_RESP_TIMEOUT_ERR;
+}
+
+static void pc_reader_close(struct pc_reader *r)
+{
+	int i;
+
+	if (r->mr)
+		ibv_dereg_mr(r->mr);
+	for (i = 0; i < 2; i++) {
+		fab_disconnect(r->conn[i]);
+		fab_conn_destroy(r->conn[i]);
+	}
+	if (r->cq)
+		ibv_destroy_cq(r->cq);
+	fab_listener_destroy(r->l);
+}
+
+/* Poses as a destination that grants post-copy, takes a source's block
+ * map, state and switch, and then RDMA READs a page past the end of the
+ * last piece it was told of (outside) or the first page (inside).
+ * Refused: the source's NIC refused the READ (nic=); source-gone-ms says
+ * when the source ended the migration after it. */
+static int pcdest(const struct opts *o)
+{
+	const char *variant = pcdest_variants[o->variant];
+	static struct pc_reader r;
+	Rdmig__BlockDest bd = RDMIG__BLOCK_DEST__INIT, *bdp = &bd;
+	Rdmig__BlockMapResp resp = RDMIG__BLOCK_MAP_RESP__INIT;
+	struct peer src;
+	struct fab_listener *l = NULL;
+	struct pd_request req;
+	struct pd_accept acc;
+	struct rd_err e = { "" };
+	struct frame f;
+	uint8_t accb[PD_ACCEPT_LEN] = { 0 };
+	uint64_t token = 0x7ea5ed0c0ffee, first_addr = 0, last_addr = 0, last_len = 0, length = 0;
+	uint32_t first_rkey = 0, last_rkey = 0;
+	enum ibv_wc_status st;
+	int64_t t_read, deadline, last_ka = 0, gone = -1;
+	uint16_t version;
+	bool last = false;
+	char q[1200];
+	int rc, code = 2;
+
+	memset(&src, 0, sizeof(src));
+	rc = take_source(o, &l, &src, &req, &version, &e);
+	if (rc || !(req.caps & PD_CAP_POSTCOPY)) {
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(rc ? e.msg :
+			      "the source asks no post-copy", q, sizeof(q)));
+		goto out;
+	}
+	acc = (struct pd_accept){ .version = version, .ctrl_depth = 16, .ctrl_msg_max = 65536,
+				  .caps = req.caps & PD_CAP_POSTCOPY };
+	pd_encode_accept(&acc, accb, sizeof(accb));
+	rc = accept_source(&src, &req, &acc, accb, PD_ACCEPT_LEN);
+	if (!rc)
+		rc = fab_listen_beside(&r.l, src.fc, &e);
+	if (!rc)
+		rc = expect(&src, CT_BLOCK_MAP_REQ, &f, rd_deadline(timeout_ms));
+	if (rc) {
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(e.msg[0] ? e.msg :
+			      src.err.msg, q, sizeof(q)));
+		goto out;
+	}
+	length = ((const Rdmig__BlockMapReq *)f.m)->blocks[0]->length;
+	resp.n_blocks = ((const Rdmig__BlockMapReq *)f.m)->n_blocks;
+	ctrl_msg_free(NULL, f.m);
+	if (resp.n_blocks != 1) {
+		code = result(2, "variant=%s setup=\"one block only\"", variant);
+		goto out;
+	}
+	bd.base_addr = 0x100000000ull;
+	resp.blocks = &bdp;
+	resp.channels = 1;
+	resp.channel_port = fab_listener_port(r.l);
+	resp.channel_token = token;
+	resp.postcopy_channels = 2;
+	rc = send_msg(&src, CT_BLOCK_MAP_RESP, &resp.base, -1);
+	if (!rc)
+		rc = pc_accept_channels(&r, &src, &e);
+	if (rc) {
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(e.msg[0] ? e.msg :
+			      src.err.msg, q, sizeof(q)));
+		goto out;
+	}
+	note("post-copy channels accepted; waiting for the switch");
+	/* State, then the keys and the set; credits go back as we read. */
+	deadline = rd_deadline(timeout_ms * 3);
+	while (!last && !(rc = next_frame(&src, &f, deadline))) {
+		if (f.h.type == CT_POSTCOPY_KEYS) {
+			const Rdmig__PostcopyKeys *k = (const Rdmig__PostcopyKeys *)f.m;
+			size_t i;
+
+			for (i = 0; i < k->n_block; i++) {
+				uint64_t off = k->piece[i] << k->piece_shift;
+				uint64_t len = length - off < (UINT64_C(1) << k->piece_shift) ?
+					       length - off : UINT64_C(1) << k->piece_shift;
+
+				if (k->piece[i] == 0) {
+					first_addr = k->addr[i];
+					first_rkey = k->rkey[i];
+				}
+				if (off + len == length) {
+					last_addr = k->addr[i];
+					last_rkey = k->rkey[i];
+					last_len = len;
+				}
+			}
+		}
+		if (f.h.type == CT_POSTCOPY_RANGES)
+			last = ((const Rdmig__PostcopyRanges *)f.m)->last;
+		if (f.h.type == CT_ERROR)
+			rc = -ECONNABORTED;
+		ctrl_msg_free(NULL, f.m);
+		if (rc)
+			break;
+		if (src.w.to_return >= 8)
+			send_msg(&src, CT_CREDIT, NULL, -1);
+	}
+	if (!last || !first_addr || !last_addr) {
+		code = result(2, "variant=%s setup=\"no switch came: %s\"", variant,
+			      quoted(src.said[0] ? src.said : src.err.msg, q, sizeof(q)));
+		goto out;
+	}
+	t_read = rd_now_ms();
+	st = o->variant == 0 ? pc_read(&r, last_addr + last_len, last_rkey) :
+	     pc_read(&r, first_addr, first_rkey);
+	note("READ %s: %s", o->variant == 0 ? "one page past the last piece" : "the first page",
+	     ibv_wc_status_str(st));
+	/* How the source takes it: our keepalives go on, so its silence
+	 * timer does not decide. */
+	deadline = rd_deadline(timeout_ms / 2);
+	while (!rd_expired(deadline)) {
+		while ((rc = pump(&src, &f)) > 0)
+			ctrl_msg_free(NULL, f.m);
+		if (rc < 0 || src.said[0] || src.closed) {
+			gone = rd_now_ms() - t_read;
+			break;
+		}
+		if (rd_now_ms() - last_ka >= KEEPALIVE_MS && src.w.credits >= 2) {
+			send_msg(&src, CT_KEEPALIVE, NULL, -1);
+			last_ka = rd_now_ms();
+		}
+		usleep(1000);
+	}
+	code = result(st == IBV_WC_SUCCESS ? 0 : 1, "variant=%s nic=\"%s\" source-gone-ms=%" PRId64
+		      " source-said=\"%s\"", variant, ibv_wc_status_str(st), gone,
+		      quoted(src.said[0] ? src.said : gone >= 0 ? "nothing (it hung up)" :
+			     "nothing", q, sizeof(q)));
+out:
+	pc_reader_close(&r);
+	peer_close(&src);
+	fab_listener_destroy(l);
+	return code;
+}
+
 /* ---- command line ------------------------------------------------------------------ */
 
 static int usage(void)
@@ -1601,7 +2025,10 @@ static int usage(void)
 		"       evil_peer flood HOST:PORT --key FILE --seconds S [--size BYTES]\n"
 		"                       [--zero-bytes BYTES]\n"
 		"       evil_peer state HOST:PORT --key FILE [--announce BYTES] [--state-bytes BYTES]\n"
-		"                       [--size BYTES]\n"
+		"                       [--size BYTES] [--hold-ms MS]\n"
+		"       evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest\n"
+		"                       [--size BYTES] [--revoke-ms MS]\n"
+		"       evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
 }
@@ -1652,8 +2079,19 @@ static int parse(struct opts *o, int argc, char **argv)
 		if (!strcmp(a, "--variant") && v) {
 			unsigned k = 0;
 
-			/* harvest's zero|relay, or one of pages_variants */
-			if (strcmp(v, "zero") && strcmp(v, "relay")) {
+			/* harvest's zero|relay, or one of pages_variants, or a
+			 * post-copy mode's */
+			if (!strcmp(o->mode, "pcsource") || !strcmp(o->mode, "pcdest")) {
+				const char *const *names = o->mode[2] == 's' ? pcsource_variants :
+							   pcdest_variants;
+				unsigned nn = o->mode[2] == 's' ? RD_ARRAY_SIZE(pcsource_variants) :
+					      RD_ARRAY_SIZE(pcdest_variants);
+
+				while (k < nn && strcmp(v, names[k]))
+					k++;
+				if (k == nn)
+					return -1;
+			} else if (strcmp(v, "zero") && strcmp(v, "relay")) {
 				while (k < RD_ARRAY_SIZE(pages_variants) &&
 				       strcmp(v, pages_variants[k]))
 					k++;
@@ -1679,7 +2117,7 @@ static int parse(struct opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--depth") && v) {
 			o->depth = (uint32_t)atoi(argv[++i]);
 		} else if (!strcmp(a, "--hold-ms") && v) {
-			o->hold_ms = atoi(argv[++i]);
+			o->hold_ms = o->hold_state_ms = atoi(argv[++i]);
 		} else if (!strcmp(a, "--name") && v) {
 			o->name = argv[++i];
 		} else if (!strcmp(a, "--seconds") && v) {
@@ -1690,6 +2128,8 @@ static int parse(struct opts *o, int argc, char **argv)
 			o->announce = strtoull(argv[++i], NULL, 0);
 		} else if (!strcmp(a, "--state-bytes") && v) {
 			o->state_bytes = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(a, "--revoke-ms") && v) {
+			o->revoke_ms = atoi(argv[++i]);
 		} else if (!strcmp(a, "--chunk-shift") && v) {
 			o->chunk_shift = (uint32_t)atoi(argv[++i]);
 		} else if (!strcmp(a, "--pin-all")) {
@@ -1712,7 +2152,7 @@ int main(int argc, char **argv)
 {
 	struct opts o = { .size = 1u << 20, .depth = 64, .msg_max = 16u << 20, .hold_ms = 3000,
 			  .name = "ram", .chunk_shift = 20, .zero_bytes = 1u << 30,
-			  .announce = UINT64_MAX, .state_bytes = 64u << 20 };
+			  .announce = UINT64_MAX, .state_bytes = 64u << 20, .revoke_ms = 100 };
 	unsigned bound;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1765,6 +2205,14 @@ int main(int argc, char **argv)
 			return usage();
 		alarm((unsigned)(timeout_ms / 1000) * 4 + 120);
 		return state(&o);
+	}
+	if (!strcmp(o.mode, "pcsource")) {
+		alarm((unsigned)(timeout_ms / 1000) * 6 + 10);
+		return pcsource(&o);
+	}
+	if (!strcmp(o.mode, "pcdest")) {
+		alarm((unsigned)(timeout_ms / 1000) * 6 + 10);
+		return pcdest(&o);
 	}
 	if (!strcmp(o.mode, "vanish")) {
 		alarm((unsigned)(timeout_ms / 1000) * 5 + 10);

@@ -11,6 +11,9 @@ Suite *qmp_suite(void);
 Suite *security_suite(void);
 Suite *embed_suite(void);
 TCase *embed_trial_tcase(void);
+TCase *embed_busy_tcase(void);
+TCase *embed_postcopy_tcase(void);
 Suite *local_suite(void);
 Suite *libvirt_suite(void);
+Suite *converge_suite(void);
 #endif

@@ -76,6 +76,196 @@ START_TEST(config_defaults_and_limits)
 }
 END_TEST
 
+/* The convergence policy's fields (since 0.3.0): QEMU's figures by
+ * default, for a 0.2.0 program's struct too, and checked. */
+START_TEST(convergence_config)
+{
+	struct rdmig_config in, out;
+	struct rd_err err = { "" };
+
+	rdmig_config_init(&in);
+	ck_assert_int_eq(cfg_load(&out, &in, &err), 0);
+	ck_assert_uint_eq(out.max_downtime_ms, 300);
+	ck_assert_uint_eq(out.stall_rounds, 5);
+	ck_assert_uint_eq(out.throttle_initial, 20);
+	ck_assert_uint_eq(out.throttle_increment, 10);
+	ck_assert_uint_eq(out.throttle_max, 99);
+	ck_assert_int_eq(out.on_limit, RDMIG_ON_LIMIT_CANCEL);
+	ck_assert_int_eq(out.auto_converge, 0);
+	ck_assert_uint_eq(out.max_time_ms + out.max_time_per_gib_ms + out.max_iterations, 0);
+	in.max_downtime_ms = 0;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), 0);
+	ck_assert_uint_eq(out.max_downtime_ms, 300);
+
+	/* A 0.2.0 program's struct ends after dirty_ctx. */
+	memset(&in, 0xff, sizeof(in));
+	rdmig_config_init_sized(&in, offsetof(struct rdmig_config, max_downtime_ms));
+	ck_assert_uint_eq(in.size, offsetof(struct rdmig_config, max_downtime_ms));
+	ck_assert_uint_eq(in.max_downtime_ms, 0xffffffffu);
+	ck_assert_int_eq(cfg_load(&out, &in, &err), 0);
+	ck_assert_uint_eq(out.max_downtime_ms, 300);
+	ck_assert_uint_eq(out.throttle_max, 99);
+	ck_assert_uint_eq(out.max_iterations, 0);
+
+	rdmig_config_init(&in);
+	in.on_limit = 2;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "on_limit = 2 is outside 0..1"));
+	rdmig_config_init(&in);
+	in.throttle_max = 100;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "throttle_max = 100 is outside 1..99"));
+	rdmig_config_init(&in);
+	in.throttle_max = 50;
+	in.throttle_initial = 60;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "throttle_initial = 60 is outside 1..50"));
+	rdmig_config_init(&in);
+	in.throttle_increment = 0;
+	ck_assert_int_eq(cfg_load(&out, &in, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "throttle_increment"));
+}
+END_TEST
+
+/* rdmig_source_advice() on a handle between rounds, its figures set as a
+ * round would leave them (no device: the policy and the call's contract
+ * only).  It decides once per round, from what is marked then, into the
+ * caller's sized struct. */
+START_TEST(advice_between_rounds)
+{
+	static uint8_t ram[8u << 20] __attribute__((aligned(4096)));
+	struct {
+		struct rdmig_advice a;
+		uint8_t canary[64];
+	} big;
+	struct rdmig_config cfg;
+	struct rdmig_advice a = { .size = sizeof(a) };
+	struct rdmig_source *s;
+
+	rdmig_config_init(&cfg);
+	cfg.max_iterations = 3;
+	cfg.switchover_ms = 20;
+	ck_assert_int_eq(rdmig_source_create(&s, &cfg), 0);
+	ck_assert_int_eq(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_advice(s, &a), -ENOTCONN);
+
+	s->state = SRC_READY;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_NEXT_ROUND);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_NO_ROUND);
+
+	/* Round 1 sent the 8 MiB at 10 MB/s; 3 MiB were marked since. */
+	s->iteration = 1;
+	s->last_iter_bytes = sizeof(ram);
+	s->last_iter_ms = 839;
+	s->bw = 10000000;
+	s->iter_start_ms = rd_now_ms() - 900;
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, 0, 3u << 20), 0);
+	a.size = 16;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_source_error(s), "sizeof(struct rdmig_advice)"));
+	a.size = sizeof(a);
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_NEXT_ROUND);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_NOT_CONVERGED);
+	ck_assert_uint_eq(a.iteration, 1);
+	ck_assert_uint_eq(a.remaining, 3u << 20);
+	ck_assert_uint_eq(a.expected_downtime_ms, 314 + 20);
+	ck_assert_uint_eq(a.max_downtime_ms, 300);
+	ck_assert_uint_eq(a.bandwidth, 10000000);
+	ck_assert_ptr_nonnull(strstr(a.text, "another round"));
+
+	/* Asked again for the same round: the same answer, whatever was
+	 * marked since; a larger struct than ours is filled up to ours. */
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, 3u << 20, 1u << 20), 0);
+	memset(&big, 0xa5, sizeof(big));
+	big.a.size = sizeof(big);
+	ck_assert_int_eq(rdmig_source_advice(s, &big.a), 0);
+	ck_assert_uint_eq(big.a.size, sizeof(struct rdmig_advice));
+	ck_assert_uint_eq(big.a.remaining, 3u << 20);
+	ck_assert_uint_eq(big.canary[0], 0xa5);
+
+	/* Round 3 of at most 3, still not converged: give up, saying why. */
+	s->iteration = 3;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_GIVE_UP);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_MAX_ITERATIONS);
+	ck_assert_uint_eq(a.remaining, 4u << 20);
+	ck_assert_ptr_nonnull(strstr(a.text, "max_iterations 3"));
+
+	/* Only between operations. */
+	s->state = SRC_ITERATING;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), -EBUSY);
+	s->state = SRC_NEW;
+	rdmig_source_destroy(s);
+}
+END_TEST
+
+/* rdmig_source_set_limit(): the policy's figures changed while the
+ * migration runs (a switch-over cost measured late, a downtime raised by
+ * an operator) count from the next advice on; bad ones are refused. */
+START_TEST(limits_while_running)
+{
+	static uint8_t ram[8u << 20] __attribute__((aligned(4096)));
+	struct rdmig_advice a = { .size = sizeof(a) };
+	struct rdmig_source *s;
+
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_eq(rdmig_source_add_block(s, "pc.ram", ram, sizeof(ram), 4096), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, (enum rdmig_limit)99, 1), -EINVAL);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_DOWNTIME_MS, 1ull << 32),
+			 -ERANGE);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_ITERATIONS, 1ull << 32),
+			 -ERANGE);
+	/* 0 is no downtime at all: the default, as in the config. */
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_DOWNTIME_MS, 0), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_SWITCHOVER_MS, 40), 0);
+
+	/* Round 1 sent the 8 MiB at 10 MB/s; 3 MiB were marked since. */
+	s->state = SRC_READY;
+	s->ss.stats.start_ms = rd_now_ms() - 5000;
+	s->iteration = 1;
+	s->last_iter_bytes = sizeof(ram);
+	s->last_iter_ms = 839;
+	s->bw = 10000000;
+	s->iter_start_ms = rd_now_ms() - 900;
+	ck_assert_int_eq(rdmig_source_mark_dirty(s, 0, 0, 3u << 20), 0);
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_NEXT_ROUND);
+	ck_assert_uint_eq(a.max_downtime_ms, 300);
+	ck_assert_uint_eq(a.expected_downtime_ms, 314 + 40);
+
+	/* An operator allows two rounds from now on. */
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_ITERATIONS, 2), 0);
+	s->iteration = 2;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_GIVE_UP);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_MAX_ITERATIONS);
+	ck_assert_ptr_nonnull(strstr(a.text, "max_iterations 2"));
+
+	/* ... then none, but 4 s in all, of which 5 went. */
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_ITERATIONS, 0), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_TIME_MS, 4000), 0);
+	s->iteration = 3;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_GIVE_UP);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_MAX_TIME);
+	ck_assert_uint_eq(a.max_time_ms, 4000);
+
+	/* A downtime that fits what is left, written over a round so long
+	 * that another would not halve it: switch over. */
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_TIME_MS, 0), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_DOWNTIME_MS, 2000), 0);
+	s->iter_start_ms = rd_now_ms() - 5000;
+	s->iteration = 4;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_SWITCH_OVER);
+	ck_assert_uint_eq(a.max_downtime_ms, 2000);
+	s->state = SRC_NEW;
+	rdmig_source_destroy(s);
+}
+END_TEST
+
 START_TEST(source_block_checks)
 {
 	struct rdmig_source *s;
@@ -437,6 +627,9 @@ Suite *api_suite(void)
 	TCase *tc = tcase_create("no-device");
 
 	tcase_add_test(tc, config_defaults_and_limits);
+	tcase_add_test(tc, convergence_config);
+	tcase_add_test(tc, advice_between_rounds);
+	tcase_add_test(tc, limits_while_running);
 	tcase_add_test(tc, source_block_checks);
 	tcase_add_test(tc, source_connect_needs_blocks);
 	tcase_add_test(tc, bad_config_reported_through_handle);

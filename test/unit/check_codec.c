@@ -78,6 +78,9 @@ START_TEST(type_names)
 	ck_assert_str_eq(ctrl_type_name(CT_REGISTER_REQ), "REGISTER_REQ");
 	ck_assert_str_eq(ctrl_type_name(CT_KEEPALIVE), "KEEPALIVE");
 	ck_assert_str_eq(ctrl_type_name(CT_AUTH_RESPONSE), "AUTH_RESPONSE");
+	ck_assert_str_eq(ctrl_type_name(CT_POSTCOPY_KEYS), "POSTCOPY_KEYS");
+	ck_assert_str_eq(ctrl_type_name(CT_POSTCOPY_RANGES), "POSTCOPY_RANGES");
+	ck_assert_str_eq(ctrl_type_name(CT_POSTCOPY_DONE), "POSTCOPY_DONE");
 	ck_assert_str_eq(ctrl_type_name(0), "unknown");
 	ck_assert_str_eq(ctrl_type_name(CT_TYPE_MAX), "unknown");
 }
@@ -108,7 +111,7 @@ START_TEST(hdr_unknown_type)
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_ptr_null(out);
-	ck_assert_str_eq(e.msg, "unknown control message type 22");
+	ck_assert_str_eq(e.msg, "unknown control message type 25");
 	h.type = 0xffff;
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_hdr_get(buf, 8, MSG_MAX, &h, &e), -EPROTO);
@@ -197,6 +200,9 @@ START_TEST(empty_payloads)
 		{ CT_AUTH_CHALLENGE, "AUTH_CHALLENGE: nonce of 0 bytes, not 16..64" },
 		{ CT_AUTH_RESPONSE, "AUTH_RESPONSE: mac of 0 bytes, not 16..64" },
 		{ CT_PAGES, "PAGES: 0 runs, not 1..1024" },
+		{ CT_POSTCOPY_KEYS, "POSTCOPY_KEYS: no keys" },
+		{ CT_POSTCOPY_RANGES, "POSTCOPY_RANGES: no ranges" },
+		{ CT_POSTCOPY_DONE, NULL },
 	};
 	uint8_t buf[8];
 	size_t i;
@@ -891,6 +897,127 @@ START_TEST(block_map_resp_limits)
 	    "and token");
 	r.channels = 1; /* one channel: port and token mean nothing */
 	good(CT_BLOCK_MAP_RESP, &r.base);
+	/* Post-copy's channels: two, with a port and a token, and within the
+	 * limit with the data channels. */
+	r.postcopy_channels = 2;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: post-copy channels without a valid "
+	    "port and token");
+	r.channel_token = 7;
+	good(CT_BLOCK_MAP_RESP, &r.base);
+	r.postcopy_channels = 3;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: 3 post-copy channels, not 0 or 2");
+	r.postcopy_channels = 2;
+	r.channels = 63;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: 63 channels and 2 post-copy channels "
+	    "exceed the limit of 64");
+	r.channels = 62;
+	good(CT_BLOCK_MAP_RESP, &r.base);
+}
+END_TEST
+
+START_TEST(postcopy_limits)
+{
+	static uint32_t b32[CTRL_PC_RANGES_MAX + 1];
+	static uint64_t f64[CTRL_PC_RANGES_MAX + 1], c64[CTRL_PC_RANGES_MAX + 1];
+	static uint8_t big[2u << 20];
+	Rdmig__PostcopyKeys k = RDMIG__POSTCOPY_KEYS__INIT;
+	Rdmig__PostcopyRanges r = RDMIG__POSTCOPY_RANGES__INIT;
+	Rdmig__PostcopyDone d = RDMIG__POSTCOPY_DONE__INIT;
+	ProtobufCMessage *out = NULL;
+	size_t i;
+	int n;
+
+	for (i = 0; i <= CTRL_PC_RANGES_MAX; i++) {
+		f64[i] = 2 * i;
+		c64[i] = 1;
+	}
+	/* Keys: four arrays of one count, the piece size in 20..30. */
+	k.block = b32; k.piece = f64; k.addr = c64; k.rkey = b32;
+	k.n_block = k.n_piece = k.n_addr = k.n_rkey = 3;
+	k.piece_shift = 24;
+	good(CT_POSTCOPY_KEYS, &k.base);
+	k.n_rkey = 2;
+	bad(CT_POSTCOPY_KEYS, &k.base, "POSTCOPY_KEYS: 3 addresses and 2 rkeys for 3 pieces");
+	k.n_rkey = 3;
+	k.n_piece = 4;
+	bad(CT_POSTCOPY_KEYS, &k.base, "POSTCOPY_KEYS: 3 block/piece blocks but 4 "
+	    "block/piece indexes");
+	k.n_piece = 3;
+	k.piece_shift = 19;
+	bad(CT_POSTCOPY_KEYS, &k.base, "POSTCOPY_KEYS: piece_shift 19 outside 20..30");
+	k.piece_shift = 31;
+	bad(CT_POSTCOPY_KEYS, &k.base, "POSTCOPY_KEYS: piece_shift 31 outside 20..30");
+	k.piece_shift = 30;
+	good(CT_POSTCOPY_KEYS, &k.base);
+	/* Ranges: three arrays of one count, no page count 0, no overflow;
+	 * empty only when it is the last message. */
+	r.block = b32; r.first = f64; r.count = c64;
+	r.n_block = r.n_first = r.n_count = 2;
+	good(CT_POSTCOPY_RANGES, &r.base);
+	r.n_count = 1;
+	bad(CT_POSTCOPY_RANGES, &r.base, "POSTCOPY_RANGES: 2 blocks, 2 firsts and 1 counts");
+	r.n_count = 2;
+	c64[1] = 0;
+	bad(CT_POSTCOPY_RANGES, &r.base, "POSTCOPY_RANGES: range 1, 0 pages from 2, is empty "
+	    "or overflows");
+	c64[1] = 1;
+	f64[1] = UINT64_MAX;
+	bad(CT_POSTCOPY_RANGES, &r.base, "POSTCOPY_RANGES: range 1, 1 pages from "
+	    "18446744073709551615, is empty or overflows");
+	f64[1] = 2;
+	r.n_block = r.n_first = r.n_count = 0;
+	r.last = 1;
+	good(CT_POSTCOPY_RANGES, &r.base);
+	r.last = 0;
+	/* The count limit, before anything is unpacked. */
+	r.n_block = r.n_first = r.n_count = CTRL_PC_RANGES_MAX + 1;
+	n = ctrl_encode(CT_POSTCOPY_RANGES, 0, &r.base, big, sizeof(big), &e);
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(ctrl_decode(big, (size_t)n, sizeof(big), NULL, NULL, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "POSTCOPY_RANGES: 65537 ranges exceeds the limit of 65536");
+	/* Done: the two parts make the whole. */
+	d.pages = 10; d.fault_pages = 3; d.background_pages = 7;
+	good(CT_POSTCOPY_DONE, &d.base);
+	d.background_pages = 6;
+	bad(CT_POSTCOPY_DONE, &d.base, "POSTCOPY_DONE: 3 pages by faults and 6 by the "
+	    "background pass do not make 10");
+	d.fault_pages = UINT64_MAX;
+	d.pages = 5;
+	bad(CT_POSTCOPY_DONE, &d.base, "POSTCOPY_DONE: 18446744073709551615 pages by faults and "
+	    "6 by the background pass do not make 5");
+}
+END_TEST
+
+START_TEST(postcopy_max_fits)
+{
+	static const uint32_t sizes[] = { 4096, 8192, 65536, 1u << 20, CTRL_MSG_MAX };
+	static uint32_t b32[CTRL_PC_RANGES_MAX];
+	static uint64_t a64[CTRL_PC_RANGES_MAX];
+	Rdmig__PostcopyKeys k = RDMIG__POSTCOPY_KEYS__INIT;
+	Rdmig__PostcopyRanges r = RDMIG__POSTCOPY_RANGES__INIT;
+	uint8_t *buf = malloc(CTRL_MSG_MAX);
+	size_t i, n;
+
+	ck_assert_ptr_nonnull(buf);
+	for (i = 0; i < CTRL_PC_RANGES_MAX; i++) {
+		b32[i] = UINT32_MAX;
+		a64[i] = UINT64_MAX;
+	}
+	k.block = k.rkey = b32; k.piece = k.addr = a64; k.piece_shift = 30;
+	r.block = b32; r.first = r.count = a64; r.last = 1;
+	ck_assert_uint_eq(ctrl_pc_ranges_max(CTRL_MSG_MAX), CTRL_PC_RANGES_MAX);
+	ck_assert_uint_eq(ctrl_pc_keys_max(CTRL_MSG_MAX), CTRL_PC_KEYS_MAX);
+	for (i = 0; i < RD_ARRAY_SIZE(sizes); i++) {
+		n = ctrl_pc_keys_max(sizes[i]);
+		ck_assert_uint_gt(n, 0);
+		k.n_block = k.n_piece = k.n_addr = k.n_rkey = n;
+		ck_assert_int_gt(ctrl_encode(CT_POSTCOPY_KEYS, 0, &k.base, buf, sizes[i], &e), 0);
+		n = ctrl_pc_ranges_max(sizes[i]);
+		ck_assert_uint_gt(n, 0);
+		r.n_block = r.n_first = r.n_count = n;
+		ck_assert_int_gt(ctrl_encode(CT_POSTCOPY_RANGES, 0, &r.base, buf, sizes[i], &e), 0);
+	}
+	free(buf);
 }
 END_TEST
 
@@ -1259,6 +1386,20 @@ static void set_zero_ranges(ProtobufCMessage *m, size_t n)
 	z->n_block = z->n_offset = z->n_length = n;
 }
 
+static void set_pc_keys(ProtobufCMessage *m, size_t n)
+{
+	Rdmig__PostcopyKeys *k = (Rdmig__PostcopyKeys *)m;
+
+	k->n_block = k->n_piece = k->n_addr = k->n_rkey = n;
+}
+
+static void set_pc_ranges(ProtobufCMessage *m, size_t n)
+{
+	Rdmig__PostcopyRanges *r = (Rdmig__PostcopyRanges *)m;
+
+	r->n_block = r->n_first = r->n_count = n;
+}
+
 static void set_pin_keys(ProtobufCMessage *m, size_t n)
 {
 	Rdmig__PinKeys *k = (Rdmig__PinKeys *)m;
@@ -1294,6 +1435,8 @@ START_TEST(arena_data_path_no_malloc)
 	Rdmig__RegisterResp r = RDMIG__REGISTER_RESP__INIT;
 	Rdmig__ZeroRanges z = RDMIG__ZERO_RANGES__INIT;
 	Rdmig__PinKeys k = RDMIG__PIN_KEYS__INIT;
+	Rdmig__PostcopyKeys pk = RDMIG__POSTCOPY_KEYS__INIT;
+	Rdmig__PostcopyRanges pr = RDMIG__POSTCOPY_RANGES__INIT;
 	Rdmig__State st = RDMIG__STATE__INIT;
 	const Rdmig__RegisterReq *dq;
 	const Rdmig__State *ds;
@@ -1305,6 +1448,10 @@ START_TEST(arena_data_path_no_malloc)
 	q.chunk_block = q.release_block = r.rkeys = k.block = k.rkey = z.block = a32;
 	q.chunk_index = q.release_index = k.piece = z.offset = a64;
 	z.length = ones;
+	pk.block = pk.rkey = pr.block = a32;
+	pk.piece = pk.addr = pr.first = a64;
+	pr.count = ones;
+	pk.piece_shift = 20;
 	st.data.data = state_data;
 	for (i = 0; i < RD_ARRAY_SIZE(arena_msg_max); i++) {
 		uint32_t mm = arena_msg_max[i];
@@ -1333,6 +1480,18 @@ START_TEST(arena_data_path_no_malloc)
 		out = arena_decode(CT_ZERO_RANGES, &z.base, mm);
 		ck_assert_uint_eq(((Rdmig__ZeroRanges *)out)->n_length, n);
 		ck_assert_in_arena(((Rdmig__ZeroRanges *)out)->length);
+		ctrl_msg_free(&ar, out);
+
+		n = fill_to(&pk.base, set_pc_keys, CTRL_PC_KEYS_MAX, mm);
+		out = arena_decode(CT_POSTCOPY_KEYS, &pk.base, mm);
+		ck_assert_uint_eq(((Rdmig__PostcopyKeys *)out)->n_addr, n);
+		ck_assert_in_arena(((Rdmig__PostcopyKeys *)out)->addr);
+		ctrl_msg_free(&ar, out);
+
+		n = fill_to(&pr.base, set_pc_ranges, CTRL_PC_RANGES_MAX, mm);
+		out = arena_decode(CT_POSTCOPY_RANGES, &pr.base, mm);
+		ck_assert_uint_eq(((Rdmig__PostcopyRanges *)out)->n_count, n);
+		ck_assert_in_arena(((Rdmig__PostcopyRanges *)out)->count);
 		ctrl_msg_free(&ar, out);
 
 		n = fill_to(&k.base, set_pin_keys, CTRL_PIN_KEYS_MAX, mm);
@@ -1589,12 +1748,14 @@ Suite *codec_suite(void)
 	tcase_add_test(lim, pages_limits);
 	tcase_add_test(lim, digest_limits);
 	tcase_add_test(lim, check_rejects_wrong_kind);
+	tcase_add_test(lim, postcopy_limits);
 	suite_add_tcase(s, lim);
 	tcase_add_test(sz, state_max_is_exact);
 	tcase_add_test(sz, state_max_encodes);
 	tcase_add_test(sz, register_max_fits);
 	tcase_add_test(sz, zero_ranges_max_fits);
 	tcase_add_test(sz, pages_max_fits);
+	tcase_add_test(sz, postcopy_max_fits);
 	tcase_set_timeout(sz, 60);
 	suite_add_tcase(s, sz);
 	tcase_add_test(arn, arena_data_path_no_malloc);

@@ -344,9 +344,9 @@ START_TEST(caps_strings)
 			 "pin-all,zero-pages");
 	ck_assert_str_eq(pd_caps_str(PD_CAP_KNOWN, buf, sizeof(buf)),
 			 "pin-all,zero-pages,verify,auth,multi-channel,pages,progress,state-ring,"
-			 "state-bound");
-	ck_assert_str_eq(pd_caps_str(PD_CAP_AUTH | (1u << 9) | (1u << 31), buf, sizeof(buf)),
-			 "auth,0x200,0x80000000");
+			 "state-bound,postcopy");
+	ck_assert_str_eq(pd_caps_str(PD_CAP_AUTH | (1u << 10) | (1u << 31), buf, sizeof(buf)),
+			 "auth,0x400,0x80000000");
 	/* Truncates without overrunning. */
 	ck_assert_str_eq(pd_caps_str(PD_CAP_KNOWN, small, sizeof(small)), "pin-all,zer");
 }

@@ -24,4 +24,8 @@ Suite *pace_suite(void);
 Suite *abi_suite(void);
 Suite *cost_suite(void);
 Suite *regq_suite(void);
+Suite *conv_suite(void);
+Suite *chan_suite(void);
+Suite *pcset_suite(void);
+Suite *pcq_suite(void);
 #endif

@@ -320,15 +320,22 @@ static int run_guestcheck(char *const argv[], char *line, size_t len)
 	return rc;
 }
 
-void guest_image(const char *img, unsigned delay)
+void guest_image_range(const char *img, unsigned delay, unsigned end_mib)
 {
-	char bin[512], src[512], d[16], line[512];
-	char *argv[] = { bin, "image", src, (char *)img, "--delay", d, NULL };
+	char bin[512], src[512], d[16], e[16], line[512];
+	char *argv[] = { bin, "image", src, (char *)img, "--delay", d,
+			 end_mib ? "--end" : NULL, e, NULL };
 
 	tu_build_path("bin/guestcheck", bin, sizeof(bin));
 	tu_build_path("guest/bootsect.img", src, sizeof(src));
 	snprintf(d, sizeof(d), "%u", delay);
+	snprintf(e, sizeof(e), "%uM", end_mib);
 	ck_assert_msg(run_guestcheck(argv, line, sizeof(line)) == 0, "guestcheck image: %s", line);
+}
+
+void guest_image(const char *img, unsigned delay)
+{
+	guest_image_range(img, delay, 0);
 }
 
 int guest_markers(const char *serial, int migrated)
@@ -359,11 +366,17 @@ void guest_wait_markers(const char *serial, int migrated, int n, int timeout_ms,
 		      timeout_ms, n);
 }
 
-int guest_check(const char *ram, char *line, size_t len)
+int guest_check_range(const char *ram, unsigned end_mib, char *line, size_t len)
 {
-	char bin[512];
-	char *argv[] = { bin, "ram", (char *)ram, NULL };
+	char bin[512], e[16];
+	char *argv[] = { bin, "ram", (char *)ram, end_mib ? "--end" : NULL, e, NULL };
 
 	tu_build_path("bin/guestcheck", bin, sizeof(bin));
+	snprintf(e, sizeof(e), "%uM", end_mib);
 	return run_guestcheck(argv, line, len);
+}
+
+int guest_check(const char *ram, char *line, size_t len)
+{
+	return guest_check_range(ram, 0, line, len);
 }

@@ -70,6 +70,8 @@ struct json_object *vm_args1(const char *key, struct json_object *val);
 /* The test guest: a copy of build/guest/bootsect.img with pause @delay per
  * page, as @img. */
 void guest_image(const char *img, unsigned delay);
+/* The same, walking [1 MiB, @end_mib MiB) (0: the default 101). */
+void guest_image_range(const char *img, unsigned delay, unsigned end_mib);
 /* Markers ('B') the guest wrote to @serial after its "rdmig-guest" line,
  * -1 before that line (SeaBIOS's banner holds B's too).  @migrated: the
  * guest arrived by migration and never booted here, so every byte counts. */
@@ -80,5 +82,7 @@ void guest_wait_markers(const char *serial, int migrated, int n, int timeout_ms,
 			const char *what);
 /* guestcheck ram @ram: 0 when consistent; its one line in @line. */
 int guest_check(const char *ram, char *line, size_t len);
+/* The same over [1 MiB, @end_mib MiB) (0: the default). */
+int guest_check_range(const char *ram, unsigned end_mib, char *line, size_t len);
 
 #endif

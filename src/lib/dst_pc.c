@@ -1,0 +1,225 @@
+#include "dst_pc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "bitmap.h"
+#include "dst_int.h"
+#include "pcd.h"
+#include "privdata.h"
+
+/* Engine registrations with the helpers at once. */
+#define DST_PC_AHEAD 4
+
+int dst_pc_setup(struct rdmig_dest *d)
+{
+	struct dst_pc *pc = &d->pc;
+	struct pcd_block *pb;
+	unsigned i;
+	int rc;
+
+	if (!d->ss.cfg.postcopy || !d->chans)
+		return rd_err_set(&d->ss.err, -EPROTO, "post-copy granted without its set-up");
+	pc->set = calloc(d->nmap ? d->nmap : 1, sizeof(*pc->set));
+	pc->npages = calloc(d->nmap ? d->nmap : 1, sizeof(*pc->npages));
+	pc->length = calloc(d->nmap ? d->nmap : 1, sizeof(*pc->length));
+	pb = calloc(d->nmap ? d->nmap : 1, sizeof(*pb));
+	if (!pc->set || !pc->npages || !pc->length || !pb) {
+		free(pb);
+		return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
+	}
+	for (i = 0; i < d->nmap; i++) {
+		struct dst_block *b = &d->blocks[d->map[i]];
+
+		/* The set is in the source's pages: ours must be the same. */
+		if (b->d.page_size != CFG_PAGE_SIZE) {
+			free(pb);
+			return rd_err_set(&d->ss.err, -EINVAL, "block \"%s\": post-copy needs "
+					  "pages of %u bytes, the source's are %u", b->d.name,
+					  CFG_PAGE_SIZE, b->d.page_size);
+		}
+		pc->npages[i] = blk_npages(b->d.length, b->d.page_size);
+		pc->length[i] = b->d.length;
+		pc->set[i] = bm_alloc(pc->npages[i]);
+		if (!pc->set[i]) {
+			free(pb);
+			return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
+		}
+		pb[i] = (struct pcd_block){ b->d.name, b->host, b->d.length };
+	}
+	pcset_rx_init(&pc->rx, d->nmap, pc->npages, pc->set);
+	pckeys_init(&pc->keys, d->nmap, pc->length);
+	rc = pcd_create(&pc->eng, d->ss.conn->id->verbs, pb, d->nmap, d->ss.cfg.postcopy_uffd,
+			d->ss.wake_fd, &d->ss.stats, &d->ss.err);
+	free(pb);
+	if (rc)
+		return rc;
+	chan_set_pc_cq(d->chans, pcd_cq(pc->eng), PCD_SQ_DEPTH);
+	return 0;
+}
+
+int dst_pc_reg_step(struct rdmig_dest *d)
+{
+	struct dst_pc *pc = &d->pc;
+	uint64_t len;
+	void *addr;
+	int rc;
+
+	while (pc->eng && pc->reg_sub < pcd_nregs(pc->eng) &&
+	       regq_pending(&d->rq) < DST_PC_AHEAD * regq_threads(&d->rq)) {
+		pcd_reg_at(pc->eng, pc->reg_sub, &addr, &len);
+		rc = regq_submit(&d->rq, addr, len, IBV_ACCESS_LOCAL_WRITE, -1,
+				 DST_REG_COOKIE(DREG_PC, pc->reg_sub), &d->ss.err);
+		if (rc == -EAGAIN)
+			return 0;
+		if (rc)
+			return rc;
+		pc->reg_sub++;
+	}
+	return 0;
+}
+
+int dst_pc_reg_done(struct rdmig_dest *d, const struct regq_job *j)
+{
+	uint64_t i = DST_REG_N(j->cookie);
+
+	if (!d->pc.eng || i >= pcd_nregs(d->pc.eng))
+		return rd_err_set(&d->ss.err, -EPROTO, "a post-copy registration nobody asked for");
+	if (j->rc) {
+		fab_reg_error(&d->ss.err, j->rc, j->len);
+		return rd_err_prefix(&d->ss.err, j->rc, "post-copy");
+	}
+	pcd_reg_done(d->pc.eng, (unsigned)i, j->mr);
+	return 0;
+}
+
+static int on_keys(struct rdmig_dest *d, const Rdmig__PostcopyKeys *k)
+{
+	return pckeys_take(&d->pc.keys, k->piece_shift, k->block, k->piece, k->addr, k->rkey,
+			   k->n_block, &d->ss.err);
+}
+
+static int on_ranges(struct rdmig_dest *d, const Rdmig__PostcopyRanges *r)
+{
+	int rc = pcset_take(&d->pc.rx, r->block, r->first, r->count, r->n_block, &d->ss.err);
+
+	if (rc || !r->last)
+		return rc;
+	/* Every piece must be readable before any guest thread waits on
+	 * one. */
+	if (!pckeys_complete(&d->pc.keys))
+		return rd_err_set(&d->ss.err, -EPROTO, "POSTCOPY_RANGES ended the set with %"
+				  PRIu64 " of %" PRIu64 " keys sent", d->pc.keys.got,
+				  d->pc.keys.npieces);
+	d->pc.switching = true;
+	d->job = (struct dst_job){ .kind = JOB_PC_BEGIN };
+	return 0;
+}
+
+int dst_pc_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m)
+{
+	if (!(d->ss.caps & PD_CAP_POSTCOPY) || !d->pc.eng)
+		return rd_err_set(&d->ss.err, -EPROTO, "%s without the POSTCOPY capability",
+				  ctrl_type_name(h->type));
+	if (d->pc.switching)
+		return rd_err_set(&d->ss.err, -EPROTO, "%s after the page set ended",
+				  ctrl_type_name(h->type));
+	if (h->type == CT_POSTCOPY_KEYS)
+		return on_keys(d, (const Rdmig__PostcopyKeys *)m);
+	return on_ranges(d, (const Rdmig__PostcopyRanges *)m);
+}
+
+static int tell_application(struct rdmig_dest *d)
+{
+	char msg[RD_ERRLEN] = "";
+	struct cfg_cb_frame f;
+	int rc;
+
+	if (!d->ss.cfg.postcopy_start)
+		return 0;
+	cfg_cb_enter(&f, &d->ss.cfg);
+	rc = d->ss.cfg.postcopy_start(d->ss.cfg.postcopy_ctx, msg, sizeof(msg));
+	cfg_cb_leave(&f);
+	if (rc)
+		return rd_err_set(&d->ss.err, rc < 0 ? rc : -EIO, "the postcopy_start callback "
+				  "failed: %s", msg[0] ? msg : "no reason given");
+	return 0;
+}
+
+int dst_pc_begin_step(struct rdmig_dest *d)
+{
+	struct dst_pc *pc = &d->pc;
+	struct fab_conn *fault = chan_set_pc_conn(d->chans, 0), *bg = chan_set_pc_conn(d->chans, 1);
+	int rc;
+
+	/* A pin in the helpers' hands would fault on the guest's memory
+	 * once it is registered; the engine's own must be done. */
+	if (regq_pending(&d->rq) || !pcd_ready(pc->eng))
+		return DST_JOB_WAITING;
+	if (!fault || !bg)
+		return rd_err_set(&d->ss.err, -EPROTO, "the source switched to post-copy without "
+				  "opening the post-copy channels");
+	/* Nothing faults the guest's memory in behind the engine's back. */
+	pop_stop(&d->pop);
+	rc = pcd_begin(pc->eng, fault, bg, &pc->keys, pc->set, pc->rx.pages, &d->ss.err);
+	if (rc)
+		return rc;
+	d->state = DST_POSTCOPY;
+	pthread_mutex_lock(&d->ss.stats.lock);
+	d->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
+	pthread_mutex_unlock(&d->ss.stats.lock);
+	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "post-copy: the guest may run; %" PRIu64 " pages "
+		"are read from the source as they are touched and in the background",
+		pc->rx.pages);
+	rc = tell_application(d);
+	return rc ? rc : DST_JOB_DONE;
+}
+
+int dst_pc_step(struct rdmig_dest *d)
+{
+	Rdmig__PostcopyDone m = RDMIG__POSTCOPY_DONE__INIT;
+	struct dst_pc *pc = &d->pc;
+	int rc;
+
+	if (d->state != DST_POSTCOPY || pc->done_sent)
+		return 0;
+	rc = pcd_poll(pc->eng, &m.fault_pages, &m.background_pages, &d->ss.err);
+	if (rc <= 0 || !ctrl_can_send(&d->ss.ch))
+		return rc;
+	m.pages = pc->rx.pages;
+	rc = ctrl_send(&d->ss.ch, CT_POSTCOPY_DONE, &m.base);
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc)
+		return rc;
+	pc->done_sent = true;
+	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "post-copy: every page is in (%" PRIu64 " read on "
+		"faults, %" PRIu64 " in the background)", m.fault_pages, m.background_pages);
+	return 0;
+}
+
+bool dst_pc_done(const struct rdmig_dest *d)
+{
+	return d->pc.done_sent;
+}
+
+void dst_pc_stop(struct rdmig_dest *d)
+{
+	pcd_stop(d->pc.eng);
+}
+
+void dst_pc_destroy(struct rdmig_dest *d)
+{
+	struct dst_pc *pc = &d->pc;
+	unsigned i;
+
+	pcd_destroy(pc->eng);
+	pckeys_fini(&pc->keys);
+	for (i = 0; pc->set && i < d->nmap; i++)
+		bm_free(pc->set[i]);
+	free(pc->set);
+	free(pc->npages);
+	free(pc->length);
+	*pc = (struct dst_pc){ .eng = NULL };
+}

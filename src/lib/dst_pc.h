@@ -1,0 +1,46 @@
+/* dst_pc: the destination's side of post-copy (rdmig(7), POST-COPY).
+ *
+ * With POSTCOPY granted, the block map makes the post-copy engine (pcd.h:
+ * what each block's memory is, the second mappings, the staging area, the
+ * post-copy channels' completion queue, the userfaultfd and the thread)
+ * and asks the registration helpers for what it needs.  POSTCOPY_KEYS and
+ * POSTCOPY_RANGES are checked as they come (pcset.h) and kept; the last
+ * POSTCOPY_RANGES is the switch (JOB_PC_BEGIN): once no registration is in
+ * the helpers' hands and the engine's are done, the populate helper stops,
+ * the engine begins, the application hears of it (postcopy_start) and the
+ * guest runs (DST_POSTCOPY).  Once the engine has every page,
+ * POSTCOPY_DONE goes; COMPLETE follows as after the rounds. */
+#ifndef RDMIG_DST_PC_H
+#define RDMIG_DST_PC_H
+
+#include <stdbool.h>
+
+#include "codec.h"
+#include "regq.h"
+
+struct rdmig_dest;
+
+/* At the block map, POSTCOPY granted (before the answer: the post-copy
+ * channels need the engine's completion queue when they come). */
+int dst_pc_setup(struct rdmig_dest *d);
+/* The engine's registrations to the helpers ... */
+int dst_pc_reg_step(struct rdmig_dest *d);
+/* ... which finished one (DREG_PC). */
+int dst_pc_reg_done(struct rdmig_dest *d, const struct regq_job *j);
+/* POSTCOPY_KEYS and POSTCOPY_RANGES (DST_RUNNING). */
+int dst_pc_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
+/* JOB_PC_BEGIN: DST_JOB_WAITING until it can switch, then DST_JOB_DONE in
+ * DST_POSTCOPY, or a negative errno. */
+int dst_pc_begin_step(struct rdmig_dest *d);
+/* DST_POSTCOPY: POSTCOPY_DONE once the engine has every page (and a
+ * credit is free); the engine's failure is the migration's. */
+int dst_pc_step(struct rdmig_dest *d);
+/* POSTCOPY_DONE went: COMPLETE may come. */
+bool dst_pc_done(const struct rdmig_dest *d);
+/* The migration failed: the engine posts nothing more; the guest's
+ * memory stays registered (a thread that touches a missing page waits). */
+void dst_pc_stop(struct rdmig_dest *d);
+/* After the post-copy channels are gone. */
+void dst_pc_destroy(struct rdmig_dest *d);
+
+#endif
