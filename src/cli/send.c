@@ -1333,6 +1333,10 @@ static void report_success(struct sender *x)
 			struct json_object *parts = json_object_new_object();
 
 			cli_json_u64(o, "downtime", x->downtime_ms);
+			/* For a manager on this host lining up its own events
+			 * (rdmig-libvirt's guest downtime): the event itself
+			 * comes after the teardown, later by a varying amount. */
+			cli_json_u64(o, "stopped-at", x->stop_ms);
 			cli_json_u64(parts, "stop", x->dt_stop);
 			cli_json_u64(parts, "stop-tracking-us", x->dt_track_us);
 			cli_json_u64(parts, "last-round", x->dt_round);
