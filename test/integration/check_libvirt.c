@@ -1095,9 +1095,12 @@ START_TEST(dest_unreachable_source_paused)
 	/* The guest rewrites its 100 MiB faster than 16 MB/s carry them: no
 	 * round ever converges, and the default 30 of them took 200-240 s,
 	 * longer than the wait below on a busy machine.  Three are enough
-	 * for host B to stop answering during the pre-copy. */
+	 * for host B to stop answering during the pre-copy; then the
+	 * switch-over must come (at --max-iterations migrate-send gives up by
+	 * default since 1581921, and the source would just run on). */
 	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "16M", "--send-arg",
-					  "--max-iterations", "--send-arg", "3", NULL });
+					  "--max-iterations", "--send-arg", "3",
+					  "--send-arg=--on-timeout=switchover", NULL });
 	wait_started(&d);
 	ck_assert_int_eq(kill(lv.b.pid, SIGSTOP), 0);
 	rc = tu_run_finish(&d.mig, 240000);
