@@ -62,6 +62,8 @@ static const char usage_text[] =
 	"      --qmp-pid PID[:START] with --qmp: only that QEMU (pid, start time) may answer\n"
 	"      --qmp-uuid UUID       with --qmp: only a QEMU that says this UUID\n"
 	"      --max-downtime MS     stop the workload once the rest fits in MS (default 300)\n"
+	"      --resume-cost MS      it stays stopped MS longer (its manager resuming it at the\n"
+	"                            destination): counted in --max-downtime (default 0)\n"
 	"      --max-iterations N    at most N rounds without converging (default 30)\n"
 	"      --max-time S          at most S seconds in all (default: no limit)\n"
 	"      --max-time-per-gib S  at most S seconds per GiB of RAM (default: no limit)\n"
@@ -91,7 +93,7 @@ enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
 	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER, OPT_MAX_TIME, OPT_MAX_TIME_GIB, OPT_ON_TIMEOUT,
-	OPT_AUTO_CONVERGE, OPT_ESTIMATE,
+	OPT_AUTO_CONVERGE, OPT_ESTIMATE, OPT_RESUME_COST,
 };
 
 /* Exit statuses of migrate-send only (rdmig-libvirt has 9 and 10). */
@@ -116,6 +118,7 @@ static const struct option long_opts[] = {
 	{ "qmp-pid", required_argument, NULL, OPT_QMP_PID },
 	{ "qmp-uuid", required_argument, NULL, OPT_QMP_UUID },
 	{ "max-downtime", required_argument, NULL, OPT_MAX_DOWNTIME },
+	{ "resume-cost", required_argument, NULL, OPT_RESUME_COST },
 	{ "max-iterations", required_argument, NULL, OPT_MAX_ITER },
 	{ "max-time", required_argument, NULL, OPT_MAX_TIME },
 	{ "max-time-per-gib", required_argument, NULL, OPT_MAX_TIME_GIB },
@@ -155,6 +158,8 @@ struct send_opts {
 	int have_limits;                /* any of the four above given */
 	int auto_converge;
 	uint64_t estimate_s;            /* --estimate: 0 to migrate */
+	uint64_t resume_cost_ms;    /* stopped this long after the confirmation */
+	int have_resume_cost;
 	const char *control;
 	int verify, trusted, defer;
 	uint8_t *key;
@@ -213,6 +218,9 @@ static int one_opt(void *opts, int c, const char *arg)
 		return 0;
 	case OPT_MAX_DOWNTIME:
 		return cli_opt_num("--max-downtime", arg, 1, 3600000, &o->max_downtime_ms);
+	case OPT_RESUME_COST:
+		o->have_resume_cost = 1;
+		return cli_opt_num("--resume-cost", arg, 0, 3600000, &o->resume_cost_ms);
 	case OPT_MAX_ITER: return cli_opt_num("--max-iterations", arg, 1, 100000, &o->max_iterations);
 	case OPT_MAX_TIME:
 		o->have_limits = 1;
@@ -295,6 +303,8 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 	if (o->estimate_s && (o->defer || o->control || o->verify || o->state_in))
 		return cli_usage("--estimate migrates nothing: drop %s", o->defer ? "--defer" :
 				 o->control ? "--control" : o->verify ? "--verify" : "--state-in");
+	if (o->have_resume_cost && !o->live)
+		return cli_usage("--resume-cost is only used with --live or --qmp");
 	if (o->defer && !o->control)
 		return cli_usage("--defer waits for the start command on the control socket: give "
 				 "--control SOCK");
@@ -1000,7 +1010,10 @@ static int prepare_state(struct sender *x)
 	rc = ds_prepare(x->e.ds, err, sizeof(err));
 	if (rc)
 		return local_fail(x, rc, err);
-	x->switch_ms = 2 * (cli_now_ms() - t0) + 1;
+	/* What the workload's manager adds after the confirmation (libvirt's
+	 * resume at the destination, measured by rdmig-libvirt) is as fixed a
+	 * cost of the switch-over, and the workload feels it as downtime. */
+	x->switch_ms = 2 * (cli_now_ms() - t0) + 1 + x->o.resume_cost_ms;
 	rdmig_source_set_limit(x->s, RDMIG_LIMIT_SWITCHOVER_MS, x->switch_ms);
 	return 0;
 }
@@ -1310,6 +1323,10 @@ static void report_success(struct sender *x)
 			struct json_object *parts = json_object_new_object();
 
 			cli_json_u64(o, "downtime", x->downtime_ms);
+			/* For a manager on this host lining up its own events
+			 * (rdmig-libvirt's guest downtime): the event itself
+			 * comes after the teardown, later by a varying amount. */
+			cli_json_u64(o, "stopped-at", x->stop_ms);
 			cli_json_u64(parts, "stop", x->dt_stop);
 			cli_json_u64(parts, "stop-tracking-us", x->dt_track_us);
 			cli_json_u64(parts, "last-round", x->dt_round);

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sodium.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -147,6 +148,20 @@ static void on_host(const struct lvhost *h, const char *path, char *buf, size_t 
 	snprintf(buf, len, "/proc/%d/root%s", h->pid, path);
 }
 
+/* Runs the shell command line @line on host @h (its mount namespace);
+ * fails the test if it fails. */
+static void host_sh(const struct lvhost *h, const char *line)
+{
+	char nsenter[64], pid[16], out[2048];
+	char *argv[] = { (char *)bin("nsenter", nsenter, sizeof(nsenter)), "-t", pid, "-m", "--",
+			 "/bin/sh", "-c", (char *)line, NULL };
+	int rc;
+
+	snprintf(pid, sizeof(pid), "%d", h->pid);
+	rc = run(argv, out, sizeof(out), 60000);
+	ck_assert_msg(rc == 0, "host %s: `%s`: exit %d: %s", h->name, line, rc, out);
+}
+
 /* ---- the hosts ------------------------------------------------------------------- */
 
 static void host_script(char *buf, size_t len)
@@ -231,6 +246,7 @@ enum ram_kind { RAM_FILE, RAM_MEMFD, RAM_PRIVATE };
 
 struct dom {
 	const char *name;
+	char uuid[40];
 	char dir[300];          /* its shared storage: disk image, key, XML */
 	char key[340], serial[200];
 	char tool[600], sendbin[512], recvbin[512];
@@ -242,12 +258,12 @@ struct dom {
 	struct tu_run mig;
 };
 
-/* Defines @d on host A, as the README asks for a domain rdmig moves (with
- * @kind's RAM instead, and the QMP socket /run/rdmig/@qmp.qmp), and starts
- * it. */
-static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
-			  const char *qmp)
+/* Writes @d's XML to @xml, as the README asks for a domain rdmig moves
+ * (its UUID set before the first define), with @kind's RAM instead, and
+ * the QMP socket @qmp (NULL: /run/rdmig/UUID.qmp, the README's). */
+static void dom_xml(const struct dom *d, enum ram_kind kind, const char *qmp, const char *xml)
 {
+	char path[200];
 	static const char *const ram[] = {
 		[RAM_FILE] = "<memoryBacking><source type='file'/><access mode='shared'/>"
 			     "</memoryBacking>",
@@ -255,13 +271,58 @@ static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
 			      "</memoryBacking>",
 		[RAM_PRIVATE] = "",
 	};
-	char img[360], xml[360], out[4096];
+	FILE *f = fopen(xml, "w");
+
+	snprintf(path, sizeof(path), "/run/rdmig/%s.qmp", d->uuid);
+	ck_assert_ptr_nonnull(f);
+	fprintf(f,
+		"<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
+		"  <name>%s</name>\n"
+		"  <uuid>%s</uuid>\n"
+		"  <memory unit='MiB'>128</memory>\n"
+		"  <vcpu>1</vcpu>\n"
+		"  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>\n"
+		"  %s\n"
+		"  <devices>\n"
+		"    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
+		"    <disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+		"<source file='%s/guest.img'/><target dev='hda' bus='ide'/></disk>\n"
+		"    <serial type='file'><source path='%s'/><target port='0'/></serial>\n"
+		"    <memballoon model='none'/>\n"
+		"  </devices>\n"
+		"  <qemu:commandline>\n"
+		"    <qemu:arg value='-qmp'/>\n"
+		"    <qemu:arg value='unix:%s,server=on,wait=off'/>\n"
+		"  </qemu:commandline>\n"
+		"</domain>\n", d->name, d->uuid, ram[kind], d->dir, d->serial, qmp ? qmp : path);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* virsh define of @d's XML written with @kind and the QMP socket @qmp
+ * (NULL: the README's, with its UUID), on host A. */
+static void dom_define_as(struct dom *d, enum ram_kind kind, const char *qmp)
+{
+	char xml[360], out[4096];
+
+	snprintf(xml, sizeof(xml), "%s/domain.xml", d->dir);
+	dom_xml(d, kind, qmp, xml);
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "define", xml, NULL) == 0, "define: %s", out);
+}
+
+/* @d's files (disk image, key) and its own UUID, nothing defined yet. */
+static void dom_init(struct dom *d, const char *name)
+{
+	char img[360], *text;
 	const char *tool = getenv("RDMIG_LIBVIRT_TOOL");
-	FILE *f;
 	int fd;
 
 	memset(d, 0, sizeof(*d));
 	d->name = name;
+	/* As the README's recipe: the UUID chosen before the first define. */
+	text = tu_slurp("/proc/sys/kernel/random/uuid", NULL);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_eq(sscanf(text, "%36s", d->uuid), 1);
+	free(text);
 	snprintf(d->dir, sizeof(d->dir), "%s/%s", lv.dir, name);
 	ck_assert_int_eq(mkdir(d->dir, 0755), 0);
 	snprintf(img, sizeof(img), "%s/guest.img", d->dir);
@@ -278,37 +339,29 @@ static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
 		snprintf(d->tool, sizeof(d->tool), "%s/tools/rdmig-libvirt", lv.repo);
 	tu_build_path("bin/migrate-send", d->sendbin, sizeof(d->sendbin));
 	tu_build_path("bin/migrate-recv", d->recvbin, sizeof(d->recvbin));
+}
 
-	snprintf(xml, sizeof(xml), "%s/domain.xml", d->dir);
-	f = fopen(xml, "w");
-	ck_assert_ptr_nonnull(f);
-	fprintf(f,
-		"<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
-		"  <name>%s</name>\n"
-		"  <memory unit='MiB'>128</memory>\n"
-		"  <vcpu>1</vcpu>\n"
-		"  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>\n"
-		"  %s\n"
-		"  <devices>\n"
-		"    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
-		"    <disk type='file' device='disk'><driver name='qemu' type='raw'/>"
-		"<source file='%s'/><target dev='hda' bus='ide'/></disk>\n"
-		"    <serial type='file'><source path='%s'/><target port='0'/></serial>\n"
-		"    <memballoon model='none'/>\n"
-		"  </devices>\n"
-		"  <qemu:commandline>\n"
-		"    <qemu:arg value='-qmp'/>\n"
-		"    <qemu:arg value='unix:/run/rdmig/%s.qmp,server=on,wait=off'/>\n"
-		"  </qemu:commandline>\n"
-		"</domain>\n", name, ram[kind], img, d->serial, qmp);
-	ck_assert_int_eq(fclose(f), 0);
-	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "define", xml, NULL) == 0, "define: %s", out);
-	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "start", name, NULL) == 0, "start: %s", out);
+static void dom_run(const struct dom *d)
+{
+	char out[4096];
+
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "start", d->name, NULL) == 0, "start: %s",
+		      out);
+}
+
+/* Defines @d on host A with @kind's RAM and the QMP socket @qmp (NULL:
+ * the README's), and starts it. */
+static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
+			  const char *qmp)
+{
+	dom_init(d, name);
+	dom_define_as(d, kind, qmp);
+	dom_run(d);
 }
 
 static void dom_start(struct dom *d, const char *name, enum ram_kind kind)
 {
-	dom_start_qmp(d, name, kind, name);
+	dom_start_qmp(d, name, kind, NULL);
 }
 
 static void dom_serial(const struct dom *d, const struct lvhost *h, char *buf, size_t len)
@@ -316,19 +369,20 @@ static void dom_serial(const struct dom *d, const struct lvhost *h, char *buf, s
 	on_host(h, d->serial, buf, len);
 }
 
-/* tools/rdmig-libvirt migrate, run on host A (nsenter), moving @d to host
- * B whose commands it runs through nsenter as it would through ssh;
+/* tools/rdmig-libvirt migrate, run on host @from (nsenter), moving @d to
+ * host @to whose commands it runs through nsenter as it would through ssh;
  * @extra: more of its options (NULL-terminated, may be NULL). */
-static void dom_migrate(struct dom *d, const char *const *extra)
+static void dom_migrate_on(struct dom *d, const struct lvhost *from, const struct lvhost *to,
+			   const char *const *extra)
 {
 	char nsenter[64], pid[16], dexec[128];
 	const char *const *w;
 	char *argv[48];
 	int n = 0;
 
-	snprintf(pid, sizeof(pid), "%d", lv.a.pid);
+	snprintf(pid, sizeof(pid), "%d", from->pid);
 	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- %s", bin("nsenter", nsenter,
-		 sizeof(nsenter)), lv.b.pid, d->dexec_tail ? d->dexec_tail : "sh -c");
+		 sizeof(nsenter)), to->pid, d->dexec_tail ? d->dexec_tail : "sh -c");
 	for (w = d->wrap; w && *w && n < 8; w++)
 		argv[n++] = (char *)*w;
 	argv[n++] = nsenter;
@@ -340,9 +394,9 @@ static void dom_migrate(struct dom *d, const char *const *extra)
 	argv[n++] = "migrate";
 	argv[n++] = (char *)d->name;
 	argv[n++] = "--connect";
-	argv[n++] = lv.a.uri;
+	argv[n++] = (char *)from->uri;
 	argv[n++] = "--dest-connect";
-	argv[n++] = lv.b.uri;
+	argv[n++] = (char *)to->uri;
 	argv[n++] = "--dest-exec";
 	argv[n++] = dexec;
 	argv[n++] = "--listen";
@@ -360,6 +414,11 @@ static void dom_migrate(struct dom *d, const char *const *extra)
 		argv[n++] = (char *)*extra++;
 	argv[n] = NULL;
 	tu_run_spawn(&d->mig, d->dir, "migrate", argv);
+}
+
+static void dom_migrate(struct dom *d, const char *const *extra)
+{
+	dom_migrate_on(d, &lv.a, &lv.b, extra);
 }
 
 static void dom_dump(struct dom *d)
@@ -390,6 +449,57 @@ static void dom_free(struct dom *d)
 		virsh(h[i], out, sizeof(out), "undefine", d->name, NULL);
 	}
 	tu_rmdir(d->dir);
+}
+
+/* ---- libvirt's lifecycle events, as an operator's virsh sees them ----------------- */
+
+/* virsh event --timestamp on @h: every domain's lifecycle events as that
+ * libvirt sends them, each line stamped when virsh got it, in @r's stdout
+ * (no --domain: the domain need not exist there yet). */
+static void events_watch(struct tu_run *r, const struct lvhost *h, const char *dir,
+			 const char *tag)
+{
+	char vbin[64], sbin[64];
+	char *argv[] = { (char *)bin("stdbuf", sbin, sizeof(sbin)), "-oL",
+			 (char *)bin("virsh", vbin, sizeof(vbin)), "-q", "-c", (char *)h->uri,
+			 "event", "--event", "lifecycle", "--loop", "--timestamp", NULL };
+
+	tu_run_spawn(r, dir, tag, argv);
+}
+
+/* Stops a watcher of tu_run_spawn's (its whole process group). */
+static void events_stop(struct tu_run *r)
+{
+	if (r->p.pid > 0 && !r->p.reaped)
+		kill(-r->p.pid, SIGKILL);
+	tu_wait(&r->p, 5000);
+}
+
+/* When (ms since the epoch) virsh got the last event @what ("Suspended",
+ * "Resumed") of domain @name in @r's output; 0 when none came.  Its lines:
+ * "2026-11-27 20:08:22.123+0000: event 'lifecycle' for domain 'vm1':
+ * Resumed Unpaused". */
+static uint64_t event_ms(const struct tu_run *r, const char *name, const char *what)
+{
+	char *text = tu_slurp(r->out, NULL), *line, *save = NULL, dom[160];
+	uint64_t at = 0;
+	struct tm tm;
+	int ms;
+
+	snprintf(dom, sizeof(dom), "for domain '%s': %s", name, what);
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		memset(&tm, 0, sizeof(tm));
+		if (!strstr(line, dom) || sscanf(line, "%d-%d-%d %d:%d:%d.%d", &tm.tm_year,
+						 &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+						 &tm.tm_sec, &ms) != 7)
+			continue;
+		tm.tm_year -= 1900;
+		tm.tm_mon -= 1;
+		at = (uint64_t)timegm(&tm) * 1000 + (uint64_t)ms;
+	}
+	free(text);
+	return at;
 }
 
 /* A string member of a JSON event, "" when missing. */
@@ -625,6 +735,59 @@ static void guest_wait_markers_on_a(const struct dom *d)
 	guest_wait_markers(ser, 0, 2, 120000, "the guest on host A");
 }
 
+/* Writes @path: a stand-in for @real that writes its arguments, one a
+ * line, to @log first. */
+static void arg_logger(const char *path, const char *real, const char *log)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$@\" >'%s'\nexec '%s' \"$@\"\n", log, real);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/* Issue 32: the guest's downtime is what --max-downtime limits and what is
+ * reported.  migrate-send was told libvirt's resume at the destination as
+ * the tool measured it before (--resume-cost, in @args: the report's
+ * "resume-estimate"); the report's "guest-downtime" holds migrate-send's
+ * downtime and covers what libvirt's own events show on the two hosts
+ * (virsh event: the source's Suspended to the destination's Resumed, @ev_a
+ * and @ev_b), and the final line on stderr gives it. */
+static void expect_guest_downtime(struct dom *d, struct json_object *done,
+				  const struct tu_run *ev_a, const struct tu_run *ev_b,
+				  const char *args)
+{
+	char *text = tu_slurp(args, NULL), *err = tu_slurp(d->mig.err, NULL), *at;
+	uint64_t told, est, guest, down, sus, res;
+
+	at = text ? strstr(text, "--resume-cost\n") : NULL;
+	ck_assert_msg(at && sscanf(at + 14, "%" SCNu64, &told) == 1, "migrate-send was not told "
+		      "libvirt's resume (--resume-cost): its arguments: %s", text ? text : "");
+	est = tu_jnum(done, "resume-estimate");
+	ck_assert_msg(told == est && est > 0, "--resume-cost %" PRIu64 ", resume-estimate %" PRIu64,
+		      told, est);
+	guest = tu_jnum(done, "guest-downtime");
+	down = tu_jnum(done, "downtime");
+	sus = event_ms(ev_a, d->name, "Suspended");
+	res = event_ms(ev_b, d->name, "Resumed");
+	ck_assert_msg(sus && res > sus, "virsh saw no Suspended on host A (%" PRIu64 ") or no "
+		      "Resumed on host B after it (%" PRIu64 ")", sus, res);
+	ck_assert_msg(guest >= down, "guest-downtime %" PRIu64 " ms, less than migrate-send's "
+		      "downtime %" PRIu64 " ms", guest, down);
+	/* Both watch the same events; the tool may see them a little sooner. */
+	ck_assert_msg(guest + 100 >= res - sus, "guest-downtime %" PRIu64 " ms, but virsh saw the "
+		      "guest suspended on A %" PRIu64 " ms before it resumed on B", guest, res - sus);
+	ck_assert_msg(err && strstr(err, "the guest was down"), "the final report does not give "
+		      "the guest's downtime: %s", err ? err : "");
+	printf("libvirt: downtime: migrate-send %" PRIu64 " ms, guest %" PRIu64 " ms (virsh's "
+	       "events: %" PRIu64 " ms), libvirt's resume %" PRIu64 " ms, estimated %" PRIu64
+	       " ms and passed as --resume-cost\n", down, guest, res - sus,
+	       tu_jnum(done, "resume-time"), est);
+	free(text);
+	free(err);
+}
+
 /* The guest moves live from host A to B: afterwards B's libvirt says
  * running and A's shut off, A cannot resume it, B has it defined
  * (--persistent) without -incoming, the guest keeps making passes on B and
@@ -632,8 +795,9 @@ static void guest_wait_markers_on_a(const struct dom *d)
 START_TEST(live_migration)
 {
 	char ser_a[300], ser_b[300], out[8192], st_a[128], st_b[128], ram[600], pat[200];
-	char line[512], *text;
+	char line[512], wrap[400], args[400], *text;
 	struct json_object *done;
+	struct tu_run ev_a, ev_b;
 	struct stat st0;
 	glob_t g;
 	struct dom d;
@@ -647,13 +811,23 @@ START_TEST(live_migration)
 	image_owner(&d, &st0);
 	/* libvirt's DAC driver gave it to QEMU's user: what A's destroy undoes. */
 	ck_assert_msg(st0.st_uid != 0, "host A's libvirt left the disk image to root");
-	dom_migrate(&d, (const char *[]){ "--persistent", "--max-downtime", "300", NULL });
+	snprintf(wrap, sizeof(wrap), "%s/migrate-send", d.dir);
+	snprintf(args, sizeof(args), "%s/migrate-send.args", d.dir);
+	arg_logger(wrap, d.sendbin, args);
+	events_watch(&ev_a, &lv.a, d.dir, "events-a");
+	events_watch(&ev_b, &lv.b, d.dir, "events-b");
+	dom_migrate(&d, (const char *[]){ "--persistent", "--max-downtime", "300",
+					  "--migrate-send", wrap, NULL });
 	rc = tu_run_finish(&d.mig, 300000);
+	usleep(500 * 1000);
+	events_stop(&ev_a);
+	events_stop(&ev_b);
 	if (rc)
 		dom_dump(&d);
 	ck_assert_int_eq(rc, 0);
 	done = tu_event_in(d.mig.out, "completed");
 	ck_assert_ptr_nonnull(done);
+	expect_guest_downtime(&d, done, &ev_a, &ev_b, args);
 
 	/* What each libvirt says, asked as an operator would. */
 	domstate(&lv.a, d.name, st_a, sizeof(st_a));
@@ -751,10 +925,7 @@ END_TEST
  * domain. */
 START_TEST(switchover_failure_source_runs)
 {
-	char vbin[64], sbin[64], ser_a[300], st_a[128], st_b[128], *text = NULL;
-	char *argv[] = { (char *)bin("stdbuf", sbin, sizeof(sbin)), "-oL",
-			 (char *)bin("virsh", vbin, sizeof(vbin)), "-q", "-c", lv.a.uri, "event",
-			 "--domain", "lv-stop", "--event", "lifecycle", "--loop", NULL };
+	char ser_a[300], st_a[128], st_b[128], *text;
 	struct json_object *ev;
 	struct tu_run events;
 	struct stat st0;
@@ -767,7 +938,7 @@ START_TEST(switchover_failure_source_runs)
 	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
 	guest_wait_markers(ser_a, 0, 2, 120000, "the guest on host A");
 	image_owner(&d, &st0);
-	tu_run_spawn(&events, d.dir, "events", argv);
+	events_watch(&events, &lv.a, d.dir, "events");
 	/* A downtime budget of 2 s leaves that much for the last round after
 	 * the stop: time enough to see the stop and kill migrate-recv in it. */
 	dom_migrate(&d, (const char *[]){ "--max-downtime", "2000", NULL });
@@ -775,20 +946,16 @@ START_TEST(switchover_failure_source_runs)
 	recv = find_recv();
 	ck_assert_msg(recv > 0, "no migrate-recv running");
 	t0 = tu_now_ms();
-	while (tu_now_ms() - t0 < 180000 && !tu_has_event(d.mig.out, "completed")) {
-		free(text);
-		text = tu_slurp(events.out, NULL);
-		if (text && strstr(text, "Suspended"))
-			break;
+	while (tu_now_ms() - t0 < 180000 && !tu_has_event(d.mig.out, "completed") &&
+	       !event_ms(&events, d.name, "Suspended"))
 		usleep(5000);
-	}
-	ck_assert_msg(text && strstr(text, "Suspended"), "host A's libvirt never saw QEMU stop "
-		      "the guest: %s", text ? text : "");
+	text = tu_slurp(events.out, NULL);
+	ck_assert_msg(event_ms(&events, d.name, "Suspended"), "host A's libvirt never saw QEMU "
+		      "stop the guest: %s", text ? text : "");
 	free(text);
 	kill(recv, SIGKILL);
 	rc = tu_run_finish(&d.mig, 120000);
-	tu_kill(&events.p, SIGKILL);
-	tu_wait(&events.p, 5000);
+	events_stop(&events);
 	if (rc != 5)
 		dom_dump(&d);
 	ck_assert_int_eq(rc, 5);
@@ -925,7 +1092,15 @@ START_TEST(dest_unreachable_source_paused)
 
 	dom_start(&d, "lv-deaf", RAM_FILE);
 	guest_wait_markers_on_a(&d);
-	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "16M", NULL });
+	/* The guest rewrites its 100 MiB faster than 16 MB/s carry them: no
+	 * round ever converges, and the default 30 of them took 200-240 s,
+	 * longer than the wait below on a busy machine.  Three are enough
+	 * for host B to stop answering during the pre-copy; then the
+	 * switch-over must come (at --max-iterations migrate-send gives up by
+	 * default since 1581921, and the source would just run on). */
+	dom_migrate(&d, (const char *[]){ "--max-bandwidth", "16M", "--send-arg",
+					  "--max-iterations", "--send-arg", "3",
+					  "--send-arg=--on-timeout=switchover", NULL });
 	wait_started(&d);
 	ck_assert_int_eq(kill(lv.b.pid, SIGSTOP), 0);
 	rc = tu_run_finish(&d.mig, 240000);
@@ -946,6 +1121,44 @@ START_TEST(dest_unreachable_source_paused)
 	printf("libvirt: destination libvirtd stopped mid-migration: exit 10, host A %s, "
 	       "destination reported as \"%s\"; %s", st_a, jstr(ev, "destination-state"), err);
 	json_object_put(ev);
+	free(err);
+	dom_free(&d);
+}
+END_TEST
+
+/* The destination's libvirt cannot resume the migrated guest (host B's
+ * virtlockd gone, so no lease for it) after the source QEMU completed its
+ * migration and let go of its disk image.  The source must run again: the
+ * tool destroys B's domain, which gives the image to root (remember_owner
+ * 0, as on NFS), and a source QEMU whose migration completed reopens its
+ * image on `cont`, so the owner must be back before the resume (before,
+ * the tool resumed first: "Could not open ...: Permission denied", exit
+ * 10, the source left paused).  Last of its case: host B's virtlockd is
+ * started again, under another pid than the suite knows. */
+START_TEST(dest_resume_fails_source_runs)
+{
+	char ser_a[300], st_a[128], st_b[128], *err;
+	struct stat st0;
+	struct dom d;
+	int rc;
+
+	dom_start(&d, "lv-nolease", RAM_FILE);
+	dom_serial(&d, &lv.a, ser_a, sizeof(ser_a));
+	guest_wait_markers_on_a(&d);
+	image_owner(&d, &st0);
+	dom_migrate(&d, NULL);
+	wait_started(&d);
+	ck_assert_int_eq(kill(lv.b.lockd, SIGKILL), 0);
+	rc = tu_run_finish(&d.mig, 240000);
+	host_sh(&lv.b, "virtlockd -d -f /etc/libvirt/virtlockd.conf -p /run/libvirt/virtlockd.pid");
+	err = tu_slurp(d.mig.err, NULL);
+	if (rc != 9)
+		dom_dump(&d);
+	ck_assert_msg(rc == 9 && err && strstr(err, "could not resume the migrated guest"),
+		      "exit %d: %s", rc, err ? err : "");
+	expect_rolled_back(&d, &st0, ser_a, "the failed resume", st_a, st_b);
+	printf("libvirt: the destination could not resume the migrated guest: exit %d, host A %s, "
+	       "host B %s: %s", rc, st_a, st_b, err);
 	free(err);
 	dom_free(&d);
 }
@@ -982,15 +1195,63 @@ START_TEST(remote_recv_stopped)
 }
 END_TEST
 
-/* `rdmig-libvirt check DOMAIN` on host A: its exit code, its output in @out. */
+/* `rdmig-libvirt check DOMAIN` on host A, with host B as the destination
+ * (reached as dom_migrate reaches it): its exit code, its output in @out. */
 static int dom_check(const struct dom *d, char *out, size_t len)
 {
-	char nsenter[64], pid[16];
+	char nsenter[64], pid[16], dexec[128];
 	char *argv[] = { (char *)bin("nsenter", nsenter, sizeof(nsenter)), "-t", pid, "-m", "--",
-			 (char *)d->tool, "check", (char *)d->name, "--connect", lv.a.uri, NULL };
+			 (char *)d->tool, "check", (char *)d->name, "--connect", lv.a.uri,
+			 "--dest-connect", lv.b.uri, "--dest-exec", dexec, NULL };
 
 	snprintf(pid, sizeof(pid), "%d", lv.a.pid);
+	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- sh -c", nsenter, lv.b.pid);
 	return run(argv, out, len, 60000);
+}
+
+/* check and migrate agree (issue 32): a domain migrate refuses, check
+ * refuses too, with the same exit status (2) and in the same words (every
+ * problem line check prints is in migrate's message), and neither leaves
+ * anything behind: host B has no such domain, host A's says @st_a (a
+ * prefix).  Each of @words (NULL-terminated) is in both outputs. */
+static void both_refuse(struct dom *d, const char *st_a, const char *const *words)
+{
+	char out[8192], prefix[128], st[128], *err, *line, *save = NULL;
+	const char *const *w;
+	int rc, mrc, lines = 0;
+
+	rc = dom_check(d, out, sizeof(out));
+	dom_migrate(d, NULL);
+	mrc = tu_run_finish(&d->mig, 180000);
+	err = tu_slurp(d->mig.err, NULL);
+	ck_assert_ptr_nonnull(err);
+	if (mrc != 2)
+		dom_dump(d);
+	ck_assert_msg(rc == 2, "%s: check: exit %d, migrate: exit %d: %s", d->name, rc, mrc, out);
+	ck_assert_msg(mrc == 2, "%s: migrate: exit %d, check: exit 2: %s", d->name, mrc, err);
+	for (w = words; *w; w++) {
+		ck_assert_msg(strstr(out, *w), "%s: check does not say \"%s\": %s", d->name, *w, out);
+		ck_assert_msg(strstr(err, *w), "%s: migrate does not say \"%s\": %s", d->name, *w,
+			      err);
+	}
+	snprintf(prefix, sizeof(prefix), "rdmig-libvirt: %s: ", d->name);
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, prefix, strlen(prefix)) || !strncmp(line + strlen(prefix),
+								   "warning:", 8))
+			continue;
+		lines++;
+		ck_assert_msg(strstr(err, line + strlen(prefix)), "%s: check says \"%s\", migrate "
+			      "does not: %s", d->name, line + strlen(prefix), err);
+	}
+	ck_assert_msg(lines > 0, "%s: check printed no problem", d->name);
+	domstate(&lv.b, d->name, st, sizeof(st));
+	ck_assert_msg(!strcmp(st, "gone"), "%s: host B: %s, expected no such domain", d->name, st);
+	domstate(&lv.a, d->name, st, sizeof(st));
+	ck_assert_msg(!strncmp(st, st_a, strlen(st_a)), "%s: host A: %s, expected %s", d->name, st,
+		      st_a);
+	printf("libvirt: %s: check and migrate refuse it alike (exit 2), host A %s: %s", d->name,
+	       st, err);
+	free(err);
 }
 
 /* The QMP socket in the domain's XML is not its QEMU's: a clone of the
@@ -999,13 +1260,14 @@ static int dom_check(const struct dom *d, char *out, size_t len)
  * guest under this domain's name and then destroyed this one). */
 START_TEST(qmp_socket_not_its_own)
 {
-	char out[8192], path[300], st[128], *err;
+	char out[8192], path[300], pat[200], st[128], *err;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct dom d, clone;
 	int rc, fd;
 
 	dom_start(&d, "lv-q1", RAM_FILE);
-	dom_start_qmp(&clone, "lv-q2", RAM_FILE, "lv-q1");
+	snprintf(pat, sizeof(pat), "/run/rdmig/%s.qmp", d.uuid);
+	dom_start_qmp(&clone, "lv-q2", RAM_FILE, pat);
 	guest_wait_markers_on_a(&d);
 	rc = dom_check(&d, out, sizeof(out));
 	ck_assert_msg(rc == 2 && strstr(out, "lv-q2"), "check: exit %d: %s", rc, out);
@@ -1024,7 +1286,8 @@ START_TEST(qmp_socket_not_its_own)
 	/* The clone goes; a process of ours takes the path. */
 	virsh(&lv.a, out, sizeof(out), "destroy", clone.name, NULL);
 	virsh(&lv.a, out, sizeof(out), "undefine", clone.name, NULL);
-	on_host(&lv.a, "/run/rdmig/lv-q1.qmp", path, sizeof(path));
+	snprintf(pat, sizeof(pat), "/run/rdmig/%s.qmp", d.uuid);
+	on_host(&lv.a, pat, path, sizeof(path));
 	unlink(path);
 	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
 	memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -1117,7 +1380,7 @@ static void swapper(const struct dom *d, const char *path, const char *real)
 	fprintf(f, "#!/bin/sh\n"
 		"setpriv --reuid=libvirt-qemu --regid=libvirt-qemu --clear-groups \\\n"
 		"    mv -f /run/rdmig/impostor.sock /run/rdmig/%s.qmp || exit 99\n"
-		"exec %s \"$@\"\n", d->name, real);
+		"exec %s \"$@\"\n", d->uuid, real);
 	ck_assert_int_eq(fclose(f), 0);
 	ck_assert_int_eq(chmod(path, 0755), 0);
 }
@@ -1175,33 +1438,17 @@ START_TEST(qmp_socket_swapped_after_check)
 }
 END_TEST
 
-/* A domain whose RAM rdmig cannot carry: refused (exit 2) before anything
- * starts, with the XML that fixes it; nothing on host B, the guest runs on
- * A. */
+/* A domain whose RAM rdmig cannot carry: refused (exit 2) by check and by
+ * migrate, with the XML that fixes it; nothing on host B, the guest runs
+ * on A with its lease. */
 static void refused(enum ram_kind kind, const char *name, const char *what)
 {
-	char st_a[128], st_b[128], *err;
+	const char *words[] = { what, "<source type='file'/>", "<access mode='shared'/>", NULL };
 	struct dom d;
-	int rc;
 
 	dom_start(&d, name, kind);
-	dom_migrate(&d, NULL);
-	rc = tu_run_finish(&d.mig, 120000);
-	err = tu_slurp(d.mig.err, NULL);
-	ck_assert_ptr_nonnull(err);
-	if (rc != 2)
-		dom_dump(&d);
-	ck_assert_msg(rc == 2, "exit %d: %s", rc, err);
-	ck_assert_msg(strstr(err, what), "no \"%s\" in: %s", what, err);
-	ck_assert_msg(strstr(err, "<source type='file'/>") && strstr(err, "<access mode='shared'/>"),
-		      "the fix is not named: %s", err);
-	domstate(&lv.b, d.name, st_b, sizeof(st_b));
-	ck_assert_msg(!strcmp(st_b, "gone"), "host B: %s, expected no such domain", st_b);
-	domstate(&lv.a, d.name, st_a, sizeof(st_a));
-	ck_assert_msg(!strncmp(st_a, "running", 7), "host A: %s, expected running", st_a);
+	both_refuse(&d, "running", words);
 	expect_lease(&d, "A");
-	printf("libvirt: %s refused, host A %s, host B %s: %s", name, st_a, st_b, err);
-	free(err);
 	dom_free(&d);
 }
 
@@ -1217,6 +1464,243 @@ START_TEST(private_refused)
 }
 END_TEST
 
+/* Issue 32: a shut-off domain passed check (exit 0), then migrate refused
+ * it (exit 2). */
+START_TEST(shut_off_refused)
+{
+	const char *words[] = { "shut off", "only a running (or paused) domain", NULL };
+	struct dom d;
+
+	dom_init(&d, "lv-off");
+	dom_define_as(&d, RAM_FILE, NULL);
+	both_refuse(&d, "shut off", words);
+	dom_free(&d);
+}
+END_TEST
+
+/* Issue 32: a QMP socket named after the domain, not its UUID, passed
+ * check ("rdmig can move it") and migrated, though README and the manual
+ * ask for the UUID (a copy of the XML under another name keeps the path). */
+START_TEST(socket_named_not_uuid)
+{
+	const char *words[] = { "/run/rdmig/lv-named.qmp", "does not have the domain's UUID",
+				NULL, NULL };
+	char fix[80];
+	struct dom d;
+
+	dom_start_qmp(&d, "lv-named", RAM_FILE, "/run/rdmig/lv-named.qmp");
+	snprintf(fix, sizeof(fix), "/run/rdmig/%s.qmp", d.uuid);
+	words[2] = fix;
+	both_refuse(&d, "running", words);
+	dom_free(&d);
+}
+END_TEST
+
+/* Issue 32: memory_backing_dir was verified by neither: a domain whose
+ * RAM file lay off tmpfs passed check and migrated without a word.  Here
+ * host A's memory_backing_dir is on ramfs (not tmpfs, as a disk's file
+ * system is not) while the domain starts; its QEMU maps its RAM file
+ * there.  The ramfs goes over all of /dev/shm: libvirt carries the mounts
+ * of /dev into QEMU's own mount namespace one by one, not those nested in
+ * them. */
+START_TEST(ram_not_on_tmpfs)
+{
+	const char *words[] = { "not tmpfs", "on ramfs", "memory_backing_dir", NULL };
+	struct dom d;
+
+	/* And the directory libvirtd makes QEMU's at its start, made again. */
+	host_sh(&lv.a, "mount -t ramfs -o mode=1777 lv-ramfs /dev/shm && "
+		"mkdir -p /dev/shm/libvirt/libvirt/qemu && "
+		"chown libvirt-qemu:libvirt-qemu /dev/shm/libvirt/libvirt/qemu");
+	dom_start(&d, "lv-ramfs", RAM_FILE);
+	both_refuse(&d, "running", words);
+	dom_free(&d);
+	host_sh(&lv.a, "umount /dev/shm || umount -l /dev/shm");
+}
+END_TEST
+
+/* Issue 32: after `virsh define` of a corrected XML on a running domain,
+ * check still asked for what the definition already had.  Now both say the
+ * definition is right and a restart is what is missing; after the restart
+ * check says yes; with the definition broken again while the corrected
+ * domain runs, check says yes and warns of its next start. */
+START_TEST(corrected_not_restarted)
+{
+	const char *words[] = { "persistent definition (virsh dumpxml --inactive) is right",
+				"a restart", "not in a shared file", NULL };
+	char out[8192], xml[360];
+	struct dom d;
+	int rc;
+
+	dom_start(&d, "lv-fixed", RAM_PRIVATE);
+	dom_define_as(&d, RAM_FILE, NULL);
+	both_refuse(&d, "running", words);
+
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "destroy", d.name, NULL) == 0, "%s", out);
+	dom_run(&d);
+	rc = dom_check(&d, out, sizeof(out));
+	ck_assert_msg(rc == 0 && strstr(out, "rdmig can move it") && !strstr(out, "warning"),
+		      "check after the restart: exit %d: %s", rc, out);
+	printf("libvirt: lv-fixed restarted: check: %s", out);
+
+	snprintf(xml, sizeof(xml), "%s/private.xml", d.dir);
+	dom_xml(&d, RAM_PRIVATE, NULL, xml);
+	ck_assert_msg(virsh(&lv.a, out, sizeof(out), "define", xml, NULL) == 0, "%s", out);
+	rc = dom_check(&d, out, sizeof(out));
+	ck_assert_msg(rc == 0 && strstr(out, "warning") && strstr(out, "next start") &&
+		      strstr(out, "not in a shared file"), "check with the persistent definition "
+		      "broken: exit %d: %s", rc, out);
+	printf("libvirt: lv-fixed running right, defined wrong: check: %s", out);
+	dom_free(&d);
+}
+END_TEST
+
+/* The socket's directory on the destination: its QEMU could not create
+ * the socket there (here: it exists, root's, 0755).  Before, check said
+ * yes, and migrate started the destination domain and failed with
+ * libvirt's "bind socket" (exit 9).  The domain's socket is in a directory
+ * of its own, /run/rdmig-lv: on host A a tmpfs mounted there for QEMU's
+ * user; host B sees the directory under it (/run is one file system for
+ * the two hosts of the bed). */
+START_TEST(dest_socket_dir)
+{
+	const char *words[] = { "on the destination host", "/run/rdmig-lv is 0:0 mode 755",
+				"cannot create its socket", NULL };
+	char qmp[80];
+	struct dom d;
+
+	host_sh(&lv.a, "mkdir -p /run/rdmig-lv && chown 0:0 /run/rdmig-lv && "
+		"chmod 755 /run/rdmig-lv && mount -t tmpfs -o mode=750,uid=$(id -u libvirt-qemu),"
+		"gid=$(id -g libvirt-qemu) lv-sock /run/rdmig-lv");
+	dom_init(&d, "lv-sockdir");
+	snprintf(qmp, sizeof(qmp), "/run/rdmig-lv/%s.qmp", d.uuid);
+	dom_define_as(&d, RAM_FILE, qmp);
+	dom_run(&d);
+	both_refuse(&d, "running", words);
+	dom_free(&d);
+	host_sh(&lv.a, "umount /run/rdmig-lv || umount -l /run/rdmig-lv");
+}
+END_TEST
+
+/* The integer @key of @o, or -1 when it has none (an older tool's report). */
+static long long jnum_or(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) ? (long long)json_object_get_int64(v) : -1;
+}
+
+/* "median (min-max)" of @n figures (sorted in place). */
+static const char *med3(uint64_t *v, int n, char *buf, size_t len)
+{
+	int i, j;
+
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			uint64_t t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	snprintf(buf, len, "%" PRIu64 " (%" PRIu64 "-%" PRIu64 ")", v[n / 2], v[0], v[n - 1]);
+	return buf;
+}
+
+/* Polls virsh domstate --reason of @d on both hosts until stopped: one
+ * "HOST: STATE" line each time a host's answer changes, in @r's stdout. */
+static void states_watch(struct tu_run *r, const struct dom *d)
+{
+	char bash[64], script[1200];
+	char *argv[] = { (char *)bin("bash", bash, sizeof(bash)), "-c", script, NULL };
+
+	snprintf(script, sizeof(script),
+		 "st() { virsh -q -c \"$1\" domstate --reason %s 2>/dev/null | head -n1 || true; }\n"
+		 "a= b=\n"
+		 "while :; do\n"
+		 "  n=$(st '%s'); [ \"$n\" = \"$a\" ] || { a=$n; echo \"A: ${a:-no such domain}\"; }\n"
+		 "  n=$(st '%s'); [ \"$n\" = \"$b\" ] || { b=$n; echo \"B: ${b:-no such domain}\"; }\n"
+		 "done\n", d->name, lv.a.uri, lv.b.uri);
+	tu_run_spawn(r, d->dir, "states", argv);
+}
+
+#define LEGS 3
+
+/* README's libvirt table, not part of make check (CK_RUN_CASE=libvirt-bench
+ * asks for it): one running domain moves A to B, back, and to B again with
+ * the README's example (--persistent --undefinesource --max-downtime 300).
+ * Each leg: the tool's wall clock (its start to its exit, as the operator
+ * waits), migrate-send's total time and downtime, and the guest-visible
+ * downtime as virsh sees it on the two hosts (the source's Suspended to the
+ * destination's Resumed), next to what the tool reported. */
+START_TEST(bench_legs)
+{
+	const char *const extra[] = { "--persistent", "--undefinesource", "--max-downtime", "300",
+				      NULL };
+	const struct lvhost *h[] = { &lv.a, &lv.b };
+	uint64_t wall[LEGS], total[LEGS], down[LEGS], seen[LEGS], said[LEGS];
+	char ser[300], m1[64], m2[64], m3[64], m4[64], m5[64];
+	struct tu_run ev_from, ev_to, states;
+	struct json_object *done;
+	struct dom d;
+	uint64_t t0;
+	int leg, rc, m0;
+
+	dom_start(&d, "lv-bench", RAM_FILE);
+	guest_wait_markers_on_a(&d);
+	for (leg = 0; leg < LEGS; leg++) {
+		const struct lvhost *from = h[leg % 2], *to = h[(leg + 1) % 2];
+
+		events_watch(&ev_from, from, d.dir, "events-from");
+		events_watch(&ev_to, to, d.dir, "events-to");
+		states_watch(&states, &d);
+		usleep(500 * 1000);
+		t0 = tu_now_ms();
+		dom_migrate_on(&d, from, to, extra);
+		rc = tu_run_finish(&d.mig, 300000);
+		wall[leg] = tu_now_ms() - t0;
+		usleep(500 * 1000);
+		events_stop(&ev_from);
+		events_stop(&ev_to);
+		events_stop(&states);
+		if (rc)
+			dom_dump(&d);
+		else
+			tu_dump("the tool's stderr", d.mig.err);
+		tu_dump("virsh domstate --reason on each host, as it changed", states.out);
+		ck_assert_msg(rc == 0, "leg %d (%s to %s): exit %d", leg + 1, from->name, to->name,
+			      rc);
+		done = tu_event_in(d.mig.out, "completed");
+		ck_assert_ptr_nonnull(done);
+		total[leg] = tu_jnum(done, "total-time");
+		down[leg] = tu_jnum(done, "downtime");
+		said[leg] = tu_jnum(done, "guest-downtime");
+		printf("libvirt-bench: leg %d: libvirt's resume %lld ms, estimated %lld ms\n", leg + 1,
+		       jnum_or(done, "resume-time"), jnum_or(done, "resume-estimate"));
+		json_object_put(done);
+		seen[leg] = event_ms(&ev_to, d.name, "Resumed") - event_ms(&ev_from, d.name,
+									    "Suspended");
+		ck_assert_msg(event_ms(&ev_from, d.name, "Suspended") && event_ms(&ev_to, d.name,
+			      "Resumed"), "leg %d: no Suspended on %s or no Resumed on %s",
+			      leg + 1, from->name, to->name);
+		printf("libvirt-bench: leg %d, %s to %s: wall clock %" PRIu64 " ms, migrate-send "
+		       "total %" PRIu64 " ms (wall / total %.2f), downtime %" PRIu64 " ms, guest "
+		       "down %" PRIu64 " ms by virsh's events (the tool said %" PRIu64 ")\n",
+		       leg + 1, from->name, to->name, wall[leg], total[leg],
+		       (double)wall[leg] / (double)total[leg], down[leg], seen[leg], said[leg]);
+		/* The guest runs at the destination before it moves again. */
+		on_host(to, d.serial, ser, sizeof(ser));
+		m0 = guest_markers(ser, 1);
+		guest_wait_markers(ser, 1, m0 + 1, 120000, "the guest after the leg");
+	}
+	printf("libvirt-bench: medians (min-max) of %d legs: wall clock %s ms, migrate-send total "
+	       "%s ms, downtime %s ms, guest down %s ms by virsh's events (the tool said %s)\n",
+	       LEGS, med3(wall, LEGS, m1, sizeof(m1)), med3(total, LEGS, m2, sizeof(m2)),
+	       med3(down, LEGS, m3, sizeof(m3)), med3(seen, LEGS, m4, sizeof(m4)),
+	       med3(said, LEGS, m5, sizeof(m5)));
+	dom_free(&d);
+}
+END_TEST
+
 Suite *libvirt_suite(void)
 {
 	Suite *s = suite_create("libvirt");
@@ -1226,8 +1710,6 @@ Suite *libvirt_suite(void)
 	 * QEMU's capabilities under TCG first). */
 	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
 	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, memfd_refused);
-	tcase_add_test(tc, private_refused);
 	tcase_add_test(tc, live_migration);
 	tcase_add_test(tc, recv_killed_source_runs);
 	tcase_add_test(tc, switchover_failure_source_runs);
@@ -1245,6 +1727,32 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, json_reader_gone);
 	tcase_add_test(tc, tool_killed_children_stop);
 	tcase_add_test(tc, dest_unreachable_source_paused);
+	/* Last: it restarts host B's virtlockd. */
+	tcase_add_test(tc, dest_resume_fails_source_runs);
 	suite_add_tcase(s, tc);
+
+	/* What check and migrate refuse, alike, before anything runs at the
+	 * destination (CK_RUN_CASE=libvirt-check runs them alone). */
+	tc = tcase_create("libvirt-check");
+	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, shut_off_refused);
+	tcase_add_test(tc, socket_named_not_uuid);
+	tcase_add_test(tc, corrected_not_restarted);
+	tcase_add_test(tc, memfd_refused);
+	tcase_add_test(tc, private_refused);
+	tcase_add_test(tc, dest_socket_dir);
+	/* Last: a failure would leave host A's RAM on ramfs. */
+	tcase_add_test(tc, ram_not_on_tmpfs);
+	suite_add_tcase(s, tc);
+
+	/* Only when asked for by name: three migrations for README's table. */
+	if (getenv("CK_RUN_CASE") && !strcmp(getenv("CK_RUN_CASE"), "libvirt-bench")) {
+		tc = tcase_create("libvirt-bench");
+		tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
+		tcase_set_timeout(tc, 1200);
+		tcase_add_test(tc, bench_legs);
+		suite_add_tcase(s, tc);
+	}
 	return s;
 }
