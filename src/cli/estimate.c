@@ -32,6 +32,7 @@ struct round1 {
 	struct rdmig_source *s;
 	int rc;
 	volatile bool done;
+	uint64_t end_ms;         /* when it ended (cli_now_ms()) */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -66,6 +67,7 @@ static void *run_round(void *arg)
 	struct round1 *r = arg;
 
 	r->rc = rdmig_source_iterate(r->s);
+	r->end_ms = cli_now_ms();
 	r->done = true;
 	return NULL;
 }
@@ -133,11 +135,12 @@ static int track(struct workload *w, struct sampler *sp, uint64_t t0, uint64_t m
 
 /* The first round's figures at the end: the link's rate, and how long the
  * whole round takes (measured, or at the rate it covered the image). */
-static int link_figures(struct rdmig_source *s, uint64_t t0, bool done, struct est_measure *m,
-			char *err, size_t errlen)
+static int link_figures(struct rdmig_source *s, uint64_t t0, const struct round1 *r,
+			struct est_measure *m, char *err, size_t errlen)
 {
 	struct rdmig_stats st = { .size = sizeof(st) };
-	uint64_t wall = cli_now_ms() - t0, covered;
+	bool done = r->rc == 0;
+	uint64_t wall = (done ? r->end_ms : cli_now_ms()) - t0, covered;
 
 	rdmig_source_stats(s, &st);
 	covered = st.normal_bytes + st.zero_pages * PAGE;
@@ -195,7 +198,7 @@ static int measure(struct rdmig_source *s, struct workload *w, struct sampler *s
 	if (!rc && !n)
 		rc = cli_errf(err, errlen, -EAGAIN, "no sample taken; give --estimate more time");
 	if (!rc)
-		rc = link_figures(s, t0, r.rc == 0, m, err, errlen);
+		rc = link_figures(s, t0, &r, m, err, errlen);
 	if (rc)
 		goto out;
 	m->duration_ms = cli_now_ms() - t0;
