@@ -572,6 +572,40 @@ enum rdmig_limit {
  * error text is not set: this may run beside the driving thread). */
 RDMIG_API int rdmig_source_set_limit(struct rdmig_source *s, enum rdmig_limit limit,
 				     uint64_t value);
+/* Know before you move (since 0.3.0): what the convergence policy of a
+ * config would do with a workload measured beforehand, round by round, as
+ * rdmig_source_advice() would decide it (QEMU's calc-dirty-rate is the
+ * model of the measuring).  The model: a round sends what the one before
+ * left (the first, first_round_ms or image_bytes at bandwidth), taking
+ * that at @bandwidth plus @round_cost_ms; the workload dirties
+ * dirty_rate x (100 - throttle) / 100 bytes per second of it, never more
+ * than @working_set in all.  Set @size of both structs to their sizeof. */
+struct rdmig_forecast_in {
+	uint32_t size;
+	uint64_t image_bytes;     /* all blocks */
+	uint64_t bandwidth;       /* page bytes per second the link carries */
+	uint64_t first_round_ms;  /* the first round, measured (0: at bandwidth) */
+	uint64_t dirty_rate;      /* bytes dirtied per second, unthrottled */
+	uint64_t working_set;     /* the most a round leaves (0: image_bytes) */
+	uint64_t round_cost_ms;   /* a round's own cost: taking the dirty log */
+};
+
+struct rdmig_forecast {
+	uint32_t size;
+	uint32_t decision;        /* the last advice: RDMIG_SWITCH_OVER or RDMIG_GIVE_UP */
+	uint32_t reason;          /* ... and why (enum rdmig_reason) */
+	uint32_t throttle_pct;    /* the throttle it reached (0: none) */
+	uint64_t rounds;          /* rounds before that advice */
+	uint64_t downtime_ms;     /* the switch-over's pause (0 when it gives up) */
+	uint64_t total_ms;        /* from the first round to the guest resumed */
+	int within_limit;         /* switches over within max_downtime_ms */
+	char text[256];           /* the outcome and why, with figures */
+};
+
+/* 0, or -EINVAL (a size too small, no bandwidth, an invalid config: @err
+ * says which when @errlen > 0).  Pure: no handle, no clock. */
+RDMIG_API int rdmig_forecast(const struct rdmig_config *cfg, const struct rdmig_forecast_in *in,
+			     struct rdmig_forecast *out, char *err, size_t errlen);
 /* Any thread: the operation in progress (connecting, resolving, pinning,
  * iterating, hashing for verify) fails with -ECANCELED and the destination
  * is told.  Once COMPLETE has gone, or a switch to post-copy started the

@@ -507,3 +507,26 @@ int cli_block_file_name(const char *name, char *out, size_t len)
 	out[o] = '\0';
 	return 0;
 }
+
+/* The advice's words in the events, as the options name them. */
+static const char *const decision_names[] = {
+	[RDMIG_NEXT_ROUND] = "next-round", [RDMIG_THROTTLE] = "throttle",
+	[RDMIG_SWITCH_OVER] = "switch-over", [RDMIG_GIVE_UP] = "give-up",
+};
+static const char *const reason_names[] = {
+	[RDMIG_REASON_NO_ROUND] = "no-round", [RDMIG_REASON_CONVERGED] = "converged",
+	[RDMIG_REASON_ROUND_PAYS] = "round-pays", [RDMIG_REASON_NOT_CONVERGED] = "not-converged",
+	[RDMIG_REASON_NO_BANDWIDTH] = "no-bandwidth", [RDMIG_REASON_DIRTY_RATE] = "dirty-rate",
+	[RDMIG_REASON_STALL] = "stall", [RDMIG_REASON_MAX_TIME] = "max-time",
+	[RDMIG_REASON_MAX_ITERATIONS] = "max-iterations",
+};
+
+const char *cli_decision_name(uint32_t d)
+{
+	return d < sizeof(decision_names) / sizeof(decision_names[0]) ? decision_names[d] : "?";
+}
+
+const char *cli_reason_name(uint32_t r)
+{
+	return r < sizeof(reason_names) / sizeof(reason_names[0]) ? reason_names[r] : "?";
+}

@@ -119,6 +119,10 @@ void cli_json_str(struct json_object *o, const char *key, const char *v);
 void cli_emit(struct json_object *o);
 /* {"event":"failed","status":"failed","error":MSG,"exit-code":CODE} */
 void cli_emit_failed(const char *msg, int code, struct json_object *extra);
+/* The convergence advice's words in the events, as the options name them
+ * ("switch-over", "max-time"; "?" for a value this build does not know). */
+const char *cli_decision_name(uint32_t d);
+const char *cli_reason_name(uint32_t r);
 
 /* ---- human output ----------------------------------------------------- */
 /* "12.3 MiB" */

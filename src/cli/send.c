@@ -27,6 +27,7 @@
 #include "control.h"
 #include "devstate.h"
 #include "ends.h"
+#include "estimate.h"
 #include "opts.h"
 #include "rdmig.h"
 #include "workload.h"
@@ -70,6 +71,9 @@ static const char usage_text[] =
 	"                            cancel (default: the workload runs on here) or\n"
 	"                            switchover (stop it anyway, over --max-downtime)\n"
 	"      --auto-converge       throttle the workload while its writes outpace the link\n"
+	"      --estimate S          migrate nothing: track the workload's writes for S\n"
+	"                            seconds, measure the link (a first round, then\n"
+	"                            cancelled), and say whether and how it would converge\n"
 	"      --max-bandwidth RATE  bytes per second at most, K/M/G suffixes (default 0: no limit)\n"
 	"      --verify              compare digests of every block at the end\n"
 	"      --auth-key FILE       shared key file; the destination must hold the same key\n"
@@ -89,7 +93,7 @@ enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
 	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER, OPT_MAX_TIME, OPT_MAX_TIME_GIB, OPT_ON_TIMEOUT,
-	OPT_AUTO_CONVERGE, OPT_RESUME_COST,
+	OPT_AUTO_CONVERGE, OPT_ESTIMATE, OPT_RESUME_COST,
 };
 
 /* Exit statuses of migrate-send only (rdmig-libvirt has 9 and 10). */
@@ -120,6 +124,7 @@ static const struct option long_opts[] = {
 	{ "max-time-per-gib", required_argument, NULL, OPT_MAX_TIME_GIB },
 	{ "on-timeout", required_argument, NULL, OPT_ON_TIMEOUT },
 	{ "auto-converge", no_argument, NULL, OPT_AUTO_CONVERGE },
+	{ "estimate", required_argument, NULL, OPT_ESTIMATE },
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
@@ -152,6 +157,7 @@ struct send_opts {
 	int on_timeout;                 /* RDMIG_ON_LIMIT_* */
 	int have_limits;                /* any of the four above given */
 	int auto_converge;
+	uint64_t estimate_s;            /* --estimate: 0 to migrate */
 	uint64_t resume_cost_ms;    /* stopped this long after the confirmation */
 	int have_resume_cost;
 	const char *control;
@@ -235,6 +241,7 @@ static int one_opt(void *opts, int c, const char *arg)
 			return cli_usage("bad --on-timeout '%s': expected cancel or switchover", arg);
 		return 0;
 	case OPT_AUTO_CONVERGE: o->auto_converge = 1; o->have_limits = 1; return 0;
+	case OPT_ESTIMATE: return cli_opt_num("--estimate", arg, 1, 3600, &o->estimate_s);
 	case OPT_MAX_BW: return cli_opt_size("--max-bandwidth", arg, &o->max_bandwidth);
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
@@ -290,6 +297,12 @@ static int parse_args(struct send_opts *o, int argc, char **argv)
 	if (o->have_limits && !o->live)
 		return cli_usage("--auto-converge, --max-time, --max-time-per-gib and --on-timeout "
 				 "are only used with --live or --qmp");
+	if (o->estimate_s && !o->live)
+		return cli_usage("--estimate measures a running workload's writes: give --live "
+				 "--pid PID or --qmp SOCK");
+	if (o->estimate_s && (o->defer || o->control || o->verify || o->state_in))
+		return cli_usage("--estimate migrates nothing: drop %s", o->defer ? "--defer" :
+				 o->control ? "--control" : o->verify ? "--verify" : "--state-in");
 	if (o->have_resume_cost && !o->live)
 		return cli_usage("--resume-cost is only used with --live or --qmp");
 	if (o->defer && !o->control)
@@ -513,29 +526,6 @@ static void emit_setup(struct sender *x)
 	cli_emit(o);
 }
 
-/* The advice's words in the events, as the options name them. */
-static const char *const decision_names[] = {
-	[RDMIG_NEXT_ROUND] = "next-round", [RDMIG_THROTTLE] = "throttle",
-	[RDMIG_SWITCH_OVER] = "switch-over", [RDMIG_GIVE_UP] = "give-up",
-};
-static const char *const reason_names[] = {
-	[RDMIG_REASON_NO_ROUND] = "no-round", [RDMIG_REASON_CONVERGED] = "converged",
-	[RDMIG_REASON_ROUND_PAYS] = "round-pays", [RDMIG_REASON_NOT_CONVERGED] = "not-converged",
-	[RDMIG_REASON_NO_BANDWIDTH] = "no-bandwidth", [RDMIG_REASON_DIRTY_RATE] = "dirty-rate",
-	[RDMIG_REASON_STALL] = "stall", [RDMIG_REASON_MAX_TIME] = "max-time",
-	[RDMIG_REASON_MAX_ITERATIONS] = "max-iterations",
-};
-
-static const char *decision_name(uint32_t d)
-{
-	return d < sizeof(decision_names) / sizeof(decision_names[0]) ? decision_names[d] : "?";
-}
-
-static const char *reason_name(uint32_t r)
-{
-	return r < sizeof(reason_names) / sizeof(reason_names[0]) ? reason_names[r] : "?";
-}
-
 /* The throttle in force and the time spent throttled, live. */
 static void json_throttle(struct sender *x, struct json_object *o, bool now)
 {
@@ -576,8 +566,8 @@ static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms,
 	}
 	if (a) {
 		cli_json_u64(o, "expected-downtime", a->expected_downtime_ms);
-		cli_json_str(o, "decision", decision_name(a->decision));
-		cli_json_str(o, "reason", reason_name(a->reason));
+		cli_json_str(o, "decision", cli_decision_name(a->decision));
+		cli_json_str(o, "reason", cli_reason_name(a->reason));
 	}
 	cli_emit(o);
 }
@@ -1278,7 +1268,7 @@ static struct json_object *limit_exceeded(const struct sender *x)
 		left_said(&x->adv, left, sizeof(left));
 		snprintf(why + strlen(why), sizeof(why) - strlen(why), "; %s: switched over anyway "
 			 "(--on-timeout switchover)", left);
-		cli_json_str(o, "limit", reason_name(x->sw_reason));
+		cli_json_str(o, "limit", cli_reason_name(x->sw_reason));
 	} else {
 		snprintf(why, sizeof(why), "the downtime predicted, %" PRIu64 " ms, fit; the "
 			 "switch-over took longer", x->sw_expected);
@@ -1346,7 +1336,7 @@ static void report_success(struct sender *x)
 			cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
 			cli_json_u64(o, "expected-downtime", x->sw_expected);
 			cli_json_u64(o, "switchover-cost", x->switch_ms);
-			cli_json_str(o, "switchover-reason", reason_name(x->sw_reason));
+			cli_json_str(o, "switchover-reason", cli_reason_name(x->sw_reason));
 			json_throttle(x, o, false);
 			if (over_limit(x))
 				json_object_object_add(o, "limit-exceeded", limit_exceeded(x));
@@ -1424,7 +1414,7 @@ static int report_failure(struct sender *x)
 	if (x->e.wl)
 		json_throttle(x, o, true);
 	if (x->gave_up) {
-		cli_json_str(o, "limit", reason_name(x->adv.reason));
+		cli_json_str(o, "limit", cli_reason_name(x->adv.reason));
 		cli_json_u64(o, "expected-downtime", x->adv.expected_downtime_ms);
 		cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
 	}
@@ -1597,11 +1587,10 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 
 /* ---- main ---------------------------------------------------------------------------- */
 
-static int create_source(struct sender *x)
+/* The library's config as the options set it. */
+static void source_config(struct sender *x, struct rdmig_config *c)
 {
 	struct rdmig_config cfg;
-	unsigned i;
-	int rc;
 
 	rdmig_config_init(&cfg);
 	cfg.pin_all = x->o.pin_all;
@@ -1617,7 +1606,8 @@ static int create_source(struct sender *x)
 	cfg.log = cli_log;
 	cfg.log_ctx = &x->bar;
 	cfg.log_level = x->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
-	cfg.progress = on_progress;
+	/* --estimate's round runs on a thread of its own, without a bar. */
+	cfg.progress = x->o.estimate_s ? NULL : on_progress;
 	cfg.progress_ctx = x;
 	cfg.progress_ms = 100;
 	cfg.max_bandwidth = x->o.max_bandwidth;
@@ -1630,6 +1620,16 @@ static int create_source(struct sender *x)
 	cfg.on_limit = x->o.on_timeout;
 	/* Said up front: a destination reserves room for it. */
 	cfg.state_max = ds_bytes(x->e.ds);
+	*c = cfg;
+}
+
+static int create_source(struct sender *x)
+{
+	struct rdmig_config cfg;
+	unsigned i;
+	int rc;
+
+	source_config(x, &cfg);
 	rc = rdmig_source_create(&x->s, &cfg);
 	if (rc)
 		return cli_usage("%s", x->s ? rdmig_source_error(x->s) : strerror(-rc));
@@ -1730,6 +1730,38 @@ static void cleanup(struct sender *x)
 		ev_loop_destroy(x->loop);
 }
 
+/* --estimate: measures and forecasts instead of migrating. */
+static int estimate(struct sender *x)
+{
+	struct rdmig_config cfg;
+	struct est_measure m;
+	uint64_t *lens = calloc(x->e.nrams, sizeof(*lens));
+	char err[1024];
+	unsigned i;
+	int rc;
+
+	if (!lens)
+		return cli_usage("out of memory");
+	for (i = 0; i < x->e.nrams; i++)
+		lens[i] = x->e.rams[i].len;
+	rc = est_measure(x->s, x->e.wl, lens, x->e.nrams, x->o.host, x->o.port,
+			 x->o.estimate_s * 1000, &m, err, sizeof(err));
+	free(lens);
+	if (rc) {
+		int code = rc == -EINTR ? CLI_EX_CANCELLED :
+			   m.connected ? CLI_EX_TRANSFER : CLI_EX_CONNECT;
+
+		cli_err("estimate: %s (the workload runs on, untouched)", err);
+		if (x->o.json)
+			cli_emit_failed(err, code, NULL);
+		return code;
+	}
+	source_config(x, &cfg);
+	cfg.max_time_ms = x->o.max_time_s * 1000;
+	cfg.max_time_per_gib_ms = x->o.max_time_gib_s * 1000;
+	return est_report(&m, &cfg, x->o.json);
+}
+
 int main(int argc, char **argv)
 {
 	static struct sender x;
@@ -1747,6 +1779,11 @@ int main(int argc, char **argv)
 	cli_warm_rdma();
 	rc = prepare(&x);
 	if (rc) {
+		cleanup(&x);
+		return rc;
+	}
+	if (x.o.estimate_s) {
+		rc = estimate(&x);
 		cleanup(&x);
 		return rc;
 	}

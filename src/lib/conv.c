@@ -78,6 +78,23 @@ uint64_t conv_learn_bw(uint64_t bw, uint64_t bytes, uint64_t ms)
 	return bytes * 1000 / ms;
 }
 
+void conv_policy_init(struct conv_policy *p, const struct rdmig_config *c, uint64_t total)
+{
+	memset(p, 0, sizeof(*p));
+	p->max_downtime_ms = c->max_downtime_ms;
+	p->switch_ms = c->switchover_ms;
+	p->max_bandwidth = c->max_bandwidth;
+	p->max_time_ms = conv_time_limit(c->max_time_ms, c->max_time_per_gib_ms, total);
+	p->max_iterations = c->max_iterations;
+	p->stall_rounds = c->stall_rounds;
+	p->auto_converge = c->auto_converge;
+	p->switch_on_limit = c->on_limit == RDMIG_ON_LIMIT_SWITCH_OVER;
+	p->throttle_initial = c->throttle_initial;
+	p->throttle_increment = c->throttle_increment;
+	p->throttle_max = c->throttle_max;
+	p->tailslow = c->throttle_tailslow;
+}
+
 void conv_init(struct conv *c)
 {
 	memset(c, 0, sizeof(*c));

@@ -96,6 +96,9 @@ struct conv {
 };
 
 void conv_init(struct conv *c);
+/* The policy a loaded config (cfg_load()) sets, for an image of @total
+ * bytes. */
+void conv_policy_init(struct conv_policy *p, const struct rdmig_config *c, uint64_t total);
 /* The decision after round @r; call once per round, in order. */
 void conv_next(struct conv *c, const struct conv_policy *p, const struct conv_round *r,
 	       struct conv_advice *a);

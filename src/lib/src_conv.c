@@ -48,13 +48,14 @@ int src_conv_set_limit(struct rdmig_source *s, unsigned limit, uint64_t value)
 
 void src_conv_policy(const struct rdmig_source *s, struct conv_policy *p)
 {
-	const struct rdmig_config *c = &s->ss.cfg;
 	uint64_t total = 0;
 	unsigned i;
 
 	for (i = 0; i < s->nblocks; i++)
 		total += s->blocks[i].d.length;
-	memset(p, 0, sizeof(*p));
+	/* The config's, but for the figures rdmig_source_set_limit() and
+	 * rdmig_source_set_max_bandwidth() change while it runs. */
+	conv_policy_init(p, &s->ss.cfg, total);
 	p->max_downtime_ms = atomic_load(&s->limits[RDMIG_LIMIT_MAX_DOWNTIME_MS]);
 	p->switch_ms = atomic_load(&s->limits[RDMIG_LIMIT_SWITCHOVER_MS]);
 	p->max_bandwidth = atomic_load(&s->pace.rate);
@@ -62,13 +63,6 @@ void src_conv_policy(const struct rdmig_source *s, struct conv_policy *p)
 					 atomic_load(&s->limits[RDMIG_LIMIT_MAX_TIME_PER_GIB_MS]),
 					 total);
 	p->max_iterations = atomic_load(&s->limits[RDMIG_LIMIT_MAX_ITERATIONS]);
-	p->stall_rounds = c->stall_rounds;
-	p->auto_converge = c->auto_converge;
-	p->switch_on_limit = c->on_limit == RDMIG_ON_LIMIT_SWITCH_OVER;
-	p->throttle_initial = c->throttle_initial;
-	p->throttle_increment = c->throttle_increment;
-	p->throttle_max = c->throttle_max;
-	p->tailslow = c->throttle_tailslow;
 }
 
 /* The round just ended, as the policy reads it.  What is left accumulated

@@ -641,6 +641,84 @@ static void every_ending(struct cfx *f)
 		one_ending(f, (enum ending)e);
 }
 
+/* migrate-send --estimate S over the same link and limits as cfx_send,
+ * with or without --auto-converge: its exit status, and its "estimate"
+ * event in *@ev (the caller puts it).  The destination it measured the
+ * link against never completes. */
+static int estimate(struct cfx *f, bool auto_converge, struct json_object **ev)
+{
+	char bw[32], dt[16], pid[16], ram[300];
+	char *argv[] = { f->sendbin, "--connect", f->addr, "--json", "--auth-key", f->key,
+			 "--max-downtime", dt, "--max-bandwidth", bw, "--ram", ram, "--live",
+			 "--pid", pid, "--estimate", "6", auto_converge ? "--auto-converge" : NULL,
+			 NULL };
+	int sc, rc;
+
+	snprintf(bw, sizeof(bw), "%" PRIu64, f->bw);
+	snprintf(dt, sizeof(dt), "%u", f->max_downtime);
+	snprintf(pid, sizeof(pid), "%d", (int)f->pid);
+	snprintf(ram, sizeof(ram), "vm=%s", f->ram);
+	cfx_recv(f, false);
+	tu_run_spawn(&f->send, f->work, "estimate", argv);
+	sc = tu_run_finish(&f->send, 60000);
+	rc = tu_run_finish(&f->recv, 30000);
+	*ev = tu_event_in(f->send.out, "estimate");
+	if (!*ev)
+		dump(f);
+	ck_assert_msg(*ev != NULL, "no estimate event (exit %d)", sc);
+	printf("converge: estimate%s: exit %d, %s\n", auto_converge ? " --auto-converge" : "", sc,
+	       json_object_to_json_string(*ev));
+	/* Nothing migrated: the destination was cancelled, the process runs
+	 * on, unthrottled. */
+	ck_assert_msg(rc != 0, "migrate-recv reported success for an estimate");
+	ck_assert(tu_event_in(f->recv.out, "completed") == NULL);
+	ck_assert_int_ne(tu_proc_state(f->pid, NULL), 'T');
+	ck_assert(!throttled_now(f));
+	memset(&f->send, 0, sizeof(f->send));
+	memset(&f->recv, 0, sizeof(f->recv));
+	return sc;
+}
+
+/* Know before you move: a process writing three times what the link
+ * carries does not converge alone (exit 11, as the migration would give
+ * up), and converges with --auto-converge in about as many rounds as the
+ * migration then takes (within a factor of two, issue 31), throttled. */
+START_TEST(process_estimate_predicts)
+{
+	struct json_object *ev, *done;
+	uint64_t want, got;
+	struct cfx f;
+	int sc;
+
+	cfx_init(&f);
+	start_process(&f);
+	sc = estimate(&f, false, &ev);
+	ck_assert_int_eq(sc, 11);
+	ck_assert(!json_object_get_boolean(json_object_object_get(ev, "converges")));
+	ck_assert_str_eq(jstr(ev, "decision"), "give-up");
+	ck_assert_uint_gt(tu_jnum(ev, "link-rate"), 0);
+	ck_assert_uint_gt(tu_jnum(ev, "dirty-rate"), tu_jnum(ev, "link-rate"));
+	json_object_put(ev);
+
+	sc = estimate(&f, true, &ev);
+	ck_assert_int_eq(sc, 0);
+	ck_assert(json_object_get_boolean(json_object_object_get(ev, "converges")));
+	ck_assert_uint_gt(tu_jnum(ev, "cpu-throttle-percentage"), 0);
+	want = tu_jnum(ev, "rounds");
+	json_object_put(ev);
+
+	converges(&f);
+	done = tu_event_in(f.send.out, "completed");
+	ck_assert_ptr_nonnull(done);
+	got = tu_jnum(done, "dirty-sync-count");
+	json_object_put(done);
+	printf("converge: estimate: %" PRIu64 " rounds forecast, %" PRIu64 " taken\n", want, got);
+	ck_assert_msg(want * 2 >= got && got * 2 >= want, "the estimate forecast %" PRIu64
+		      " rounds, the migration took %" PRIu64, want, got);
+	cfx_free(&f);
+}
+END_TEST
+
 START_TEST(process_converges)
 {
 	struct cfx f;
@@ -694,6 +772,7 @@ Suite *converge_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, process_converges);
 	tcase_add_test(tc, process_released_on_every_exit);
+	tcase_add_test(tc, process_estimate_predicts);
 	suite_add_tcase(s, tc);
 	/* One test case per QEMU, as the qemu suite has them. */
 	for (i = 0; i < VM_QEMUS; i++) {

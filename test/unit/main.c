@@ -32,6 +32,7 @@ int main(void)
 	srunner_add_suite(sr, cost_suite());
 	srunner_add_suite(sr, regq_suite());
 	srunner_add_suite(sr, conv_suite());
+	srunner_add_suite(sr, forecast_suite());
 	srunner_add_suite(sr, chan_suite());
 	srunner_add_suite(sr, pcset_suite());
 	srunner_add_suite(sr, pcq_suite());

@@ -25,6 +25,7 @@ Suite *abi_suite(void);
 Suite *cost_suite(void);
 Suite *regq_suite(void);
 Suite *conv_suite(void);
+Suite *forecast_suite(void);
 Suite *chan_suite(void);
 Suite *pcset_suite(void);
 Suite *pcq_suite(void);
