@@ -109,6 +109,10 @@ unsigned chan_admit(const void *priv, size_t priv_len, uint64_t token, unsigned 
 		snprintf(note, len, "refused a data channel: %s", e.msg);
 		return 0;
 	}
+	if (req.resume) {
+		snprintf(note, len, "refused a resume on the channels' port");
+		return 0;
+	}
 	/* The token alone is not enough: it also has to come from the host
 	 * that authenticated on the control connection. */
 	if (granted < 2 || !token || !same_peer ||

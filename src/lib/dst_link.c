@@ -148,7 +148,10 @@ static int bind_connection(struct rdmig_dest *d, struct fab_conn *c,
 			   const uint8_t acc[PD_ACCEPT_LEN])
 {
 	memset(&d->bind, 0, sizeof(d->bind));
-	memcpy(d->bind.req, c->peer_priv, PD_REQUEST_LEN); /* decoded: that long */
+	/* Decoded: that long. */
+	d->bind.req_len = pd_kind(c->peer_priv, c->peer_priv_len) == PD_RESUME ? PD_RESUME_LEN :
+			  PD_REQUEST_LEN;
+	memcpy(d->bind.req, c->peer_priv, d->bind.req_len);
 	memcpy(d->bind.acc, acc, PD_ACCEPT_LEN);
 	d->bind.src_qpn = c->peer_qpn;
 	d->bind.dst_qpn = fab_local_qpn(c);
@@ -203,6 +206,10 @@ int dst_link_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_
 	if (rc)
 		return turn_away(c, PD_REJ_BAD_REQUEST, rd_err_prefix(&d->ss.err, -EPROTO,
 					"rejected a connection request"));
+	if (req.resume)
+		return turn_away(c, PD_REJ_UNAUTHORIZED, rd_err_set(&d->ss.err, -EACCES,
+					"rejected a resume: no post-copy of this destination "
+					"is paused"));
 	rc = pd_negotiate(&req, PD_VERSION_MIN, PD_VERSION_MAX, local, d->ss.cfg.ctrl_depth,
 			  d->ss.cfg.ctrl_msg_max, &acc, &rej, &d->ss.err);
 	if (rc)

@@ -109,9 +109,9 @@ static int link_start(struct rdmig_source *s)
 				  .channels = (uint16_t)c->channels };
 	int rc;
 
-	pd_encode_request(&req, s->bind.req, sizeof(s->bind.req));
+	s->bind.req_len = pd_encode_request(&req, s->bind.req, sizeof(s->bind.req));
 	rc = fab_connect_start(&s->ss.conn, s->host, s->port, &caps, s->bind.req,
-			       sizeof(s->bind.req), pre_connect, s,
+			       s->bind.req_len, pre_connect, s,
 			       rd_deadline(c->timeout_ms), &s->ss.err);
 	if (!rc)
 		rc = sess_watch(&s->ss, fab_cm_fd(s->ss.conn));

@@ -712,6 +712,7 @@ static int authenticate(struct peer *p, const struct opts *o, uint16_t version,
 	randombytes_buf(b.src_nonce, sizeof(b.src_nonce));
 	if (version >= 2) {
 		memcpy(b.req, req, PD_REQUEST_LEN);
+		b.req_len = PD_REQUEST_LEN;
 		memcpy(b.acc, p->priv, PD_ACCEPT_LEN);
 		b.src_qpn = p->qp->qp_num;
 		b.dst_qpn = p->peer_qpn;
