@@ -234,6 +234,14 @@ void chan_set_disconnect(struct chan_set *cs)
 		fab_disconnect(cs->conn[i]);
 }
 
+void chan_set_break_pc(struct chan_set *cs)
+{
+	unsigned i;
+
+	for (i = 0; cs && i < cs->pc; i++)
+		fab_qp_error(cs->conn[cs->granted + i]);
+}
+
 void chan_set_destroy(struct chan_set *cs)
 {
 	unsigned i;
