@@ -1,7 +1,7 @@
 /* vmm-dest: how a VMM receives a guest with rdmig from its own poll loop.
  *
  *   vmm-dest HOST PORT [--mib N] [--postcopy [--guest-threads N] [--storm]
- *            [--page-sums FILE]] [--shared]
+ *            [--page-sums FILE] [--recover]] [--shared] [--auth-key KEY]
  *
  * The guest's RAM is anonymous private memory, never touched before the
  * migration (so the library knows it is zero and skips zero pages), or
@@ -27,6 +27,13 @@
  * end), for a test to hold against vmm-source's.  --storm makes the vCPUs
  * pick pages still absent from the page tables while there are any, so
  * every touch is a fault: the worst a guest can do to the background pass.
+ * It prints "postcopy started" when its guest starts.
+ *
+ * --recover keeps the listener for the source's resume: should the link
+ * break after the switch, the guest runs on, a vCPU that touches a page
+ * not here waits, and the migration goes on where it stopped once the
+ * source reconnects (rdmig_dest_keep_listener()).  --auth-key takes a key
+ * (the same as the source's) for authentication.
  *
  * A real destination also sets auth_key (anyone who can reach the port may
  * otherwise send it a guest), max_image, and an admit callback that creates
@@ -223,6 +230,8 @@ static int on_postcopy(void *ctx, char *err, size_t errlen)
 		}
 	}
 	v->started = true;
+	printf("postcopy started\n");
+	fflush(stdout);
 	return 0;
 }
 
@@ -386,11 +395,13 @@ int main(int argc, char **argv)
 	struct vmm v = { .nthreads = 1 };
 	char err[512];
 	uint64_t mib = 64;
-	int i, rc, postcopy = 0, shared = 0;
+	int i, rc, postcopy = 0, shared = 0, recover = 0;
+	const char *key = NULL;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: vmm-dest HOST PORT [--mib N] [--postcopy [--guest-threads N]\n"
-			"                [--storm] [--page-sums FILE]] [--shared]\n");
+			"                [--storm] [--page-sums FILE] [--recover]] [--shared]\n"
+			"                [--auth-key KEY]\n");
 		return 2;
 	}
 	for (i = 3; i < argc; i++) {
@@ -400,6 +411,10 @@ int main(int argc, char **argv)
 			postcopy = 1;
 		} else if (!strcmp(argv[i], "--shared")) {
 			shared = 1;
+		} else if (!strcmp(argv[i], "--recover")) {
+			recover = 1;
+		} else if (!strcmp(argv[i], "--auth-key") && i + 1 < argc) {
+			key = argv[++i];
 		} else if (!strcmp(argv[i], "--storm")) {
 			v.storm = true;
 		} else if (!strcmp(argv[i], "--guest-threads") && i + 1 < argc) {
@@ -426,8 +441,11 @@ int main(int argc, char **argv)
 	cfg.postcopy = postcopy;
 	cfg.postcopy_start = on_postcopy;
 	cfg.postcopy_ctx = &v;
+	cfg.auth_key = key;
+	cfg.auth_key_len = key ? strlen(key) : 0;
 	cfg.log = on_log;
-	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG : RDMIG_LOG_WARN;
+	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG :
+			getenv("RDMIG_EXAMPLE_INFO") ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	rc = rdmig_listener_create(&l, argv[1], argv[2], err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "vmm-dest: %s\n", err);
@@ -438,6 +456,9 @@ int main(int argc, char **argv)
 	rc = rdmig_dest_create(&d, &cfg);
 	if (!rc)
 		rc = rdmig_dest_add_block(d, "pc.ram", v.ram, v.ram_len, 1) < 0 ? -EINVAL : 0;
+	/* The listener stays until the handle is destroyed, below. */
+	if (!rc && recover)
+		rc = rdmig_dest_keep_listener(d, l);
 	if (!rc)
 		rc = serve(d, l);
 	if (rc) {

@@ -2,6 +2,7 @@
  *
  *   vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]
  *              [--postcopy [--rounds N] [--page-sums FILE]] [--shared]
+ *              [--auth-key KEY]
  *
  * The "guest" is N MiB (64) of anonymous private memory, the way QEMU
  * allocates guest RAM: some pages hold a pattern, some are never touched.
@@ -25,7 +26,12 @@
  * is off then (the destination's guest changes the image before it is
  * whole): --page-sums writes a checksum of every page as of the pause,
  * for a test to hold vmm-dest's against.  --shared puts the guest's RAM in
- * shared memory (a memfd) instead of private anonymous memory. */
+ * shared memory (a memfd) instead of private anonymous memory.  Should the
+ * link break once the destination runs the guest, and the destination
+ * offers recovery, the library keeps this memory and reconnects by itself:
+ * rdmig_source_postcopy() returns once the post-copy ended, however many
+ * times it paused.  --auth-key takes a key (the same as the
+ * destination's). */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
 #include <inttypes.h>
@@ -56,6 +62,7 @@ struct vmm {
 	uint32_t rng;
 	int postcopy, rounds;
 	const char *page_sums;
+	const char *key;
 };
 
 static uint64_t clock_us(clockid_t id)
@@ -315,9 +322,12 @@ static int setup(struct vmm *v, uint64_t mib, int pin_all, int shared)
 	 * changes it meanwhile: nothing to verify. */
 	cfg.verify = !v->postcopy;
 	cfg.postcopy = v->postcopy;
+	cfg.auth_key = v->key;
+	cfg.auth_key_len = v->key ? strlen(v->key) : 0;
 	cfg.pin_all = pin_all;
 	cfg.log = on_log;
-	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG : RDMIG_LOG_WARN;
+	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG :
+			getenv("RDMIG_EXAMPLE_INFO") ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	cfg.timeout_ms = 10000;
 	if (rdmig_source_create(&v->s, &cfg))
 		return -EINVAL;
@@ -334,7 +344,8 @@ int main(int argc, char **argv)
 	v.rounds = 1;
 	if (argc < 3) {
 		fprintf(stderr, "usage: vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]\n"
-			"                  [--postcopy [--rounds N] [--page-sums FILE]] [--shared]\n");
+			"                  [--postcopy [--rounds N] [--page-sums FILE]] [--shared]\n"
+			"                  [--auth-key KEY]\n");
 		return 2;
 	}
 	for (i = 3; i < argc; i++) {
@@ -344,6 +355,8 @@ int main(int argc, char **argv)
 			v.postcopy = 1;
 		else if (!strcmp(argv[i], "--shared"))
 			shared = 1;
+		else if (!strcmp(argv[i], "--auth-key") && i + 1 < argc)
+			v.key = argv[++i];
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			v.rounds = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--page-sums") && i + 1 < argc)

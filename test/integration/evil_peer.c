@@ -19,6 +19,7 @@
  *   evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest [--size BYTES]
  *                   [--revoke-ms MS]
  *   evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]
+ *   evil_peer resume HOST:PORT --variant token|plain
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
@@ -57,7 +58,10 @@
  * source switched, RDMA READs a page just past the last piece it was told
  * of (outside), or the first page (inside, the control)), the READ
  * returned data: refused when the source's NIC refused it (nic= gives the
- * status), and source-gone-ms when the source then ended the migration.
+ * status), and source-gone-ms when the source then ended the migration;
+ * resume (at a destination whose post-copy is paused: a RESUME with a
+ * token of our own (token), or a plain REQUEST as a new source (plain)),
+ * the connection was accepted (reason= gives the refusal's otherwise).
  * flood prints "evil_peer: flood: flooding ..." on stderr once it
  * starts, "evil_peer: flood: served ..." at the first ITER_ACK, and its
  * result line gives when the destination ended it
@@ -612,7 +616,9 @@ static void drain_tx(struct peer *p, int64_t deadline)
 
 static uint16_t choose_version(const struct opts *o, uint16_t vmin, uint16_t vmax)
 {
-	uint16_t v = o->proto ? (uint16_t)o->proto : vmax;
+	/* Versions 1 and 2: version 3 adds only post-copy recovery, which a
+	 * fake destination never grants. */
+	uint16_t v = o->proto ? (uint16_t)o->proto : vmax < 2 ? vmax : 2;
 
 	return v >= vmin && v <= vmax && v >= 1 && v <= 2 ? v : 0;
 }
@@ -2014,6 +2020,39 @@ out:
 
 /* ---- command line ------------------------------------------------------------------ */
 
+/* ---- resume: taking over a paused post-copy --------------------------------------- */
+
+static const char *const resume_variants[] = { "token", "plain" };
+
+static int resume(const struct opts *o)
+{
+	static const uint8_t zero[PD_TOKEN_LEN];
+	struct pd_request r = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
+				.caps = PD_CAP_AUTH | PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER,
+				.ctrl_depth = 8, .ctrl_msg_max = 65536, .channel = 0,
+				.channels = 1, .resume = o->variant == 0 };
+	uint8_t req[PD_RESUME_LEN];
+	struct peer p;
+	size_t n;
+	int rc;
+
+	/* A guess at the token: 128 random bits. */
+	do
+		randombytes_buf(r.token, sizeof(r.token));
+	while (!memcmp(r.token, zero, sizeof(zero)));
+	n = pd_encode_request(&r, req, sizeof(req));
+	memset(&p, 0, sizeof(p));
+	rc = dial(&p, o->host, o->port, req, n, 8, 65536, true, rd_deadline(timeout_ms));
+	if (rc) {
+		rc = result(1, "variant=%s reason=%s", resume_variants[o->variant],
+			    p.priv_len ? reject_reason(&p) : "none");
+		peer_close(&p);
+		return rc;
+	}
+	peer_close(&p);
+	return result(0, "variant=%s accepted=yes", resume_variants[o->variant]);
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: evil_peer harvest HOST:PORT --variant zero|relay [--listen HOST]\n"
@@ -2030,6 +2069,7 @@ static int usage(void)
 		"       evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest\n"
 		"                       [--size BYTES] [--revoke-ms MS]\n"
 		"       evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]\n"
+		"       evil_peer resume HOST:PORT --variant token|plain\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
 }
@@ -2082,7 +2122,13 @@ static int parse(struct opts *o, int argc, char **argv)
 
 			/* harvest's zero|relay, or one of pages_variants, or a
 			 * post-copy mode's */
-			if (!strcmp(o->mode, "pcsource") || !strcmp(o->mode, "pcdest")) {
+			if (!strcmp(o->mode, "resume")) {
+				while (k < RD_ARRAY_SIZE(resume_variants) &&
+				       strcmp(v, resume_variants[k]))
+					k++;
+				if (k == RD_ARRAY_SIZE(resume_variants))
+					return -1;
+			} else if (!strcmp(o->mode, "pcsource") || !strcmp(o->mode, "pcdest")) {
 				const char *const *names = o->mode[2] == 's' ? pcsource_variants :
 							   pcdest_variants;
 				unsigned nn = o->mode[2] == 's' ? RD_ARRAY_SIZE(pcsource_variants) :
@@ -2210,6 +2256,10 @@ int main(int argc, char **argv)
 	if (!strcmp(o.mode, "pcsource")) {
 		alarm((unsigned)(timeout_ms / 1000) * 6 + 10);
 		return pcsource(&o);
+	}
+	if (!strcmp(o.mode, "resume")) {
+		alarm((unsigned)(timeout_ms / 1000) * 2 + 10);
+		return resume(&o);
 	}
 	if (!strcmp(o.mode, "pcdest")) {
 		alarm((unsigned)(timeout_ms / 1000) * 6 + 10);
