@@ -258,6 +258,19 @@ static int setup_guest(struct vmm *v)
 	return 0;
 }
 
+static void free_guest(struct vmm *v)
+{
+	unsigned i;
+
+	for (i = 0; i < v->nthreads; i++) {
+		free(v->cpu[i].lat_ns);
+		if (v->cpu[i].pagemap > 0)
+			close(v->cpu[i].pagemap);
+	}
+	free(v->visited);
+	free(v->seen_sum);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -489,5 +502,7 @@ int main(int argc, char **argv)
 	}
 	rdmig_dest_destroy(d);
 	rdmig_listener_destroy(l);
+	if (postcopy)
+		free_guest(&v);
 	return rc ? 1 : 0;
 }

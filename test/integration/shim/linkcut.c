@@ -114,9 +114,13 @@ static void *watch(void *arg)
 
 __attribute__((constructor)) static void start(void)
 {
-	const char *path = getenv("RDMIG_TEST_CUT");
+	static char path[4000];
+	const char *p = getenv("RDMIG_TEST_CUT");
 	pthread_t th;
 
-	if (path && *path && !pthread_create(&th, NULL, watch, strdup(path)))
+	if (!p || !*p || strlen(p) >= sizeof(path))
+		return;
+	strcpy(path, p);
+	if (!pthread_create(&th, NULL, watch, path))
 		pthread_detach(th);
 }
