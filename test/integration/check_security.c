@@ -1485,6 +1485,63 @@ static void pc_dest(struct sx *f, struct tu_run *r)
 	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), port);
 }
 
+/* A source with the token of a paused post-copy but without the key (it
+ * learnt the token as the migration's source, then lost the key, say: the
+ * token alone must not be enough): evil_peer pcresume breaks its own link
+ * after the switch and resumes with the right token, sending
+ * POSTCOPY_RESUME at once (noauth) or after an answer made with another key
+ * (badmac).  The destination answers neither with POSTCOPY_RESUMED (which
+ * would invite the post-copy channels): it drops that connection and stays
+ * paused, and the same source's honest resume then completes the migration
+ * (vmm-dest exits 0). */
+START_TEST(postcopy_resume_needs_the_key)
+{
+	static const char *const variants[] = { "noauth", "badmac" };
+	char key[300], bin[512], port[32], line[2048], said[1200], derr[4096], *text;
+	struct tu_run dst;
+	unsigned v;
+	int code, dc;
+	struct sx f;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	write_key(key);
+	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
+	for (v = 0; v < 2; v++) {
+		memset(&dst, 0, sizeof(dst));
+		tu_run_spawn(&dst, f.dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0",
+			     "--mib", PC_MIB, "--postcopy", "--recover", "--auth-key",
+			     "a shared secret of 32 bytes here", NULL });
+		if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+			tu_run_dump(&dst, "vmm-dest");
+			ck_abort_msg("vmm-dest did not listen");
+		}
+		snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
+		sx_evil(&f, variants[v], "pcresume", (const char *const[]){ "--variant",
+			variants[v], "--key", key, "--size", PC_BYTES, "--name", "pc.ram", NULL });
+		code = evil_result(&f, 120000, line, sizeof(line));
+		dc = tu_run_finish(&dst, 30000);
+		text = tu_slurp(dst.err, NULL);
+		flat(text, derr, sizeof(derr));
+		free(text);
+		printf("security: post-copy resume %s: attacker exit %d: %s | vmm-dest exit %d: %s\n",
+		       variants[v], code, line, dc, derr);
+		fflush(stdout);
+		if (code != 1 || dc != 0)
+			tu_run_dump(&dst, "vmm-dest");
+		ck_assert_msg(code == 1 && strstr(line, "resumed=no"), "a resume without the key "
+			      "got POSTCOPY_RESUMED: %s", line);
+		kv(line, "dest-said", said, sizeof(said));
+		ck_assert_msg(strstr(said, "authentication"), "the destination said: %s", said);
+		ck_assert_msg(strstr(line, "then-honest=completed") && strstr(line,
+			      "done-pages=8192"), "the honest resume after it did not complete: %s",
+			      line);
+		ck_assert_msg(dc == 0, "vmm-dest exited %d", dc);
+	}
+	sx_free(&f);
+}
+END_TEST
+
 /* evil_peer pcsource --variant @variant against vmm-dest: its status, its
  * result line in @line, vmm-dest's exit status in *dc and stderr in @derr,
  * and how long vmm-dest took to exit after evil_peer did, in *after_ms. */
@@ -1667,6 +1724,7 @@ Suite *security_suite(void)
 	tcase_add_test(tf, postcopy_unregistered_keys_refused);
 	tcase_add_test(tf, postcopy_revoked_keys_refused);
 	tcase_add_test(tf, postcopy_read_outside_refused);
+	tcase_add_test(tf, postcopy_resume_needs_the_key);
 	suite_add_tcase(s, tf);
 	return s;
 }

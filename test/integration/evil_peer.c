@@ -20,6 +20,7 @@
  *                   [--revoke-ms MS]
  *   evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]
  *   evil_peer resume HOST:PORT --variant token|plain
+ *   evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac [--size BYTES]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
@@ -61,7 +62,13 @@
  * status), and source-gone-ms when the source then ended the migration;
  * resume (at a destination whose post-copy is paused: a RESUME with a
  * token of our own (token), or a plain REQUEST as a new source (plain)),
- * the connection was accepted (reason= gives the refusal's otherwise).
+ * the connection was accepted (reason= gives the refusal's otherwise);
+ * pcresume (a keyed source with post-copy recovery that switches, breaks
+ * its own link, and resumes with the right token but without proving the
+ * key (noauth: POSTCOPY_RESUME at once) or with a wrong proof (badmac)),
+ * POSTCOPY_RESUMED came back (resumed=yes): refused otherwise, and then it
+ * resumes honestly and lets the destination read every page, to show the
+ * attempt cost the migration nothing (then-honest=completed).
  * flood prints "evil_peer: flood: flooding ..." on stderr once it
  * starts, "evil_peer: flood: served ..." at the first ITER_ACK, and its
  * result line gives when the destination ended it
@@ -704,8 +711,18 @@ static void v1_mac(const struct opts *o, const uint8_t nd[V1_NONCE_LEN],
 }
 
 /* Proves we hold the key, as an honest source of @version would. */
+static int authenticate_bytes(struct peer *p, const struct opts *o, uint16_t version,
+			      const uint8_t *req, size_t req_len);
+
 static int authenticate(struct peer *p, const struct opts *o, uint16_t version,
 			const uint8_t req[PD_REQUEST_LEN])
+{
+	return authenticate_bytes(p, o, version, req, PD_REQUEST_LEN);
+}
+
+/* The same over a REQUEST or a RESUME of @req_len bytes, as sent. */
+static int authenticate_bytes(struct peer *p, const struct opts *o, uint16_t version,
+			      const uint8_t *req, size_t req_len)
 {
 	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
 	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
@@ -717,8 +734,8 @@ static int authenticate(struct peer *p, const struct opts *o, uint16_t version,
 	memset(&b, 0, sizeof(b));
 	randombytes_buf(b.src_nonce, sizeof(b.src_nonce));
 	if (version >= 2) {
-		memcpy(b.req, req, PD_REQUEST_LEN);
-		b.req_len = PD_REQUEST_LEN;
+		memcpy(b.req, req, req_len);
+		b.req_len = req_len;
 		memcpy(b.acc, p->priv, PD_ACCEPT_LEN);
 		b.src_qpn = p->qp->qp_num;
 		b.dst_qpn = p->peer_qpn;
@@ -2053,6 +2070,226 @@ static int resume(const struct opts *o)
 	return result(0, "variant=%s accepted=yes", resume_variants[o->variant]);
 }
 
+/* ---- pcresume: a paused post-copy resumed without the key ------------------------ */
+
+static const char *const pcresume_variants[] = { "noauth", "badmac" };
+
+/* A RESUME of the migration @tok names, @req its bytes; retried while the
+ * destination answers busy (the broken link's READs not back yet). */
+static int dial_resume(struct peer *p, const struct opts *o, const uint8_t *tok,
+		       uint8_t req[PD_RESUME_LEN], struct pd_accept *acc)
+{
+	struct pd_request r = { .ver_min = 3, .ver_max = 3, .caps = PD_CAP_AUTH |
+				PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER,
+				.ctrl_depth = FLOOD_DEPTH, .ctrl_msg_max = 65536, .channel = 0,
+				.channels = 1, .resume = true };
+	struct rd_err e;
+	int tries, rc = 0;
+
+	memcpy(r.token, tok, PD_TOKEN_LEN);
+	pd_encode_request(&r, req, PD_RESUME_LEN);
+	for (tries = 0; tries < 40; tries++) {
+		memset(p, 0, sizeof(*p));
+		rc = dial(p, o->host, o->port, req, PD_RESUME_LEN, FLOOD_DEPTH, 4096, true,
+			  rd_deadline(timeout_ms));
+		if (!rc || !p->priv_len || strcmp(reject_reason(p), "busy"))
+			break;
+		peer_close(p);
+		usleep(250000);
+	}
+	if (rc)
+		return rc;
+	rc = pd_decode_accept(p->priv, p->priv_len, acc, &e);
+	if (rc)
+		return rd_err_set(&p->err, rc, "%s", e.msg);
+	p->w.credits = acc->ctrl_depth;
+	return 0;
+}
+
+/* Honest: proves the key on @p (opened with @req), resumes, opens the
+ * post-copy channels again on @pd (where our memory is registered) and
+ * serves until POSTCOPY_DONE, then completes.  0 once completed. */
+static int resume_honestly(struct peer *p, const struct opts *o, const uint8_t *req,
+			   struct peer ch[2], struct ibv_pd *pd, uint64_t size, uint64_t *done_pages)
+{
+	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	const Rdmig__PostcopyResumed *a;
+	int64_t deadline, last_ka = 0;
+	struct frame f;
+	char port[8];
+	uint64_t token;
+	unsigned i;
+	int rc;
+
+	rc = authenticate_bytes(p, o, 3, req, PD_RESUME_LEN);
+	q.pages = size / 4096;
+	if (!rc)
+		rc = send_msg(p, CT_POSTCOPY_RESUME, &q.base, -1);
+	if (!rc)
+		rc = expect(p, CT_POSTCOPY_RESUMED, &f, rd_deadline(timeout_ms));
+	if (rc)
+		return rc;
+	a = (const Rdmig__PostcopyResumed *)f.m;
+	snprintf(port, sizeof(port), "%u", a->channel_port);
+	token = a->channel_token;
+	note("resumed: %" PRIu64 " pages left", a->pages_left);
+	ctrl_msg_free(NULL, f.m);
+	for (i = 0; !rc && i < 2; i++)
+		rc = pc_channel(&ch[i], o, port, token, 1 + i, 3, pd);
+	deadline = rd_deadline(timeout_ms * 3);
+	while (!rc && !rd_expired(deadline)) {
+		rc = pump(p, &f);
+		if (rc > 0 && f.h.type == CT_POSTCOPY_DONE) {
+			*done_pages = ((const Rdmig__PostcopyDone *)f.m)->pages;
+			ctrl_msg_free(NULL, f.m);
+			rc = send_msg(p, CT_COMPLETE, &c.base, -1);
+			if (!rc)
+				rc = expect(p, CT_COMPLETE_ACK, &f, rd_deadline(timeout_ms));
+			if (!rc)
+				ctrl_msg_free(NULL, f.m);
+			return rc;
+		}
+		if (rc > 0) {
+			ctrl_msg_free(NULL, f.m);
+			rc = 0;
+			continue;
+		}
+		if (rc < 0 || p->said[0] || p->closed)
+			return rc < 0 ? rc : -ECONNRESET;
+		if (rd_now_ms() - last_ka >= KEEPALIVE_MS && p->w.credits >= 2) {
+			send_msg(p, CT_KEEPALIVE, NULL, -1);
+			last_ka = rd_now_ms();
+		}
+		usleep(1000);
+	}
+	return rc ? rc : -ETIMEDOUT;
+}
+
+static int pcresume(const struct opts *o)
+{
+	const char *variant = pcresume_variants[o->variant];
+	struct pd_request r = { .ver_min = 2, .ver_max = 3, .caps = PD_CAP_AUTH |
+				PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER,
+				.ctrl_depth = FLOOD_DEPTH, .ctrl_msg_max = 65536, .channel = 0,
+				.channels = 1 };
+	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+	struct peer p, a, h, ch[2], nch[2];
+	uint8_t req[PD_REQUEST_LEN], rreq[PD_RESUME_LEN], tok[PD_TOKEN_LEN], *mem = NULL;
+	struct pd_accept acc;
+	struct ibv_mr *mr = NULL;
+	struct frame f;
+	struct opts bad;
+	char q1[1200], q2[1200], q3[1200], port[8];
+	uint64_t token = 0, i, done_pages = 0;
+	bool resumed = false;
+	int rc, hrc, code = 2;
+
+	memset(&p, 0, sizeof(p));
+	memset(&a, 0, sizeof(a));
+	memset(&h, 0, sizeof(h));
+	memset(ch, 0, sizeof(ch));
+	memset(nch, 0, sizeof(nch));
+	/* An honest start: the key proved, the token and the switch. */
+	randombytes_buf(&r.session_id, sizeof(r.session_id));
+	pd_encode_request(&r, req, sizeof(req));
+	rc = dial(&p, o->host, o->port, req, sizeof(req), FLOOD_DEPTH, 4096, true,
+		  rd_deadline(timeout_ms));
+	if (!rc) {
+		struct rd_err e;
+
+		rc = pd_decode_accept(p.priv, p.priv_len, &acc, &e);
+		p.w.credits = acc.ctrl_depth;
+		if (!rc && !(acc.caps & PD_CAP_POSTCOPY_RECOVER))
+			rc = rd_err_set(&p.err, -EPROTO, "post-copy recovery not granted");
+	}
+	if (!rc)
+		rc = authenticate(&p, o, acc.version, req);
+	if (!rc)
+		rc = send_block_map(&p, o, -1);
+	if (!rc)
+		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (!rc) {
+		const Rdmig__BlockMapResp *m = (const Rdmig__BlockMapResp *)f.m;
+
+		snprintf(port, sizeof(port), "%u", m->channel_port);
+		token = m->channel_token;
+		if (m->resume_token.len != PD_TOKEN_LEN)
+			rc = rd_err_set(&p.err, -EPROTO, "no resume token");
+		else
+			memcpy(tok, m->resume_token.data, PD_TOKEN_LEN);
+		ctrl_msg_free(NULL, f.m);
+	}
+	if (!rc && posix_memalign((void **)&mem, 4096, o->size))
+		rc = rd_err_set(&p.err, -ENOMEM, "out of memory");
+	for (i = 0; !rc && i < o->size; i++)
+		mem[i] = (uint8_t)(i / 4096 * 7 + 0x5a);
+	for (i = 0; !rc && i < 2; i++) {
+		rc = pc_channel(&ch[i], o, port, token, 1 + (unsigned)i, 3, i ? ch[0].pd : NULL);
+		if (!rc && !i)
+			ch[0].share_pd = NULL; /* the first channel owns the PD */
+	}
+	if (!rc) {
+		mr = ibv_reg_mr(ch[0].pd, mem, o->size, IBV_ACCESS_LOCAL_WRITE |
+				IBV_ACCESS_REMOTE_READ);
+		if (!mr)
+			rc = rd_err_set(&p.err, -errno, "ibv_reg_mr: %s", strerror(errno));
+	}
+	if (!rc)
+		rc = pc_switch(&p, o, mem, mr->rkey);
+	if (rc) {
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(p.said[0] ? p.said :
+			      p.err.msg[0] ? p.err.msg : ch[0].err.msg[0] ? ch[0].err.msg :
+			      ch[1].err.msg, q1, sizeof(q1)));
+		goto out;
+	}
+	/* Let the destination's guest start, then break our own link; the
+	 * memory stays registered. */
+	usleep(300000);
+	rdma_disconnect(ch[0].id);
+	rdma_disconnect(ch[1].id);
+	rdma_disconnect(p.id);
+	note("switched, then broke the link");
+	/* The attack: the right token, no proof (or a wrong one). */
+	rc = dial_resume(&a, o, tok, rreq, &acc);
+	if (!rc && o->variant == 1) {
+		bad = *o;
+		bad.key[0] ^= 1;
+		rc = authenticate_bytes(&a, &bad, 3, rreq, PD_RESUME_LEN);
+	}
+	q.pages = o->size / 4096;
+	if (!rc)
+		rc = send_msg(&a, CT_POSTCOPY_RESUME, &q.base, -1);
+	if (!rc)
+		rc = expect(&a, CT_POSTCOPY_RESUMED, &f, rd_deadline(timeout_ms));
+	if (!rc) {
+		resumed = true;
+		ctrl_msg_free(NULL, f.m);
+	}
+	snprintf(q2, sizeof(q2), "%s", a.said[0] ? a.said : a.closed ? "nothing (it hung up)" :
+		 a.err.msg);
+	peer_close(&a);
+	/* Then the honest resume: the migration must not have lost anything. */
+	hrc = dial_resume(&h, o, tok, rreq, &acc);
+	if (!hrc)
+		hrc = resume_honestly(&h, o, rreq, nch, ch[0].pd, o->size, &done_pages);
+	code = result(resumed ? 0 : 1, "variant=%s resumed=%s dest-said=\"%s\" then-honest=%s "
+		      "done-pages=%" PRIu64 " honest-said=\"%s\"", variant, resumed ? "yes" : "no",
+		      quoted(q2, q1, sizeof(q1)), hrc ? "failed" : "completed", done_pages,
+		      quoted(h.said[0] ? h.said : h.err.msg, q3, sizeof(q3)));
+out:
+	peer_close(&h);
+	peer_close(&nch[1]);
+	peer_close(&nch[0]);
+	if (mr)
+		ibv_dereg_mr(mr);
+	peer_close(&ch[1]);
+	peer_close(&ch[0]);
+	peer_close(&p);
+	free(mem);
+	return code;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: evil_peer harvest HOST:PORT --variant zero|relay [--listen HOST]\n"
@@ -2070,6 +2307,8 @@ static int usage(void)
 		"                       [--size BYTES] [--revoke-ms MS]\n"
 		"       evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]\n"
 		"       evil_peer resume HOST:PORT --variant token|plain\n"
+		"       evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac\n"
+		"                       [--size BYTES]\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
 }
@@ -2122,11 +2361,15 @@ static int parse(struct opts *o, int argc, char **argv)
 
 			/* harvest's zero|relay, or one of pages_variants, or a
 			 * post-copy mode's */
-			if (!strcmp(o->mode, "resume")) {
-				while (k < RD_ARRAY_SIZE(resume_variants) &&
-				       strcmp(v, resume_variants[k]))
+			if (!strcmp(o->mode, "resume") || !strcmp(o->mode, "pcresume")) {
+				const char *const *names = o->mode[0] == 'r' ? resume_variants :
+							   pcresume_variants;
+				unsigned nn = o->mode[0] == 'r' ? RD_ARRAY_SIZE(resume_variants) :
+					      RD_ARRAY_SIZE(pcresume_variants);
+
+				while (k < nn && strcmp(v, names[k]))
 					k++;
-				if (k == RD_ARRAY_SIZE(resume_variants))
+				if (k == nn)
 					return -1;
 			} else if (!strcmp(o->mode, "pcsource") || !strcmp(o->mode, "pcdest")) {
 				const char *const *names = o->mode[2] == 's' ? pcsource_variants :
@@ -2256,6 +2499,12 @@ int main(int argc, char **argv)
 	if (!strcmp(o.mode, "pcsource")) {
 		alarm((unsigned)(timeout_ms / 1000) * 6 + 10);
 		return pcsource(&o);
+	}
+	if (!strcmp(o.mode, "pcresume")) {
+		if (!o.key_path || read_key(&o))
+			return usage();
+		alarm((unsigned)(timeout_ms / 1000) * 10 + 20);
+		return pcresume(&o);
 	}
 	if (!strcmp(o.mode, "resume")) {
 		alarm((unsigned)(timeout_ms / 1000) * 2 + 10);
