@@ -377,6 +377,7 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "vmm-source: %s\n", v.s ? rdmig_source_error(v.s) : strerror(-rc));
 		rdmig_source_destroy(v.s);
+		free(v.dirty);
 		return 1;
 	}
 	rdmig_source_stats(v.s, &st);
@@ -394,5 +395,6 @@ int main(int argc, char **argv)
 	printf("digest ram %016" PRIx64 "\n", sum(v.ram, v.ram_len));
 	printf("digest state %016" PRIx64 "\n", v.state_sum);
 	rdmig_source_destroy(v.s);
+	free(v.dirty);
 	return 0;
 }
