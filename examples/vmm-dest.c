@@ -33,7 +33,9 @@
  * break after the switch, the guest runs on, a vCPU that touches a page
  * not here waits, and the migration goes on where it stopped once the
  * source reconnects (rdmig_dest_keep_listener()).  --auth-key takes a key
- * (the same as the source's) for authentication.
+ * (the same as the source's) for authentication.  SIGUSR1 cancels the
+ * migration, as an operator would (rdmig_dest_cancel()): after the switch
+ * the guest cannot go on, and the VMM stops.
  *
  * A real destination also sets auth_key (anyone who can reach the port may
  * otherwise send it a guest), max_image, and an admit callback that creates
@@ -44,6 +46,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -345,6 +348,15 @@ static void print_postcopy(const struct rdmig_stats *st)
 
 /* ---- the loop ------------------------------------------------------------------ */
 
+/* The operator's cancel (SIGUSR1), seen by the loop. */
+static volatile sig_atomic_t cancel_asked;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	cancel_asked = 1;
+}
+
 /* Waits in the loop, not in the library, for a request it can accept: a
  * malformed or keyless one is turned away and the next one awaited. */
 static int accept_one(struct rdmig_dest *d, struct rdmig_listener *l)
@@ -378,6 +390,10 @@ static int serve(struct rdmig_dest *d, struct rdmig_listener *l)
 	rc = accept_one(d, l);
 	while (!rc) {
 		poll(&pfd, 1, rdmig_dest_timeout(d));
+		if (cancel_asked) {
+			cancel_asked = 0;
+			rdmig_dest_cancel(d, "the operator cancelled");
+		}
 		rc = rdmig_dest_process(d);
 	}
 	return rc < 0 ? rc : 0;
@@ -445,6 +461,7 @@ int main(int argc, char **argv)
 	}
 	v.ram_len = mib << 20;
 	v.npages = v.ram_len / PAGE;
+	signal(SIGUSR1, on_usr1);
 	if (map_ram(&v, shared) || (postcopy && setup_guest(&v)))
 		return 1;
 	rdmig_config_init(&cfg);

@@ -31,11 +31,13 @@
  * offers recovery, the library keeps this memory and reconnects by itself:
  * rdmig_source_postcopy() returns once the post-copy ended, however many
  * times it paused.  --auth-key takes a key (the same as the
- * destination's). */
+ * destination's).  SIGUSR1 cancels the migration, as an operator would
+ * (rdmig_source_cancel()). */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +104,15 @@ static void guest_write(struct vmm *v, uint64_t page)
 	v->dirty[page / BITS] |= 1ul << (page % BITS);
 }
 
+/* The operator's cancel (SIGUSR1), seen by the loop. */
+static volatile sig_atomic_t cancel_asked;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	cancel_asked = 1;
+}
+
 /* One step of the library, timed; then wait on its fd.  The thread's CPU
  * time beside the wall clock tells a step that worked long from one whose
  * thread was off the CPU (another process, the kernel's RDMA work). */
@@ -109,7 +120,13 @@ static int drive(struct vmm *v)
 {
 	struct pollfd pfd = { .fd = rdmig_source_fd(v->s), .events = POLLIN };
 	uint64_t t0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_THREAD_CPUTIME_ID);
-	int rc = rdmig_source_step(v->s, v->budget, 0);
+	int rc;
+
+	if (cancel_asked) {
+		cancel_asked = 0;
+		rdmig_source_cancel(v->s);
+	}
+	rc = rdmig_source_step(v->s, v->budget, 0);
 	uint64_t took = clock_us(CLOCK_MONOTONIC) - t0;
 	uint64_t cpu = clock_us(CLOCK_THREAD_CPUTIME_ID) - c0;
 
@@ -370,6 +387,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	signal(SIGUSR1, on_usr1);
 	rc = setup(&v, mib, pin_all, shared);
 	if (!rc)
 		rc = v.postcopy ? migrate_postcopy(&v, argv[1], argv[2]) :

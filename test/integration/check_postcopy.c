@@ -13,6 +13,7 @@
  * Run alone: CK_RUN_SUITE=embed CK_RUN_CASE=postcopy. */
 #include <check.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -469,6 +470,78 @@ static void run_link_cut(bool shared)
 	tu_rmdir(dir);
 }
 
+/* The operator's way out: the link breaks and stays down (every
+ * reconnection refused for ten minutes); both sides pause and wait, with
+ * no deadline.  A cancel (SIGUSR1 to each example VMM, which calls
+ * rdmig_*_cancel()) ends the wait on each side at once: the migration
+ * fails there as cancelled, and nothing hangs. */
+START_TEST(postcopy_link_cut_cancel)
+{
+	static const char key[] = "post-copy recovery test key";
+	char dir[256], port[32], bin_src[512], bin_dst[512], cut[600], shim[600], preload[700];
+	char cut_env[700];
+	struct tu_run src, dst;
+	uint64_t end, t0, took;
+	int scode, dcode;
+	FILE *cutf;
+
+	tu_tmpdir(dir, sizeof(dir));
+	tu_build_path("bin/vmm-source", bin_src, sizeof(bin_src));
+	tu_build_path("bin/vmm-dest", bin_dst, sizeof(bin_dst));
+	beside_self("liblinkcut.so", shim, sizeof(shim));
+	snprintf(cut, sizeof(cut), "%s/cut", dir);
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", shim);
+	snprintf(cut_env, sizeof(cut_env), "RDMIG_TEST_CUT=%s", cut);
+	tu_run_spawn(&dst, dir, "dest", (char *[]){ bin_dst, (char *)tu_addr(), "0", "--mib", "32",
+		     "--postcopy", "--recover", "--auth-key", (char *)key, NULL });
+	if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("vmm-dest did not start listening");
+	}
+	tu_run_spawn(&src, dir, "source", (char *[]){ "/usr/bin/env", preload, cut_env,
+		     "RDMIG_TEST_CUT_HOLD_MS=600000", bin_src, (char *)tu_addr(), port, "--mib",
+		     "32", "--postcopy", "--rounds", "0", "--auth-key", (char *)key, NULL });
+	if (tu_wait_line(dst.out, "postcopy started", NULL, 0, 120000)) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("the destination's guest never started");
+	}
+	cutf = fopen(cut, "we");
+	ck_assert_ptr_nonnull(cutf);
+	fclose(cutf);
+	end = tu_now_ms() + 20000;
+	while ((!file_has(dst.err, "post-copy paused") || !file_has(src.err, "post-copy paused")) &&
+	       tu_now_ms() < end)
+		usleep(50000);
+	if (!file_has(dst.err, "post-copy paused") || !file_has(src.err, "post-copy paused")) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("the cut did not pause both sides");
+	}
+	/* Paused a while: nothing gives up by itself. */
+	sleep(3);
+	ck_assert_int_eq(kill(dst.p.pid, 0), 0);
+	ck_assert_int_eq(kill(src.p.pid, 0), 0);
+	t0 = tu_now_ms();
+	ck_assert_int_eq(kill(dst.p.pid, SIGUSR1), 0);
+	ck_assert_int_eq(kill(src.p.pid, SIGUSR1), 0);
+	dcode = tu_run_finish(&dst, 20000);
+	scode = tu_run_finish(&src, 20000);
+	took = tu_now_ms() - t0;
+	printf("postcopy link cut, cancelled while paused: vmm-dest exit %d, vmm-source exit %d, "
+	       "%" PRIu64 " ms after the cancel\n", dcode, scode, took);
+	fflush(stdout);
+	if (dcode != 1 || scode != 1) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+	}
+	ck_assert_msg(dcode == 1 && file_has(dst.err, "cancelled"), "vmm-dest exit %d", dcode);
+	ck_assert_msg(scode == 1 && file_has(src.err, "cancelled"), "vmm-source exit %d", scode);
+	ck_assert_uint_le(took, 10000);
+	tu_rmdir(dir);
+}
+END_TEST
+
 START_TEST(postcopy_link_cut)
 {
 	run_link_cut(false);
@@ -500,5 +573,6 @@ TCase *embed_postcopy_recover_tcase(void)
 	tcase_set_timeout(tc, 400);
 	tcase_add_test(tc, postcopy_link_cut);
 	tcase_add_test(tc, postcopy_link_cut_shared);
+	tcase_add_test(tc, postcopy_link_cut_cancel);
 	return tc;
 }
