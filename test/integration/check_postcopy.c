@@ -305,6 +305,20 @@ static bool file_has(const char *path, const char *text)
 	return yes;
 }
 
+/* How many times @path holds @text. */
+static unsigned file_count(const char *path, const char *text)
+{
+	char *all = tu_slurp(path, NULL), *p = all;
+	unsigned n = 0;
+
+	while (p && (p = strstr(p, text))) {
+		n++;
+		p += strlen(text);
+	}
+	free(all);
+	return n;
+}
+
 /* evil_peer resume --variant @variant at the paused destination: its exit
  * status, its result line in @line. */
 static int evil_resume(const char *dir, const char *addr, const char *variant, char *line,
@@ -344,8 +358,10 @@ static int evil_resume(const char *dir, const char *addr, const char *variant, c
  * to the set.  Over private anonymous memory (a failed READ left its
  * staging behind) and shared memory (a failed READ may have written part
  * of a page-cache page through the second mapping, which the guest must
- * never see). */
-static void run_link_cut(bool shared)
+ * never see).  With @cuts 2, the resumed link is cut again as soon as the
+ * destination reads on: a resumed connection and its channels give way to
+ * a third, on both sides. */
+static void run_link_cut(bool shared, unsigned cuts)
 {
 	static const char key[] = "post-copy recovery test key";
 	char dir[256], port[32], bin_src[512], bin_dst[512], sums_s[600], sums_d[600];
@@ -435,6 +451,16 @@ static void run_link_cut(bool shared)
 		      line);
 	ck_assert_int_eq(evil_resume(dir, addr, "plain", line, sizeof(line)), 1);
 	ck_assert_msg(strstr(line, "reason=busy"), "a new migration while paused: %s", line);
+	if (cuts == 2) {
+		/* Resumed: cut again at once (the shim took the file away). */
+		end = tu_now_ms() + 60000;
+		while (!file_has(dst.err, "post-copy resumed") && tu_now_ms() < end)
+			usleep(20000);
+		ck_assert_msg(file_has(dst.err, "post-copy resumed"), "no first resume");
+		cutf = fopen(cut, "we");
+		ck_assert_ptr_nonnull(cutf);
+		fclose(cutf);
+	}
 	scode = tu_run_finish(&src, 240000);
 	dcode = tu_run_finish(&dst, 60000);
 	if (scode || dcode) {
@@ -444,16 +470,20 @@ static void run_link_cut(bool shared)
 	ck_assert_msg(scode == 0, "vmm-source exited %d", scode);
 	ck_assert_msg(dcode == 0, "vmm-dest exited %d", dcode);
 	read_figures(dst.out, &f);
-	printf("postcopy link cut, %s: %llu pages lacked, %llu on faults, %llu in the background, "
-	       "%llu ms; guest: %llu first touches, %llu of absent pages, max %llu us, %llu "
-	       "writes lost\n", shared ? "shared" : "anon", f.pages, f.fault_pages, f.bg_pages,
-	       f.ms, f.touches, f.absent, f.gmax_us, f.lost);
+	printf("postcopy link cut, %s, %u cut%s: %llu pages lacked, %llu on faults, %llu in the "
+	       "background, %llu ms; guest: %llu first touches, %llu of absent pages, max %llu "
+	       "us, %llu writes lost\n", shared ? "shared" : "anon", cuts, cuts > 1 ? "s" : "",
+	       f.pages, f.fault_pages, f.bg_pages, f.ms, f.touches, f.absent, f.gmax_us, f.lost);
 	fflush(stdout);
 	/* Both paused and resumed: the source's attempts were refused by the
 	 * shim for a while, then one went through. */
 	ck_assert_msg(file_has(src.err, "post-copy paused"), "the source did not pause");
 	ck_assert_msg(file_has(src.err, "post-copy resumed"), "the source did not resume");
 	ck_assert_msg(file_has(dst.err, "post-copy resumed"), "the destination did not resume");
+	/* Each cut paused both sides once, and each pause was resumed. */
+	ck_assert_uint_eq(file_count(dst.err, "the guest runs on, a thread"), cuts);
+	ck_assert_uint_eq(file_count(dst.err, "post-copy resumed"), cuts);
+	ck_assert_uint_eq(file_count(src.err, "post-copy resumed"), cuts);
 	ck_assert_msg(file_has(dst.err, "refused a connection request: a resume with the wrong "
 				"token"), "the guessed token was not refused as such");
 	ck_assert_msg(differing_pages(sums_s, sums_d) == 0, "%llu pages differ from the source's",
@@ -544,13 +574,13 @@ END_TEST
 
 START_TEST(postcopy_link_cut)
 {
-	run_link_cut(false);
+	run_link_cut(false, 2);
 }
 END_TEST
 
 START_TEST(postcopy_link_cut_shared)
 {
-	run_link_cut(true);
+	run_link_cut(true, 1);
 }
 END_TEST
 

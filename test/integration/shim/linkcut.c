@@ -7,8 +7,9 @@
  * error state, the peer gets a DISCONNECTED event), as when the link or
  * the peer's end of it dies.  For MS milliseconds after (0 by default)
  * every rdma_connect() fails with ECONNREFUSED, so the link stays down that
- * long whatever the process tries.  The cut happens once; the shim then
- * writes PATH.done.  Nothing of this is part of the library. */
+ * long whatever the process tries.  After each cut the shim removes PATH
+ * and writes how many cuts it made to PATH.done; creating PATH again cuts
+ * again.  Nothing of this is part of the library. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -89,25 +90,29 @@ static void *watch(void *arg)
 	const char *path = arg;
 	const char *hold = getenv("RDMIG_TEST_CUT_HOLD_MS");
 	char done[4096];
-	int i, n = 0, fd;
+	int i, n, fd, cuts = 0;
 
 	/* Looked up, not linked: a process without librdmacm (the env that
 	 * starts the one under test) loads the shim too. */
 	destroy_fn disconnect = (destroy_fn)dlsym(RTLD_DEFAULT, "rdma_disconnect");
 
-	while (access(path, F_OK))
-		usleep(20000);
-	atomic_store(&hold_until_ms, now_ms() + (hold ? atoll(hold) : 0));
-	pthread_mutex_lock(&lock);
-	for (i = 0; disconnect && i < IDS_MAX; i++)
-		if (ids[i] && ids[i]->qp && disconnect(ids[i]) == 0)
-			n++;
-	pthread_mutex_unlock(&lock);
 	snprintf(done, sizeof(done), "%s.done", path);
-	fd = open(done, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd >= 0) {
-		dprintf(fd, "%d\n", n);
-		close(fd);
+	for (;;) {
+		while (access(path, F_OK))
+			usleep(20000);
+		atomic_store(&hold_until_ms, now_ms() + (hold ? atoll(hold) : 0));
+		n = 0;
+		pthread_mutex_lock(&lock);
+		for (i = 0; disconnect && i < IDS_MAX; i++)
+			if (ids[i] && ids[i]->qp && disconnect(ids[i]) == 0)
+				n++;
+		pthread_mutex_unlock(&lock);
+		unlink(path);
+		fd = open(done, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			dprintf(fd, "%d cuts, %d connections in the last\n", ++cuts, n);
+			close(fd);
+		}
 	}
 	return NULL;
 }
