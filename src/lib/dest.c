@@ -165,8 +165,11 @@ static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCM
 {
 	if (h->type == CT_CREDIT || h->type == CT_KEEPALIVE)
 		return 0;
+	/* Resuming, the peer's ERROR ends this connection, not the migration
+	 * (dst_pc_on_error). */
 	if (h->type == CT_ERROR)
-		return sess_peer_error(&d->ss, (const Rdmig__Error *)m);
+		return d->state == DST_PC_RESUMING ? dst_pc_on_error(d, (const Rdmig__Error *)m) :
+		       sess_peer_error(&d->ss, (const Rdmig__Error *)m);
 	switch (d->state) {
 	case DST_AUTH:
 		return dst_link_auth(d, h, m);

@@ -294,6 +294,21 @@ int dst_pc_on_resume(struct rdmig_dest *d, const ProtobufCMessage *m)
 	return 0;
 }
 
+int dst_pc_on_error(struct rdmig_dest *d, const Rdmig__Error *e)
+{
+	/* Anyone who learnt the token gets this far: heard as the source's
+	 * word (sess_peer_error), its ERROR would end a post-copy it could not
+	 * resume, and the guest with it. */
+	if (!d->pc.authed)
+		return rd_err_set(&d->ss.err, -EACCES, "authentication required: the resumer "
+				  "sent ERROR instead");
+	if (e->code == -ECANCELED)
+		return sess_peer_error(&d->ss, e);
+	/* The source gave up this try, not the migration: it tries again. */
+	return rd_err_set(&d->ss.err, -ECONNABORTED, "the source gave up this resume: %s",
+			  e->message ? e->message : "no reason given");
+}
+
 bool dst_pc_done(const struct rdmig_dest *d)
 {
 	return d->pc.done_sent;

@@ -49,6 +49,11 @@ void dst_pc_pause(struct rdmig_dest *d);
 /* DST_PC_RESUMING, authenticated: POSTCOPY_RESUME.  Answers where the
  * post-copy stands and invites the post-copy channels again. */
 int dst_pc_on_resume(struct rdmig_dest *d, const ProtobufCMessage *m);
+/* DST_PC_RESUMING: the resumer's ERROR.  Before it proved the key it is
+ * one more unauthenticated frame; after, only its cancel is final.  Either
+ * way the result is a negative errno: the cancel fails the migration, any
+ * other drops this connection and pauses again (dst_pc_may_pause). */
+int dst_pc_on_error(struct rdmig_dest *d, const Rdmig__Error *e);
 /* POSTCOPY_DONE went: COMPLETE may come. */
 bool dst_pc_done(const struct rdmig_dest *d);
 /* The migration failed: the engine posts nothing more; the guest's

@@ -353,6 +353,20 @@ bool src_pc_may_pause(const struct rdmig_source *s, int rc)
 		s->state == SRC_PC_RESUMING);
 }
 
+int src_pc_on_error(struct rdmig_source *s, const Rdmig__Error *e)
+{
+	bool proved = !(s->ss.caps & PD_CAP_AUTH) || s->pc.resume >= RS_RESUME;
+	const char *why = e->message ? e->message : "no reason given";
+
+	if (!proved)
+		return rd_err_set(&s->ss.err, -EACCES, "the peer sent ERROR before proving the "
+				  "key (not taken as the destination's word): %s", why);
+	if (e->code == -ECANCELED)
+		return sess_peer_error(&s->ss, e);
+	return rd_err_set(&s->ss.err, -ECONNABORTED, "the destination refused the resume: %s",
+			  why);
+}
+
 int src_pc_send_resume(struct rdmig_source *s)
 {
 	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;

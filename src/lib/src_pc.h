@@ -49,6 +49,12 @@ int src_pc_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessag
 /* POSTCOPY_RECOVER: whether failing with @rc should pause the post-copy
  * instead (switched, neither a cancel nor the destination's own ERROR). */
 bool src_pc_may_pause(const struct rdmig_source *s, int rc);
+/* SRC_PC_RESUMING: the destination's ERROR.  Whoever answers at the
+ * destination's address gets this far, so before it proved the key the
+ * ERROR is dropped with this connection; after, only its cancel is final.
+ * Any other ends this try: the source pauses and tries again
+ * (src_pc_may_pause). */
+int src_pc_on_error(struct rdmig_source *s, const Rdmig__Error *e);
 /* Resuming, the link up (and authenticated): POSTCOPY_RESUME. */
 int src_pc_send_resume(struct rdmig_source *s);
 /* POSTCOPY_RESUMED: where the post-copy stands; the channels come back. */

@@ -1490,13 +1490,14 @@ static void pc_dest(struct sx *f, struct tu_run *r)
  * token alone must not be enough): evil_peer pcresume breaks its own link
  * after the switch and resumes with the right token, sending
  * POSTCOPY_RESUME at once (noauth) or after an answer made with another key
- * (badmac).  The destination answers neither with POSTCOPY_RESUMED (which
- * would invite the post-copy channels): it drops that connection and stays
- * paused, and the same source's honest resume then completes the migration
- * (vmm-dest exits 0). */
+ * (badmac), or sending an ERROR instead of any proof (error: heard as the
+ * source's word, it would end the post-copy for good).  The destination
+ * answers none with POSTCOPY_RESUMED (which would invite the post-copy
+ * channels): it drops that connection and stays paused, and the same
+ * source's honest resume then completes the migration (vmm-dest exits 0). */
 START_TEST(postcopy_resume_needs_the_key)
 {
-	static const char *const variants[] = { "noauth", "badmac" };
+	static const char *const variants[] = { "noauth", "badmac", "error" };
 	char key[300], bin[512], port[32], line[2048], said[1200], derr[4096], *text;
 	struct tu_run dst;
 	unsigned v;
@@ -1507,7 +1508,7 @@ START_TEST(postcopy_resume_needs_the_key)
 	snprintf(key, sizeof(key), "%s/key", f.dir);
 	write_key(key);
 	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
-	for (v = 0; v < 2; v++) {
+	for (v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
 		memset(&dst, 0, sizeof(dst));
 		tu_run_spawn(&dst, f.dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0",
 			     "--mib", PC_MIB, "--postcopy", "--recover", "--auth-key",

@@ -20,7 +20,7 @@
  *                   [--revoke-ms MS]
  *   evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]
  *   evil_peer resume HOST:PORT --variant token|plain
- *   evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac [--size BYTES]
+ *   evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac|error [--size BYTES]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
@@ -2072,7 +2072,7 @@ static int resume(const struct opts *o)
 
 /* ---- pcresume: a paused post-copy resumed without the key ------------------------ */
 
-static const char *const pcresume_variants[] = { "noauth", "badmac" };
+static const char *const pcresume_variants[] = { "noauth", "badmac", "error" };
 
 /* A RESUME of the migration @tok names, @req its bytes; retried while the
  * destination answers busy (the broken link's READs not back yet). */
@@ -2257,8 +2257,17 @@ static int pcresume(const struct opts *o)
 		bad.key[0] ^= 1;
 		rc = authenticate_bytes(&a, &bad, 3, rreq, PD_RESUME_LEN);
 	}
+	/* Or no proof and an ERROR: heard as the source's word, it would end
+	 * the paused post-copy for good. */
+	if (!rc && o->variant == 2) {
+		Rdmig__Error e = RDMIG__ERROR__INIT;
+
+		e.code = -EIO;
+		e.message = (char *)"stop here, the source is gone for good";
+		rc = send_msg(&a, CT_ERROR, &e.base, -1);
+	}
 	q.pages = o->size / 4096;
-	if (!rc)
+	if (!rc && o->variant != 2)
 		rc = send_msg(&a, CT_POSTCOPY_RESUME, &q.base, -1);
 	if (!rc)
 		rc = expect(&a, CT_POSTCOPY_RESUMED, &f, rd_deadline(timeout_ms));
@@ -2307,7 +2316,7 @@ static int usage(void)
 		"                       [--size BYTES] [--revoke-ms MS]\n"
 		"       evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]\n"
 		"       evil_peer resume HOST:PORT --variant token|plain\n"
-		"       evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac\n"
+		"       evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac|error\n"
 		"                       [--size BYTES]\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
