@@ -179,16 +179,21 @@ int dst_pc_begin_step(struct rdmig_dest *d)
 	return rc ? rc : DST_JOB_DONE;
 }
 
-/* Resuming: the post-copy channels came back, the engine reads on. */
+/* Resuming: the post-copy channels came back, the engine reads on.  With
+ * every page in (the last READs completed while paused), none were
+ * invited: POSTCOPY_DONE goes next (dst_pc_step). */
 static int resume_step(struct rdmig_dest *d)
 {
 	struct fab_conn *fault = chan_set_pc_conn(d->chans, 0), *bg = chan_set_pc_conn(d->chans, 1);
 	uint64_t f, b, left;
 
-	if (!d->pc.resumed_sent || !fault || !bg)
+	if (!d->pc.resumed_sent)
 		return 0;
 	left = pcd_pending(d->pc.eng, &f, &b);
-	pcd_resume(d->pc.eng, fault, bg);
+	if (left && (!fault || !bg))
+		return 0;
+	if (left)
+		pcd_resume(d->pc.eng, fault, bg);
 	d->state = DST_POSTCOPY;
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
@@ -246,10 +251,11 @@ bool dst_pc_may_pause(struct rdmig_dest *d, int rc)
 		return false;
 	if (d->state != DST_POSTCOPY && d->state != DST_PC_RESUMING)
 		return false;
-	/* Every page in, or the engine itself broke (the userfaultfd): nothing
-	 * to wait for. */
+	/* The engine itself broke (the userfaultfd): nothing to wait for.
+	 * Every page in but POSTCOPY_DONE not sent: the source still waits for
+	 * it, and a resume answers pages_left 0 and sends it. */
 	st = pcd_poll(d->pc.eng, &f, &b, &e);
-	return st == 0 || st == PCD_POLL_PAUSED;
+	return st == 0 || st == PCD_POLL_PAUSED || (st == 1 && !d->pc.done_sent);
 }
 
 void dst_pc_pause(struct rdmig_dest *d)

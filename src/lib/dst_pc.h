@@ -40,14 +40,16 @@ int dst_pc_step(struct rdmig_dest *d);
 /* POSTCOPY_RECOVER granted: the resume token, random, never all zero. */
 void dst_pc_new_token(struct rdmig_dest *d);
 /* Whether failing with @rc (ss.err saying why) should pause the post-copy
- * instead: recovery granted with a listener kept, switched and not every
- * page in, the engine sound, and neither a cancel nor the source's own
- * word (its ERROR). */
+ * instead: recovery granted with a listener kept, switched and
+ * POSTCOPY_DONE not sent (every page may be in: a resume then answers
+ * pages_left 0 and sends it), the engine sound, and neither a cancel nor
+ * the source's own word (its ERROR outside a resume, its cancel in one). */
 bool dst_pc_may_pause(struct rdmig_dest *d, int rc);
 /* The link is gone (the caller tore it down): the engine pauses. */
 void dst_pc_pause(struct rdmig_dest *d);
 /* DST_PC_RESUMING, authenticated: POSTCOPY_RESUME.  Answers where the
- * post-copy stands and invites the post-copy channels again. */
+ * post-copy stands and, with pages left, invites the post-copy channels
+ * again. */
 int dst_pc_on_resume(struct rdmig_dest *d, const ProtobufCMessage *m);
 /* DST_PC_RESUMING: the resumer's ERROR.  Before it proved the key it is
  * one more unauthenticated frame; after, only its cancel is final.  Either

@@ -831,7 +831,14 @@ void pcd_pause(struct pcd *p)
 
 bool pcd_quiet(const struct pcd *p)
 {
-	return atomic_load(&p->state) == PCD_PAUSED && !atomic_load(&p->busy);
+	int st = atomic_load(&p->state);
+
+	/* READs on a channel that still worked may complete while paused and
+	 * bring in the last pages: the thread is gone then, nothing changes
+	 * any more.  Paused with none left, it is about to say so. */
+	if (st == PCD_DONE)
+		return true;
+	return st == PCD_PAUSED && !atomic_load(&p->busy) && p->pending;
 }
 
 void pcd_resume(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg)

@@ -91,11 +91,13 @@ int pcd_begin(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg,
 #define PCD_POLL_PAUSED 2
 int pcd_poll(struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages, struct rd_err *err);
 /* With recovery, from the driving thread: the link broke, post nothing
- * more.  pcd_quiet() once it paused and no READ is outstanding. */
+ * more.  pcd_quiet() once it paused and no READ is outstanding, or once
+ * every page is in (READs that completed while paused may bring in the
+ * last ones: then there is nothing to resume but POSTCOPY_DONE). */
 void pcd_pause(struct pcd *p);
 bool pcd_quiet(const struct pcd *p);
-/* Quiet: the pages not in yet (the figures so far in *@fault_pages and
- * *@bg_pages). */
+/* Quiet: the pages not in yet, 0 once every page is (the figures so far
+ * in *@fault_pages and *@bg_pages). */
 uint64_t pcd_pending(const struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages);
 /* Paused: go on with READs on the new post-copy channels @fault and @bg
  * (their QPs on the same PD and CQ as the first ones'). */
