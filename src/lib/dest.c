@@ -153,6 +153,11 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	if (d->state != DST_NEW)
 		return d->state == DST_FAILED ? d->result :
 		       rd_err_set(&d->ss.err, -EISCONN, "already accepted a connection");
+	/* The source resumes where it first connected: a resume watched for
+	 * on another address or port would never come. */
+	if (d->resume_l && d->resume_l != l)
+		return rd_err_set(&d->ss.err, -EINVAL, "the listener kept for a resume is not the "
+				  "one accepted on (the source resumes where it connected)");
 	rc = dst_link_accept(d, l, timeout_ms);
 	if (!rc)
 		rc = watch(d);
