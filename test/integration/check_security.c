@@ -1629,9 +1629,10 @@ END_TEST
 
 /* evil_peer pcdest --variant @variant with vmm-source (post-copy at once)
  * pointed at it: evil_peer's status and result line, and the source's exit
- * status and stderr. */
-static int pc_dest_attack(struct sx *f, const char *variant, int *sc, char *line, size_t len,
-			  char *serr, size_t slen)
+ * status and stderr.  With @cancel, the source is cancelled (SIGUSR1) once
+ * evil_peer is done: a paused post-copy does not end by itself. */
+static int pc_dest_attack_as(struct sx *f, const char *variant, bool cancel, int *sc,
+			     char *line, size_t len, char *serr, size_t slen)
 {
 	char bin[512], port[32], eaddr[80], *text;
 	struct tu_run src;
@@ -1652,11 +1653,19 @@ static int pc_dest_attack(struct sx *f, const char *variant, int *sc, char *line
 							     "--mib", PC_MIB, "--postcopy",
 							     "--rounds", "0", NULL });
 	code = evil_result(f, 90000, line, len);
+	if (cancel)
+		kill(src.p.pid, SIGUSR1);
 	*sc = tu_run_finish(&src, 30000);
 	text = tu_slurp(src.err, NULL);
 	flat(text, serr, slen);
 	free(text);
 	return code;
+}
+
+static int pc_dest_attack(struct sx *f, const char *variant, int *sc, char *line, size_t len,
+			  char *serr, size_t slen)
+{
+	return pc_dest_attack_as(f, variant, false, sc, line, len, serr, slen);
 }
 
 /* A destination that reads outside the memory the source announced: the
@@ -1687,6 +1696,33 @@ START_TEST(postcopy_read_outside_refused)
 		      "vmm-source exit %d: %s", sc, serr);
 	ck_assert_msg(gone >= 0 && gone <= 3000, "the source went on for %ld ms after the refused "
 		      "READ", gone);
+	sx_free(&f);
+}
+END_TEST
+
+/* Whoever answers at the destination's address gets the source's resume;
+ * the destination itself answers a resume that failed its checks with an
+ * ERROR.  Neither may end the migration: evil_peer pcdest resume-error
+ * grants recovery, breaks the link after the switch, accepts the source's
+ * RESUME and answers it with an ERROR; the source must pause again and come
+ * back with another RESUME, as rdmig(7) says.  (Without a key here: with
+ * one, an ERROR before the destination's proof is dropped all the same.) */
+START_TEST(postcopy_resume_error_not_final_on_source)
+{
+	struct sx f;
+	char line[2048], serr[4096];
+	int code, sc;
+
+	sx_init(&f);
+	code = pc_dest_attack_as(&f, "resume-error", true, &sc, line, sizeof(line), serr,
+				 sizeof(serr));
+	printf("security: post-copy, a resume answered with ERROR: attacker exit %d: %s | "
+	       "vmm-source exit %d: %s\n", code, line, sc, serr);
+	fflush(stdout);
+	ck_assert_msg(code == 1 && strstr(line, "retried=yes"), "the source gave up on the "
+		      "ERROR: %s | vmm-source: %s", line, serr);
+	ck_assert_msg(!strstr(serr, "destination reported"), "the source took the ERROR as "
+		      "final: %s", serr);
 	sx_free(&f);
 }
 END_TEST
@@ -1726,6 +1762,7 @@ Suite *security_suite(void)
 	tcase_add_test(tf, postcopy_revoked_keys_refused);
 	tcase_add_test(tf, postcopy_read_outside_refused);
 	tcase_add_test(tf, postcopy_resume_needs_the_key);
+	tcase_add_test(tf, postcopy_resume_error_not_final_on_source);
 	suite_add_tcase(s, tf);
 	return s;
 }

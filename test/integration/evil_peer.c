@@ -18,7 +18,7 @@
  *                   [--size BYTES] [--hold-ms MS]
  *   evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest [--size BYTES]
  *                   [--revoke-ms MS]
- *   evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]
+ *   evil_peer pcdest HOST:PORT --variant outside|inside|resume-error [--listen HOST]
  *   evil_peer resume HOST:PORT --variant token|plain
  *   evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac|error [--size BYTES]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
@@ -60,12 +60,17 @@
  * of (outside), or the first page (inside, the control)), the READ
  * returned data: refused when the source's NIC refused it (nic= gives the
  * status), and source-gone-ms when the source then ended the migration;
+ * pcdest resume-error (recovery granted: the link broken after the switch,
+ * the source's RESUME accepted and answered with an ERROR), the source
+ * gave up on that ERROR: refused when it came back with another RESUME
+ * (retried=yes);
  * resume (at a destination whose post-copy is paused: a RESUME with a
  * token of our own (token), or a plain REQUEST as a new source (plain)),
  * the connection was accepted (reason= gives the refusal's otherwise);
  * pcresume (a keyed source with post-copy recovery that switches, breaks
  * its own link, and resumes with the right token but without proving the
- * key (noauth: POSTCOPY_RESUME at once) or with a wrong proof (badmac)),
+ * key (noauth: POSTCOPY_RESUME at once) or with a wrong proof (badmac), or
+ * sends an ERROR instead (error)),
  * POSTCOPY_RESUMED came back (resumed=yes): refused otherwise, and then it
  * resumes honestly and lets the destination read every page, to show the
  * attempt cost the migration nothing (then-honest=completed).
@@ -1823,7 +1828,7 @@ out:
 
 /* ---- pcdest: a destination that reads outside what it was given ------------------------ */
 
-static const char *const pcdest_variants[] = { "outside", "inside" };
+static const char *const pcdest_variants[] = { "outside", "inside", "resume-error" };
 
 /* The post-copy channels' side of a fake destination: accepted beside the
  * control connection, on its PD, with a CQ of our own for our READs. */
@@ -1896,6 +1901,51 @@ static void pc_reader_close(struct pc_reader *r)
 	fab_listener_destroy(r->l);
 }
 
+/* resume-error, once the source switched: our link broken, the source's
+ * RESUME (with @tok) is accepted as @first was and answered with an ERROR.
+ * That ends this try, not the migration: a source that comes back with
+ * another RESUME within 10 s paused again (retried=yes, status 1); one
+ * that does not gave up on our word (status 0). */
+static int pcdest_resume_error(struct fab_listener *l, const struct pd_accept *first,
+			       const uint8_t *tok)
+{
+	Rdmig__Error er = RDMIG__ERROR__INIT;
+	uint8_t accb[PD_ACCEPT_LEN] = { 0 };
+	struct fab_conn *again = NULL;
+	struct rd_err e = { "" };
+	struct pd_request req;
+	struct peer res;
+	char q[1200];
+	int rc;
+
+	memset(&res, 0, sizeof(res));
+	rc = fab_get_request(l, rd_deadline(timeout_ms), &res.fc, &e);
+	if (!rc && pd_decode_request(res.fc->peer_priv, res.fc->peer_priv_len, &req, &e))
+		rc = -EPROTO;
+	if (!rc && (!req.resume || memcmp(req.token, tok, PD_TOKEN_LEN)))
+		rc = rd_err_set(&e, -EPROTO, "the source came back without a RESUME of our token");
+	if (!rc) {
+		pd_encode_accept(first, accb, sizeof(accb));
+		rc = accept_source(&res, &req, first, accb, PD_ACCEPT_LEN);
+	}
+	er.code = -EIO;
+	er.message = (char *)"this resume is refused (a test's destination)";
+	if (!rc)
+		rc = send_msg(&res, CT_ERROR, &er.base, -1);
+	if (rc) {
+		peer_close(&res);
+		return result(2, "variant=resume-error setup=\"%s\"", quoted(e.msg[0] ? e.msg :
+			      res.err.msg, q, sizeof(q)));
+	}
+	note("answered the source's RESUME with ERROR");
+	/* Time for the ERROR to land before our disconnect. */
+	usleep(200000);
+	peer_close(&res);
+	rc = fab_get_request(l, rd_deadline(10000), &again, &e);
+	fab_conn_destroy(again);
+	return result(rc ? 0 : 1, "variant=resume-error retried=%s", rc ? "no" : "yes");
+}
+
 /* Poses as a destination that grants post-copy, takes a source's block
  * map, state and switch, and then RDMA READs a page past the end of the
  * last piece it was told of (outside) or the first page (inside).
@@ -1918,20 +1968,28 @@ static int pcdest(const struct opts *o)
 	uint32_t first_rkey = 0, last_rkey = 0;
 	enum ibv_wc_status st;
 	int64_t t_read, deadline, last_ka = 0, gone = -1;
+	uint8_t rtok[PD_TOKEN_LEN];
 	uint16_t version;
-	bool last = false;
+	bool last = false, recover = o->variant == 2;
 	char q[1200];
 	int rc, code = 2;
 
 	memset(&src, 0, sizeof(src));
+	memset(rtok, 0x5e, sizeof(rtok));
 	rc = take_source(o, &l, &src, &req, &version, &e);
+	/* resume-error grants recovery, which needs version 3. */
+	if (!rc && recover && (req.ver_max < 3 || !(req.caps & PD_CAP_POSTCOPY_RECOVER)))
+		rc = rd_err_set(&e, -EPROTO, "the source asks no post-copy recovery");
+	if (!rc && recover)
+		version = 3;
 	if (rc || !(req.caps & PD_CAP_POSTCOPY)) {
 		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(rc ? e.msg :
 			      "the source asks no post-copy", q, sizeof(q)));
 		goto out;
 	}
 	acc = (struct pd_accept){ .version = version, .ctrl_depth = 16, .ctrl_msg_max = 65536,
-				  .caps = req.caps & PD_CAP_POSTCOPY };
+				  .caps = req.caps & (PD_CAP_POSTCOPY |
+						      (recover ? PD_CAP_POSTCOPY_RECOVER : 0)) };
 	pd_encode_accept(&acc, accb, sizeof(accb));
 	rc = accept_source(&src, &req, &acc, accb, PD_ACCEPT_LEN);
 	if (!rc)
@@ -1956,6 +2014,10 @@ static int pcdest(const struct opts *o)
 	resp.channel_port = fab_listener_port(r.l);
 	resp.channel_token = token;
 	resp.postcopy_channels = 2;
+	if (recover) {
+		resp.resume_token.data = rtok;
+		resp.resume_token.len = sizeof(rtok);
+	}
 	rc = send_msg(&src, CT_BLOCK_MAP_RESP, &resp.base, -1);
 	if (!rc)
 		rc = pc_accept_channels(&r, &src, &e);
@@ -2001,6 +2063,15 @@ static int pcdest(const struct opts *o)
 	if (!last || !first_addr || !last_addr) {
 		code = result(2, "variant=%s setup=\"no switch came: %s\"", variant,
 			      quoted(src.said[0] ? src.said : src.err.msg, q, sizeof(q)));
+		goto out;
+	}
+	if (recover) {
+		/* The link breaks: the source pauses and comes back. */
+		pc_reader_close(&r);
+		memset(&r, 0, sizeof(r));
+		peer_close(&src);
+		note("switched, then broke the link");
+		code = pcdest_resume_error(l, &acc, rtok);
 		goto out;
 	}
 	t_read = rd_now_ms();
@@ -2314,7 +2385,7 @@ static int usage(void)
 		"                       [--size BYTES] [--hold-ms MS]\n"
 		"       evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest\n"
 		"                       [--size BYTES] [--revoke-ms MS]\n"
-		"       evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]\n"
+		"       evil_peer pcdest HOST:PORT --variant outside|inside|resume-error [--listen HOST]\n"
 		"       evil_peer resume HOST:PORT --variant token|plain\n"
 		"       evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac|error\n"
 		"                       [--size BYTES]\n"
