@@ -1543,6 +1543,54 @@ START_TEST(postcopy_resume_needs_the_key)
 }
 END_TEST
 
+/* The last pages land, and then the link breaks before POSTCOPY_DONE went
+ * (evil_peer pcresume done hands no credit back from the switch on, so the
+ * destination reads every page but cannot say so).  The destination must
+ * pause, not fail: the source still waits for POSTCOPY_DONE.  It must then
+ * take the resume though its engine is done (not BUSY forever), answer
+ * pages_left 0 without inviting channels, and send POSTCOPY_DONE; the
+ * migration completes (vmm-dest exits 0). */
+START_TEST(postcopy_resume_with_every_page_in)
+{
+	char key[300], bin[512], port[32], line[2048], derr[4096], *text;
+	struct tu_run dst;
+	int code, dc;
+	struct sx f;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	write_key(key);
+	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
+	memset(&dst, 0, sizeof(dst));
+	tu_run_spawn(&dst, f.dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0", "--mib",
+		     PC_MIB, "--postcopy", "--recover", "--auth-key",
+		     "a shared secret of 32 bytes here", NULL });
+	if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("vmm-dest did not listen");
+	}
+	snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
+	sx_evil(&f, "done", "pcresume", (const char *const[]){ "--variant", "done", "--key", key,
+		"--size", PC_BYTES, "--name", "pc.ram", NULL });
+	code = evil_result(&f, 120000, line, sizeof(line));
+	dc = tu_run_finish(&dst, 30000);
+	text = tu_slurp(dst.err, NULL);
+	flat(text, derr, sizeof(derr));
+	free(text);
+	printf("security: post-copy resume with every page in: attacker exit %d: %s | vmm-dest "
+	       "exit %d: %s\n", code, line, dc, derr);
+	fflush(stdout);
+	if (dc != 0)
+		tu_run_dump(&dst, "vmm-dest");
+	ck_assert_msg(strstr(line, "left-at-resume=0 "), "the destination did not have every "
+		      "page at the resume (or no resume): %s", line);
+	ck_assert_msg(strstr(line, "then-honest=completed") && strstr(line, "done-pages=8192"),
+		      "the resume did not complete: %s", line);
+	ck_assert_msg(dc == 0, "vmm-dest exited %d", dc);
+	sx_free(&f);
+}
+END_TEST
+
 /* evil_peer pcsource --variant @variant against vmm-dest: its status, its
  * result line in @line, vmm-dest's exit status in *dc and stderr in @derr,
  * and how long vmm-dest took to exit after evil_peer did, in *after_ms. */
@@ -1763,6 +1811,7 @@ Suite *security_suite(void)
 	tcase_add_test(tf, postcopy_read_outside_refused);
 	tcase_add_test(tf, postcopy_resume_needs_the_key);
 	tcase_add_test(tf, postcopy_resume_error_not_final_on_source);
+	tcase_add_test(tf, postcopy_resume_with_every_page_in);
 	suite_add_tcase(s, tf);
 	return s;
 }

@@ -70,7 +70,9 @@
  * pcresume (a keyed source with post-copy recovery that switches, breaks
  * its own link, and resumes with the right token but without proving the
  * key (noauth: POSTCOPY_RESUME at once) or with a wrong proof (badmac), or
- * sends an ERROR instead (error)),
+ * sends an ERROR instead (error); done skips the attack and breaks the link
+ * only once the destination read every page but could not say so, its
+ * credits withheld: left-at-resume= is what POSTCOPY_RESUMED said),
  * POSTCOPY_RESUMED came back (resumed=yes): refused otherwise, and then it
  * resumes honestly and lets the destination read every page, to show the
  * attempt cost the migration nothing (then-honest=completed).
@@ -1677,7 +1679,9 @@ static int pc_channel(struct peer *c, const struct opts *o, const char *port, ui
 
 /* Keys for every piece of our one block, then the whole block as the set:
  * post-copy begins at the destination. */
-static int pc_switch(struct peer *p, const struct opts *o, uint8_t *mem, uint32_t rkey)
+/* @claim: the credits the two messages hand back (-1: all that are due). */
+static int pc_switch(struct peer *p, const struct opts *o, uint8_t *mem, uint32_t rkey,
+		     int claim)
 {
 	Rdmig__PostcopyKeys k = RDMIG__POSTCOPY_KEYS__INIT;
 	Rdmig__PostcopyRanges r = RDMIG__POSTCOPY_RANGES__INIT;
@@ -1702,8 +1706,8 @@ static int pc_switch(struct peer *p, const struct opts *o, uint8_t *mem, uint32_
 	r.n_block = r.n_first = r.n_count = 1;
 	r.block = &rb; r.first = &rf; r.count = &rc;
 	r.last = 1;
-	rc2 = send_msg(p, CT_POSTCOPY_KEYS, &k.base, -1);
-	return rc2 ? rc2 : send_msg(p, CT_POSTCOPY_RANGES, &r.base, -1);
+	rc2 = send_msg(p, CT_POSTCOPY_KEYS, &k.base, claim);
+	return rc2 ? rc2 : send_msg(p, CT_POSTCOPY_RANGES, &r.base, claim);
 }
 
 /* A source that switches to post-copy with keys for memory it never
@@ -1770,7 +1774,7 @@ static int pcsource(const struct opts *o)
 	}
 	/* Unregistered: a key that names nothing of ours. */
 	if (!rc)
-		rc = pc_switch(&p, o, mem, mr ? mr->rkey : 0x00abcd00u);
+		rc = pc_switch(&p, o, mem, mr ? mr->rkey : 0x00abcd00u, -1);
 	if (rc) {
 		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(p.err.msg[0] ? p.err.msg :
 			      ch[0].err.msg[0] ? ch[0].err.msg : ch[1].err.msg, q, sizeof(q)));
@@ -2143,7 +2147,7 @@ static int resume(const struct opts *o)
 
 /* ---- pcresume: a paused post-copy resumed without the key ------------------------ */
 
-static const char *const pcresume_variants[] = { "noauth", "badmac", "error" };
+static const char *const pcresume_variants[] = { "noauth", "badmac", "error", "done" };
 
 /* A RESUME of the migration @tok names, @req its bytes; retried while the
  * destination answers busy (the broken link's READs not back yet). */
@@ -2181,7 +2185,8 @@ static int dial_resume(struct peer *p, const struct opts *o, const uint8_t *tok,
  * post-copy channels again on @pd (where our memory is registered) and
  * serves until POSTCOPY_DONE, then completes.  0 once completed. */
 static int resume_honestly(struct peer *p, const struct opts *o, const uint8_t *req,
-			   struct peer ch[2], struct ibv_pd *pd, uint64_t size, uint64_t *done_pages)
+			   struct peer ch[2], struct ibv_pd *pd, uint64_t size, uint64_t *done_pages,
+			   uint64_t *left)
 {
 	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
 	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
@@ -2205,8 +2210,10 @@ static int resume_honestly(struct peer *p, const struct opts *o, const uint8_t *
 	snprintf(port, sizeof(port), "%u", a->channel_port);
 	token = a->channel_token;
 	note("resumed: %" PRIu64 " pages left", a->pages_left);
+	*left = a->pages_left;
 	ctrl_msg_free(NULL, f.m);
-	for (i = 0; !rc && i < 2; i++)
+	/* Every page in: no channel is invited, POSTCOPY_DONE comes. */
+	for (i = 0; !rc && *left && i < 2; i++)
 		rc = pc_channel(&ch[i], o, port, token, 1 + i, 3, pd);
 	deadline = rd_deadline(timeout_ms * 3);
 	while (!rc && !rd_expired(deadline)) {
@@ -2245,6 +2252,11 @@ static int pcresume(const struct opts *o)
 				.ctrl_depth = FLOOD_DEPTH, .ctrl_msg_max = 65536, .channel = 0,
 				.channels = 1 };
 	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+	/* done: the smallest ring, and no credit handed back from the switch
+	 * on, so the destination reads every page but cannot say
+	 * POSTCOPY_DONE before the link breaks. */
+	if (o->variant == 3)
+		r.ctrl_depth = PD_DEPTH_MIN;
 	struct peer p, a, h, ch[2], nch[2];
 	uint8_t req[PD_REQUEST_LEN], rreq[PD_RESUME_LEN], tok[PD_TOKEN_LEN], *mem = NULL;
 	struct pd_accept acc;
@@ -2252,8 +2264,8 @@ static int pcresume(const struct opts *o)
 	struct frame f;
 	struct opts bad;
 	char q1[1200], q2[1200], q3[1200], port[8];
-	uint64_t token = 0, i, done_pages = 0;
-	bool resumed = false;
+	uint64_t token = 0, i, done_pages = 0, left = UINT64_MAX;
+	bool resumed = false, done = o->variant == 3;
 	int rc, hrc, code = 2;
 
 	memset(&p, 0, sizeof(p));
@@ -2307,22 +2319,23 @@ static int pcresume(const struct opts *o)
 			rc = rd_err_set(&p.err, -errno, "ibv_reg_mr: %s", strerror(errno));
 	}
 	if (!rc)
-		rc = pc_switch(&p, o, mem, mr->rkey);
+		rc = pc_switch(&p, o, mem, mr->rkey, done ? 0 : -1);
 	if (rc) {
 		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(p.said[0] ? p.said :
 			      p.err.msg[0] ? p.err.msg : ch[0].err.msg[0] ? ch[0].err.msg :
 			      ch[1].err.msg, q1, sizeof(q1)));
 		goto out;
 	}
-	/* Let the destination's guest start, then break our own link; the
-	 * memory stays registered. */
-	usleep(300000);
+	/* Let the destination's guest start (done: and read every page; its
+	 * silence timer may pause it first, which is the same break), then
+	 * break our own link; the memory stays registered. */
+	usleep(done ? 10000000 : 300000);
 	rdma_disconnect(ch[0].id);
 	rdma_disconnect(ch[1].id);
 	rdma_disconnect(p.id);
 	note("switched, then broke the link");
 	/* The attack: the right token, no proof (or a wrong one). */
-	rc = dial_resume(&a, o, tok, rreq, &acc);
+	rc = done ? -EALREADY : dial_resume(&a, o, tok, rreq, &acc);
 	if (!rc && o->variant == 1) {
 		bad = *o;
 		bad.key[0] ^= 1;
@@ -2352,10 +2365,12 @@ static int pcresume(const struct opts *o)
 	/* Then the honest resume: the migration must not have lost anything. */
 	hrc = dial_resume(&h, o, tok, rreq, &acc);
 	if (!hrc)
-		hrc = resume_honestly(&h, o, rreq, nch, ch[0].pd, o->size, &done_pages);
+		hrc = resume_honestly(&h, o, rreq, nch, ch[0].pd, o->size, &done_pages, &left);
 	code = result(resumed ? 0 : 1, "variant=%s resumed=%s dest-said=\"%s\" then-honest=%s "
-		      "done-pages=%" PRIu64 " honest-said=\"%s\"", variant, resumed ? "yes" : "no",
-		      quoted(q2, q1, sizeof(q1)), hrc ? "failed" : "completed", done_pages,
+		      "done-pages=%" PRIu64 " left-at-resume=%" PRId64 " honest-said=\"%s\"",
+		      variant, resumed ? "yes" : "no", quoted(q2, q1, sizeof(q1)),
+		      hrc ? "failed" : "completed", done_pages,
+		      left == UINT64_MAX ? (int64_t)-1 : (int64_t)left,
 		      quoted(h.said[0] ? h.said : h.err.msg, q3, sizeof(q3)));
 out:
 	peer_close(&h);
