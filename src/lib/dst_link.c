@@ -397,6 +397,14 @@ int dst_link_resume(struct rdmig_dest *d)
 	fab_conn_set_err(c, &d->ss.err);
 	rc = fab_accept(c, &caps, priv, pd_encode_accept(&acc, priv, sizeof(priv)), pre_resume,
 			d);
+	/* Its QP is on the PD where the guest's memory stays registered for
+	 * remote writing, and in RTS before the challenge: nothing but
+	 * messages comes over a resume (the device state came before the
+	 * switch), so nothing else is let in, proof or not.  The peer learns
+	 * the QP's number only from the accept, after which this follows at
+	 * once. */
+	if (!rc)
+		rc = fab_qp_sends_only(c);
 	if (rc) {
 		if (c->state != FAB_ACCEPTING)
 			reject(c, PD_REJ_NO_RESOURCES);
