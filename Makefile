@@ -251,14 +251,17 @@ check: bootstrap-if-needed qemu-root-if-needed kernel-root-if-needed
 # migrations of a process (cli) and of QEMU guests (qemu), which take
 # wp-async there.  267 s on 2026-11-25 (boot included; the kernel root was
 # cached: building it once takes another ~50 s).  And post-copy (the embed
-# suite's case), whose userfaultfd the kernel serves: about 50 s more.
+# suite's case), whose userfaultfd the kernel serves: about 50 s more; and
+# its recovery (postcopy_recover: a vCPU waiting through a pause), about as
+# long again.
 KERNEL_612_SUITES := dirty cli qemu
 check-kernel-6.12: tests kernel-root-if-needed
 	RDMIG_SOFTROCE_KERNEL=$$(tools/kernel-root --print | cut -d' ' -f1) \
 	tools/softroce --timeout $(SOFTROCE_TIMEOUT) -- sh -c 'rc=0; for s in $(KERNEL_612_SUITES); do \
 		echo "== suite $$s on $$(uname -r)"; CK_RUN_SUITE=$$s $(INTEG_BIN) || rc=1; done; \
 		echo "== post-copy on $$(uname -r)"; \
-		CK_RUN_SUITE=embed CK_RUN_CASE=postcopy $(INTEG_BIN) || rc=1; exit $$rc'
+		CK_RUN_SUITE=embed CK_RUN_CASE=postcopy $(INTEG_BIN) || rc=1; \
+		CK_RUN_SUITE=embed CK_RUN_CASE=postcopy_recover $(INTEG_BIN) || rc=1; exit $$rc'
 
 check-unit: $(UNIT_BIN)
 	$(UNIT_BIN)

@@ -1,7 +1,7 @@
 /* vmm-dest: how a VMM receives a guest with rdmig from its own poll loop.
  *
  *   vmm-dest HOST PORT [--mib N] [--postcopy [--guest-threads N] [--storm]
- *            [--page-sums FILE]] [--shared]
+ *            [--page-sums FILE] [--recover]] [--shared] [--auth-key KEY]
  *
  * The guest's RAM is anonymous private memory, never touched before the
  * migration (so the library knows it is zero and skips zero pages), or
@@ -27,6 +27,15 @@
  * end), for a test to hold against vmm-source's.  --storm makes the vCPUs
  * pick pages still absent from the page tables while there are any, so
  * every touch is a fault: the worst a guest can do to the background pass.
+ * It prints "postcopy started" when its guest starts.
+ *
+ * --recover keeps the listener for the source's resume: should the link
+ * break after the switch, the guest runs on, a vCPU that touches a page
+ * not here waits, and the migration goes on where it stopped once the
+ * source reconnects (rdmig_dest_keep_listener()).  --auth-key takes a key
+ * (the same as the source's) for authentication.  SIGUSR1 cancels the
+ * migration, as an operator would (rdmig_dest_cancel()): after the switch
+ * the guest cannot go on, and the VMM stops.
  *
  * A real destination also sets auth_key (anyone who can reach the port may
  * otherwise send it a guest), max_image, and an admit callback that creates
@@ -37,6 +46,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -223,6 +233,8 @@ static int on_postcopy(void *ctx, char *err, size_t errlen)
 		}
 	}
 	v->started = true;
+	printf("postcopy started\n");
+	fflush(stdout);
 	return 0;
 }
 
@@ -247,6 +259,19 @@ static int setup_guest(struct vmm *v)
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+static void free_guest(struct vmm *v)
+{
+	unsigned i;
+
+	for (i = 0; i < v->nthreads; i++) {
+		free(v->cpu[i].lat_ns);
+		if (v->cpu[i].pagemap > 0)
+			close(v->cpu[i].pagemap);
+	}
+	free(v->visited);
+	free(v->seen_sum);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -323,6 +348,15 @@ static void print_postcopy(const struct rdmig_stats *st)
 
 /* ---- the loop ------------------------------------------------------------------ */
 
+/* The operator's cancel (SIGUSR1), seen by the loop. */
+static volatile sig_atomic_t cancel_asked;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	cancel_asked = 1;
+}
+
 /* Waits in the loop, not in the library, for a request it can accept: a
  * malformed or keyless one is turned away and the next one awaited. */
 static int accept_one(struct rdmig_dest *d, struct rdmig_listener *l)
@@ -356,6 +390,10 @@ static int serve(struct rdmig_dest *d, struct rdmig_listener *l)
 	rc = accept_one(d, l);
 	while (!rc) {
 		poll(&pfd, 1, rdmig_dest_timeout(d));
+		if (cancel_asked) {
+			cancel_asked = 0;
+			rdmig_dest_cancel(d, "the operator cancelled");
+		}
 		rc = rdmig_dest_process(d);
 	}
 	return rc < 0 ? rc : 0;
@@ -386,11 +424,13 @@ int main(int argc, char **argv)
 	struct vmm v = { .nthreads = 1 };
 	char err[512];
 	uint64_t mib = 64;
-	int i, rc, postcopy = 0, shared = 0;
+	int i, rc, postcopy = 0, shared = 0, recover = 0;
+	const char *key = NULL;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: vmm-dest HOST PORT [--mib N] [--postcopy [--guest-threads N]\n"
-			"                [--storm] [--page-sums FILE]] [--shared]\n");
+			"                [--storm] [--page-sums FILE] [--recover]] [--shared]\n"
+			"                [--auth-key KEY]\n");
 		return 2;
 	}
 	for (i = 3; i < argc; i++) {
@@ -400,6 +440,10 @@ int main(int argc, char **argv)
 			postcopy = 1;
 		} else if (!strcmp(argv[i], "--shared")) {
 			shared = 1;
+		} else if (!strcmp(argv[i], "--recover")) {
+			recover = 1;
+		} else if (!strcmp(argv[i], "--auth-key") && i + 1 < argc) {
+			key = argv[++i];
 		} else if (!strcmp(argv[i], "--storm")) {
 			v.storm = true;
 		} else if (!strcmp(argv[i], "--guest-threads") && i + 1 < argc) {
@@ -417,6 +461,7 @@ int main(int argc, char **argv)
 	}
 	v.ram_len = mib << 20;
 	v.npages = v.ram_len / PAGE;
+	signal(SIGUSR1, on_usr1);
 	if (map_ram(&v, shared) || (postcopy && setup_guest(&v)))
 		return 1;
 	rdmig_config_init(&cfg);
@@ -426,8 +471,11 @@ int main(int argc, char **argv)
 	cfg.postcopy = postcopy;
 	cfg.postcopy_start = on_postcopy;
 	cfg.postcopy_ctx = &v;
+	cfg.auth_key = key;
+	cfg.auth_key_len = key ? strlen(key) : 0;
 	cfg.log = on_log;
-	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG : RDMIG_LOG_WARN;
+	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG :
+			getenv("RDMIG_EXAMPLE_INFO") ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	rc = rdmig_listener_create(&l, argv[1], argv[2], err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "vmm-dest: %s\n", err);
@@ -438,6 +486,9 @@ int main(int argc, char **argv)
 	rc = rdmig_dest_create(&d, &cfg);
 	if (!rc)
 		rc = rdmig_dest_add_block(d, "pc.ram", v.ram, v.ram_len, 1) < 0 ? -EINVAL : 0;
+	/* The listener stays until the handle is destroyed, below. */
+	if (!rc && recover)
+		rc = rdmig_dest_keep_listener(d, l);
 	if (!rc)
 		rc = serve(d, l);
 	if (rc) {
@@ -468,5 +519,7 @@ int main(int argc, char **argv)
 	}
 	rdmig_dest_destroy(d);
 	rdmig_listener_destroy(l);
+	if (postcopy)
+		free_guest(&v);
 	return rc ? 1 : 0;
 }

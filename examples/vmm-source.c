@@ -2,6 +2,7 @@
  *
  *   vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]
  *              [--postcopy [--rounds N] [--page-sums FILE]] [--shared]
+ *              [--auth-key KEY]
  *
  * The "guest" is N MiB (64) of anonymous private memory, the way QEMU
  * allocates guest RAM: some pages hold a pattern, some are never touched.
@@ -25,11 +26,18 @@
  * is off then (the destination's guest changes the image before it is
  * whole): --page-sums writes a checksum of every page as of the pause,
  * for a test to hold vmm-dest's against.  --shared puts the guest's RAM in
- * shared memory (a memfd) instead of private anonymous memory. */
+ * shared memory (a memfd) instead of private anonymous memory.  Should the
+ * link break once the destination runs the guest, and the destination
+ * offers recovery, the library keeps this memory and reconnects by itself:
+ * rdmig_source_postcopy() returns once the post-copy ended, however many
+ * times it paused.  --auth-key takes a key (the same as the
+ * destination's).  SIGUSR1 cancels the migration, as an operator would
+ * (rdmig_source_cancel()). */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +64,7 @@ struct vmm {
 	uint32_t rng;
 	int postcopy, rounds;
 	const char *page_sums;
+	const char *key;
 };
 
 static uint64_t clock_us(clockid_t id)
@@ -95,6 +104,15 @@ static void guest_write(struct vmm *v, uint64_t page)
 	v->dirty[page / BITS] |= 1ul << (page % BITS);
 }
 
+/* The operator's cancel (SIGUSR1), seen by the loop. */
+static volatile sig_atomic_t cancel_asked;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	cancel_asked = 1;
+}
+
 /* One step of the library, timed; then wait on its fd.  The thread's CPU
  * time beside the wall clock tells a step that worked long from one whose
  * thread was off the CPU (another process, the kernel's RDMA work). */
@@ -102,7 +120,13 @@ static int drive(struct vmm *v)
 {
 	struct pollfd pfd = { .fd = rdmig_source_fd(v->s), .events = POLLIN };
 	uint64_t t0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_THREAD_CPUTIME_ID);
-	int rc = rdmig_source_step(v->s, v->budget, 0);
+	int rc;
+
+	if (cancel_asked) {
+		cancel_asked = 0;
+		rdmig_source_cancel(v->s);
+	}
+	rc = rdmig_source_step(v->s, v->budget, 0);
 	uint64_t took = clock_us(CLOCK_MONOTONIC) - t0;
 	uint64_t cpu = clock_us(CLOCK_THREAD_CPUTIME_ID) - c0;
 
@@ -315,9 +339,12 @@ static int setup(struct vmm *v, uint64_t mib, int pin_all, int shared)
 	 * changes it meanwhile: nothing to verify. */
 	cfg.verify = !v->postcopy;
 	cfg.postcopy = v->postcopy;
+	cfg.auth_key = v->key;
+	cfg.auth_key_len = v->key ? strlen(v->key) : 0;
 	cfg.pin_all = pin_all;
 	cfg.log = on_log;
-	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG : RDMIG_LOG_WARN;
+	cfg.log_level = getenv("RDMIG_EXAMPLE_DEBUG") ? RDMIG_LOG_DEBUG :
+			getenv("RDMIG_EXAMPLE_INFO") ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	cfg.timeout_ms = 10000;
 	if (rdmig_source_create(&v->s, &cfg))
 		return -EINVAL;
@@ -334,7 +361,8 @@ int main(int argc, char **argv)
 	v.rounds = 1;
 	if (argc < 3) {
 		fprintf(stderr, "usage: vmm-source HOST PORT [--mib N] [--pin-all] [--budget BYTES]\n"
-			"                  [--postcopy [--rounds N] [--page-sums FILE]] [--shared]\n");
+			"                  [--postcopy [--rounds N] [--page-sums FILE]] [--shared]\n"
+			"                  [--auth-key KEY]\n");
 		return 2;
 	}
 	for (i = 3; i < argc; i++) {
@@ -344,6 +372,8 @@ int main(int argc, char **argv)
 			v.postcopy = 1;
 		else if (!strcmp(argv[i], "--shared"))
 			shared = 1;
+		else if (!strcmp(argv[i], "--auth-key") && i + 1 < argc)
+			v.key = argv[++i];
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			v.rounds = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--page-sums") && i + 1 < argc)
@@ -357,6 +387,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	signal(SIGUSR1, on_usr1);
 	rc = setup(&v, mib, pin_all, shared);
 	if (!rc)
 		rc = v.postcopy ? migrate_postcopy(&v, argv[1], argv[2]) :
@@ -364,6 +395,7 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "vmm-source: %s\n", v.s ? rdmig_source_error(v.s) : strerror(-rc));
 		rdmig_source_destroy(v.s);
+		free(v.dirty);
 		return 1;
 	}
 	rdmig_source_stats(v.s, &st);
@@ -381,5 +413,6 @@ int main(int argc, char **argv)
 	printf("digest ram %016" PRIx64 "\n", sum(v.ram, v.ram_len));
 	printf("digest state %016" PRIx64 "\n", v.state_sum);
 	rdmig_source_destroy(v.s);
+	free(v.dirty);
 	return 0;
 }

@@ -269,6 +269,12 @@ enum rdmig_status {
 	 * destination, which reads the pages it lacks (QEMU's
 	 * "postcopy-active"); COMPLETING follows once it holds them all. */
 	RDMIG_STATUS_POSTCOPY,
+	/* Since 0.3.0, with post-copy recovery: the link broke after the
+	 * switch.  The destination's guest runs on with what it holds, a
+	 * thread that touches a missing page waits; the source holds its
+	 * memory and reconnects; both wait until the post-copy resumes or
+	 * is cancelled (QEMU's "postcopy-paused"). */
+	RDMIG_STATUS_POSTCOPY_PAUSED,
 };
 
 /* What a failed migration failed of, for deciding what to do next (retry,
@@ -644,6 +650,16 @@ RDMIG_API int rdmig_dest_add_block(struct rdmig_dest *d, const char *name,
  * -EACCES (no key offered); after those the handle may accept again. */
 RDMIG_API int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l,
 				int timeout_ms);
+/* Since 0.3.0, with postcopy set, before rdmig_dest_accept(): offers
+ * post-copy recovery.  Should the link break after the switch to
+ * post-copy, the migration pauses instead of failing (status
+ * RDMIG_STATUS_POSTCOPY_PAUSED): the guest runs on with the pages that are
+ * here, a thread that touches one that is not waits, and the handle takes
+ * the source's resume from @l (its fd joins rdmig_dest_fd()'s set while
+ * paused; requests that are not this migration's resume are turned away).
+ * @l stays the caller's, alive and not accepted on until the handle is
+ * destroyed.  0, or -EINVAL (accepted already, or no post-copy). */
+RDMIG_API int rdmig_dest_keep_listener(struct rdmig_dest *d, struct rdmig_listener *l);
 /* Blocking: serves the accepted migration until it completes (0) or fails. */
 RDMIG_API int rdmig_dest_run(struct rdmig_dest *d);
 /* Event-loop use: one fd (an epoll fd over the connection and the cancel

@@ -66,7 +66,7 @@ void auth_mac(const void *key, size_t key_len, enum auth_role role,
 
 	crypto_auth_hmacsha256_init(&st, key, key_len);
 	crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, strlen(label) + 1);
-	crypto_auth_hmacsha256_update(&st, b->req, sizeof(b->req));
+	crypto_auth_hmacsha256_update(&st, b->req, b->req_len);
 	crypto_auth_hmacsha256_update(&st, b->acc, sizeof(b->acc));
 	crypto_auth_hmacsha256_update(&st, b->src_nonce, sizeof(b->src_nonce));
 	crypto_auth_hmacsha256_update(&st, (const unsigned char *)qpn, sizeof(qpn));

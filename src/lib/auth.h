@@ -36,7 +36,10 @@ enum auth_role { AUTH_SOURCE = 0, AUTH_DEST = 1 };
 /* What both ends of one connection agree on; each side fills it from its
  * own view (the source's "local" is the destination's "peer"). */
 struct auth_bind {
-	uint8_t req[PD_REQUEST_LEN];        /* the source's REQUEST as sent */
+	/* The source's REQUEST (or RESUME, with its token) as sent: req_len
+	 * bytes, PD_REQUEST_LEN or PD_RESUME_LEN. */
+	uint8_t req[PD_RESUME_LEN];
+	size_t req_len;
 	uint8_t acc[PD_ACCEPT_LEN];         /* the ACCEPT, with the challenge */
 	uint8_t src_nonce[AUTH_NONCE_LEN];  /* the source's challenge */
 	uint32_t src_qpn, dst_qpn;

@@ -109,6 +109,10 @@ unsigned chan_admit(const void *priv, size_t priv_len, uint64_t token, unsigned 
 		snprintf(note, len, "refused a data channel: %s", e.msg);
 		return 0;
 	}
+	if (req.resume) {
+		snprintf(note, len, "refused a resume on the channels' port");
+		return 0;
+	}
 	/* The token alone is not enough: it also has to come from the host
 	 * that authenticated on the control connection. */
 	if (granted < 2 || !token || !same_peer ||
@@ -228,6 +232,14 @@ void chan_set_disconnect(struct chan_set *cs)
 
 	for (i = 1; cs && i < PD_CHANNELS_MAX; i++)
 		fab_disconnect(cs->conn[i]);
+}
+
+void chan_set_break_pc(struct chan_set *cs)
+{
+	unsigned i;
+
+	for (i = 0; cs && i < cs->pc; i++)
+		fab_qp_error(cs->conn[cs->granted + i]);
 }
 
 void chan_set_destroy(struct chan_set *cs)

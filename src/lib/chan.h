@@ -60,6 +60,9 @@ struct fab_conn *chan_set_pc_conn(const struct chan_set *cs, unsigned i);
 int chan_set_process(struct chan_set *cs, char *note, size_t note_len,
 		     struct rd_err *err);
 void chan_set_disconnect(struct chan_set *cs);
+/* The post-copy channels' QPs to the error state (the link broke): the
+ * READs on them flush at once. */
+void chan_set_break_pc(struct chan_set *cs);
 /* Before the control connection: the channels share its PD and CQ. */
 void chan_set_destroy(struct chan_set *cs);
 

@@ -98,6 +98,10 @@ static const struct ctrl_desc types[CT_TYPE_MAX] = {
 				 msgcheck_postcopy_ranges, pc_ranges_limits },
 	[CT_POSTCOPY_DONE] = { "POSTCOPY_DONE", &rdmig__postcopy_done__descriptor,
 			       msgcheck_postcopy_done, NULL },
+	[CT_POSTCOPY_RESUME] = { "POSTCOPY_RESUME", &rdmig__postcopy_resume__descriptor, NULL,
+				 NULL },
+	[CT_POSTCOPY_RESUMED] = { "POSTCOPY_RESUMED", &rdmig__postcopy_resumed__descriptor,
+				  msgcheck_postcopy_resumed, NULL },
 };
 
 static const struct ctrl_desc *type_desc(unsigned type)

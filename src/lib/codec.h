@@ -46,6 +46,8 @@ enum ctrl_type {
 	CT_POSTCOPY_KEYS,
 	CT_POSTCOPY_RANGES,
 	CT_POSTCOPY_DONE,
+	CT_POSTCOPY_RESUME,
+	CT_POSTCOPY_RESUMED,
 	CT_TYPE_MAX       /* one past the last */
 };
 
@@ -78,6 +80,7 @@ enum ctrl_type {
 #define CTRL_PC_SHIFT_MIN 20
 #define CTRL_PC_SHIFT_MAX 30
 #define CTRL_PC_CHANNELS 2
+#define CTRL_RESUME_TOKEN_LEN 16
 
 struct ctrl_hdr {
 	uint32_t len;     /* payload bytes after the header */

@@ -108,6 +108,25 @@ int ctrl_init(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 	return rc ? rc : ctrl_post_receives(ch);
 }
 
+int ctrl_rebind(struct ctrl *ch, struct fab_conn *conn)
+{
+	uint32_t i;
+
+	if (!ch->rmr || !ch->rx)
+		return rd_err_set(ch->err, -EINVAL, "the control channel has no rings to rebind");
+	/* What went out on the old connection is gone with it; the send
+	 * slots are cut again from the new peer's limits at the next send
+	 * (the send ring was registered for the old ones, which the new must
+	 * not exceed: ctrl_start() keeps them). */
+	for (i = 0; ch->tx && i < ch->ntx; i++)
+		ch->tx[i].busy = false;
+	fab_conn_set_err(conn, ch->err);
+	ch->conn = conn;
+	ch->credits = 0;
+	ch->to_return = 0;
+	return ctrl_post_receives(ch);
+}
+
 void ctrl_start(struct ctrl *ch, uint32_t peer_depth, uint32_t peer_msg_max)
 {
 	ch->peer_depth = peer_depth;

@@ -68,6 +68,11 @@ int ctrl_prepare(struct ctrl *ch, struct fab_conn *conn, uint32_t depth,
 		 uint32_t msg_max, struct rd_err *err);
 size_t ctrl_ring_bytes(const struct ctrl *ch);
 int ctrl_post_receives(struct ctrl *ch);
+/* The same rings on a new connection @conn, whose QP shares the PD they
+ * are registered on (a resumed post-copy): no send is in flight any more,
+ * every receive is posted again, and there is no credit until
+ * ctrl_start() with the new peer's limits.  0 or a negative errno. */
+int ctrl_rebind(struct ctrl *ch, struct fab_conn *conn);
 /* Deregisters and frees; the QP must be gone or idle. */
 void ctrl_fini(struct ctrl *ch);
 /* Starts flow control once the peer's depth and buffer size are known.

@@ -133,6 +133,8 @@ static int fail(struct rdmig_dest *d, int rc)
 	 * source's. */
 	dst_pc_stop(d);
 	unwatch(d);
+	if (d->resume_l)
+		sess_unwatch(&d->ss, dst_link_listener_fd(d->resume_l));
 	chan_set_disconnect(d->chans);
 	pop_stop(&d->pop);
 	pthread_mutex_lock(&d->ss.stats.lock);
@@ -151,6 +153,11 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	if (d->state != DST_NEW)
 		return d->state == DST_FAILED ? d->result :
 		       rd_err_set(&d->ss.err, -EISCONN, "already accepted a connection");
+	/* The source resumes where it first connected: a resume watched for
+	 * on another address or port would never come. */
+	if (d->resume_l && d->resume_l != l)
+		return rd_err_set(&d->ss.err, -EINVAL, "the listener kept for a resume is not the "
+				  "one accepted on (the source resumes where it connected)");
 	rc = dst_link_accept(d, l, timeout_ms);
 	if (!rc)
 		rc = watch(d);
@@ -163,8 +170,11 @@ static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCM
 {
 	if (h->type == CT_CREDIT || h->type == CT_KEEPALIVE)
 		return 0;
+	/* Resuming, the peer's ERROR ends this connection, not the migration
+	 * (dst_pc_on_error). */
 	if (h->type == CT_ERROR)
-		return sess_peer_error(&d->ss, (const Rdmig__Error *)m);
+		return d->state == DST_PC_RESUMING ? dst_pc_on_error(d, (const Rdmig__Error *)m) :
+		       sess_peer_error(&d->ss, (const Rdmig__Error *)m);
 	switch (d->state) {
 	case DST_AUTH:
 		return dst_link_auth(d, h, m);
@@ -179,6 +189,15 @@ static int handle_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCM
 		if (h->type == CT_POSTCOPY_KEYS || h->type == CT_POSTCOPY_RANGES)
 			return dst_pc_msg(d, h, m);
 		return dst_data_msg(d, h, m);
+	case DST_PC_RESUMING:
+		/* Nothing before the key is proved, and then only the resume:
+		 * a wrong answer or anything else drops this connection. */
+		if (!d->pc.authed)
+			return dst_link_auth(d, h, m);
+		if (h->type == CT_POSTCOPY_RESUME && !d->pc.resumed_sent)
+			return dst_pc_on_resume(d, m);
+		return rd_err_set(&d->ss.err, -EPROTO, "unexpected %s while resuming post-copy",
+				  ctrl_type_name(h->type));
 	case DST_POSTCOPY:
 		/* Nothing of the rounds or the stream: every page not here is
 		 * ours to read now, and COMPLETE only once we said so. */
@@ -417,11 +436,28 @@ static int log_long_step(const struct rdmig_dest *d, const struct rd_laps *l, in
 
 static int step_timed(struct rdmig_dest *d, struct rd_laps *laps);
 
+/* Paused: nothing but a cancel or the source's resume on the listener. */
+static int step_paused(struct rdmig_dest *d)
+{
+	int rc;
+
+	sess_woken(&d->ss);
+	rc = sess_check_cancel(&d->ss);
+	if (!rc)
+		rc = dst_link_resume(d);
+	if (rc <= 0)
+		return rc;
+	sess_unwatch(&d->ss, dst_link_listener_fd(d->resume_l));
+	return watch(d);
+}
+
 static int step(struct rdmig_dest *d)
 {
 	struct rd_laps laps;
 	int rc;
 
+	if (d->state == DST_PC_PAUSED)
+		return step_paused(d);
 	rd_laps_start(&laps);
 	rc = step_timed(d, &laps);
 	rd_laps_mark(&laps, "the rest");
@@ -524,6 +560,14 @@ static int check_deadlines(struct rdmig_dest *d)
 {
 	int64_t now = rd_now_ms();
 
+	/* Paused, there is no link to time: the wait ends with a resume or a
+	 * cancel. */
+	if (d->state == DST_PC_PAUSED)
+		return 0;
+	if (d->state == DST_PC_RESUMING && !d->pc.resumed_sent && now > d->handshake_deadline)
+		return rd_err_set(&d->ss.err, -ETIMEDOUT, "the source reconnected but did not %s "
+				  "in time", d->pc.authed ? "resume the post-copy" :
+				  "authenticate");
 	if (d->state < DST_RUNNING && now > d->handshake_deadline)
 		return rd_err_set(&d->ss.err, -ETIMEDOUT, "the source did not %s within "
 				  "%" PRId64 " ms of connecting", d->state == DST_AUTH ?
@@ -533,7 +577,38 @@ static int check_deadlines(struct rdmig_dest *d)
 	if (!atomic_load(&d->state_paused) && now - d->ss.ch.last_recv_ms > d->ss.cfg.timeout_ms)
 		return rd_err_set(&d->ss.err, -ETIMEDOUT, "the source was silent for %d ms",
 				  d->ss.cfg.timeout_ms);
+	/* Keepalives once the peer is known, on a resumed link too. */
+	if (d->state == DST_PC_RESUMING && !d->pc.authed)
+		return 0;
 	return d->state >= DST_WAIT_MAP ? sess_keepalive(&d->ss) : 0;
+}
+
+/* The link broke after the switch, with recovery: its connections go,
+ * everything registered stays, the guest runs on with what is here, and
+ * the listener is watched for the source's resume. */
+static int pause_link(struct rdmig_dest *d, int rc)
+{
+	cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "post-copy paused: %s; the guest runs on, a "
+		"thread that touches a page not here yet waits until the source resumes the "
+		"migration (or it is cancelled)", d->ss.err.msg);
+	/* A resume that failed its own checks hears why. */
+	if (d->state == DST_PC_RESUMING && rc != -ECONNRESET && d->ss.ctrl_ready)
+		ctrl_send_error(&d->ss.ch, rc, d->ss.err.msg, 200);
+	unwatch(d);
+	chan_set_disconnect(d->chans);
+	/* The engine's READs on them come back flushed, whatever the CM
+	 * did: only then may a resume replace them (pcd_quiet). */
+	chan_set_break_pc(d->chans);
+	fab_disconnect(d->ss.conn);
+	if (!d->pc.conn0)
+		d->pc.conn0 = d->ss.conn;
+	/* Completions of the broken link are not read any more. */
+	d->wc_next = d->wc_n = 0;
+	d->step_end = DSTEP_IDLE;
+	dst_pc_pause(d);
+	d->state = DST_PC_PAUSED;
+	rc = sess_watch(&d->ss, dst_link_listener_fd(d->resume_l));
+	return rc ? fail(d, rc) : 0;
 }
 
 int rdmig_dest_process(struct rdmig_dest *d)
@@ -556,6 +631,8 @@ int rdmig_dest_process(struct rdmig_dest *d)
 	d->ss.stats.st.ctrl_sent = d->ss.ch.sent;
 	d->ss.stats.st.ctrl_received = d->ss.ch.received;
 	pthread_mutex_unlock(&d->ss.stats.lock);
+	if (rc < 0 && dst_pc_may_pause(d, rc))
+		return pause_link(d, rc);
 	if (rc < 0) {
 		if (rc == -ECONNRESET && d->state != DST_FLUSHING)
 			rd_err_set(&d->ss.err, rc, "the source disconnected before completing the "
@@ -566,6 +643,8 @@ int rdmig_dest_process(struct rdmig_dest *d)
 	if (d->state == DST_FLUSHING && !ctrl_sends_busy(&d->ss.ch))
 		return finish(d);
 	rc = check_deadlines(d);
+	if (rc && dst_pc_may_pause(d, rc))
+		return pause_link(d, rc);
 	return rc ? fail(d, rc) : 0;
 }
 
@@ -595,11 +674,15 @@ int rdmig_dest_timeout(const struct rdmig_dest *d)
 	 * process() then only says so. */
 	if (d->state == DST_NEW || d->state == DST_DONE || d->state == DST_FAILED)
 		return -1;
+	/* Paused: the listener's fd says when the source is back. */
+	if (d->state == DST_PC_PAUSED)
+		return 1000;
 	/* The last step stopped at its cap: the CQ was not emptied (nor
 	 * re-armed), so its fd may never become readable for what waits. */
 	if (d->step_end == DSTEP_CUT)
 		return 0;
-	if (d->state < DST_RUNNING && d->handshake_deadline - now < t)
+	if ((d->state < DST_RUNNING || (d->state == DST_PC_RESUMING && !d->pc.resumed_sent)) &&
+	    d->handshake_deadline - now < t)
 		t = d->handshake_deadline - now;
 	if (d->state == DST_FLUSHING)
 		return 10;
@@ -673,10 +756,29 @@ int rdmig_dest_peer(const struct rdmig_dest *d, char *buf, size_t len)
 	return 0;
 }
 
+int rdmig_dest_keep_listener(struct rdmig_dest *d, struct rdmig_listener *l)
+{
+	if (sess_reentered(&d->ss))
+		return -EDEADLK;
+	if (d->state != DST_NEW)
+		return rd_err_set(&d->ss.err, -EINVAL, "the listener for a resume is given before "
+				  "accepting");
+	if (!d->ss.cfg.postcopy)
+		return rd_err_set(&d->ss.err, -EINVAL, "a listener for a resume without post-copy "
+				  "(config postcopy)");
+	d->resume_l = l;
+	return 0;
+}
+
 void rdmig_dest_destroy(struct rdmig_dest *d)
 {
+	struct fab_conn *conn0;
+
 	if (!d)
 		return;
+	/* The first control connection, kept for its PD after a resume: it
+	 * goes last, once nothing is registered on it. */
+	conn0 = d->pc.conn0 != d->ss.conn ? d->pc.conn0 : NULL;
 	/* The helper first: it may be registering, and what it registered and
 	 * nobody reaped goes with it. */
 	regq_fini(&d->rq);
@@ -691,6 +793,7 @@ void rdmig_dest_destroy(struct rdmig_dest *d)
 	dst_state_destroy(d);
 	dst_map_destroy(d);
 	sess_fini(&d->ss);
+	fab_conn_destroy(conn0);
 	free(d->blocks);
 	free(d->map);
 	free(d);

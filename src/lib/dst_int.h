@@ -31,6 +31,7 @@
 #include "creg.h"
 #include "pcset.h"
 #include "populate.h"
+#include "privdata.h"
 #include "regq.h"
 #include "session.h"
 
@@ -50,6 +51,17 @@ enum dst_state {
 	 * thread reads what it lacks; POSTCOPY_DONE goes once every page is
 	 * in, then COMPLETE is the only message the source may send. */
 	DST_POSTCOPY,
+	/* POSTCOPY_RECOVER: the link broke after the switch.  The guest runs
+	 * on; the engine places faults on pages that are here and queues the
+	 * others (their threads wait); every registration stays.  Only the
+	 * listener (rdmig_dest_keep_listener) is watched, for the source's
+	 * RESUME with this migration's token; no deadline but a cancel. */
+	DST_PC_PAUSED,
+	/* A RESUME with the right token was accepted on a new connection: it
+	 * authenticates (with AUTH), sends POSTCOPY_RESUME, is answered with
+	 * POSTCOPY_RESUMED and opens the post-copy channels again; then the
+	 * engine reads on (DST_POSTCOPY).  A failure here pauses again. */
+	DST_PC_RESUMING,
 	/* COMPLETE arrived with the right counts: with VERIFY the image is
 	 * hashed a slice per step (keepalives go on meanwhile), then the
 	 * commit callback runs and COMPLETE_ACK is posted. */
@@ -145,6 +157,15 @@ struct dst_pc {
 	unsigned reg_sub;           /* registrations handed to the helpers */
 	bool switching;             /* the last range came: no pin starts */
 	bool done_sent;
+	/* POSTCOPY_RECOVER: the token the source resumes with (sent in
+	 * BLOCK_MAP_RESP); the first control connection, whose PD holds every
+	 * registration and whose QPs stay until the handle goes; while
+	 * resuming, whether the new connection proved the key (or needs
+	 * not) and whether POSTCOPY_RESUMED went. */
+	uint8_t token[PD_TOKEN_LEN];
+	struct fab_conn *conn0;
+	bool authed, resumed_sent;
+	unsigned pauses;
 };
 
 struct dst_block {
@@ -176,6 +197,9 @@ struct rdmig_dest {
 	unsigned chunk_shift, piece_shift; /* the source's */
 
 	struct chan_set *chans;     /* MULTI_CHANNEL: the source's data channels */
+	/* rdmig_dest_keep_listener(): where a paused post-copy takes the
+	 * source's RESUME (borrowed; offers POSTCOPY_RECOVER). */
+	struct rdmig_listener *resume_l;
 	unsigned req_channels;      /* channels the source asked for */
 
 	struct regq rq;             /* our registrations, by a helper thread */

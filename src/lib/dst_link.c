@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "dst_int.h"
+#include "pcd.h"
 #include "privdata.h"
 #include "rdmig.h"
 
@@ -55,6 +58,11 @@ int rdmig_listener_create(struct rdmig_listener **out, const char *host,
 }
 
 int rdmig_listener_fd(const struct rdmig_listener *l)
+{
+	return fab_listener_fd(l->fl);
+}
+
+int dst_link_listener_fd(const struct rdmig_listener *l)
 {
 	return fab_listener_fd(l->fl);
 }
@@ -148,7 +156,10 @@ static int bind_connection(struct rdmig_dest *d, struct fab_conn *c,
 			   const uint8_t acc[PD_ACCEPT_LEN])
 {
 	memset(&d->bind, 0, sizeof(d->bind));
-	memcpy(d->bind.req, c->peer_priv, PD_REQUEST_LEN); /* decoded: that long */
+	/* Decoded: that long. */
+	d->bind.req_len = pd_kind(c->peer_priv, c->peer_priv_len) == PD_RESUME ? PD_RESUME_LEN :
+			  PD_REQUEST_LEN;
+	memcpy(d->bind.req, c->peer_priv, d->bind.req_len);
 	memcpy(d->bind.acc, acc, PD_ACCEPT_LEN);
 	d->bind.src_qpn = c->peer_qpn;
 	d->bind.dst_qpn = fab_local_qpn(c);
@@ -191,7 +202,9 @@ int dst_link_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_
 			 PD_CAP_PROGRESS | (d->ss.cfg.auth_key ? PD_CAP_AUTH : 0) |
 			 (d->ss.cfg.state ? PD_CAP_STATE_RING : 0) | PD_CAP_STATE_BOUND |
 			 (d->ss.cfg.channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) |
-			 (d->ss.cfg.postcopy ? PD_CAP_POSTCOPY : 0);
+			 (d->ss.cfg.postcopy ? PD_CAP_POSTCOPY : 0) |
+			 /* Recovery needs somewhere to take the resume. */
+			 (d->ss.cfg.postcopy && d->resume_l ? PD_CAP_POSTCOPY_RECOVER : 0);
 	bool multi;
 	int rc;
 
@@ -203,6 +216,10 @@ int dst_link_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_
 	if (rc)
 		return turn_away(c, PD_REJ_BAD_REQUEST, rd_err_prefix(&d->ss.err, -EPROTO,
 					"rejected a connection request"));
+	if (req.resume)
+		return turn_away(c, PD_REJ_UNAUTHORIZED, rd_err_set(&d->ss.err, -EACCES,
+					"rejected a resume: no post-copy of this destination "
+					"is paused"));
 	rc = pd_negotiate(&req, PD_VERSION_MIN, PD_VERSION_MAX, local, d->ss.cfg.ctrl_depth,
 			  d->ss.cfg.ctrl_msg_max, &acc, &rej, &d->ss.err);
 	if (rc)
@@ -290,8 +307,131 @@ int dst_link_auth(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessa
 	rc = sess_send(&d->ss, CT_AUTH_RESPONSE, &resp.base, "answer");
 	if (rc)
 		return rc;
-	d->state = DST_WAIT_MAP;
+	if (d->state == DST_PC_RESUMING)
+		d->pc.authed = true;
+	else
+		d->state = DST_WAIT_MAP;
 	cfg_log(c, RDMIG_LOG_INFO, "authenticated the source");
 	return 0;
+}
+
+/* ---- resuming a paused post-copy ------------------------------------------ */
+
+/* The rings registered for the first connection serve the new one: its QP
+ * is on the same PD. */
+static int pre_resume(struct fab_conn *c, void *arg)
+{
+	struct rdmig_dest *d = arg;
+
+	return ctrl_rebind(&d->ss.ch, c);
+}
+
+/* Why @req on @c cannot resume this post-copy (with the reason the source
+ * is told), or NULL.  It must be a RESUME naming this migration (its token,
+ * compared in constant time), ask for what was granted, take frames as
+ * large as the ones we send, come through the device our memory is
+ * registered with, and find the broken link's READs all back. */
+static const char *resume_refusal(const struct rdmig_dest *d, const struct fab_conn *c,
+				  const struct pd_request *req, uint16_t *reason)
+{
+	*reason = PD_REJ_BUSY;
+	if (!req->resume)
+		return "a new migration while a post-copy is paused";
+	*reason = PD_REJ_UNAUTHORIZED;
+	if (sodium_memcmp(req->token, d->pc.token, PD_TOKEN_LEN))
+		return "a resume with the wrong token";
+	*reason = PD_REJ_VERSION;
+	if (req->ver_min > PD_VERSION_MAX)
+		return "a resume in a protocol version this side does not speak";
+	*reason = PD_REJ_CAPABILITY;
+	if ((req->caps & d->ss.caps) != d->ss.caps)
+		return "a resume that does not ask for the capabilities granted at first";
+	if (req->ctrl_msg_max < d->ss.ch.peer_msg_max)
+		return "a resume with smaller control messages than the first connection's";
+	*reason = PD_REJ_NO_RESOURCES;
+	if (c->id->verbs != d->pc.conn0->pd->context)
+		return "a resume through another RDMA device than the memory's";
+	*reason = PD_REJ_BUSY;
+	if (!pcd_quiet(d->pc.eng))
+		return "a resume before the broken link's reads came back (try again)";
+	return NULL;
+}
+
+int dst_link_resume(struct rdmig_dest *d)
+{
+	int hs = d->ss.cfg.timeout_ms < HANDSHAKE_MS_MAX ? d->ss.cfg.timeout_ms : HANDSHAKE_MS_MAX;
+	struct fab_caps caps = { .sq_depth = d->ss.cfg.ctrl_depth + 4,
+				 .rq_depth = d->ss.cfg.ctrl_depth, .pd = d->pc.conn0->pd };
+	struct pd_accept acc = { .version = PD_VERSION_MAX, .caps = d->ss.caps,
+				 .ctrl_depth = d->ss.ch.depth, .ctrl_msg_max = d->ss.ch.msg_max };
+	struct fab_conn *c = NULL, *old = d->ss.conn;
+	uint8_t priv[PD_ACCEPT_LEN];
+	struct pd_request req;
+	const char *why;
+	uint16_t reason;
+	struct rd_err e;
+	int rc;
+
+	rc = fab_get_request(d->resume_l->fl, 0, &c, &e);
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc)
+		return rd_err_set(&d->ss.err, rc, "waiting for the source to resume: %s", e.msg);
+	rc = pd_decode_request(c->peer_priv, c->peer_priv_len, &req, &e);
+	reason = PD_REJ_BAD_REQUEST;
+	why = rc ? e.msg : resume_refusal(d, c, &req, &reason);
+	if (why) {
+		cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "post-copy paused: refused a connection "
+			"request: %s", why);
+		turn_away(c, reason, 0);
+		return 0;
+	}
+	if (req.ver_max < acc.version)
+		acc.version = req.ver_max;
+	/* A new challenge: an answer to the first connection's proves nothing
+	 * here, and the answer is bound to this RESUME, token included. */
+	if (acc.caps & PD_CAP_AUTH) {
+		auth_nonce(d->nonce);
+		memcpy(acc.nonce, d->nonce, AUTH_NONCE_LEN);
+	}
+	fab_conn_set_err(c, &d->ss.err);
+	rc = fab_accept(c, &caps, priv, pd_encode_accept(&acc, priv, sizeof(priv)), pre_resume,
+			d);
+	/* Its QP is on the PD where the guest's memory stays registered for
+	 * remote writing, and in RTS before the challenge: nothing but
+	 * messages comes over a resume (the device state came before the
+	 * switch), so nothing else is let in, proof or not.  The peer learns
+	 * the QP's number only from the accept, after which this follows at
+	 * once. */
+	if (!rc)
+		rc = fab_qp_sends_only(c);
+	if (rc) {
+		if (c->state != FAB_ACCEPTING)
+			reject(c, PD_REJ_NO_RESOURCES);
+		cfg_log(&d->ss.cfg, RDMIG_LOG_WARN, "post-copy paused: could not accept the "
+			"source's resume: %s", d->ss.err.msg);
+		fab_conn_destroy(c);
+		d->ss.ch.conn = old;
+		return 0;
+	}
+	/* The broken link's connections go, but the first: its PD holds every
+	 * registration. */
+	d->ss.conn = c;
+	if (old != d->pc.conn0)
+		fab_conn_destroy(old);
+	chan_set_destroy(d->chans);
+	d->chans = NULL;
+	ctrl_start(&d->ss.ch, req.ctrl_depth, d->ss.ch.peer_msg_max);
+	name_peer(d, c);
+	d->have_peer_nonce = false;
+	d->pc.authed = !(acc.caps & PD_CAP_AUTH);
+	d->pc.resumed_sent = false;
+	d->handshake_deadline = rd_now_ms() + hs;
+	d->state = DST_PC_RESUMING;
+	rc = bind_connection(d, c, priv);
+	if (rc)
+		return rc;
+	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "the source %s resumes the post-copy", d->peer);
+	return 1;
 }
 

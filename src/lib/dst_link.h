@@ -17,7 +17,14 @@ struct rdmig_listener;
 int dst_link_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_ms);
 /* The state right after the accept: the first frame may arrive now. */
 void dst_link_begin(struct rdmig_dest *d, uint32_t caps);
-/* DST_AUTH: AUTH_CHALLENGE and AUTH_RESPONSE. */
+/* DST_PC_PAUSED: takes one pending request from the kept listener, if
+ * any.  A RESUME with this migration's token from a connection that can
+ * reach the memory is accepted: 1, DST_PC_RESUMING, the new connection
+ * d->ss.conn.  Anything else is turned away with its reason logged: 0,
+ * the pause goes on.  A negative errno only when the listener failed. */
+int dst_link_resume(struct rdmig_dest *d);
+int dst_link_listener_fd(const struct rdmig_listener *l);
+/* DST_AUTH: AUTH_CHALLENGE and AUTH_RESPONSE (and DST_PC_RESUMING's). */
 int dst_link_auth(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage *m);
 
 #endif

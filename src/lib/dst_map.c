@@ -220,6 +220,13 @@ static int answer_block_map(struct rdmig_dest *d)
 				cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "%u data channels (the source "
 					"asked for %u)", resp.channels, d->req_channels);
 		}
+		/* The name a resume must give: only this authenticated source
+		 * learns it. */
+		if (d->ss.caps & PD_CAP_POSTCOPY_RECOVER) {
+			dst_pc_new_token(d);
+			resp.resume_token.data = d->pc.token;
+			resp.resume_token.len = PD_TOKEN_LEN;
+		}
 		rc = sess_send(&d->ss, CT_BLOCK_MAP_RESP, &resp.base, "answer the block map");
 	}
 	free(bd);

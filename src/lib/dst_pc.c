@@ -4,6 +4,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include <sodium.h>
+
 #include "bitmap.h"
 #include "dst_int.h"
 #include "pcd.h"
@@ -162,7 +164,8 @@ int dst_pc_begin_step(struct rdmig_dest *d)
 				  "opening the post-copy channels");
 	/* Nothing faults the guest's memory in behind the engine's back. */
 	pop_stop(&d->pop);
-	rc = pcd_begin(pc->eng, fault, bg, &pc->keys, pc->set, pc->rx.pages, &d->ss.err);
+	rc = pcd_begin(pc->eng, fault, bg, &pc->keys, pc->set, pc->rx.pages,
+		       (d->ss.caps & PD_CAP_POSTCOPY_RECOVER) != 0, &d->ss.err);
 	if (rc)
 		return rc;
 	d->state = DST_POSTCOPY;
@@ -176,15 +179,44 @@ int dst_pc_begin_step(struct rdmig_dest *d)
 	return rc ? rc : DST_JOB_DONE;
 }
 
+/* Resuming: the post-copy channels came back, the engine reads on.  With
+ * every page in (the last READs completed while paused), none were
+ * invited: POSTCOPY_DONE goes next (dst_pc_step). */
+static int resume_step(struct rdmig_dest *d)
+{
+	struct fab_conn *fault = chan_set_pc_conn(d->chans, 0), *bg = chan_set_pc_conn(d->chans, 1);
+	uint64_t f, b, left;
+
+	if (!d->pc.resumed_sent)
+		return 0;
+	left = pcd_pending(d->pc.eng, &f, &b);
+	if (left && (!fault || !bg))
+		return 0;
+	if (left)
+		pcd_resume(d->pc.eng, fault, bg);
+	d->state = DST_POSTCOPY;
+	pthread_mutex_lock(&d->ss.stats.lock);
+	d->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
+	pthread_mutex_unlock(&d->ss.stats.lock);
+	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "post-copy resumed: %" PRIu64 " pages left to read",
+		left);
+	return 0;
+}
+
 int dst_pc_step(struct rdmig_dest *d)
 {
 	Rdmig__PostcopyDone m = RDMIG__POSTCOPY_DONE__INIT;
 	struct dst_pc *pc = &d->pc;
 	int rc;
 
+	if (d->state == DST_PC_RESUMING)
+		return resume_step(d);
 	if (d->state != DST_POSTCOPY || pc->done_sent)
 		return 0;
 	rc = pcd_poll(pc->eng, &m.fault_pages, &m.background_pages, &d->ss.err);
+	/* A READ failed: the link broke under it (dest.c pauses). */
+	if (rc == PCD_POLL_PAUSED)
+		return -ECONNRESET;
 	if (rc <= 0 || !ctrl_can_send(&d->ss.ch))
 		return rc;
 	m.pages = pc->rx.pages;
@@ -197,6 +229,90 @@ int dst_pc_step(struct rdmig_dest *d)
 	cfg_log(&d->ss.cfg, RDMIG_LOG_INFO, "post-copy: every page is in (%" PRIu64 " read on "
 		"faults, %" PRIu64 " in the background)", m.fault_pages, m.background_pages);
 	return 0;
+}
+
+void dst_pc_new_token(struct rdmig_dest *d)
+{
+	static const uint8_t zero[PD_TOKEN_LEN];
+
+	do
+		randombytes_buf(d->pc.token, PD_TOKEN_LEN);
+	while (!sodium_memcmp(d->pc.token, zero, PD_TOKEN_LEN));
+}
+
+bool dst_pc_may_pause(struct rdmig_dest *d, int rc)
+{
+	uint64_t f, b;
+	struct rd_err e;
+	int st;
+
+	if (!(d->ss.caps & PD_CAP_POSTCOPY_RECOVER) || !d->resume_l || !d->pc.eng ||
+	    rc == -ECANCELED || d->ss.peer_said)
+		return false;
+	if (d->state != DST_POSTCOPY && d->state != DST_PC_RESUMING)
+		return false;
+	/* The engine itself broke (the userfaultfd): nothing to wait for.
+	 * Every page in but POSTCOPY_DONE not sent: the source still waits for
+	 * it, and a resume answers pages_left 0 and sends it. */
+	st = pcd_poll(d->pc.eng, &f, &b, &e);
+	return st == 0 || st == PCD_POLL_PAUSED || (st == 1 && !d->pc.done_sent);
+}
+
+void dst_pc_pause(struct rdmig_dest *d)
+{
+	pcd_pause(d->pc.eng);
+	d->pc.pauses++;
+	d->pc.resumed_sent = false;
+	pthread_mutex_lock(&d->ss.stats.lock);
+	d->ss.stats.st.status = RDMIG_STATUS_POSTCOPY_PAUSED;
+	pthread_mutex_unlock(&d->ss.stats.lock);
+}
+
+int dst_pc_on_resume(struct rdmig_dest *d, const ProtobufCMessage *m)
+{
+	const Rdmig__PostcopyResume *q = (const Rdmig__PostcopyResume *)m;
+	Rdmig__PostcopyResumed a = RDMIG__POSTCOPY_RESUMED__INIT;
+	int rc;
+
+	if (q->pages != d->pc.rx.pages)
+		return rd_err_set(&d->ss.err, -EPROTO, "POSTCOPY_RESUME for a set of %" PRIu64
+				  " pages, this post-copy's has %" PRIu64, q->pages,
+				  d->pc.rx.pages);
+	a.pages_left = pcd_pending(d->pc.eng, &a.fault_pages, &a.background_pages);
+	if (a.pages_left) {
+		/* The channels are invited as at the block map, beside the new
+		 * control connection, with a new token; the engine's CQ takes
+		 * their completions again. */
+		rc = chan_set_open(&d->chans, d->ss.conn, 1, &d->ss.err);
+		if (rc)
+			return rd_err_prefix(&d->ss.err, rc, "post-copy channels");
+		chan_set_grant(d->chans, 1, CHAN_PC, &a.channel_port, &a.channel_token);
+		chan_set_pc_cq(d->chans, pcd_cq(d->pc.eng), PCD_SQ_DEPTH);
+		rc = sess_watch(&d->ss, chan_set_fd(d->chans));
+		if (rc)
+			return rc;
+	}
+	rc = sess_send(&d->ss, CT_POSTCOPY_RESUMED, &a.base, "answer POSTCOPY_RESUME");
+	if (rc)
+		return rc;
+	d->pc.resumed_sent = true;
+	d->pc.done_sent = false;
+	return 0;
+}
+
+int dst_pc_on_error(struct rdmig_dest *d, const Rdmig__Error *e)
+{
+	/* Anyone who learnt the token gets this far: heard as the source's
+	 * word (sess_peer_error), its ERROR would end a post-copy it could not
+	 * resume, and the guest with it. */
+	if (!d->pc.authed)
+		return rd_err_set(&d->ss.err, -EACCES, "authentication required: the resumer "
+				  "sent ERROR instead");
+	if (e->code == -ECANCELED)
+		return sess_peer_error(&d->ss, e);
+	/* The source gave up this try, not the migration: it tries again. */
+	return rd_err_set(&d->ss.err, -ECONNABORTED, "the source gave up this resume: %s",
+			  e->message ? e->message : "no reason given");
 }
 
 bool dst_pc_done(const struct rdmig_dest *d)

@@ -33,8 +33,29 @@ int dst_pc_msg(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessage 
  * DST_POSTCOPY, or a negative errno. */
 int dst_pc_begin_step(struct rdmig_dest *d);
 /* DST_POSTCOPY: POSTCOPY_DONE once the engine has every page (and a
- * credit is free); the engine's failure is the migration's. */
+ * credit is free); the engine's failure is the migration's, and its pause
+ * (a READ failed) is returned as -ECONNRESET.  DST_PC_RESUMING: once the
+ * post-copy channels are back, the engine reads on (DST_POSTCOPY). */
 int dst_pc_step(struct rdmig_dest *d);
+/* POSTCOPY_RECOVER granted: the resume token, random, never all zero. */
+void dst_pc_new_token(struct rdmig_dest *d);
+/* Whether failing with @rc (ss.err saying why) should pause the post-copy
+ * instead: recovery granted with a listener kept, switched and
+ * POSTCOPY_DONE not sent (every page may be in: a resume then answers
+ * pages_left 0 and sends it), the engine sound, and neither a cancel nor
+ * the source's own word (its ERROR outside a resume, its cancel in one). */
+bool dst_pc_may_pause(struct rdmig_dest *d, int rc);
+/* The link is gone (the caller tore it down): the engine pauses. */
+void dst_pc_pause(struct rdmig_dest *d);
+/* DST_PC_RESUMING, authenticated: POSTCOPY_RESUME.  Answers where the
+ * post-copy stands and, with pages left, invites the post-copy channels
+ * again. */
+int dst_pc_on_resume(struct rdmig_dest *d, const ProtobufCMessage *m);
+/* DST_PC_RESUMING: the resumer's ERROR.  Before it proved the key it is
+ * one more unauthenticated frame; after, only its cancel is final.  Either
+ * way the result is a negative errno: the cancel fails the migration, any
+ * other drops this connection and pauses again (dst_pc_may_pause). */
+int dst_pc_on_error(struct rdmig_dest *d, const Rdmig__Error *e);
 /* POSTCOPY_DONE went: COMPLETE may come. */
 bool dst_pc_done(const struct rdmig_dest *d);
 /* The migration failed: the engine posts nothing more; the guest's

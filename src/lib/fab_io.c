@@ -84,6 +84,25 @@ bool fab_qp_broken(const struct fab_conn *c)
 	return a.qp_state == IBV_QPS_ERR;
 }
 
+void fab_qp_error(struct fab_conn *c)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	if (c && c->id && c->id->qp)
+		ibv_modify_qp(c->id->qp, &a, IBV_QP_STATE);
+}
+
+int fab_qp_sends_only(struct fab_conn *c)
+{
+	struct ibv_qp_attr a = { .qp_access_flags = 0 };
+	int rc = ibv_modify_qp(c->id->qp, &a, IBV_QP_ACCESS_FLAGS);
+
+	if (rc)
+		return rd_err_set(c->err, -rc, "clearing the queue pair's remote access failed: "
+				  "%s", strerror(rc));
+	return 0;
+}
+
 int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr)
 {
 	struct ibv_recv_wr *bad = NULL;

@@ -137,6 +137,12 @@ static int create_resources(struct fab_conn *c, const struct fab_caps *caps)
 	int rc;
 
 	if (caps->pd) {
+		/* A borrowed PD is of one device: memory registered on it is
+		 * reachable only through that device's QPs. */
+		if (caps->pd->context != verbs)
+			return rd_err_set(c->err, -EXDEV, "the connection goes through another "
+					  "RDMA device than the one its memory is registered "
+					  "with");
 		c->pd = caps->pd;
 	} else {
 		c->pd = ibv_alloc_pd(verbs);

@@ -219,6 +219,15 @@ int fab_post_recv(struct fab_conn *c, struct ibv_recv_wr *wr);
  * where nothing is posted: a responder's QP goes there when it refused a
  * peer's RDMA READ (a bad key or address).  false when it cannot say. */
 bool fab_qp_broken(const struct fab_conn *c);
+/* Moves @c's QP (if any) to the error state: what is posted on it
+ * completes at once, flushed, whatever the CM did or did not do. */
+void fab_qp_error(struct fab_conn *c);
+/* Clears the remote access of @c's QP, in RTS (after the accept: rdma_cm
+ * sets it again on the way there): the peer's RDMA WRITEs and READs are
+ * refused from now on, SENDs still arrive.  For a connection that carries
+ * only messages on a PD where memory is registered for remote access.
+ * 0, or a negative errno with @c->err set. */
+int fab_qp_sends_only(struct fab_conn *c);
 
 /* Non-blocking poll of up to @n completions.  Returns the count (0 when the
  * CQ is empty) or a negative errno. */

@@ -1,6 +1,7 @@
 #include "msgcheck.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,16 @@ int msgcheck_block_map_req(const ProtobufCMessage *msg, uint32_t msg_max,
 	return check_unique_names(m, err);
 }
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
 int msgcheck_block_map_resp(const ProtobufCMessage *msg, uint32_t msg_max,
 			    struct rd_err *err)
 {
@@ -168,6 +179,14 @@ int msgcheck_block_map_resp(const ProtobufCMessage *msg, uint32_t msg_max,
 		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: %u channels and %u post-copy "
 				  "channels exceed the limit of %d", m->channels,
 				  m->postcopy_channels, PD_CHANNELS_MAX);
+	if (m->resume_token.len && m->resume_token.len != CTRL_RESUME_TOKEN_LEN)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: a resume token of %zu bytes, "
+				  "not %d", m->resume_token.len, CTRL_RESUME_TOKEN_LEN);
+	if (m->resume_token.len && all_zero(m->resume_token.data, m->resume_token.len))
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: an all-zero resume token");
+	if (m->resume_token.len && !m->postcopy_channels)
+		return rd_err_set(err, -EPROTO, "BLOCK_MAP_RESP: a resume token without "
+				  "post-copy");
 	return 0;
 }
 
@@ -452,6 +471,25 @@ int msgcheck_postcopy_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
 			return rd_err_set(err, -EPROTO, "POSTCOPY_RANGES: range %zu, %" PRIu64
 					  " pages from %" PRIu64 ", is empty or overflows", i,
 					  m->count[i], m->first[i]);
+	return 0;
+}
+
+int msgcheck_postcopy_resumed(const ProtobufCMessage *msg, uint32_t msg_max,
+			      struct rd_err *err)
+{
+	const Rdmig__PostcopyResumed *m = (const Rdmig__PostcopyResumed *)msg;
+	uint64_t sum;
+
+	(void)msg_max;
+	if (rd_add_overflow_u64(m->fault_pages, m->background_pages, &sum) ||
+	    rd_add_overflow_u64(sum, m->pages_left, &sum))
+		return rd_err_set(err, -EPROTO, "POSTCOPY_RESUMED: %" PRIu64 " + %" PRIu64 " + %"
+				  PRIu64 " pages overflow", m->fault_pages, m->background_pages,
+				  m->pages_left);
+	if (m->pages_left && (!m->channel_port || m->channel_port > 65535 || !m->channel_token))
+		return rd_err_set(err, -EPROTO, "POSTCOPY_RESUMED: %" PRIu64 " pages left without "
+				  "a valid port and token for the post-copy channels",
+				  m->pages_left);
 	return 0;
 }
 

@@ -47,6 +47,8 @@ int msgcheck_postcopy_keys(const ProtobufCMessage *msg, uint32_t msg_max,
 			   struct rd_err *err);
 int msgcheck_postcopy_ranges(const ProtobufCMessage *msg, uint32_t msg_max,
 			     struct rd_err *err);
+int msgcheck_postcopy_resumed(const ProtobufCMessage *msg, uint32_t msg_max,
+			      struct rd_err *err);
 int msgcheck_postcopy_done(const ProtobufCMessage *msg, uint32_t msg_max,
 			   struct rd_err *err);
 

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,11 @@
 #define PCD_PIECE_SHIFT 24
 
 enum { PCD_TAG_FAULT = 0x200, PCD_TAG_BG = 0x201 };
-enum pcd_state { PCD_IDLE, PCD_PULLING, PCD_DONE, PCD_FAILED };
+/* PAUSED (with recovery): a READ failed or the driving thread said the
+ * link broke; nothing is posted, faults on pages here are still placed,
+ * the others wait in the queue (and, once it is full, in the kernel)
+ * until pcd_resume() hands over new queue pairs. */
+enum pcd_state { PCD_IDLE, PCD_PULLING, PCD_PAUSED, PCD_DONE, PCD_FAILED };
 
 struct pcd_read {
 	struct fab_tag tag;     /* PCD_TAG_FAULT or PCD_TAG_BG */
@@ -82,6 +87,14 @@ struct pcd {
 	struct pcq q;
 	const struct pckeys *keys;
 	uint64_t pending;       /* pages of the set not placed yet */
+	bool recover;           /* a failed READ pauses rather than fails */
+	atomic_uint busy;       /* READs posted and not completed */
+	/* The driving thread's requests: pause (the link broke), resume on
+	 * next_fault and next_bg (written before resume_req is set). */
+	atomic_bool pause_req, resume_req;
+	struct ibv_qp *next_fault, *next_bg;
+	int kick_fd;
+	struct rd_err pause_err; /* why it paused: the thread's, until PAUSED */
 	unsigned bg_block;      /* where the background pass goes on */
 	uint64_t bg_page;
 
@@ -225,6 +238,7 @@ int pcd_create(struct pcd **out, struct ibv_context *verbs, const struct pcd_blo
 		return rd_err_set(err, -ENOMEM, "out of memory");
 	p->uffd = -1;
 	p->stop_fd = -1;
+	p->kick_fd = -1;
 	p->wake_fd = wake_fd;
 	p->stats = stats;
 	sem_init(&p->go, 0, 0);
@@ -247,7 +261,8 @@ int pcd_create(struct pcd **out, struct ibv_context *verbs, const struct pcd_blo
 		rc = rd_err_set(err, -ENOMEM, "out of memory");
 	if (!rc) {
 		p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (p->stop_fd < 0)
+		p->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (p->stop_fd < 0 || p->kick_fd < 0)
 			rc = rd_err_set(err, -errno, "eventfd failed: %s", strerror(errno));
 	}
 	if (!rc && uffd >= 0) {
@@ -321,7 +336,8 @@ static void unregister_all(struct pcd *p)
 }
 
 int pcd_begin(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg,
-	      const struct pckeys *keys, uint64_t *const *set, uint64_t pages, struct rd_err *err)
+	      const struct pckeys *keys, uint64_t *const *set, uint64_t pages, bool recover,
+	      struct rd_err *err)
 {
 	uint64_t first, end;
 	unsigned i;
@@ -331,6 +347,7 @@ int pcd_begin(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg,
 	p->qp_bg = fab_qp(bg);
 	p->keys = keys;
 	p->pending = pages;
+	p->recover = recover;
 	/* Registered first: from the moment a page is gone from the guest's
 	 * view, touching it waits for us. */
 	for (i = 0; !rc && i < p->n; i++) {
@@ -398,6 +415,7 @@ static int post_read(struct pcd *p, struct ibv_qp *qp, struct pcd_read *r, unsig
 				  "failed: %s", bk->name, strerror(rc));
 	*r = (struct pcd_read){ .tag = r->tag, .block = b, .page = page, .npages = npages,
 				.buf = r->buf, .t_post = now_ns(), .busy = true };
+	atomic_fetch_add(&p->busy, 1);
 	bm_set_range(bk->taken, page, npages);
 	return 0;
 }
@@ -523,6 +541,48 @@ static const char *wc_hint(enum ibv_wc_status s)
 	}
 }
 
+static void wake_driver(struct pcd *p)
+{
+	uint64_t one = 1;
+
+	if (write(p->wake_fd, &one, sizeof(one)) < 0) {
+		/* A full eventfd is readable already. */
+	}
+}
+
+/* Stops posting until pcd_resume(); the driving thread learns why from
+ * pcd_poll(). */
+__attribute__((format(printf, 2, 3)))
+static void pause_now(struct pcd *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->pause_err.msg, sizeof(p->pause_err.msg), fmt, ap);
+	va_end(ap);
+	publish(p);
+	atomic_store(&p->state, PCD_PAUSED);
+	wake_driver(p);
+}
+
+/* The driving thread's requests, between two rounds of work: a pause, and
+ * a resume once no READ of the broken link is outstanding (its QPs may be
+ * destroyed then, and the next READs go on the new ones). */
+static void requests(struct pcd *p)
+{
+	if (atomic_load(&p->pause_req) && atomic_load(&p->state) == PCD_PULLING)
+		pause_now(p, "the link to the source broke");
+	if (atomic_load(&p->state) != PCD_PAUSED || !atomic_load(&p->resume_req) ||
+	    atomic_load(&p->busy))
+		return;
+	p->qp_fault = p->next_fault;
+	p->qp_bg = p->next_bg;
+	/* In this order: pcd_poll() reads resume_req first. */
+	atomic_store(&p->pause_req, false);
+	atomic_store(&p->state, PCD_PULLING);
+	atomic_store(&p->resume_req, false);
+}
+
 /* A READ completed: its pages are placed whole, and the faults on them go. */
 static int complete(struct pcd *p, const struct ibv_wc *wc)
 {
@@ -534,11 +594,25 @@ static int complete(struct pcd *p, const struct ibv_wc *wc)
 	if (r->tag.kind != PCD_TAG_FAULT && r->tag.kind != PCD_TAG_BG)
 		return rd_err_set(&p->err, -EPROTO, "post-copy: a completion for nothing we posted");
 	bk = &p->b[r->block];
-	if (wc->status != IBV_WC_SUCCESS)
+	if (wc->status != IBV_WC_SUCCESS && !p->recover)
 		return rd_err_set(&p->err, -EIO, "post-copy: the RDMA READ of block \"%s\" pages %"
 				  PRIu64 "..%" PRIu64 " failed: %s%s", bk->name, r->page,
 				  r->page + r->npages - 1, ibv_wc_status_str(wc->status),
 				  wc_hint(wc->status));
+	if (wc->status != IBV_WC_SUCCESS) {
+		/* Its pages are read again once the link is back; whoever
+		 * waits on them waits until then. */
+		bm_clear_range(bk->taken, r->page, r->npages);
+		pcq_repost(&p->q, PCQ_KEY(r->block, r->page),
+			   PCQ_KEY(r->block, r->page + r->npages));
+		r->busy = false;
+		atomic_fetch_sub(&p->busy, 1);
+		if (atomic_load(&p->state) != PCD_PAUSED)
+			pause_now(p, "the RDMA READ of block \"%s\" pages %" PRIu64 "..%" PRIu64
+				  " failed: %s%s", bk->name, r->page, r->page + r->npages - 1,
+				  ibv_wc_status_str(wc->status), wc_hint(wc->status));
+		return 0;
+	}
 	rc = uffd_place(p->uffd, bk->kind, bk->host + r->page * PAGE, r->buf, r->npages * PAGE);
 	if (rc)
 		return rd_err_set(&p->err, rc, "post-copy: block \"%s\": placing pages %" PRIu64
@@ -547,6 +621,7 @@ static int complete(struct pcd *p, const struct ibv_wc *wc)
 	bm_set_range(bk->have, r->page, r->npages);
 	p->pending -= r->npages;
 	r->busy = false;
+	atomic_fetch_sub(&p->busy, 1);
 	if (r->tag.kind == PCD_TAG_FAULT) {
 		p->fault_pages += r->npages;
 		p->reads++;
@@ -634,11 +709,13 @@ static int drain(struct pcd *p)
  * event is taken and the queue re-armed. */
 static int wait_event(struct pcd *p)
 {
-	struct pollfd fds[3] = {
+	struct pollfd fds[4] = {
 		{ .fd = p->uffd, .events = pcq_full(&p->q) ? 0 : POLLIN },
 		{ .fd = p->cch->fd, .events = POLLIN },
 		{ .fd = p->stop_fd, .events = POLLIN },
+		{ .fd = p->kick_fd, .events = POLLIN },
 	};
+	uint64_t v;
 	struct ibv_cq *cq;
 	void *ctx;
 
@@ -646,15 +723,18 @@ static int wait_event(struct pcd *p)
 		return rd_err_set(&p->err, -EIO, "post-copy: arming the completion queue failed");
 	/* What completed before the arming, or the fault that came meanwhile,
 	 * is handled before sleeping. */
-	if (poll(fds, 3, 0) == 0) {
+	if (poll(fds, 4, 0) == 0) {
 		struct ibv_wc wc;
 		int n = ibv_poll_cq(p->cq, 1, &wc);
 
 		if (n > 0)
 			return complete(p, &wc);
-		if (poll(fds, 3, -1) < 0 && errno != EINTR)
+		if (poll(fds, 4, -1) < 0 && errno != EINTR)
 			return rd_err_set(&p->err, -errno, "post-copy: poll failed: %s",
 					  strerror(errno));
+	}
+	if ((fds[3].revents & POLLIN) && read(p->kick_fd, &v, sizeof(v)) < 0) {
+		/* Read empty by someone: nothing to do. */
 	}
 	if ((fds[1].revents & POLLIN) && !ibv_get_cq_event(p->cch, &cq, &ctx)) {
 		ibv_ack_cq_events(cq, 1);
@@ -664,13 +744,9 @@ static int wait_event(struct pcd *p)
 
 static void ended(struct pcd *p, int state)
 {
-	uint64_t one = 1;
-
 	publish(p);
 	atomic_store(&p->state, state);
-	if (write(p->wake_fd, &one, sizeof(one)) < 0) {
-		/* A full eventfd is readable already. */
-	}
+	wake_driver(p);
 }
 
 static void *run(void *arg)
@@ -683,14 +759,19 @@ static void *run(void *arg)
 	if (atomic_load(&p->stop))
 		return NULL;
 	while (!atomic_load(&p->stop)) {
+		bool paused;
+
+		requests(p);
+		paused = atomic_load(&p->state) == PCD_PAUSED;
 		rc = read_faults(p);
-		if (!rc)
+		if (!rc && !paused)
 			rc = post_faults(p);
 		if (!rc)
 			rc = drain(p);
-		if (!rc)
+		paused = atomic_load(&p->state) == PCD_PAUSED;
+		if (!rc && !paused)
 			rc = post_faults(p);
-		if (!rc)
+		if (!rc && !paused)
 			rc = post_background(p);
 		if (rc)
 			break;
@@ -719,8 +800,14 @@ static void *run(void *arg)
 
 int pcd_poll(struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages, struct rd_err *err)
 {
+	/* A resume asked for and not yet taken is no pause of its own. */
+	bool resuming = atomic_load(&p->resume_req);
 	int state = atomic_load(&p->state);
 
+	if (state == PCD_PAUSED && !resuming) {
+		rd_err_set(err, -ECONNRESET, "%s", p->pause_err.msg);
+		return PCD_POLL_PAUSED;
+	}
 	if (state == PCD_FAILED) {
 		rd_err_set(err, p->rc, "%s", p->err.msg);
 		return p->rc;
@@ -730,6 +817,49 @@ int pcd_poll(struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages, struct rd
 	*fault_pages = p->fault_pages;
 	*bg_pages = p->bg_pages;
 	return 1;
+}
+
+void pcd_pause(struct pcd *p)
+{
+	uint64_t one = 1;
+
+	atomic_store(&p->pause_req, true);
+	if (write(p->kick_fd, &one, sizeof(one)) < 0) {
+		/* Readable already. */
+	}
+}
+
+bool pcd_quiet(const struct pcd *p)
+{
+	int st = atomic_load(&p->state);
+
+	/* READs on a channel that still worked may complete while paused and
+	 * bring in the last pages: the thread is gone then, nothing changes
+	 * any more.  Paused with none left, it is about to say so. */
+	if (st == PCD_DONE)
+		return true;
+	return st == PCD_PAUSED && !atomic_load(&p->busy) && p->pending;
+}
+
+void pcd_resume(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg)
+{
+	uint64_t one = 1;
+
+	p->next_fault = fab_qp(fault);
+	p->next_bg = fab_qp(bg);
+	atomic_store(&p->resume_req, true);
+	if (write(p->kick_fd, &one, sizeof(one)) < 0) {
+		/* Readable already. */
+	}
+}
+
+uint64_t pcd_pending(const struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages)
+{
+	/* The thread's counters, read while it is paused (pcd_quiet()):
+	 * nothing changes them then but a fault on a page that is here. */
+	*fault_pages = p->fault_pages;
+	*bg_pages = p->bg_pages;
+	return p->pending;
 }
 
 void pcd_stop(struct pcd *p)
@@ -775,6 +905,8 @@ void pcd_destroy(struct pcd *p)
 		munmap(p->staging, p->staging_len);
 	if (p->stop_fd >= 0)
 		close(p->stop_fd);
+	if (p->kick_fd >= 0)
+		close(p->kick_fd);
 	pcq_fini(&p->q);
 	sem_destroy(&p->go);
 	free(p->reg);

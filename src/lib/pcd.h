@@ -26,6 +26,15 @@
  * in place: the guest's threads that touch a missing page wait rather
  * than see a page that is not the source's.
  *
+ * With recovery (POSTCOPY_RECOVER), a READ that fails pauses the thread
+ * instead, and so does the driving thread when it sees the link break
+ * (pcd_pause): nothing is posted; a fault on a page that is here is still
+ * placed at once, the others wait; the pages of the failed READs are
+ * read again later.  Once every READ of the broken link came back (they
+ * flush when its QPs are disconnected: pcd_quiet), the driving thread
+ * hands over the new post-copy channels (pcd_resume) and the thread goes
+ * on where it stopped.
+ *
  * The driving thread asks how it goes (pcd_poll); the thread writes the
  * handle's wake fd when it ended, either way.  The figures (pages by
  * faults and by the background, fault latencies in QEMU's buckets) go
@@ -69,14 +78,30 @@ void pcd_reg_at(const struct pcd *p, unsigned i, void **addr, uint64_t *len);
 void pcd_reg_done(struct pcd *p, unsigned i, struct ibv_mr *mr);
 bool pcd_ready(const struct pcd *p);
 /* The switch: @set[b] the pages block b lacks (@pages of them), @keys
- * complete, @fault and @bg the post-copy channels.  0 once the thread
- * pulls, or a negative errno (nothing is left registered then). */
+ * complete, @fault and @bg the post-copy channels, @recover: a failed READ
+ * pauses.  0 once the thread pulls, or a negative errno (nothing is left
+ * registered then). */
 int pcd_begin(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg,
-	      const struct pckeys *keys, uint64_t *const *set, uint64_t pages, struct rd_err *err);
+	      const struct pckeys *keys, uint64_t *const *set, uint64_t pages, bool recover,
+	      struct rd_err *err);
 /* 0 while it pulls, 1 once every page is in (the pages read on faults and
- * in the background in *@fault_pages and *@bg_pages), or the thread's
- * negative errno with its message in @err. */
+ * in the background in *@fault_pages and *@bg_pages), PCD_POLL_PAUSED
+ * once it paused (why in @err), or the thread's negative errno with its
+ * message in @err. */
+#define PCD_POLL_PAUSED 2
 int pcd_poll(struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages, struct rd_err *err);
+/* With recovery, from the driving thread: the link broke, post nothing
+ * more.  pcd_quiet() once it paused and no READ is outstanding, or once
+ * every page is in (READs that completed while paused may bring in the
+ * last ones: then there is nothing to resume but POSTCOPY_DONE). */
+void pcd_pause(struct pcd *p);
+bool pcd_quiet(const struct pcd *p);
+/* Quiet: the pages not in yet, 0 once every page is (the figures so far
+ * in *@fault_pages and *@bg_pages). */
+uint64_t pcd_pending(const struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages);
+/* Paused: go on with READs on the new post-copy channels @fault and @bg
+ * (their QPs on the same PD and CQ as the first ones'). */
+void pcd_resume(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg);
 /* Stops the thread (it posts nothing more); the userfaultfd registration
  * stays. */
 void pcd_stop(struct pcd *p);

@@ -63,6 +63,15 @@ void pcq_posted(struct pcq *q, uint64_t key)
 			q->e[i].need = false;
 }
 
+void pcq_repost(struct pcq *q, uint64_t lo, uint64_t hi)
+{
+	unsigned i;
+
+	for (i = 0; i < q->cap; i++)
+		if (q->e[i].used && q->e[i].key >= lo && q->e[i].key < hi)
+			q->e[i].need = true;
+}
+
 unsigned pcq_done(struct pcq *q, uint64_t lo, uint64_t hi, int64_t now_ns,
 		  void (*fn)(void *arg, uint64_t ns), void *arg)
 {

@@ -52,6 +52,10 @@ int pcq_push(struct pcq *q, uint64_t key, int64_t t_ns, bool need);
 bool pcq_next(const struct pcq *q, uint64_t *key);
 /* A READ for @key's page was posted: no fault on it needs one now. */
 void pcq_posted(struct pcq *q, uint64_t key);
+/* The READ of keys [@lo, @hi) failed (its link broke): every fault on
+ * those pages needs a READ again, which pcq_next() offers once more, with
+ * the time the fault was first read. */
+void pcq_repost(struct pcq *q, uint64_t lo, uint64_t hi);
 /* The pages of keys [@lo, @hi) were placed: every fault on them leaves,
  * @fn called with its latency (@now_ns less when it was read, at least 0).
  * Returns how many left. */

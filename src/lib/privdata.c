@@ -13,6 +13,8 @@ enum {
 	OFF_RQ_VER_MIN = 8, OFF_RQ_VER_MAX = 10, OFF_RQ_CAPS = 12,
 	OFF_RQ_DEPTH = 16, OFF_RQ_MSG_MAX = 20, OFF_RQ_SESSION = 24,
 	OFF_RQ_CHANNEL = 32, OFF_RQ_CHANNELS = 34,
+	/* RESUME: a REQUEST, then */
+	OFF_RS_TOKEN = 36,
 	/* ACCEPT */
 	OFF_AC_VERSION = 8, OFF_AC_CAPS = 12, OFF_AC_DEPTH = 16, OFF_AC_MSG_MAX = 20,
 	OFF_AC_NONCE = 24,
@@ -25,9 +27,12 @@ _Static_assert(OFF_AC_NONCE + PD_NONCE_LEN == PD_ACCEPT_LEN, "accept layout");
 _Static_assert(PD_ACCEPT_LEN <= 196, "IB CM REP private data limit");
 _Static_assert(OFF_RJ_VER_MAX + 4 == PD_REJECT_LEN, "reject layout");
 _Static_assert(PD_REQUEST_LEN <= 56, "IB CM REQ private data limit");
+_Static_assert(OFF_RS_TOKEN + PD_TOKEN_LEN == PD_RESUME_LEN, "resume layout");
+_Static_assert(PD_RESUME_LEN <= 56, "IB CM REQ private data limit");
 
 static const char *const kind_names[] = {
 	[PD_REQUEST] = "REQUEST", [PD_ACCEPT] = "ACCEPT", [PD_REJECT] = "REJECT",
+	[PD_RESUME] = "RESUME",
 };
 
 static void put16(uint8_t *p, size_t off, uint16_t v)
@@ -87,7 +92,8 @@ static uint8_t *put_prefix(void *buf, size_t cap, size_t need, enum pd_kind kind
 
 size_t pd_encode_request(const struct pd_request *r, void *buf, size_t cap)
 {
-	uint8_t *p = put_prefix(buf, cap, PD_REQUEST_LEN, PD_REQUEST);
+	uint8_t *p = put_prefix(buf, cap, r->resume ? PD_RESUME_LEN : PD_REQUEST_LEN,
+				r->resume ? PD_RESUME : PD_REQUEST);
 
 	if (!p)
 		return 0;
@@ -99,7 +105,10 @@ size_t pd_encode_request(const struct pd_request *r, void *buf, size_t cap)
 	put64(p, OFF_RQ_SESSION, r->session_id);
 	put16(p, OFF_RQ_CHANNEL, r->channel);
 	put16(p, OFF_RQ_CHANNELS, r->channels);
-	return PD_REQUEST_LEN;
+	if (!r->resume)
+		return PD_REQUEST_LEN;
+	memcpy(p + OFF_RS_TOKEN, r->token, PD_TOKEN_LEN);
+	return PD_RESUME_LEN;
 }
 
 size_t pd_encode_accept(const struct pd_accept *a, void *buf, size_t cap)
@@ -134,7 +143,7 @@ int pd_kind(const void *buf, size_t len)
 
 	if (!buf || len < OFF_BODY || get32(p, OFF_MAGIC) != PD_MAGIC)
 		return -EPROTO;
-	if (p[OFF_KIND] < PD_REQUEST || p[OFF_KIND] > PD_REJECT)
+	if (p[OFF_KIND] < PD_REQUEST || p[OFF_KIND] > PD_RESUME)
 		return -EPROTO;
 	return p[OFF_KIND];
 }
@@ -155,12 +164,17 @@ static int check_prefix(const void *buf, size_t len, enum pd_kind kind,
 				  "starts with 0x%08x, not the magic 0x%08x",
 				  get32(p, OFF_MAGIC), PD_MAGIC);
 	k = p[OFF_KIND];
-	if (k != (int)kind && k >= PD_REQUEST && k <= PD_REJECT)
+	/* A RESUME is a kind of REQUEST: the caller asked for either. */
+	if (kind == PD_REQUEST && k == PD_RESUME)
+		kind = PD_RESUME;
+	if (k != (int)kind && k >= PD_REQUEST && k <= PD_RESUME)
 		return rd_err_set(err, -EPROTO, "expected an rdmig %s, got %s",
 				  kind_names[kind], kind_names[k]);
 	if (k != (int)kind)
 		return rd_err_set(err, -EPROTO, "expected an rdmig %s, got unknown "
 				  "kind %d", kind_names[kind], k);
+	if (kind == PD_RESUME)
+		need = PD_RESUME_LEN;
 	if (len < need)
 		return rd_err_set(err, -EPROTO, "rdmig %s too short: %zu bytes, "
 				  "needs %zu", kind_names[kind], len, need);
@@ -196,9 +210,13 @@ int pd_decode_request(const void *buf, size_t len, struct pd_request *out,
 	struct pd_request r;
 	int rc;
 
+	static const uint8_t zero[PD_TOKEN_LEN];
+
 	rc = check_prefix(buf, len, PD_REQUEST, PD_REQUEST_LEN, err);
 	if (rc)
 		return rc;
+	memset(&r, 0, sizeof(r));
+	r.resume = p[OFF_KIND] == PD_RESUME;
 	r.ver_min = get16(p, OFF_RQ_VER_MIN);
 	r.ver_max = get16(p, OFF_RQ_VER_MAX);
 	r.caps = get32(p, OFF_RQ_CAPS) & PD_CAP_KNOWN;
@@ -218,6 +236,21 @@ int pd_decode_request(const void *buf, size_t len, struct pd_request *out,
 	if (r.channel >= r.channels)
 		return rd_err_set(err, -EINVAL, "REQUEST: channel %u of %u channels",
 				  r.channel, r.channels);
+	if (!r.resume) {
+		*out = r;
+		return 0;
+	}
+	/* A resume opens the control connection of a migration that exists:
+	 * in a version that knows it, alone, naming a migration. */
+	memcpy(r.token, p + OFF_RS_TOKEN, PD_TOKEN_LEN);
+	if (r.ver_max < PD_VERSION_RECOVER)
+		return rd_err_set(err, -EINVAL, "RESUME: protocol versions %u..%u, a resume "
+				  "needs %u or later", r.ver_min, r.ver_max, PD_VERSION_RECOVER);
+	if (r.channel || r.channels != 1)
+		return rd_err_set(err, -EINVAL, "RESUME: channel %u of %u, a resume is channel "
+				  "0 of 1", r.channel, r.channels);
+	if (!memcmp(r.token, zero, PD_TOKEN_LEN))
+		return rd_err_set(err, -EINVAL, "RESUME: an all-zero token");
 	*out = r;
 	return 0;
 }
@@ -286,6 +319,9 @@ int pd_negotiate(const struct pd_request *req, uint16_t lmin, uint16_t lmax,
 				   .caps = req->caps & local_caps & PD_CAP_KNOWN,
 				   .ctrl_depth = ctrl_depth,
 				   .ctrl_msg_max = ctrl_msg_max };
+	/* Recovery is post-copy's, and version 3's. */
+	if (hi < PD_VERSION_RECOVER || !(acc->caps & PD_CAP_POSTCOPY))
+		acc->caps &= ~PD_CAP_POSTCOPY_RECOVER;
 	return 0;
 }
 
@@ -337,7 +373,7 @@ const char *pd_caps_str(uint32_t caps, char *buf, size_t len)
 {
 	static const char *const names[] = {
 		"pin-all", "zero-pages", "verify", "auth", "multi-channel", "pages", "progress",
-		"state-ring", "state-bound", "postcopy",
+		"state-ring", "state-bound", "postcopy", "postcopy-recover",
 	};
 	size_t used = 0, i;
 	int n;

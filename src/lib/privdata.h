@@ -5,6 +5,7 @@
 #ifndef RDMIG_PRIVDATA_H
 #define RDMIG_PRIVDATA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,7 +13,9 @@
 
 #define PD_MAGIC 0x52444d47u /* "RDMG" */
 
-enum pd_kind { PD_REQUEST = 1, PD_ACCEPT = 2, PD_REJECT = 3 };
+/* RESUME (version 3): a REQUEST that resumes a paused post-copy, with the
+ * resume token the destination gave the source in BLOCK_MAP_RESP. */
+enum pd_kind { PD_REQUEST = 1, PD_ACCEPT = 2, PD_REJECT = 3, PD_RESUME = 4 };
 
 enum pd_cap {
 	PD_CAP_PIN_ALL = 1u << 0,
@@ -35,7 +38,13 @@ enum pd_cap {
 	 * (POSTCOPY_KEYS, POSTCOPY_RANGES, POSTCOPY_DONE), over two post-copy
 	 * channels opened beside the data channels. */
 	PD_CAP_POSTCOPY = 1u << 9,
-	PD_CAP_KNOWN = 0x3ff
+	/* Version 3: with POSTCOPY, a link that breaks after the switch
+	 * pauses the post-copy on both sides instead of failing it, and the
+	 * source may resume it on a new connection (a RESUME request with the
+	 * resume token of BLOCK_MAP_RESP, authenticated again with the key),
+	 * POSTCOPY_RESUME and POSTCOPY_RESUMED. */
+	PD_CAP_POSTCOPY_RECOVER = 1u << 10,
+	PD_CAP_KNOWN = 0x7ff
 };
 
 enum pd_reason {
@@ -49,9 +58,13 @@ enum pd_reason {
 
 /* Version 2 moved the destination's challenge into ACCEPT and bound the
  * authentication to the connection; version 1's answers could be replayed,
- * so it is not spoken any more. */
+ * so it is not spoken any more.  Version 3 adds post-copy recovery
+ * (POSTCOPY_RECOVER, RESUME); a version 2 peer is still served, without
+ * it. */
 #define PD_VERSION_MIN 2
-#define PD_VERSION_MAX 2
+#define PD_VERSION_MAX 3
+/* The first version that knows POSTCOPY_RECOVER and RESUME. */
+#define PD_VERSION_RECOVER 3
 
 /* Limits every decoder enforces. */
 #define PD_DEPTH_MIN 2
@@ -59,6 +72,7 @@ enum pd_reason {
 #define PD_MSG_MAX_MIN 4096u
 #define PD_MSG_MAX_MAX (16u << 20)
 #define PD_CHANNELS_MAX 64
+#define PD_TOKEN_LEN 16
 
 struct pd_request {
 	uint16_t ver_min, ver_max;
@@ -66,6 +80,10 @@ struct pd_request {
 	uint32_t ctrl_depth, ctrl_msg_max; /* the source's receive ring */
 	uint64_t session_id;             /* ties the channels of one migration */
 	uint16_t channel, channels;
+	/* A RESUME: the paused post-copy it resumes, by the token the
+	 * destination gave in BLOCK_MAP_RESP (never all zero). */
+	bool resume;
+	uint8_t token[PD_TOKEN_LEN];
 };
 
 #define PD_NONCE_LEN 32
@@ -84,10 +102,13 @@ struct pd_reject {
 };
 
 #define PD_REQUEST_LEN 36
+/* A REQUEST's fields, then the token. */
+#define PD_RESUME_LEN (PD_REQUEST_LEN + PD_TOKEN_LEN)
 #define PD_ACCEPT_LEN 56
 #define PD_REJECT_LEN 16
 
-/* Encoders return the bytes written, or 0 when @cap is too small. */
+/* Encoders return the bytes written, or 0 when @cap is too small; a
+ * request with resume set is encoded as a RESUME (PD_RESUME_LEN). */
 size_t pd_encode_request(const struct pd_request *r, void *buf, size_t cap);
 size_t pd_encode_accept(const struct pd_accept *a, void *buf, size_t cap);
 size_t pd_encode_reject(const struct pd_reject *r, void *buf, size_t cap);
@@ -99,7 +120,9 @@ int pd_kind(const void *buf, size_t len);
 /* Decoders accept @len >= the fixed length (rdma_cm pads private data with
  * zeros), ignore reserved fields, drop unknown capability bits.  They return
  * 0, -EPROTO (short, bad magic, wrong kind) or -EINVAL (a value out of its
- * limits), with @err saying which. */
+ * limits), with @err saying which.  pd_decode_request() takes a REQUEST or
+ * a RESUME (resume set: version 3 or later, channel 0 of 1, a token that
+ * is not all zero). */
 int pd_decode_request(const void *buf, size_t len, struct pd_request *out,
 		      struct rd_err *err);
 int pd_decode_accept(const void *buf, size_t len, struct pd_accept *out,

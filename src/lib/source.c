@@ -74,6 +74,9 @@ int rdmig_source_fd(const struct rdmig_source *s)
 
 void rdmig_source_destroy(struct rdmig_source *s)
 {
+	/* Kept for its PD after a post-copy pause: it goes last. */
+	struct fab_conn *conn0 = s && s->conn0 != s->ss.conn ? s->conn0 : NULL;
+
 	if (!s)
 		return;
 	/* The helper first: it may be registering, and what it registered and
@@ -86,6 +89,7 @@ void rdmig_source_destroy(struct rdmig_source *s)
 	src_link_destroy(s);
 	src_mem_destroy(s);
 	sess_fini(&s->ss);
+	fab_conn_destroy(conn0);
 	free(s->dblocks);
 	free(s);
 }
@@ -197,7 +201,9 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 	case CT_KEEPALIVE:
 		return 0;
 	case CT_ERROR:
-		return sess_peer_error(&s->ss, (const Rdmig__Error *)m);
+		/* Resuming, it ends this try, not the migration (src_pc.h). */
+		return s->state == SRC_PC_RESUMING ? src_pc_on_error(s, (const Rdmig__Error *)m) :
+		       sess_peer_error(&s->ss, (const Rdmig__Error *)m);
 	case CT_PIN_KEYS:
 		return src_on_pin_keys(s, (const Rdmig__PinKeys *)m);
 	case CT_AUTH_RESPONSE:
@@ -212,6 +218,8 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 		return src_iter_msg(s, h, m);
 	case CT_COMPLETE_ACK:
 		return src_end_msg(s, h, m);
+	case CT_POSTCOPY_RESUMED:
+		return src_pc_on_resumed(s, m);
 	case CT_POSTCOPY_DONE:
 		/* Every page is in: completion as after a final round. */
 		rc = src_pc_msg(s, h, m);
@@ -410,10 +418,68 @@ static int advance(struct rdmig_source *s, uint64_t max_bytes, int64_t until,
 		return src_end_step(s, until);
 	case SRC_PC_SWITCH:
 	case SRC_POSTCOPY:
+	case SRC_PC_RESUMING:
 		return src_pc_step(s, until);
 	default:
 		return 0;
 	}
+}
+
+/* POSTCOPY_RECOVER: the link broke after the switch.  Its connections go
+ * (the first control connection stays, for its PD), every registration
+ * stays, and a resume is tried every SRC_PC_RETRY_MS from now on. */
+static int pause_link(struct rdmig_source *s)
+{
+	if (s->state == SRC_PC_RESUMING)
+		cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "post-copy: resuming failed: %s; trying again "
+			"in %d ms", s->ss.err.msg, SRC_PC_RETRY_MS);
+	else
+		cfg_log(&s->ss.cfg, RDMIG_LOG_WARN, "post-copy paused: %s; this side keeps the "
+			"memory the destination reads and tries to resume every %d ms until it "
+			"can (or the migration is cancelled)", s->ss.err.msg, SRC_PC_RETRY_MS);
+	src_link_unwatch(s);
+	src_link_disconnect(s);
+	if (!s->conn0)
+		s->conn0 = s->ss.conn;
+	s->ss.ctrl_ready = false;
+	s->pc.data_gone = true;
+	s->pc.pauses++;
+	s->pc.next_try_ms = rd_now_ms() + SRC_PC_RETRY_MS;
+	s->step_end = STEP_IDLE;
+	s->state = SRC_PC_PAUSED;
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.status = RDMIG_STATUS_POSTCOPY_PAUSED;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	return 0;
+}
+
+static int fail_or_pause(struct rdmig_source *s, int rc)
+{
+	return src_pc_may_pause(s, rc) ? pause_link(s) : src_fail(s, rc);
+}
+
+/* Paused, or resuming before the new connection is up: a cancel, the next
+ * try, the connection's events.  Nothing else runs. */
+static int step_paused(struct rdmig_source *s)
+{
+	int rc;
+
+	sess_woken(&s->ss);
+	s->step_end = STEP_IDLE;
+	rc = sess_check_cancel(&s->ss);
+	if (!rc && s->state == SRC_PC_PAUSED) {
+		if (rd_now_ms() < s->pc.next_try_ms)
+			return 0;
+		s->state = SRC_PC_RESUMING;
+		rc = src_link_resume_start(s);
+	}
+	if (!rc)
+		rc = src_link_resume_step(s);
+	if (rc == SRC_LINK_AGAIN) {
+		s->step_end = STEP_CUT_WORK;
+		rc = 0;
+	}
+	return rc < 0 ? fail_or_pause(s, rc) : 0;
 }
 
 /* The destination confirmed: the connections go, and with them their
@@ -450,6 +516,9 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	s->step_end = STEP_IDLE;
 	if (s->state == SRC_COMPLETED)
 		return 0;
+	if (s->state == SRC_PC_PAUSED ||
+	    (s->state == SRC_PC_RESUMING && s->pc.resume == RS_CONNECTING))
+		return step_paused(s);
 	/* Completions first: a COMPLETE_ACK already here decides the outcome,
 	 * whatever a cancel says.  Once COMPLETE went, the destination may be
 	 * running the guest already: the cancel waits for its answer (bounded
@@ -468,7 +537,7 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	/* From the last range of a switch to post-copy on, the guest runs on
 	 * the destination: a cancel here would only lose it, so the
 	 * destination's word decides, as after COMPLETE. */
-	if (!rc && s->state != SRC_COMPLETING && !s->pc.start_ms)
+	if (!rc && s->state != SRC_COMPLETING && (!s->pc.start_ms || s->state == SRC_PC_RESUMING))
 		rc = sess_check_cancel(&s->ss);
 	/* The destination disconnects once its confirmation went out: the
 	 * completions before the event are handled first, over as many
@@ -530,7 +599,7 @@ static int step(struct rdmig_source *s, uint64_t max_bytes, unsigned max_us)
 	}
 	rd_laps_mark(&laps, "credits and keepalive");
 	log_long_step(s, &laps, max_us);
-	return rc < 0 ? src_fail(s, rc) : 0;
+	return rc < 0 ? fail_or_pause(s, rc) : 0;
 }
 
 static void publish(struct rdmig_source *s);
@@ -596,6 +665,9 @@ static int wait_ms(const struct rdmig_source *s)
 
 	if (s->state == SRC_NEW || s->state >= SRC_COMPLETED)
 		return -1;
+	/* Paused: the next try to resume. */
+	if (s->state == SRC_PC_PAUSED)
+		return s->pc.next_try_ms > now ? (int)(s->pc.next_try_ms - now) : 0;
 	/* Completions left in the CQ by a step at its cap, or an operation
 	 * no step has begun. */
 	if (s->step_end == STEP_CUT_CQ || s->step_end == STEP_KICK || s->step_end == STEP_ROOM)

@@ -36,6 +36,7 @@
 #include "pace.h"
 #include "pack.h"
 #include "pcset.h"
+#include "privdata.h"
 #include "plan.h"
 #include "regq.h"
 #include "session.h"
@@ -69,6 +70,16 @@ enum src_state {
 	/* The destination runs the guest and reads what it lacks; waiting
 	 * for POSTCOPY_DONE, our post-copy channels' QPs watched. */
 	SRC_POSTCOPY,
+	/* POSTCOPY_RECOVER: the link broke after the switch.  Everything the
+	 * destination reads stays registered (on the first connection's PD,
+	 * kept with it); a resume is tried every SRC_PC_RETRY_MS until one
+	 * succeeds or the migration is cancelled: no deadline. */
+	SRC_PC_PAUSED,
+	/* Resuming on a new control connection (src_pc.resume says how far):
+	 * a RESUME with the token, authentication, POSTCOPY_RESUME and its
+	 * answer, the post-copy channels again; then SRC_POSTCOPY.  A failure
+	 * pauses again. */
+	SRC_PC_RESUMING,
 	SRC_HASHING,    /* completing: the image hashed a slice per step for
 			 * VERIFY (at once without), then COMPLETE waits for a
 			 * credit */
@@ -114,6 +125,8 @@ enum { SRC_TAG_WRITE = 1, SRC_TAG_STATE = 2 };
 /* Pieces submitted ahead of the one the driving thread waits for, per
  * registration helper (regq.h). */
 #define SRC_PIECES_AHEAD 4
+/* A paused post-copy tries to resume this often. */
+#define SRC_PC_RETRY_MS 1000
 
 /* What a registration the helper finished was for (regq_job.cookie: the
  * kind in the top byte, a slot or offset below). */
@@ -210,6 +223,14 @@ struct src_pc {
 	uint64_t pages;         /* in the set */
 	int64_t start_ms;       /* when the last range went */
 	int64_t qp_check_ms;
+	/* POSTCOPY_RECOVER: the destination's resume token; how far a resume
+	 * got; when the next one is tried; the data channels are gone for
+	 * good after a pause (only post-copy's come back). */
+	uint8_t token[PD_TOKEN_LEN];
+	enum src_resume { RS_CONNECTING, RS_AUTH, RS_RESUME, RS_CHANNELS } resume;
+	int64_t next_try_ms;
+	unsigned pauses;
+	bool data_gone;
 };
 
 struct rdmig_source {
@@ -251,6 +272,9 @@ struct rdmig_source {
 	 * then post-copy's (npc of them). */
 	struct src_chan *chans;
 	unsigned nchans, npc, chans_up;
+	/* The first control connection after a post-copy pause: its PD holds
+	 * every registration, so it stays until the handle goes. */
+	struct fab_conn *conn0;
 	uint32_t chan_port;
 	uint64_t chan_token;
 

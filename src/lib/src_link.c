@@ -76,7 +76,8 @@ static uint32_t requested_caps(const struct rdmig_source *s)
 	       (c->channels > 1 ? PD_CAP_MULTI_CHANNEL : 0) | (c->pin_all ? 0 : PD_CAP_PAGES) |
 	       PD_CAP_PROGRESS | PD_CAP_STATE_RING |
 	       (c->state_max != RDMIG_STATE_UNSAID ? PD_CAP_STATE_BOUND : 0) |
-	       (c->postcopy ? PD_CAP_POSTCOPY : 0);
+	       /* A paused post-copy resumes if the destination can take it. */
+	       (c->postcopy ? PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER : 0);
 }
 
 int src_link_prepare(struct rdmig_source *s, const char *host, const char *port)
@@ -109,9 +110,9 @@ static int link_start(struct rdmig_source *s)
 				  .channels = (uint16_t)c->channels };
 	int rc;
 
-	pd_encode_request(&req, s->bind.req, sizeof(s->bind.req));
+	s->bind.req_len = pd_encode_request(&req, s->bind.req, sizeof(s->bind.req));
 	rc = fab_connect_start(&s->ss.conn, s->host, s->port, &caps, s->bind.req,
-			       sizeof(s->bind.req), pre_connect, s,
+			       s->bind.req_len, pre_connect, s,
 			       rd_deadline(c->timeout_ms), &s->ss.err);
 	if (!rc)
 		rc = sess_watch(&s->ss, fab_cm_fd(s->ss.conn));
@@ -428,9 +429,10 @@ int src_link_step(struct rdmig_source *s)
 
 static int on_auth_response(struct rdmig_source *s, const Rdmig__AuthResponse *r)
 {
+	bool resuming = s->state == SRC_PC_RESUMING && s->pc.resume == RS_AUTH;
 	int rc;
 
-	if (s->state != SRC_AUTH)
+	if (s->state != SRC_AUTH && !resuming)
 		return rd_err_set(&s->ss.err, -EPROTO, "unexpected AUTH_RESPONSE");
 	rc = auth_check(s->ss.cfg.auth_key, s->ss.cfg.auth_key_len, AUTH_DEST, &s->bind,
 			r->mac.data, r->mac.len);
@@ -438,7 +440,21 @@ static int on_auth_response(struct rdmig_source *s, const Rdmig__AuthResponse *r
 		return rd_err_set(&s->ss.err, -EACCES, "authentication failed: the destination "
 				  "does not hold the same key");
 	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "authenticated the destination");
-	return send_block_map(s);
+	return resuming ? src_pc_send_resume(s) : send_block_map(s);
+}
+
+/* With POSTCOPY_RECOVER, the name a resume gives; none without. */
+static int take_token(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
+{
+	bool recover = s->ss.caps & PD_CAP_POSTCOPY_RECOVER;
+
+	if (recover != (r->resume_token.len != 0))
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination sent %s resume token with "
+				  "post-copy recovery %sgranted", recover ? "no" : "a",
+				  recover ? "" : "not ");
+	if (recover)
+		memcpy(s->pc.token, r->resume_token.data, PD_TOKEN_LEN); /* checked: that long */
+	return 0;
 }
 
 int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m)
@@ -450,6 +466,8 @@ int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 	if (s->state != SRC_MAP)
 		return rd_err_set(&s->ss.err, -EPROTO, "unexpected BLOCK_MAP_RESP");
 	rc = apply_block_map(s, (const Rdmig__BlockMapResp *)m);
+	if (!rc)
+		rc = take_token(s, (const Rdmig__BlockMapResp *)m);
 	if (!rc)
 		rc = open_channels(s, (const Rdmig__BlockMapResp *)m);
 	if (!rc && (s->ss.caps & PD_CAP_POSTCOPY))
@@ -543,7 +561,8 @@ int src_link_events(struct rdmig_source *s)
 
 	for (i = 0; i < 4 && !rc; i++)
 		rc = fab_cm_process(s->ss.conn);
-	for (k = 1; s->chans && k < s->nchans + s->npc && !rc; k++)
+	/* After a post-copy pause only post-copy's channels came back. */
+	for (k = s->pc.data_gone ? s->nchans : 1; s->chans && k < s->nchans + s->npc && !rc; k++)
 		if (s->chans[k].up && (rc = fab_cm_process(s->chans[k].conn)))
 			rc = rd_err_prefix(&s->ss.err, rc, k < s->nchans ? "data channel %u" :
 					   "post-copy channel %u", k < s->nchans ? k : k - s->nchans);
@@ -569,7 +588,131 @@ void src_link_unwatch(struct rdmig_source *s)
 	sess_unwatch(&s->ss, fab_cq_fd(s->ss.conn));
 	sess_unwatch(&s->ss, fab_cm_fd(s->ss.conn));
 	for (k = 1; s->chans && k < s->nchans + s->npc; k++)
-		sess_unwatch(&s->ss, fab_cm_fd(s->chans[k].conn));
+		if (s->chans[k].conn)
+			sess_unwatch(&s->ss, fab_cm_fd(s->chans[k].conn));
+}
+
+/* ---- resuming a paused post-copy ----------------------------------------------- */
+
+/* The rings registered for the first connection serve the new one: its QP
+ * is on the same PD. */
+static int pre_resume(struct fab_conn *c, void *arg)
+{
+	struct rdmig_source *s = arg;
+	int rc = ctrl_rebind(&s->ss.ch, c);
+
+	return rc ? rc : sess_watch(&s->ss, fab_cq_fd(c));
+}
+
+int src_link_resume_start(struct rdmig_source *s)
+{
+	const struct rdmig_config *c = &s->ss.cfg;
+	/* Control frames only: post-copy's channels post nothing. */
+	struct fab_caps caps = { .sq_depth = c->ctrl_depth + 4, .rq_depth = c->ctrl_depth,
+				 .cq_depth = 2 * c->ctrl_depth + 8, .pd = s->conn0->pd };
+	struct pd_request req = { .ver_min = PD_VERSION_RECOVER, .ver_max = PD_VERSION_MAX,
+				  .caps = requested_caps(s), .ctrl_depth = c->ctrl_depth,
+				  .ctrl_msg_max = c->ctrl_msg_max, .channel = 0, .channels = 1,
+				  .resume = true };
+	struct fab_conn *old = s->ss.conn;
+	unsigned k;
+	int rc;
+
+	memcpy(req.token, s->pc.token, PD_TOKEN_LEN);
+	/* The broken link's post-copy channels (on its control connection's
+	 * CQ) go first, then that connection, unless it is the first one. */
+	for (k = s->nchans; k < s->nchans + s->npc; k++) {
+		fab_conn_destroy(s->chans[k].conn);
+		s->chans[k] = (struct src_chan){ .conn = NULL, .up = false };
+	}
+	s->chans_up = s->nchans;
+	s->ss.conn = NULL;
+	if (old != s->conn0)
+		fab_conn_destroy(old);
+	s->bind.req_len = pd_encode_request(&req, s->bind.req, sizeof(s->bind.req));
+	s->pc.resume = RS_CONNECTING;
+	rc = fab_connect_start(&s->ss.conn, s->host, s->port, &caps, s->bind.req,
+			       s->bind.req_len, pre_resume, s, rd_deadline(c->timeout_ms),
+			       &s->ss.err);
+	s->chans[0].conn = s->ss.conn;
+	if (!rc)
+		rc = sess_watch(&s->ss, fab_cm_fd(s->ss.conn));
+	return rc;
+}
+
+/* Connected again: the destination must grant what it granted at first. */
+static int on_resume_connected(struct rdmig_source *s)
+{
+	struct fab_conn *c = s->ss.conn;
+	struct pd_accept acc;
+	int rc = pd_decode_accept(c->peer_priv, c->peer_priv_len, &acc, &s->ss.err);
+
+	if (rc)
+		return rd_err_prefix(&s->ss.err, rc, "the destination's answer to the resume");
+	if (acc.version < PD_VERSION_RECOVER || acc.version > PD_VERSION_MAX)
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination resumed in protocol "
+				  "version %u", acc.version);
+	if (acc.caps != s->ss.caps)
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination resumed with "
+				  "capabilities 0x%x, the migration has 0x%x", acc.caps,
+				  s->ss.caps);
+	if (acc.ctrl_msg_max < s->ss.ch.peer_msg_max)
+		return rd_err_set(&s->ss.err, -EPROTO, "the destination resumed with control "
+				  "messages of %u bytes, smaller than the first connection's %u",
+				  acc.ctrl_msg_max, s->ss.ch.peer_msg_max);
+	ctrl_start(&s->ss.ch, acc.ctrl_depth, s->ss.ch.peer_msg_max);
+	s->ss.ctrl_ready = true;
+	memcpy(s->challenge, acc.nonce, AUTH_NONCE_LEN);
+	if (acc.caps & PD_CAP_AUTH) {
+		s->pc.resume = RS_AUTH;
+		return send_auth(s);
+	}
+	return src_pc_send_resume(s);
+}
+
+int src_link_resume_step(struct rdmig_source *s)
+{
+	struct fab_conn *c = s->ss.conn;
+	struct pd_reject rej;
+	struct rd_err tmp;
+	int rc = fab_connect_step(c);
+
+	/* A refusal is no reason to stop trying: the destination may be busy
+	 * with the broken link's last READs. */
+	if (rc == -ECONNREFUSED && c->peer_priv_len &&
+	    pd_decode_reject(c->peer_priv, c->peer_priv_len, &rej, &tmp) == 0)
+		return rd_err_set(&s->ss.err, rc, "the destination refused the resume: %s",
+				  pd_reason_str(rej.reason));
+	if (rc < 0)
+		return rc;
+	if (rc == FAB_STEP_AGAIN)
+		return SRC_LINK_AGAIN;
+	return rc ? on_resume_connected(s) : 0;
+}
+
+int src_link_reopen_pc(struct rdmig_source *s, uint32_t port, uint64_t token)
+{
+	unsigned k;
+	int rc;
+
+	/* Indexes 1 and 2 of 3 on the wire: no data channel comes back. */
+	for (k = s->nchans; k < s->nchans + s->npc; k++) {
+		rc = chan_connect_start(&s->chans[k].conn, s->ss.conn, port, token,
+					1 + k - s->nchans, 1 + s->npc, 1, true,
+					rd_deadline(s->ss.cfg.timeout_ms), &s->ss.err);
+		if (!rc)
+			rc = sess_watch(&s->ss, fab_cm_fd(s->chans[k].conn));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int src_link_pc_channels_step(struct rdmig_source *s)
+{
+	int rc = channels_step(s);
+
+	return rc ? rc : s->chans_up == s->nchans + s->npc ? SRC_LINK_UP : 0;
 }
 
 void src_link_destroy(struct rdmig_source *s)

@@ -41,6 +41,20 @@ int src_on_pin_keys(struct rdmig_source *s, const Rdmig__PinKeys *k);
 /* The CM events of the connections once connected; a disconnect or a
  * failed data channel is an error. */
 int src_link_events(struct rdmig_source *s);
+/* POSTCOPY_RECOVER, paused: starts a new control connection with a
+ * RESUME (the broken link's post-copy channels and control connection
+ * destroyed, but the first, whose PD holds every registration and which
+ * the new one shares) ... */
+int src_link_resume_start(struct rdmig_source *s);
+/* ... and drives it: once connected and the grant checked, the
+ * authentication or POSTCOPY_RESUME goes (src_pc.resume moves on).
+ * SRC_LINK_AGAIN, 0, or a negative errno (a refusal included). */
+int src_link_resume_step(struct rdmig_source *s);
+/* POSTCOPY_RESUMED with pages left: opens the post-copy channels again, to
+ * @port with @token; src_link_pc_channels_step() drives them and returns
+ * SRC_LINK_UP once both are up. */
+int src_link_reopen_pc(struct rdmig_source *s, uint32_t port, uint64_t token);
+int src_link_pc_channels_step(struct rdmig_source *s);
 /* Disconnects every channel. */
 void src_link_disconnect(struct rdmig_source *s);
 /* The connections' fds leave the caller's set: a finished source is quiet. */

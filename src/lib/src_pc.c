@@ -6,6 +6,7 @@
 
 #include "privdata.h"
 #include "src_int.h"
+#include "src_link.h"
 #include "src_mem.h"
 
 /* How often the post-copy channels' QPs are looked at while the
@@ -317,11 +318,88 @@ static int watch_channels(struct rdmig_source *s)
 	return 0;
 }
 
+/* Resuming: the post-copy channels came back, the destination reads on. */
+static int resume_channels_step(struct rdmig_source *s)
+{
+	int rc;
+
+	if (s->pc.resume != RS_CHANNELS)
+		return 0;
+	rc = src_link_pc_channels_step(s);
+	if (rc != SRC_LINK_UP)
+		return rc == SRC_LINK_AGAIN ? 1 : rc;
+	s->state = SRC_POSTCOPY;
+	s->pc.qp_check_ms = rd_now_ms();
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "post-copy resumed");
+	return 0;
+}
+
 int src_pc_step(struct rdmig_source *s, int64_t until_us)
 {
 	if (s->state == SRC_PC_SWITCH)
 		return switch_step(s, until_us);
+	if (s->state == SRC_PC_RESUMING)
+		return resume_channels_step(s);
 	return s->state == SRC_POSTCOPY ? watch_channels(s) : 0;
+}
+
+bool src_pc_may_pause(const struct rdmig_source *s, int rc)
+{
+	return (s->ss.caps & PD_CAP_POSTCOPY_RECOVER) && rc != -ECANCELED && !s->ss.peer_said &&
+	       (s->state == SRC_POSTCOPY || s->state == SRC_PC_PAUSED ||
+		s->state == SRC_PC_RESUMING);
+}
+
+int src_pc_on_error(struct rdmig_source *s, const Rdmig__Error *e)
+{
+	bool proved = !(s->ss.caps & PD_CAP_AUTH) || s->pc.resume >= RS_RESUME;
+	const char *why = e->message ? e->message : "no reason given";
+
+	if (!proved)
+		return rd_err_set(&s->ss.err, -EACCES, "the peer sent ERROR before proving the "
+				  "key (not taken as the destination's word): %s", why);
+	if (e->code == -ECANCELED)
+		return sess_peer_error(&s->ss, e);
+	return rd_err_set(&s->ss.err, -ECONNABORTED, "the destination refused the resume: %s",
+			  why);
+}
+
+int src_pc_send_resume(struct rdmig_source *s)
+{
+	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+
+	q.pages = s->pc.pages;
+	s->pc.resume = RS_RESUME;
+	return sess_send(&s->ss, CT_POSTCOPY_RESUME, &q.base, "send POSTCOPY_RESUME");
+}
+
+int src_pc_on_resumed(struct rdmig_source *s, const ProtobufCMessage *m)
+{
+	const Rdmig__PostcopyResumed *a = (const Rdmig__PostcopyResumed *)m;
+	int rc;
+
+	if (s->state != SRC_PC_RESUMING || s->pc.resume != RS_RESUME)
+		return rd_err_set(&s->ss.err, -EPROTO, "unexpected POSTCOPY_RESUMED");
+	/* Checked on arrival: the three do not overflow. */
+	if (a->pages_left + a->fault_pages + a->background_pages != s->pc.pages)
+		return rd_err_set(&s->ss.err, -EPROTO, "POSTCOPY_RESUMED: %" PRIu64 " pages left, %"
+				  PRIu64 " and %" PRIu64 " in, of a set of %" PRIu64,
+				  a->pages_left, a->fault_pages, a->background_pages, s->pc.pages);
+	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "post-copy resuming: the destination lacks %"
+		PRIu64 " of %" PRIu64 " pages", a->pages_left, s->pc.pages);
+	if (!a->pages_left) {
+		/* Every page is in: POSTCOPY_DONE follows. */
+		s->state = SRC_POSTCOPY;
+		return 0;
+	}
+	rc = src_link_reopen_pc(s, a->channel_port, a->channel_token);
+	if (rc)
+		return rc;
+	s->pc.resume = RS_CHANNELS;
+	return 0;
 }
 
 int src_pc_wait_ms(const struct rdmig_source *s)

@@ -17,6 +17,7 @@
 #ifndef RDMIG_SRC_PC_H
 #define RDMIG_SRC_PC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "codec.h"
@@ -45,6 +46,19 @@ int src_pc_step(struct rdmig_source *s, int64_t until_us);
 /* POSTCOPY_DONE: 1 once post-copy ended (completion follows), or a
  * negative errno. */
 int src_pc_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessage *m);
+/* POSTCOPY_RECOVER: whether failing with @rc should pause the post-copy
+ * instead (switched, neither a cancel nor the destination's own ERROR). */
+bool src_pc_may_pause(const struct rdmig_source *s, int rc);
+/* SRC_PC_RESUMING: the destination's ERROR.  Whoever answers at the
+ * destination's address gets this far, so before it proved the key the
+ * ERROR is dropped with this connection; after, only its cancel is final.
+ * Any other ends this try: the source pauses and tries again
+ * (src_pc_may_pause). */
+int src_pc_on_error(struct rdmig_source *s, const Rdmig__Error *e);
+/* Resuming, the link up (and authenticated): POSTCOPY_RESUME. */
+int src_pc_send_resume(struct rdmig_source *s);
+/* POSTCOPY_RESUMED: where the post-copy stands; the channels come back. */
+int src_pc_on_resumed(struct rdmig_source *s, const ProtobufCMessage *m);
 /* Bytes of dynamic mode's read pieces registered now. */
 uint64_t src_pc_pinned(const struct rdmig_source *s);
 /* Milliseconds until the channels are looked at again (SRC_POSTCOPY), or

@@ -235,6 +235,7 @@ int chan_set_process(struct chan_set *cs, char *note, size_t note_len, struct rd
 	return 0;
 }
 void chan_set_disconnect(struct chan_set *cs) { (void)cs; }
+void chan_set_break_pc(struct chan_set *cs) { (void)cs; }
 void chan_set_destroy(struct chan_set *cs) { free(cs); }
 
 void chan_set_pc_cq(struct chan_set *cs, struct ibv_cq *cq, uint32_t sq_depth)
@@ -292,12 +293,13 @@ void pcd_reg_done(struct pcd *p, unsigned i, struct ibv_mr *mr)
 bool pcd_ready(const struct pcd *p) { return p->mr != NULL; }
 
 int pcd_begin(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg,
-	      const struct pckeys *keys, uint64_t *const *set, uint64_t pages, struct rd_err *err)
+	      const struct pckeys *keys, uint64_t *const *set, uint64_t pages, bool recover,
+	      struct rd_err *err)
 {
 	uint64_t n = 0;
 	unsigned b;
 
-	(void)err;
+	(void)err; (void)recover;
 	assert(fault && bg && pckeys_complete(keys) && !p->begun);
 	for (b = 0; b < keys->nblocks; b++)
 		n += bm_count(set[b], blk_npages(keys->length[b], CFG_PAGE_SIZE));
@@ -318,6 +320,21 @@ int pcd_poll(struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages, struct rd
 }
 
 void pcd_stop(struct pcd *p) { (void)p; }
+/* Recovery needs a kept listener, which this harness never gives: the
+ * engine is never paused. */
+void pcd_pause(struct pcd *p) { (void)p; assert(0); }
+bool pcd_quiet(const struct pcd *p) { (void)p; return false; }
+uint64_t pcd_pending(const struct pcd *p, uint64_t *fault_pages, uint64_t *bg_pages)
+{
+	*fault_pages = 0;
+	*bg_pages = p->pages;
+	return 0;
+}
+void pcd_resume(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg)
+{
+	(void)p; (void)fault; (void)bg;
+	assert(0);
+}
 
 void pcd_destroy(struct pcd *p)
 {

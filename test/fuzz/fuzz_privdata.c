@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "privdata.h"
 
@@ -24,20 +25,33 @@ static void request(const uint8_t *data, size_t size)
 	size_t i;
 	int rc;
 
+	static const uint8_t zero[PD_TOKEN_LEN];
+	size_t len;
+
 	if (pd_decode_request(data, size, &r, &e))
 		return;
-	CHECK(pd_kind(data, size) == PD_REQUEST);
+	/* A RESUME is a REQUEST with a token, in version 3 or later. */
+	CHECK(pd_kind(data, size) == (r.resume ? PD_RESUME : PD_REQUEST));
 	CHECK(!(r.caps & ~PD_CAP_KNOWN));
 	CHECK(r.ver_min >= 1 && r.ver_min <= r.ver_max);
 	CHECK(r.ctrl_depth >= PD_DEPTH_MIN && r.ctrl_depth <= PD_DEPTH_MAX);
 	CHECK(r.ctrl_msg_max >= PD_MSG_MAX_MIN && r.ctrl_msg_max <= PD_MSG_MAX_MAX);
 	CHECK(r.channel < r.channels && r.channels <= PD_CHANNELS_MAX);
-	CHECK(pd_encode_request(&r, buf, sizeof(buf)) == PD_REQUEST_LEN);
-	CHECK(pd_decode_request(buf, PD_REQUEST_LEN, &r2, &e) == 0);
+	if (r.resume) {
+		CHECK(r.ver_max >= PD_VERSION_RECOVER && r.channel == 0 && r.channels == 1);
+		CHECK(memcmp(r.token, zero, PD_TOKEN_LEN) != 0);
+	} else {
+		CHECK(memcmp(r.token, zero, PD_TOKEN_LEN) == 0);
+	}
+	len = r.resume ? PD_RESUME_LEN : PD_REQUEST_LEN;
+	CHECK(size >= len);
+	CHECK(pd_encode_request(&r, buf, sizeof(buf)) == len);
+	CHECK(pd_decode_request(buf, len, &r2, &e) == 0);
 	CHECK(r.ver_min == r2.ver_min && r.ver_max == r2.ver_max &&
 	      r.caps == r2.caps && r.ctrl_depth == r2.ctrl_depth &&
 	      r.ctrl_msg_max == r2.ctrl_msg_max && r.session_id == r2.session_id &&
-	      r.channel == r2.channel && r.channels == r2.channels);
+	      r.channel == r2.channel && r.channels == r2.channels &&
+	      r.resume == r2.resume && !memcmp(r.token, r2.token, PD_TOKEN_LEN));
 	pd_caps_str(r.caps, caps, sizeof(caps));
 	for (i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
 		uint16_t lo = ranges[i][0], hi = ranges[i][1];
@@ -49,6 +63,11 @@ static void request(const uint8_t *data, size_t size)
 			CHECK(acc.version >= r.ver_min && acc.version <= r.ver_max);
 			CHECK(!(acc.caps & ~r.caps));
 			CHECK(!(acc.caps & ~(PD_CAP_PIN_ALL | PD_CAP_VERIFY)));
+			rc = pd_negotiate(&r, lo, hi, PD_CAP_KNOWN, 16, 65536, &acc, &rej, &e);
+			CHECK(rc == 0);
+			/* Recovery only with post-copy, in version 3 or later. */
+			CHECK(!(acc.caps & PD_CAP_POSTCOPY_RECOVER) ||
+			      ((acc.caps & PD_CAP_POSTCOPY) && acc.version >= PD_VERSION_RECOVER));
 		} else {
 			CHECK(rc == -EPROTONOSUPPORT);
 			CHECK(rej.reason == PD_REJ_VERSION);
@@ -98,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int k = pd_kind(data, size);
 
-	CHECK(k == -EPROTO || (k >= PD_REQUEST && k <= PD_REJECT));
+	CHECK(k == -EPROTO || (k >= PD_REQUEST && k <= PD_RESUME));
 	request(data, size);
 	accept_(data, size);
 	reject(data, size);

@@ -23,13 +23,20 @@ static void put(const char *dir, const char *name, const void *buf, size_t len)
 
 static void privdata(const char *dir)
 {
-	struct pd_request r = { PD_VERSION_MIN, PD_VERSION_MAX,
-				PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES | PD_CAP_AUTH, 64, 65536,
-				0x1122334455667788ull, 0, 1 };
+	struct pd_request r = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
+				.caps = PD_CAP_PIN_ALL | PD_CAP_ZERO_PAGES | PD_CAP_AUTH,
+				.ctrl_depth = 64, .ctrl_msg_max = 65536,
+				.session_id = 0x1122334455667788ull, .channel = 0, .channels = 1 };
 	struct pd_accept a = { .version = PD_VERSION_MAX,
 			       .caps = PD_CAP_PIN_ALL | PD_CAP_AUTH, .ctrl_depth = 32,
 			       .ctrl_msg_max = 8192, .nonce = { 0xc0, 0xff, 0xee } };
 	struct pd_reject j = { PD_REJ_VERSION, 2, 3 };
+	struct pd_request rs = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
+				 .caps = PD_CAP_AUTH | PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER,
+				 .ctrl_depth = 64, .ctrl_msg_max = 65536, .channel = 0,
+				 .channels = 1, .resume = true,
+				 .token = { 0x7e, 0x57, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+					    14 } };
 	uint8_t buf[PD_ACCEPT_LEN > 56 ? PD_ACCEPT_LEN : 56] = { 0 };
 
 	put(dir, "request", buf, pd_encode_request(&r, buf, sizeof(buf)));
@@ -38,10 +45,14 @@ static void privdata(const char *dir)
 	put(dir, "accept", buf, pd_encode_accept(&a, buf, sizeof(buf)));
 	put(dir, "reject", buf, pd_encode_reject(&j, buf, sizeof(buf)));
 	memset(buf, 0, sizeof(buf));
+	put(dir, "resume", buf, pd_encode_request(&rs, buf, sizeof(buf)));
+	put(dir, "resume-padded", buf, sizeof(buf));
+	memset(buf, 0, sizeof(buf));
 	put(dir, "zeros", buf, 16);
 }
 
-static void frame(const char *dir, unsigned type, const ProtobufCMessage *m)
+static void put_frame(const char *dir, const char *name, unsigned type,
+		      const ProtobufCMessage *m)
 {
 	static uint8_t buf[8192];
 	struct rd_err e;
@@ -51,7 +62,12 @@ static void frame(const char *dir, unsigned type, const ProtobufCMessage *m)
 		fprintf(stderr, "%s\n", e.msg);
 		exit(1);
 	}
-	put(dir, ctrl_type_name(type), buf, (size_t)n);
+	put(dir, name, buf, (size_t)n);
+}
+
+static void frame(const char *dir, unsigned type, const ProtobufCMessage *m)
+{
+	put_frame(dir, ctrl_type_name(type), type, m);
 }
 
 static void codec(const char *dir)
@@ -85,6 +101,8 @@ static void codec(const char *dir)
 	Rdmig__PostcopyKeys pk = RDMIG__POSTCOPY_KEYS__INIT;
 	Rdmig__PostcopyRanges prn = RDMIG__POSTCOPY_RANGES__INIT;
 	Rdmig__PostcopyDone pd = RDMIG__POSTCOPY_DONE__INIT;
+	Rdmig__PostcopyResume pq = RDMIG__POSTCOPY_RESUME__INIT;
+	Rdmig__PostcopyResumed pa = RDMIG__POSTCOPY_RESUMED__INIT;
 	uint64_t pglen[2] = { 16, 16 }, paddr[3] = { 0x7f0000000000ull, 0x7f0001000000ull,
 						      0x7f8000000000ull };
 
@@ -97,6 +115,10 @@ static void codec(const char *dir)
 	bmr.n_blocks = 2; bmr.blocks = dp; bmr.pinned_cap = 1ull << 30;
 	bmr.postcopy_channels = 2; bmr.channel_port = 4791; bmr.channel_token = 0x5eed;
 	frame(dir, CT_BLOCK_MAP_RESP, &bmr.base);
+	/* With POSTCOPY_RECOVER: the resume token. */
+	bmr.resume_token.data = bytes;
+	bmr.resume_token.len = 16;
+	put_frame(dir, "BLOCK_MAP_RESP-resume", CT_BLOCK_MAP_RESP, &bmr.base);
 	rq.req_id = 9;
 	rq.n_chunk_block = rq.n_chunk_index = 3; rq.chunk_block = blk; rq.chunk_index = idx;
 	rq.n_release_block = rq.n_release_index = 1; rq.release_block = blk; rq.release_index = idx;
@@ -149,6 +171,11 @@ static void codec(const char *dir)
 	idx[0] = 0;
 	pd.pages = 300; pd.fault_pages = 12; pd.background_pages = 288;
 	frame(dir, CT_POSTCOPY_DONE, &pd.base);
+	pq.pages = 300;
+	frame(dir, CT_POSTCOPY_RESUME, &pq.base);
+	pa.pages_left = 100; pa.fault_pages = 20; pa.background_pages = 180;
+	pa.channel_port = 4792; pa.channel_token = 0x5eed5;
+	frame(dir, CT_POSTCOPY_RESUMED, &pa.base);
 	/* Found by fuzz_codec: field number 0 spelled as a two-byte tag. */
 	static const uint8_t field0[] = { 0, 0, 0, 5, 0, CT_ITER_ACK, 0, 0,
 					  0x08, 7, 0x80, 0x00, 5 };

@@ -35,5 +35,7 @@ int fab_connect_start(struct fab_conn **out, const char *host, const char *port,
 { (void)out; (void)host; (void)port; (void)caps; (void)priv; (void)len; (void)pre;
   (void)arg; (void)deadline; (void)err; NOT_HERE; }
 void fab_disconnect(struct fab_conn *c) { (void)c; NOT_HERE; }
+void fab_qp_error(struct fab_conn *c) { (void)c; NOT_HERE; }
+int fab_qp_sends_only(struct fab_conn *c) { (void)c; NOT_HERE; }
 void fab_conn_destroy(struct fab_conn *c) { (void)c; NOT_HERE; }
 const struct sockaddr *fab_peer_addr(const struct fab_conn *c) { (void)c; NOT_HERE; }

@@ -578,5 +578,6 @@ Suite *embed_suite(void)
 	suite_add_tcase(s, embed_trial_tcase());
 	suite_add_tcase(s, embed_busy_tcase());
 	suite_add_tcase(s, embed_postcopy_tcase());
+	suite_add_tcase(s, embed_postcopy_recover_tcase());
 	return s;
 }

@@ -13,6 +13,7 @@
  * Run alone: CK_RUN_SUITE=embed CK_RUN_CASE=postcopy. */
 #include <check.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,307 @@ START_TEST(postcopy_fault_storm)
 }
 END_TEST
 
+/* Next to this test binary: part of the test, not of the build under test. */
+static void beside_self(const char *name, char *buf, size_t len)
+{
+	char self[400];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	ck_assert_int_gt(n, 0);
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0';
+	snprintf(buf, len, "%s/%s", self, name);
+}
+
+/* Whether @path holds @text. */
+static bool file_has(const char *path, const char *text)
+{
+	char *all = tu_slurp(path, NULL);
+	bool yes = all && strstr(all, text);
+
+	free(all);
+	return yes;
+}
+
+/* How many times @path holds @text. */
+static unsigned file_count(const char *path, const char *text)
+{
+	char *all = tu_slurp(path, NULL), *p = all;
+	unsigned n = 0;
+
+	while (p && (p = strstr(p, text))) {
+		n++;
+		p += strlen(text);
+	}
+	free(all);
+	return n;
+}
+
+/* evil_peer resume --variant @variant at the paused destination: its exit
+ * status, its result line in @line. */
+static int evil_resume(const char *dir, const char *addr, const char *variant, char *line,
+		       size_t len)
+{
+	char bin[512], tag[32], *argv[8];
+	struct tu_run r;
+	int code;
+
+	beside_self("evil_peer", bin, sizeof(bin));
+	snprintf(tag, sizeof(tag), "evil-%s", variant);
+	argv[0] = bin;
+	argv[1] = "resume";
+	argv[2] = (char *)addr;
+	argv[3] = "--variant";
+	argv[4] = (char *)variant;
+	argv[5] = NULL;
+	tu_run_spawn(&r, dir, tag, argv);
+	code = tu_run_finish(&r, 30000);
+	line[0] = '\0';
+	tu_field(r.out, "resume: ", line, len);
+	if (code != 1)
+		tu_run_dump(&r, "evil_peer");
+	return code;
+}
+
+/* Item 5 of issue 33: the link breaks once the destination's guest runs.
+ * A shim in vmm-source (test/integration/shim/linkcut.c) disconnects every
+ * connection it has as soon as the destination says its guest started,
+ * and keeps every reconnection refused for a few seconds.  Both sides must
+ * pause, not fail: the destination's vCPUs wait on the pages not here,
+ * the source keeps its memory.  While it is down, a RESUME with a token
+ * of our own and a new migration's REQUEST are refused at the paused
+ * destination.  Then the source reconnects by itself, authenticates,
+ * resumes, and the migration ends with every page the source's and every
+ * write of the guest kept; the pages read before the cut and after add up
+ * to the set.  Over private anonymous memory (a failed READ left its
+ * staging behind) and shared memory (a failed READ may have written part
+ * of a page-cache page through the second mapping, which the guest must
+ * never see).  With @cuts 2, the resumed link is cut again as soon as the
+ * destination reads on: a resumed connection and its channels give way to
+ * a third, on both sides. */
+static void run_link_cut(bool shared, unsigned cuts)
+{
+	static const char key[] = "post-copy recovery test key";
+	char dir[256], port[32], bin_src[512], bin_dst[512], sums_s[600], sums_d[600];
+	char cut[600], cut_done[620], shim[600], preload[700], cut_env[700], addr[300];
+	char line[512], st_s[64], st_d[64];
+	char *dargv[20], *sargv[24];
+	struct tu_run src, dst;
+	struct pc_figures f;
+	uint64_t end;
+	FILE *cutf;
+	int n, scode, dcode;
+
+	tu_tmpdir(dir, sizeof(dir));
+	tu_build_path("bin/vmm-source", bin_src, sizeof(bin_src));
+	tu_build_path("bin/vmm-dest", bin_dst, sizeof(bin_dst));
+	beside_self("liblinkcut.so", shim, sizeof(shim));
+	snprintf(sums_s, sizeof(sums_s), "%s/src.sums", dir);
+	snprintf(sums_d, sizeof(sums_d), "%s/dst.sums", dir);
+	snprintf(cut, sizeof(cut), "%s/cut", dir);
+	snprintf(cut_done, sizeof(cut_done), "%s.done", cut);
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", shim);
+	snprintf(cut_env, sizeof(cut_env), "RDMIG_TEST_CUT=%s", cut);
+	ck_assert_int_eq(setenv("RDMIG_EXAMPLE_INFO", "1", 1), 0);
+	n = 0;
+	dargv[n++] = bin_dst;
+	dargv[n++] = (char *)tu_addr();
+	dargv[n++] = "0";
+	dargv[n++] = "--mib";
+	dargv[n++] = "32";
+	dargv[n++] = "--postcopy";
+	dargv[n++] = "--guest-threads";
+	dargv[n++] = "2";
+	dargv[n++] = "--page-sums";
+	dargv[n++] = sums_d;
+	dargv[n++] = "--recover";
+	dargv[n++] = "--auth-key";
+	dargv[n++] = (char *)key;
+	dargv[n++] = shared ? "--shared" : NULL;
+	dargv[n] = NULL;
+	tu_run_spawn(&dst, dir, "dest", dargv);
+	if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("vmm-dest did not start listening");
+	}
+	snprintf(addr, sizeof(addr), "%s:%s", tu_addr(), port);
+	n = 0;
+	sargv[n++] = "/usr/bin/env";
+	sargv[n++] = preload;
+	sargv[n++] = cut_env;
+	sargv[n++] = "RDMIG_TEST_CUT_HOLD_MS=6000";
+	sargv[n++] = bin_src;
+	sargv[n++] = (char *)tu_addr();
+	sargv[n++] = port;
+	sargv[n++] = "--mib";
+	sargv[n++] = "32";
+	sargv[n++] = "--postcopy";
+	sargv[n++] = "--rounds";
+	sargv[n++] = "0";
+	sargv[n++] = "--page-sums";
+	sargv[n++] = sums_s;
+	sargv[n++] = "--auth-key";
+	sargv[n++] = (char *)key;
+	sargv[n++] = shared ? "--shared" : NULL;
+	sargv[n] = NULL;
+	tu_run_spawn(&src, dir, "source", sargv);
+	/* The guest runs on the destination: cut. */
+	if (tu_wait_line(dst.out, "postcopy started", NULL, 0, 120000)) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("the destination's guest never started");
+	}
+	cutf = fopen(cut, "we");
+	ck_assert_ptr_nonnull(cutf);
+	fclose(cutf);
+	end = tu_now_ms() + 20000;
+	while ((!file_has(dst.err, "post-copy paused") || access(cut_done, F_OK)) &&
+	       tu_now_ms() < end)
+		usleep(50000);
+	if (!file_has(dst.err, "post-copy paused")) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("the destination did not pause after the cut");
+	}
+	/* Paused: nobody but this migration's source may resume it. */
+	ck_assert_int_eq(evil_resume(dir, addr, "token", line, sizeof(line)), 1);
+	ck_assert_msg(strstr(line, "reason=unauthorized"), "a RESUME with a guessed token: %s",
+		      line);
+	ck_assert_int_eq(evil_resume(dir, addr, "plain", line, sizeof(line)), 1);
+	ck_assert_msg(strstr(line, "reason=busy"), "a new migration while paused: %s", line);
+	if (cuts == 2) {
+		/* Resumed: cut again at once (the shim took the file away). */
+		end = tu_now_ms() + 60000;
+		while (!file_has(dst.err, "post-copy resumed") && tu_now_ms() < end)
+			usleep(20000);
+		ck_assert_msg(file_has(dst.err, "post-copy resumed"), "no first resume");
+		cutf = fopen(cut, "we");
+		ck_assert_ptr_nonnull(cutf);
+		fclose(cutf);
+	}
+	scode = tu_run_finish(&src, 240000);
+	dcode = tu_run_finish(&dst, 60000);
+	if (scode || dcode) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+	}
+	ck_assert_msg(scode == 0, "vmm-source exited %d", scode);
+	ck_assert_msg(dcode == 0, "vmm-dest exited %d", dcode);
+	read_figures(dst.out, &f);
+	printf("postcopy link cut, %s, %u cut%s: %llu pages lacked, %llu on faults, %llu in the "
+	       "background, %llu ms; guest: %llu first touches, %llu of absent pages, max %llu "
+	       "us, %llu writes lost\n", shared ? "shared" : "anon", cuts, cuts > 1 ? "s" : "",
+	       f.pages, f.fault_pages, f.bg_pages, f.ms, f.touches, f.absent, f.gmax_us, f.lost);
+	fflush(stdout);
+	/* Both paused and resumed: the source's attempts were refused by the
+	 * shim for a while, then one went through. */
+	ck_assert_msg(file_has(src.err, "post-copy paused"), "the source did not pause");
+	ck_assert_msg(file_has(src.err, "post-copy resumed"), "the source did not resume");
+	ck_assert_msg(file_has(dst.err, "post-copy resumed"), "the destination did not resume");
+	/* Each cut paused both sides once, and each pause was resumed. */
+	ck_assert_uint_eq(file_count(dst.err, "the guest runs on, a thread"), cuts);
+	ck_assert_uint_eq(file_count(dst.err, "post-copy resumed"), cuts);
+	ck_assert_uint_eq(file_count(src.err, "post-copy resumed"), cuts);
+	ck_assert_msg(file_has(dst.err, "refused a connection request: a resume with the wrong "
+				"token"), "the guessed token was not refused as such");
+	ck_assert_msg(differing_pages(sums_s, sums_d) == 0, "%llu pages differ from the source's",
+		      differing_pages(sums_s, sums_d));
+	ck_assert_msg(f.lost == 0, "%llu of the guest's writes were lost", f.lost);
+	ck_assert_uint_eq(f.pages, PC_PAGES);
+	ck_assert_msg(f.fault_pages + f.bg_pages == f.pages, "%llu + %llu pages came of %llu",
+		      f.fault_pages, f.bg_pages, f.pages);
+	tu_field(src.out, "digest state ", st_s, sizeof(st_s));
+	tu_field(dst.out, "digest state ", st_d, sizeof(st_d));
+	ck_assert_msg(st_s[0] && !strcmp(st_s, st_d), "the device state differs: %s vs %s", st_s,
+		      st_d);
+	unsetenv("RDMIG_EXAMPLE_INFO");
+	tu_rmdir(dir);
+}
+
+/* The operator's way out: the link breaks and stays down (every
+ * reconnection refused for ten minutes); both sides pause and wait, with
+ * no deadline.  A cancel (SIGUSR1 to each example VMM, which calls
+ * rdmig_*_cancel()) ends the wait on each side at once: the migration
+ * fails there as cancelled, and nothing hangs. */
+START_TEST(postcopy_link_cut_cancel)
+{
+	static const char key[] = "post-copy recovery test key";
+	char dir[256], port[32], bin_src[512], bin_dst[512], cut[600], shim[600], preload[700];
+	char cut_env[700];
+	struct tu_run src, dst;
+	uint64_t end, t0, took;
+	int scode, dcode;
+	FILE *cutf;
+
+	tu_tmpdir(dir, sizeof(dir));
+	tu_build_path("bin/vmm-source", bin_src, sizeof(bin_src));
+	tu_build_path("bin/vmm-dest", bin_dst, sizeof(bin_dst));
+	beside_self("liblinkcut.so", shim, sizeof(shim));
+	snprintf(cut, sizeof(cut), "%s/cut", dir);
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", shim);
+	snprintf(cut_env, sizeof(cut_env), "RDMIG_TEST_CUT=%s", cut);
+	tu_run_spawn(&dst, dir, "dest", (char *[]){ bin_dst, (char *)tu_addr(), "0", "--mib", "32",
+		     "--postcopy", "--recover", "--auth-key", (char *)key, NULL });
+	if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("vmm-dest did not start listening");
+	}
+	tu_run_spawn(&src, dir, "source", (char *[]){ "/usr/bin/env", preload, cut_env,
+		     "RDMIG_TEST_CUT_HOLD_MS=600000", bin_src, (char *)tu_addr(), port, "--mib",
+		     "32", "--postcopy", "--rounds", "0", "--auth-key", (char *)key, NULL });
+	if (tu_wait_line(dst.out, "postcopy started", NULL, 0, 120000)) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("the destination's guest never started");
+	}
+	cutf = fopen(cut, "we");
+	ck_assert_ptr_nonnull(cutf);
+	fclose(cutf);
+	end = tu_now_ms() + 20000;
+	while ((!file_has(dst.err, "post-copy paused") || !file_has(src.err, "post-copy paused")) &&
+	       tu_now_ms() < end)
+		usleep(50000);
+	if (!file_has(dst.err, "post-copy paused") || !file_has(src.err, "post-copy paused")) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("the cut did not pause both sides");
+	}
+	/* Paused a while: nothing gives up by itself. */
+	sleep(3);
+	ck_assert_int_eq(kill(dst.p.pid, 0), 0);
+	ck_assert_int_eq(kill(src.p.pid, 0), 0);
+	t0 = tu_now_ms();
+	ck_assert_int_eq(kill(dst.p.pid, SIGUSR1), 0);
+	ck_assert_int_eq(kill(src.p.pid, SIGUSR1), 0);
+	dcode = tu_run_finish(&dst, 20000);
+	scode = tu_run_finish(&src, 20000);
+	took = tu_now_ms() - t0;
+	printf("postcopy link cut, cancelled while paused: vmm-dest exit %d, vmm-source exit %d, "
+	       "%" PRIu64 " ms after the cancel\n", dcode, scode, took);
+	fflush(stdout);
+	if (dcode != 1 || scode != 1) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+	}
+	ck_assert_msg(dcode == 1 && file_has(dst.err, "cancelled"), "vmm-dest exit %d", dcode);
+	ck_assert_msg(scode == 1 && file_has(src.err, "cancelled"), "vmm-source exit %d", scode);
+	ck_assert_uint_le(took, 10000);
+	tu_rmdir(dir);
+}
+END_TEST
+
+START_TEST(postcopy_link_cut)
+{
+	run_link_cut(false, 2);
+}
+END_TEST
+
+START_TEST(postcopy_link_cut_shared)
+{
+	run_link_cut(true, 1);
+}
+END_TEST
+
 TCase *embed_postcopy_tcase(void)
 {
 	TCase *tc = tcase_create("postcopy");
@@ -290,5 +592,17 @@ TCase *embed_postcopy_tcase(void)
 	tcase_add_test(tc, postcopy_anon);
 	tcase_add_test(tc, postcopy_shared);
 	tcase_add_test(tc, postcopy_fault_storm);
+	return tc;
+}
+
+/* Run alone: CK_RUN_SUITE=embed CK_RUN_CASE=postcopy_recover. */
+TCase *embed_postcopy_recover_tcase(void)
+{
+	TCase *tc = tcase_create("postcopy_recover");
+
+	tcase_set_timeout(tc, 400);
+	tcase_add_test(tc, postcopy_link_cut);
+	tcase_add_test(tc, postcopy_link_cut_shared);
+	tcase_add_test(tc, postcopy_link_cut_cancel);
 	return tc;
 }

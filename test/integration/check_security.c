@@ -1485,6 +1485,112 @@ static void pc_dest(struct sx *f, struct tu_run *r)
 	snprintf(f->addr, sizeof(f->addr), "%s:%s", tu_addr(), port);
 }
 
+/* A source with the token of a paused post-copy but without the key (it
+ * learnt the token as the migration's source, then lost the key, say: the
+ * token alone must not be enough): evil_peer pcresume breaks its own link
+ * after the switch and resumes with the right token, sending
+ * POSTCOPY_RESUME at once (noauth) or after an answer made with another key
+ * (badmac), or sending an ERROR instead of any proof (error: heard as the
+ * source's word, it would end the post-copy for good).  The destination
+ * answers none with POSTCOPY_RESUMED (which would invite the post-copy
+ * channels): it drops that connection and stays paused, and the same
+ * source's honest resume then completes the migration (vmm-dest exits 0). */
+START_TEST(postcopy_resume_needs_the_key)
+{
+	static const char *const variants[] = { "noauth", "badmac", "error" };
+	char key[300], bin[512], port[32], line[2048], said[1200], derr[4096], *text;
+	struct tu_run dst;
+	unsigned v;
+	int code, dc;
+	struct sx f;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	write_key(key);
+	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
+	for (v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+		memset(&dst, 0, sizeof(dst));
+		tu_run_spawn(&dst, f.dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0",
+			     "--mib", PC_MIB, "--postcopy", "--recover", "--auth-key",
+			     "a shared secret of 32 bytes here", NULL });
+		if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+			tu_run_dump(&dst, "vmm-dest");
+			ck_abort_msg("vmm-dest did not listen");
+		}
+		snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
+		sx_evil(&f, variants[v], "pcresume", (const char *const[]){ "--variant",
+			variants[v], "--key", key, "--size", PC_BYTES, "--name", "pc.ram", NULL });
+		code = evil_result(&f, 120000, line, sizeof(line));
+		dc = tu_run_finish(&dst, 30000);
+		text = tu_slurp(dst.err, NULL);
+		flat(text, derr, sizeof(derr));
+		free(text);
+		printf("security: post-copy resume %s: attacker exit %d: %s | vmm-dest exit %d: %s\n",
+		       variants[v], code, line, dc, derr);
+		fflush(stdout);
+		if (code != 1 || dc != 0)
+			tu_run_dump(&dst, "vmm-dest");
+		ck_assert_msg(code == 1 && strstr(line, "resumed=no"), "a resume without the key "
+			      "got POSTCOPY_RESUMED: %s", line);
+		kv(line, "dest-said", said, sizeof(said));
+		ck_assert_msg(strstr(said, "authentication"), "the destination said: %s", said);
+		ck_assert_msg(strstr(line, "then-honest=completed") && strstr(line,
+			      "done-pages=8192"), "the honest resume after it did not complete: %s",
+			      line);
+		ck_assert_msg(dc == 0, "vmm-dest exited %d", dc);
+	}
+	sx_free(&f);
+}
+END_TEST
+
+/* The last pages land, and then the link breaks before POSTCOPY_DONE went
+ * (evil_peer pcresume done hands no credit back from the switch on, so the
+ * destination reads every page but cannot say so).  The destination must
+ * pause, not fail: the source still waits for POSTCOPY_DONE.  It must then
+ * take the resume though its engine is done (not BUSY forever), answer
+ * pages_left 0 without inviting channels, and send POSTCOPY_DONE; the
+ * migration completes (vmm-dest exits 0). */
+START_TEST(postcopy_resume_with_every_page_in)
+{
+	char key[300], bin[512], port[32], line[2048], derr[4096], *text;
+	struct tu_run dst;
+	int code, dc;
+	struct sx f;
+
+	sx_init(&f);
+	snprintf(key, sizeof(key), "%s/key", f.dir);
+	write_key(key);
+	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
+	memset(&dst, 0, sizeof(dst));
+	tu_run_spawn(&dst, f.dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0", "--mib",
+		     PC_MIB, "--postcopy", "--recover", "--auth-key",
+		     "a shared secret of 32 bytes here", NULL });
+	if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("vmm-dest did not listen");
+	}
+	snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
+	sx_evil(&f, "done", "pcresume", (const char *const[]){ "--variant", "done", "--key", key,
+		"--size", PC_BYTES, "--name", "pc.ram", NULL });
+	code = evil_result(&f, 120000, line, sizeof(line));
+	dc = tu_run_finish(&dst, 30000);
+	text = tu_slurp(dst.err, NULL);
+	flat(text, derr, sizeof(derr));
+	free(text);
+	printf("security: post-copy resume with every page in: attacker exit %d: %s | vmm-dest "
+	       "exit %d: %s\n", code, line, dc, derr);
+	fflush(stdout);
+	if (dc != 0)
+		tu_run_dump(&dst, "vmm-dest");
+	ck_assert_msg(strstr(line, "left-at-resume=0 "), "the destination did not have every "
+		      "page at the resume (or no resume): %s", line);
+	ck_assert_msg(strstr(line, "then-honest=completed") && strstr(line, "done-pages=8192"),
+		      "the resume did not complete: %s", line);
+	ck_assert_msg(dc == 0, "vmm-dest exited %d", dc);
+	sx_free(&f);
+}
+END_TEST
+
 /* evil_peer pcsource --variant @variant against vmm-dest: its status, its
  * result line in @line, vmm-dest's exit status in *dc and stderr in @derr,
  * and how long vmm-dest took to exit after evil_peer did, in *after_ms. */
@@ -1571,9 +1677,10 @@ END_TEST
 
 /* evil_peer pcdest --variant @variant with vmm-source (post-copy at once)
  * pointed at it: evil_peer's status and result line, and the source's exit
- * status and stderr. */
-static int pc_dest_attack(struct sx *f, const char *variant, int *sc, char *line, size_t len,
-			  char *serr, size_t slen)
+ * status and stderr.  With @cancel, the source is cancelled (SIGUSR1) once
+ * evil_peer is done: a paused post-copy does not end by itself. */
+static int pc_dest_attack_as(struct sx *f, const char *variant, bool cancel, int *sc,
+			     char *line, size_t len, char *serr, size_t slen)
 {
 	char bin[512], port[32], eaddr[80], *text;
 	struct tu_run src;
@@ -1594,11 +1701,19 @@ static int pc_dest_attack(struct sx *f, const char *variant, int *sc, char *line
 							     "--mib", PC_MIB, "--postcopy",
 							     "--rounds", "0", NULL });
 	code = evil_result(f, 90000, line, len);
+	if (cancel)
+		kill(src.p.pid, SIGUSR1);
 	*sc = tu_run_finish(&src, 30000);
 	text = tu_slurp(src.err, NULL);
 	flat(text, serr, slen);
 	free(text);
 	return code;
+}
+
+static int pc_dest_attack(struct sx *f, const char *variant, int *sc, char *line, size_t len,
+			  char *serr, size_t slen)
+{
+	return pc_dest_attack_as(f, variant, false, sc, line, len, serr, slen);
 }
 
 /* A destination that reads outside the memory the source announced: the
@@ -1629,6 +1744,33 @@ START_TEST(postcopy_read_outside_refused)
 		      "vmm-source exit %d: %s", sc, serr);
 	ck_assert_msg(gone >= 0 && gone <= 3000, "the source went on for %ld ms after the refused "
 		      "READ", gone);
+	sx_free(&f);
+}
+END_TEST
+
+/* Whoever answers at the destination's address gets the source's resume;
+ * the destination itself answers a resume that failed its checks with an
+ * ERROR.  Neither may end the migration: evil_peer pcdest resume-error
+ * grants recovery, breaks the link after the switch, accepts the source's
+ * RESUME and answers it with an ERROR; the source must pause again and come
+ * back with another RESUME, as rdmig(7) says.  (Without a key here: with
+ * one, an ERROR before the destination's proof is dropped all the same.) */
+START_TEST(postcopy_resume_error_not_final_on_source)
+{
+	struct sx f;
+	char line[2048], serr[4096];
+	int code, sc;
+
+	sx_init(&f);
+	code = pc_dest_attack_as(&f, "resume-error", true, &sc, line, sizeof(line), serr,
+				 sizeof(serr));
+	printf("security: post-copy, a resume answered with ERROR: attacker exit %d: %s | "
+	       "vmm-source exit %d: %s\n", code, line, sc, serr);
+	fflush(stdout);
+	ck_assert_msg(code == 1 && strstr(line, "retried=yes"), "the source gave up on the "
+		      "ERROR: %s | vmm-source: %s", line, serr);
+	ck_assert_msg(!strstr(serr, "destination reported"), "the source took the ERROR as "
+		      "final: %s", serr);
 	sx_free(&f);
 }
 END_TEST
@@ -1667,6 +1809,9 @@ Suite *security_suite(void)
 	tcase_add_test(tf, postcopy_unregistered_keys_refused);
 	tcase_add_test(tf, postcopy_revoked_keys_refused);
 	tcase_add_test(tf, postcopy_read_outside_refused);
+	tcase_add_test(tf, postcopy_resume_needs_the_key);
+	tcase_add_test(tf, postcopy_resume_error_not_final_on_source);
+	tcase_add_test(tf, postcopy_resume_with_every_page_in);
 	suite_add_tcase(s, tf);
 	return s;
 }

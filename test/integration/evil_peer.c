@@ -18,7 +18,9 @@
  *                   [--size BYTES] [--hold-ms MS]
  *   evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest [--size BYTES]
  *                   [--revoke-ms MS]
- *   evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]
+ *   evil_peer pcdest HOST:PORT --variant outside|inside|resume-error [--listen HOST]
+ *   evil_peer resume HOST:PORT --variant token|plain
+ *   evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac|error [--size BYTES]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
  *           [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]
  *
@@ -57,7 +59,23 @@
  * source switched, RDMA READs a page just past the last piece it was told
  * of (outside), or the first page (inside, the control)), the READ
  * returned data: refused when the source's NIC refused it (nic= gives the
- * status), and source-gone-ms when the source then ended the migration.
+ * status), and source-gone-ms when the source then ended the migration;
+ * pcdest resume-error (recovery granted: the link broken after the switch,
+ * the source's RESUME accepted and answered with an ERROR), the source
+ * gave up on that ERROR: refused when it came back with another RESUME
+ * (retried=yes);
+ * resume (at a destination whose post-copy is paused: a RESUME with a
+ * token of our own (token), or a plain REQUEST as a new source (plain)),
+ * the connection was accepted (reason= gives the refusal's otherwise);
+ * pcresume (a keyed source with post-copy recovery that switches, breaks
+ * its own link, and resumes with the right token but without proving the
+ * key (noauth: POSTCOPY_RESUME at once) or with a wrong proof (badmac), or
+ * sends an ERROR instead (error); done skips the attack and breaks the link
+ * only once the destination read every page but could not say so, its
+ * credits withheld: left-at-resume= is what POSTCOPY_RESUMED said),
+ * POSTCOPY_RESUMED came back (resumed=yes): refused otherwise, and then it
+ * resumes honestly and lets the destination read every page, to show the
+ * attempt cost the migration nothing (then-honest=completed).
  * flood prints "evil_peer: flood: flooding ..." on stderr once it
  * starts, "evil_peer: flood: served ..." at the first ITER_ACK, and its
  * result line gives when the destination ended it
@@ -612,7 +630,9 @@ static void drain_tx(struct peer *p, int64_t deadline)
 
 static uint16_t choose_version(const struct opts *o, uint16_t vmin, uint16_t vmax)
 {
-	uint16_t v = o->proto ? (uint16_t)o->proto : vmax;
+	/* Versions 1 and 2: version 3 adds only post-copy recovery, which a
+	 * fake destination never grants. */
+	uint16_t v = o->proto ? (uint16_t)o->proto : vmax < 2 ? vmax : 2;
 
 	return v >= vmin && v <= vmax && v >= 1 && v <= 2 ? v : 0;
 }
@@ -698,8 +718,18 @@ static void v1_mac(const struct opts *o, const uint8_t nd[V1_NONCE_LEN],
 }
 
 /* Proves we hold the key, as an honest source of @version would. */
+static int authenticate_bytes(struct peer *p, const struct opts *o, uint16_t version,
+			      const uint8_t *req, size_t req_len);
+
 static int authenticate(struct peer *p, const struct opts *o, uint16_t version,
 			const uint8_t req[PD_REQUEST_LEN])
+{
+	return authenticate_bytes(p, o, version, req, PD_REQUEST_LEN);
+}
+
+/* The same over a REQUEST or a RESUME of @req_len bytes, as sent. */
+static int authenticate_bytes(struct peer *p, const struct opts *o, uint16_t version,
+			      const uint8_t *req, size_t req_len)
 {
 	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
 	Rdmig__AuthResponse resp = RDMIG__AUTH_RESPONSE__INIT;
@@ -711,7 +741,8 @@ static int authenticate(struct peer *p, const struct opts *o, uint16_t version,
 	memset(&b, 0, sizeof(b));
 	randombytes_buf(b.src_nonce, sizeof(b.src_nonce));
 	if (version >= 2) {
-		memcpy(b.req, req, PD_REQUEST_LEN);
+		memcpy(b.req, req, req_len);
+		b.req_len = req_len;
 		memcpy(b.acc, p->priv, PD_ACCEPT_LEN);
 		b.src_qpn = p->qp->qp_num;
 		b.dst_qpn = p->peer_qpn;
@@ -1648,7 +1679,9 @@ static int pc_channel(struct peer *c, const struct opts *o, const char *port, ui
 
 /* Keys for every piece of our one block, then the whole block as the set:
  * post-copy begins at the destination. */
-static int pc_switch(struct peer *p, const struct opts *o, uint8_t *mem, uint32_t rkey)
+/* @claim: the credits the two messages hand back (-1: all that are due). */
+static int pc_switch(struct peer *p, const struct opts *o, uint8_t *mem, uint32_t rkey,
+		     int claim)
 {
 	Rdmig__PostcopyKeys k = RDMIG__POSTCOPY_KEYS__INIT;
 	Rdmig__PostcopyRanges r = RDMIG__POSTCOPY_RANGES__INIT;
@@ -1673,8 +1706,8 @@ static int pc_switch(struct peer *p, const struct opts *o, uint8_t *mem, uint32_
 	r.n_block = r.n_first = r.n_count = 1;
 	r.block = &rb; r.first = &rf; r.count = &rc;
 	r.last = 1;
-	rc2 = send_msg(p, CT_POSTCOPY_KEYS, &k.base, -1);
-	return rc2 ? rc2 : send_msg(p, CT_POSTCOPY_RANGES, &r.base, -1);
+	rc2 = send_msg(p, CT_POSTCOPY_KEYS, &k.base, claim);
+	return rc2 ? rc2 : send_msg(p, CT_POSTCOPY_RANGES, &r.base, claim);
 }
 
 /* A source that switches to post-copy with keys for memory it never
@@ -1741,7 +1774,7 @@ static int pcsource(const struct opts *o)
 	}
 	/* Unregistered: a key that names nothing of ours. */
 	if (!rc)
-		rc = pc_switch(&p, o, mem, mr ? mr->rkey : 0x00abcd00u);
+		rc = pc_switch(&p, o, mem, mr ? mr->rkey : 0x00abcd00u, -1);
 	if (rc) {
 		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(p.err.msg[0] ? p.err.msg :
 			      ch[0].err.msg[0] ? ch[0].err.msg : ch[1].err.msg, q, sizeof(q)));
@@ -1799,7 +1832,7 @@ out:
 
 /* ---- pcdest: a destination that reads outside what it was given ------------------------ */
 
-static const char *const pcdest_variants[] = { "outside", "inside" };
+static const char *const pcdest_variants[] = { "outside", "inside", "resume-error" };
 
 /* The post-copy channels' side of a fake destination: accepted beside the
  * control connection, on its PD, with a CQ of our own for our READs. */
@@ -1872,6 +1905,51 @@ static void pc_reader_close(struct pc_reader *r)
 	fab_listener_destroy(r->l);
 }
 
+/* resume-error, once the source switched: our link broken, the source's
+ * RESUME (with @tok) is accepted as @first was and answered with an ERROR.
+ * That ends this try, not the migration: a source that comes back with
+ * another RESUME within 10 s paused again (retried=yes, status 1); one
+ * that does not gave up on our word (status 0). */
+static int pcdest_resume_error(struct fab_listener *l, const struct pd_accept *first,
+			       const uint8_t *tok)
+{
+	Rdmig__Error er = RDMIG__ERROR__INIT;
+	uint8_t accb[PD_ACCEPT_LEN] = { 0 };
+	struct fab_conn *again = NULL;
+	struct rd_err e = { "" };
+	struct pd_request req;
+	struct peer res;
+	char q[1200];
+	int rc;
+
+	memset(&res, 0, sizeof(res));
+	rc = fab_get_request(l, rd_deadline(timeout_ms), &res.fc, &e);
+	if (!rc && pd_decode_request(res.fc->peer_priv, res.fc->peer_priv_len, &req, &e))
+		rc = -EPROTO;
+	if (!rc && (!req.resume || memcmp(req.token, tok, PD_TOKEN_LEN)))
+		rc = rd_err_set(&e, -EPROTO, "the source came back without a RESUME of our token");
+	if (!rc) {
+		pd_encode_accept(first, accb, sizeof(accb));
+		rc = accept_source(&res, &req, first, accb, PD_ACCEPT_LEN);
+	}
+	er.code = -EIO;
+	er.message = (char *)"this resume is refused (a test's destination)";
+	if (!rc)
+		rc = send_msg(&res, CT_ERROR, &er.base, -1);
+	if (rc) {
+		peer_close(&res);
+		return result(2, "variant=resume-error setup=\"%s\"", quoted(e.msg[0] ? e.msg :
+			      res.err.msg, q, sizeof(q)));
+	}
+	note("answered the source's RESUME with ERROR");
+	/* Time for the ERROR to land before our disconnect. */
+	usleep(200000);
+	peer_close(&res);
+	rc = fab_get_request(l, rd_deadline(10000), &again, &e);
+	fab_conn_destroy(again);
+	return result(rc ? 0 : 1, "variant=resume-error retried=%s", rc ? "no" : "yes");
+}
+
 /* Poses as a destination that grants post-copy, takes a source's block
  * map, state and switch, and then RDMA READs a page past the end of the
  * last piece it was told of (outside) or the first page (inside).
@@ -1894,20 +1972,28 @@ static int pcdest(const struct opts *o)
 	uint32_t first_rkey = 0, last_rkey = 0;
 	enum ibv_wc_status st;
 	int64_t t_read, deadline, last_ka = 0, gone = -1;
+	uint8_t rtok[PD_TOKEN_LEN];
 	uint16_t version;
-	bool last = false;
+	bool last = false, recover = o->variant == 2;
 	char q[1200];
 	int rc, code = 2;
 
 	memset(&src, 0, sizeof(src));
+	memset(rtok, 0x5e, sizeof(rtok));
 	rc = take_source(o, &l, &src, &req, &version, &e);
+	/* resume-error grants recovery, which needs version 3. */
+	if (!rc && recover && (req.ver_max < 3 || !(req.caps & PD_CAP_POSTCOPY_RECOVER)))
+		rc = rd_err_set(&e, -EPROTO, "the source asks no post-copy recovery");
+	if (!rc && recover)
+		version = 3;
 	if (rc || !(req.caps & PD_CAP_POSTCOPY)) {
 		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(rc ? e.msg :
 			      "the source asks no post-copy", q, sizeof(q)));
 		goto out;
 	}
 	acc = (struct pd_accept){ .version = version, .ctrl_depth = 16, .ctrl_msg_max = 65536,
-				  .caps = req.caps & PD_CAP_POSTCOPY };
+				  .caps = req.caps & (PD_CAP_POSTCOPY |
+						      (recover ? PD_CAP_POSTCOPY_RECOVER : 0)) };
 	pd_encode_accept(&acc, accb, sizeof(accb));
 	rc = accept_source(&src, &req, &acc, accb, PD_ACCEPT_LEN);
 	if (!rc)
@@ -1932,6 +2018,10 @@ static int pcdest(const struct opts *o)
 	resp.channel_port = fab_listener_port(r.l);
 	resp.channel_token = token;
 	resp.postcopy_channels = 2;
+	if (recover) {
+		resp.resume_token.data = rtok;
+		resp.resume_token.len = sizeof(rtok);
+	}
 	rc = send_msg(&src, CT_BLOCK_MAP_RESP, &resp.base, -1);
 	if (!rc)
 		rc = pc_accept_channels(&r, &src, &e);
@@ -1979,6 +2069,15 @@ static int pcdest(const struct opts *o)
 			      quoted(src.said[0] ? src.said : src.err.msg, q, sizeof(q)));
 		goto out;
 	}
+	if (recover) {
+		/* The link breaks: the source pauses and comes back. */
+		pc_reader_close(&r);
+		memset(&r, 0, sizeof(r));
+		peer_close(&src);
+		note("switched, then broke the link");
+		code = pcdest_resume_error(l, &acc, rtok);
+		goto out;
+	}
 	t_read = rd_now_ms();
 	st = o->variant == 0 ? pc_read(&r, last_addr + last_len, last_rkey) :
 	     pc_read(&r, first_addr, first_rkey);
@@ -2013,6 +2112,279 @@ out:
 
 /* ---- command line ------------------------------------------------------------------ */
 
+/* ---- resume: taking over a paused post-copy --------------------------------------- */
+
+static const char *const resume_variants[] = { "token", "plain" };
+
+static int resume(const struct opts *o)
+{
+	static const uint8_t zero[PD_TOKEN_LEN];
+	struct pd_request r = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
+				.caps = PD_CAP_AUTH | PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER,
+				.ctrl_depth = 8, .ctrl_msg_max = 65536, .channel = 0,
+				.channels = 1, .resume = o->variant == 0 };
+	uint8_t req[PD_RESUME_LEN];
+	struct peer p;
+	size_t n;
+	int rc;
+
+	/* A guess at the token: 128 random bits. */
+	do
+		randombytes_buf(r.token, sizeof(r.token));
+	while (!memcmp(r.token, zero, sizeof(zero)));
+	n = pd_encode_request(&r, req, sizeof(req));
+	memset(&p, 0, sizeof(p));
+	rc = dial(&p, o->host, o->port, req, n, 8, 65536, true, rd_deadline(timeout_ms));
+	if (rc) {
+		rc = result(1, "variant=%s reason=%s", resume_variants[o->variant],
+			    p.priv_len ? reject_reason(&p) : "none");
+		peer_close(&p);
+		return rc;
+	}
+	peer_close(&p);
+	return result(0, "variant=%s accepted=yes", resume_variants[o->variant]);
+}
+
+/* ---- pcresume: a paused post-copy resumed without the key ------------------------ */
+
+static const char *const pcresume_variants[] = { "noauth", "badmac", "error", "done" };
+
+/* A RESUME of the migration @tok names, @req its bytes; retried while the
+ * destination answers busy (the broken link's READs not back yet). */
+static int dial_resume(struct peer *p, const struct opts *o, const uint8_t *tok,
+		       uint8_t req[PD_RESUME_LEN], struct pd_accept *acc)
+{
+	struct pd_request r = { .ver_min = 3, .ver_max = 3, .caps = PD_CAP_AUTH |
+				PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER,
+				.ctrl_depth = FLOOD_DEPTH, .ctrl_msg_max = 65536, .channel = 0,
+				.channels = 1, .resume = true };
+	struct rd_err e;
+	int tries, rc = 0;
+
+	memcpy(r.token, tok, PD_TOKEN_LEN);
+	pd_encode_request(&r, req, PD_RESUME_LEN);
+	for (tries = 0; tries < 40; tries++) {
+		memset(p, 0, sizeof(*p));
+		rc = dial(p, o->host, o->port, req, PD_RESUME_LEN, FLOOD_DEPTH, 4096, true,
+			  rd_deadline(timeout_ms));
+		if (!rc || !p->priv_len || strcmp(reject_reason(p), "busy"))
+			break;
+		peer_close(p);
+		usleep(250000);
+	}
+	if (rc)
+		return rc;
+	rc = pd_decode_accept(p->priv, p->priv_len, acc, &e);
+	if (rc)
+		return rd_err_set(&p->err, rc, "%s", e.msg);
+	p->w.credits = acc->ctrl_depth;
+	return 0;
+}
+
+/* Honest: proves the key on @p (opened with @req), resumes, opens the
+ * post-copy channels again on @pd (where our memory is registered) and
+ * serves until POSTCOPY_DONE, then completes.  0 once completed. */
+static int resume_honestly(struct peer *p, const struct opts *o, const uint8_t *req,
+			   struct peer ch[2], struct ibv_pd *pd, uint64_t size, uint64_t *done_pages,
+			   uint64_t *left)
+{
+	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+	Rdmig__Complete c = RDMIG__COMPLETE__INIT;
+	const Rdmig__PostcopyResumed *a;
+	int64_t deadline, last_ka = 0;
+	struct frame f;
+	char port[8];
+	uint64_t token;
+	unsigned i;
+	int rc;
+
+	rc = authenticate_bytes(p, o, 3, req, PD_RESUME_LEN);
+	q.pages = size / 4096;
+	if (!rc)
+		rc = send_msg(p, CT_POSTCOPY_RESUME, &q.base, -1);
+	if (!rc)
+		rc = expect(p, CT_POSTCOPY_RESUMED, &f, rd_deadline(timeout_ms));
+	if (rc)
+		return rc;
+	a = (const Rdmig__PostcopyResumed *)f.m;
+	snprintf(port, sizeof(port), "%u", a->channel_port);
+	token = a->channel_token;
+	note("resumed: %" PRIu64 " pages left", a->pages_left);
+	*left = a->pages_left;
+	ctrl_msg_free(NULL, f.m);
+	/* Every page in: no channel is invited, POSTCOPY_DONE comes. */
+	for (i = 0; !rc && *left && i < 2; i++)
+		rc = pc_channel(&ch[i], o, port, token, 1 + i, 3, pd);
+	deadline = rd_deadline(timeout_ms * 3);
+	while (!rc && !rd_expired(deadline)) {
+		rc = pump(p, &f);
+		if (rc > 0 && f.h.type == CT_POSTCOPY_DONE) {
+			*done_pages = ((const Rdmig__PostcopyDone *)f.m)->pages;
+			ctrl_msg_free(NULL, f.m);
+			rc = send_msg(p, CT_COMPLETE, &c.base, -1);
+			if (!rc)
+				rc = expect(p, CT_COMPLETE_ACK, &f, rd_deadline(timeout_ms));
+			if (!rc)
+				ctrl_msg_free(NULL, f.m);
+			return rc;
+		}
+		if (rc > 0) {
+			ctrl_msg_free(NULL, f.m);
+			rc = 0;
+			continue;
+		}
+		if (rc < 0 || p->said[0] || p->closed)
+			return rc < 0 ? rc : -ECONNRESET;
+		if (rd_now_ms() - last_ka >= KEEPALIVE_MS && p->w.credits >= 2) {
+			send_msg(p, CT_KEEPALIVE, NULL, -1);
+			last_ka = rd_now_ms();
+		}
+		usleep(1000);
+	}
+	return rc ? rc : -ETIMEDOUT;
+}
+
+static int pcresume(const struct opts *o)
+{
+	const char *variant = pcresume_variants[o->variant];
+	struct pd_request r = { .ver_min = 2, .ver_max = 3, .caps = PD_CAP_AUTH |
+				PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER,
+				.ctrl_depth = FLOOD_DEPTH, .ctrl_msg_max = 65536, .channel = 0,
+				.channels = 1 };
+	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+	/* done: the smallest ring, and no credit handed back from the switch
+	 * on, so the destination reads every page but cannot say
+	 * POSTCOPY_DONE before the link breaks. */
+	if (o->variant == 3)
+		r.ctrl_depth = PD_DEPTH_MIN;
+	struct peer p, a, h, ch[2], nch[2];
+	uint8_t req[PD_REQUEST_LEN], rreq[PD_RESUME_LEN], tok[PD_TOKEN_LEN], *mem = NULL;
+	struct pd_accept acc;
+	struct ibv_mr *mr = NULL;
+	struct frame f;
+	struct opts bad;
+	char q1[1200], q2[1200], q3[1200], port[8];
+	uint64_t token = 0, i, done_pages = 0, left = UINT64_MAX;
+	bool resumed = false, done = o->variant == 3;
+	int rc, hrc, code = 2;
+
+	memset(&p, 0, sizeof(p));
+	memset(&a, 0, sizeof(a));
+	memset(&h, 0, sizeof(h));
+	memset(ch, 0, sizeof(ch));
+	memset(nch, 0, sizeof(nch));
+	/* An honest start: the key proved, the token and the switch. */
+	randombytes_buf(&r.session_id, sizeof(r.session_id));
+	pd_encode_request(&r, req, sizeof(req));
+	rc = dial(&p, o->host, o->port, req, sizeof(req), FLOOD_DEPTH, 4096, true,
+		  rd_deadline(timeout_ms));
+	if (!rc) {
+		struct rd_err e;
+
+		rc = pd_decode_accept(p.priv, p.priv_len, &acc, &e);
+		p.w.credits = acc.ctrl_depth;
+		if (!rc && !(acc.caps & PD_CAP_POSTCOPY_RECOVER))
+			rc = rd_err_set(&p.err, -EPROTO, "post-copy recovery not granted");
+	}
+	if (!rc)
+		rc = authenticate(&p, o, acc.version, req);
+	if (!rc)
+		rc = send_block_map(&p, o, -1);
+	if (!rc)
+		rc = expect(&p, CT_BLOCK_MAP_RESP, &f, rd_deadline(timeout_ms));
+	if (!rc) {
+		const Rdmig__BlockMapResp *m = (const Rdmig__BlockMapResp *)f.m;
+
+		snprintf(port, sizeof(port), "%u", m->channel_port);
+		token = m->channel_token;
+		if (m->resume_token.len != PD_TOKEN_LEN)
+			rc = rd_err_set(&p.err, -EPROTO, "no resume token");
+		else
+			memcpy(tok, m->resume_token.data, PD_TOKEN_LEN);
+		ctrl_msg_free(NULL, f.m);
+	}
+	if (!rc && posix_memalign((void **)&mem, 4096, o->size))
+		rc = rd_err_set(&p.err, -ENOMEM, "out of memory");
+	for (i = 0; !rc && i < o->size; i++)
+		mem[i] = (uint8_t)(i / 4096 * 7 + 0x5a);
+	for (i = 0; !rc && i < 2; i++) {
+		rc = pc_channel(&ch[i], o, port, token, 1 + (unsigned)i, 3, i ? ch[0].pd : NULL);
+		if (!rc && !i)
+			ch[0].share_pd = NULL; /* the first channel owns the PD */
+	}
+	if (!rc) {
+		mr = ibv_reg_mr(ch[0].pd, mem, o->size, IBV_ACCESS_LOCAL_WRITE |
+				IBV_ACCESS_REMOTE_READ);
+		if (!mr)
+			rc = rd_err_set(&p.err, -errno, "ibv_reg_mr: %s", strerror(errno));
+	}
+	if (!rc)
+		rc = pc_switch(&p, o, mem, mr->rkey, done ? 0 : -1);
+	if (rc) {
+		code = result(2, "variant=%s setup=\"%s\"", variant, quoted(p.said[0] ? p.said :
+			      p.err.msg[0] ? p.err.msg : ch[0].err.msg[0] ? ch[0].err.msg :
+			      ch[1].err.msg, q1, sizeof(q1)));
+		goto out;
+	}
+	/* Let the destination's guest start (done: and read every page; its
+	 * silence timer may pause it first, which is the same break), then
+	 * break our own link; the memory stays registered. */
+	usleep(done ? 10000000 : 300000);
+	rdma_disconnect(ch[0].id);
+	rdma_disconnect(ch[1].id);
+	rdma_disconnect(p.id);
+	note("switched, then broke the link");
+	/* The attack: the right token, no proof (or a wrong one). */
+	rc = done ? -EALREADY : dial_resume(&a, o, tok, rreq, &acc);
+	if (!rc && o->variant == 1) {
+		bad = *o;
+		bad.key[0] ^= 1;
+		rc = authenticate_bytes(&a, &bad, 3, rreq, PD_RESUME_LEN);
+	}
+	/* Or no proof and an ERROR: heard as the source's word, it would end
+	 * the paused post-copy for good. */
+	if (!rc && o->variant == 2) {
+		Rdmig__Error e = RDMIG__ERROR__INIT;
+
+		e.code = -EIO;
+		e.message = (char *)"stop here, the source is gone for good";
+		rc = send_msg(&a, CT_ERROR, &e.base, -1);
+	}
+	q.pages = o->size / 4096;
+	if (!rc && o->variant != 2)
+		rc = send_msg(&a, CT_POSTCOPY_RESUME, &q.base, -1);
+	if (!rc)
+		rc = expect(&a, CT_POSTCOPY_RESUMED, &f, rd_deadline(timeout_ms));
+	if (!rc) {
+		resumed = true;
+		ctrl_msg_free(NULL, f.m);
+	}
+	snprintf(q2, sizeof(q2), "%s", a.said[0] ? a.said : a.closed ? "nothing (it hung up)" :
+		 a.err.msg);
+	peer_close(&a);
+	/* Then the honest resume: the migration must not have lost anything. */
+	hrc = dial_resume(&h, o, tok, rreq, &acc);
+	if (!hrc)
+		hrc = resume_honestly(&h, o, rreq, nch, ch[0].pd, o->size, &done_pages, &left);
+	code = result(resumed ? 0 : 1, "variant=%s resumed=%s dest-said=\"%s\" then-honest=%s "
+		      "done-pages=%" PRIu64 " left-at-resume=%" PRId64 " honest-said=\"%s\"",
+		      variant, resumed ? "yes" : "no", quoted(q2, q1, sizeof(q1)),
+		      hrc ? "failed" : "completed", done_pages,
+		      left == UINT64_MAX ? (int64_t)-1 : (int64_t)left,
+		      quoted(h.said[0] ? h.said : h.err.msg, q3, sizeof(q3)));
+out:
+	peer_close(&h);
+	peer_close(&nch[1]);
+	peer_close(&nch[0]);
+	if (mr)
+		ibv_dereg_mr(mr);
+	peer_close(&ch[1]);
+	peer_close(&ch[0]);
+	peer_close(&p);
+	free(mem);
+	return code;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: evil_peer harvest HOST:PORT --variant zero|relay [--listen HOST]\n"
@@ -2028,7 +2400,10 @@ static int usage(void)
 		"                       [--size BYTES] [--hold-ms MS]\n"
 		"       evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest\n"
 		"                       [--size BYTES] [--revoke-ms MS]\n"
-		"       evil_peer pcdest HOST:PORT --variant outside|inside [--listen HOST]\n"
+		"       evil_peer pcdest HOST:PORT --variant outside|inside|resume-error [--listen HOST]\n"
+		"       evil_peer resume HOST:PORT --variant token|plain\n"
+		"       evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac|error\n"
+		"                       [--size BYTES]\n"
 		"  common: [--timeout MS] [--proto 1|2|auto] [--name BLOCK] [--chunk-shift N]\n");
 	return 2;
 }
@@ -2081,7 +2456,17 @@ static int parse(struct opts *o, int argc, char **argv)
 
 			/* harvest's zero|relay, or one of pages_variants, or a
 			 * post-copy mode's */
-			if (!strcmp(o->mode, "pcsource") || !strcmp(o->mode, "pcdest")) {
+			if (!strcmp(o->mode, "resume") || !strcmp(o->mode, "pcresume")) {
+				const char *const *names = o->mode[0] == 'r' ? resume_variants :
+							   pcresume_variants;
+				unsigned nn = o->mode[0] == 'r' ? RD_ARRAY_SIZE(resume_variants) :
+					      RD_ARRAY_SIZE(pcresume_variants);
+
+				while (k < nn && strcmp(v, names[k]))
+					k++;
+				if (k == nn)
+					return -1;
+			} else if (!strcmp(o->mode, "pcsource") || !strcmp(o->mode, "pcdest")) {
 				const char *const *names = o->mode[2] == 's' ? pcsource_variants :
 							   pcdest_variants;
 				unsigned nn = o->mode[2] == 's' ? RD_ARRAY_SIZE(pcsource_variants) :
@@ -2209,6 +2594,16 @@ int main(int argc, char **argv)
 	if (!strcmp(o.mode, "pcsource")) {
 		alarm((unsigned)(timeout_ms / 1000) * 6 + 10);
 		return pcsource(&o);
+	}
+	if (!strcmp(o.mode, "pcresume")) {
+		if (!o.key_path || read_key(&o))
+			return usage();
+		alarm((unsigned)(timeout_ms / 1000) * 10 + 20);
+		return pcresume(&o);
+	}
+	if (!strcmp(o.mode, "resume")) {
+		alarm((unsigned)(timeout_ms / 1000) * 2 + 10);
+		return resume(&o);
 	}
 	if (!strcmp(o.mode, "pcdest")) {
 		alarm((unsigned)(timeout_ms / 1000) * 6 + 10);

@@ -13,6 +13,7 @@ Suite *embed_suite(void);
 TCase *embed_trial_tcase(void);
 TCase *embed_busy_tcase(void);
 TCase *embed_postcopy_tcase(void);
+TCase *embed_postcopy_recover_tcase(void);
 Suite *local_suite(void);
 Suite *libvirt_suite(void);
 Suite *converge_suite(void);

@@ -360,6 +360,33 @@ START_TEST(dest_block_checks)
 }
 END_TEST
 
+/* The source resumes a paused post-copy where it first connected: a
+ * listener kept for the resume that is not the one accepted on would wait
+ * for a resume that never comes, so accepting on another is refused before
+ * anything is touched (the listeners here are never dereferenced). */
+START_TEST(dest_resume_listener_is_the_accepted_one)
+{
+	struct rdmig_listener *kept = (struct rdmig_listener *)(uintptr_t)0x1000;
+	struct rdmig_listener *other = (struct rdmig_listener *)(uintptr_t)0x2000;
+	struct rdmig_config cfg;
+	struct rdmig_dest *d;
+
+	rdmig_config_init(&cfg);
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_eq(rdmig_dest_keep_listener(d, kept), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "without post-copy"));
+	rdmig_dest_destroy(d);
+	cfg.postcopy = 1;
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_eq(rdmig_dest_keep_listener(d, kept), 0);
+	ck_assert_int_eq(rdmig_dest_accept(d, other, 0), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "not the one accepted on"));
+	/* Withdrawn, no listener is watched for a resume. */
+	ck_assert_int_eq(rdmig_dest_keep_listener(d, NULL), 0);
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
 /* The unit-test host has no RDMA device: connecting must fail with a
  * message naming that, not crash tearing down what never existed.  The
  * handle then stays failed, quiet and destroyable. */
@@ -634,6 +661,7 @@ Suite *api_suite(void)
 	tcase_add_test(tc, source_connect_needs_blocks);
 	tcase_add_test(tc, bad_config_reported_through_handle);
 	tcase_add_test(tc, dest_block_checks);
+	tcase_add_test(tc, dest_resume_listener_is_the_accepted_one);
 	tcase_add_test(tc, connect_without_a_device);
 	tcase_add_test(tc, timeout_and_process_agree);
 	tcase_add_test(tc, callbacks_may_not_drive_their_handle);

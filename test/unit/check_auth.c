@@ -20,6 +20,7 @@ static void make_bind(struct auth_bind *b)
 
 	memset(b, 0, sizeof(*b));
 	memset(b->req, 0x11, sizeof(b->req));
+	b->req_len = PD_REQUEST_LEN;
 	memset(b->acc, 0x22, sizeof(b->acc));
 	auth_nonce(b->src_nonce);
 	b->src_qpn = 17;
@@ -63,6 +64,35 @@ START_TEST(challenge_response)
 	mac[31] ^= 1;
 	ck_assert_int_eq(auth_check(key, sizeof(key), AUTH_SOURCE, &b, mac, sizeof(mac)),
 			 -EACCES);
+}
+END_TEST
+
+START_TEST(resume_binds_its_token)
+{
+	struct auth_bind b, o;
+	uint8_t mac[AUTH_MAC_LEN];
+
+	ck_assert_int_eq(auth_init(NULL), 0);
+	make_bind(&b);
+	b.req_len = PD_RESUME_LEN;
+	auth_mac(key, sizeof(key), AUTH_SOURCE, &b, mac);
+	ck_assert_int_eq(auth_check(key, sizeof(key), AUTH_SOURCE, &b, mac, sizeof(mac)), 0);
+	/* Another token (the RESUME's last bytes), or the same bytes taken
+	 * as a plain REQUEST: another connection. */
+	o = b;
+	o.req[PD_RESUME_LEN - 1] ^= 1;
+	ck_assert_int_eq(auth_check(key, sizeof(key), AUTH_SOURCE, &o, mac, sizeof(mac)),
+			 -EACCES);
+	o = b;
+	o.req_len = PD_REQUEST_LEN;
+	ck_assert_int_eq(auth_check(key, sizeof(key), AUTH_SOURCE, &o, mac, sizeof(mac)),
+			 -EACCES);
+	/* A REQUEST's answer does not depend on what lies past it. */
+	b.req_len = PD_REQUEST_LEN;
+	auth_mac(key, sizeof(key), AUTH_SOURCE, &b, mac);
+	o = b;
+	o.req[PD_RESUME_LEN - 1] ^= 1;
+	ck_assert_int_eq(auth_check(key, sizeof(key), AUTH_SOURCE, &o, mac, sizeof(mac)), 0);
 }
 END_TEST
 
@@ -125,6 +155,7 @@ Suite *auth_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, challenge_response);
+	tcase_add_test(tc, resume_binds_its_token);
 	tcase_add_test(tc, nonce_and_address_rules);
 	tcase_add_test(tc, key_copies);
 	tcase_add_test(tc, digest_detects_one_bit);

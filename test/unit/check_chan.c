@@ -78,6 +78,22 @@ START_TEST(wrong_token_or_peer)
 }
 END_TEST
 
+START_TEST(no_resume_on_the_channels_port)
+{
+	struct pd_request r = { .ver_min = PD_VERSION_MIN, .ver_max = PD_VERSION_MAX,
+				.caps = PD_CAP_POSTCOPY, .ctrl_depth = PD_DEPTH_MIN,
+				.ctrl_msg_max = PD_MSG_MAX_MIN, .session_id = TOKEN,
+				.channel = 0, .channels = 1, .resume = true, .token = { 1 } };
+	uint8_t buf[PD_RESUME_LEN];
+	char note[256];
+	size_t n = pd_encode_request(&r, buf, sizeof(buf));
+
+	ck_assert_uint_eq(n, PD_RESUME_LEN);
+	ck_assert_uint_eq(chan_admit(buf, n, TOKEN, 3, 1, true, 0, note, sizeof(note)), 0);
+	ck_assert_str_eq(note, "refused a resume on the channels' port");
+}
+END_TEST
+
 Suite *chan_suite(void)
 {
 	Suite *s = suite_create("chan");
@@ -86,6 +102,7 @@ Suite *chan_suite(void)
 	tcase_add_test(tc, data_channels);
 	tcase_add_test(tc, postcopy_channels_say_so);
 	tcase_add_test(tc, wrong_token_or_peer);
+	tcase_add_test(tc, no_resume_on_the_channels_port);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -81,6 +81,8 @@ START_TEST(type_names)
 	ck_assert_str_eq(ctrl_type_name(CT_POSTCOPY_KEYS), "POSTCOPY_KEYS");
 	ck_assert_str_eq(ctrl_type_name(CT_POSTCOPY_RANGES), "POSTCOPY_RANGES");
 	ck_assert_str_eq(ctrl_type_name(CT_POSTCOPY_DONE), "POSTCOPY_DONE");
+	ck_assert_str_eq(ctrl_type_name(CT_POSTCOPY_RESUME), "POSTCOPY_RESUME");
+	ck_assert_str_eq(ctrl_type_name(CT_POSTCOPY_RESUMED), "POSTCOPY_RESUMED");
 	ck_assert_str_eq(ctrl_type_name(0), "unknown");
 	ck_assert_str_eq(ctrl_type_name(CT_TYPE_MAX), "unknown");
 }
@@ -111,7 +113,7 @@ START_TEST(hdr_unknown_type)
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_decode(buf, 8, MSG_MAX, NULL, &h, &out, &e), -EPROTO);
 	ck_assert_ptr_null(out);
-	ck_assert_str_eq(e.msg, "unknown control message type 25");
+	ck_assert_str_eq(e.msg, "unknown control message type 27");
 	h.type = 0xffff;
 	ctrl_hdr_put(buf, &h);
 	ck_assert_int_eq(ctrl_hdr_get(buf, 8, MSG_MAX, &h, &e), -EPROTO);
@@ -203,6 +205,8 @@ START_TEST(empty_payloads)
 		{ CT_POSTCOPY_KEYS, "POSTCOPY_KEYS: no keys" },
 		{ CT_POSTCOPY_RANGES, "POSTCOPY_RANGES: no ranges" },
 		{ CT_POSTCOPY_DONE, NULL },
+		{ CT_POSTCOPY_RESUME, NULL },
+		{ CT_POSTCOPY_RESUMED, NULL },
 	};
 	uint8_t buf[8];
 	size_t i;
@@ -912,6 +916,75 @@ START_TEST(block_map_resp_limits)
 	    "exceed the limit of 64");
 	r.channels = 62;
 	good(CT_BLOCK_MAP_RESP, &r.base);
+}
+END_TEST
+
+START_TEST(resume_token_limits)
+{
+	static Rdmig__BlockDest d = RDMIG__BLOCK_DEST__INIT;
+	static Rdmig__BlockDest *dp[1] = { &d };
+	Rdmig__BlockMapResp r = RDMIG__BLOCK_MAP_RESP__INIT;
+	uint8_t tok[CTRL_RESUME_TOKEN_LEN + 1];
+
+	memset(tok, 0x5a, sizeof(tok));
+	d.base_addr = 0x1000;
+	r.blocks = dp;
+	r.n_blocks = 1;
+	r.postcopy_channels = 2;
+	r.channel_port = 4000;
+	r.channel_token = 7;
+	r.resume_token.data = tok;
+	r.resume_token.len = CTRL_RESUME_TOKEN_LEN;
+	good(CT_BLOCK_MAP_RESP, &r.base);
+	r.resume_token.len = CTRL_RESUME_TOKEN_LEN + 1;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: a resume token of 17 bytes, not 16");
+	r.resume_token.len = 1;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: a resume token of 1 bytes, not 16");
+	r.resume_token.len = CTRL_RESUME_TOKEN_LEN;
+	memset(tok, 0, sizeof(tok));
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: an all-zero resume token");
+	tok[15] = 1;
+	good(CT_BLOCK_MAP_RESP, &r.base);
+	r.postcopy_channels = 0;
+	bad(CT_BLOCK_MAP_RESP, &r.base, "BLOCK_MAP_RESP: a resume token without post-copy");
+	/* No token: no recovery, which is not an error. */
+	r.resume_token.len = 0;
+	good(CT_BLOCK_MAP_RESP, &r.base);
+}
+END_TEST
+
+START_TEST(resume_limits)
+{
+	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+	Rdmig__PostcopyResumed a = RDMIG__POSTCOPY_RESUMED__INIT;
+
+	/* Any size of set: the destination compares it with its own. */
+	q.pages = UINT64_MAX;
+	good(CT_POSTCOPY_RESUME, &q.base);
+	/* Every page in: no channels needed. */
+	a.fault_pages = 4; a.background_pages = 6;
+	good(CT_POSTCOPY_RESUMED, &a.base);
+	/* Pages left: the channels' port and token, valid. */
+	a.pages_left = 5;
+	bad(CT_POSTCOPY_RESUMED, &a.base, "POSTCOPY_RESUMED: 5 pages left without a valid "
+	    "port and token for the post-copy channels");
+	a.channel_port = 65536; a.channel_token = 9;
+	bad(CT_POSTCOPY_RESUMED, &a.base, "POSTCOPY_RESUMED: 5 pages left without a valid "
+	    "port and token for the post-copy channels");
+	a.channel_port = 4791; a.channel_token = 0;
+	bad(CT_POSTCOPY_RESUMED, &a.base, "POSTCOPY_RESUMED: 5 pages left without a valid "
+	    "port and token for the post-copy channels");
+	a.channel_token = 9;
+	good(CT_POSTCOPY_RESUMED, &a.base);
+	/* The counts add up without wrapping. */
+	a.fault_pages = UINT64_MAX; a.background_pages = 1;
+	bad(CT_POSTCOPY_RESUMED, &a.base, "POSTCOPY_RESUMED: 18446744073709551615 + 1 + 5 "
+	    "pages overflow");
+	a.fault_pages = UINT64_MAX - 5;
+	bad(CT_POSTCOPY_RESUMED, &a.base, "POSTCOPY_RESUMED: 18446744073709551610 + 1 + 5 "
+	    "pages overflow");
+	a.fault_pages = UINT64_MAX - 6; /* exactly UINT64_MAX in all */
+	good(CT_POSTCOPY_RESUMED, &a.base);
 }
 END_TEST
 
@@ -1749,6 +1822,8 @@ Suite *codec_suite(void)
 	tcase_add_test(lim, digest_limits);
 	tcase_add_test(lim, check_rejects_wrong_kind);
 	tcase_add_test(lim, postcopy_limits);
+	tcase_add_test(lim, resume_token_limits);
+	tcase_add_test(lim, resume_limits);
 	suite_add_tcase(s, lim);
 	tcase_add_test(sz, state_max_is_exact);
 	tcase_add_test(sz, state_max_encodes);

@@ -10,6 +10,8 @@
 
 #include "codec.h"
 #include "dst_data.h"
+#include "dst_link.h"
+#include "dst_pc.h"
 #include "dst_state.h"
 #include "dst_int.h"
 #include "privdata.h"
@@ -404,6 +406,99 @@ START_TEST(state_ring_in_order_and_bounded)
 }
 END_TEST
 
+/* A destination whose post-copy paused, with a new connection that sent a
+ * RESUME with the right token: nothing but the key's proof is taken first,
+ * a wrong proof gains nothing, and nothing moves it out of resuming. */
+START_TEST(resume_authenticates_first)
+{
+	static uint8_t ram[64 * 1024] __attribute__((aligned(4096)));
+	static const char key[] = "a key of more than sixteen bytes";
+	struct ctrl_hdr h = { .type = CT_POSTCOPY_RESUME };
+	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+	Rdmig__AuthChallenge ch = RDMIG__AUTH_CHALLENGE__INIT;
+	Rdmig__AuthResponse r = RDMIG__AUTH_RESPONSE__INIT;
+	uint8_t nonce[AUTH_NONCE_LEN], mac[AUTH_MAC_LEN];
+	struct rdmig_config cfg;
+	struct rdmig_dest *d;
+
+	rdmig_config_init(&cfg);
+	cfg.postcopy = 1;
+	cfg.auth_key = key;
+	cfg.auth_key_len = sizeof(key) - 1;
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_eq(rdmig_dest_add_block(d, "ram", ram, sizeof(ram), 0), 0);
+	d->ss.caps = PD_CAP_AUTH | PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER;
+	d->state = DST_PC_RESUMING;
+	d->pc.authed = false;
+	auth_nonce(d->nonce);
+	d->bind.req_len = PD_RESUME_LEN;
+	/* POSTCOPY_RESUME before any proof. */
+	ck_assert_int_eq(dst_link_auth(d, &h, &q.base), -EACCES);
+	ck_assert_str_eq(rdmig_dest_error(d), "authentication required: the source sent "
+			 "POSTCOPY_RESUME instead");
+	ck_assert(!d->pc.authed);
+	/* A challenge, then an answer made without the key. */
+	auth_nonce(nonce);
+	ch.nonce.data = nonce;
+	ch.nonce.len = sizeof(nonce);
+	h.type = CT_AUTH_CHALLENGE;
+	ck_assert_int_eq(dst_link_auth(d, &h, &ch.base), 0);
+	memset(mac, 0x5a, sizeof(mac));
+	r.mac.data = mac;
+	r.mac.len = sizeof(mac);
+	h.type = CT_AUTH_RESPONSE;
+	ck_assert_int_eq(dst_link_auth(d, &h, &r.base), -EACCES);
+	/* An answer made with the key for the same bytes taken as a plain
+	 * REQUEST (another connection): refused too. */
+	d->bind.req_len = PD_REQUEST_LEN;
+	auth_mac(key, sizeof(key) - 1, AUTH_SOURCE, &d->bind, mac);
+	d->bind.req_len = PD_RESUME_LEN;
+	ck_assert_int_eq(dst_link_auth(d, &h, &r.base), -EACCES);
+	ck_assert(!d->pc.authed);
+	ck_assert_int_eq(d->state, DST_PC_RESUMING);
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
+/* POSTCOPY_RESUME names the set's size: another set is another migration. */
+START_TEST(resume_of_another_set)
+{
+	static uint8_t ram[64 * 1024] __attribute__((aligned(4096)));
+	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;
+	struct rdmig_dest *d = running_dest(ram, sizeof(ram), PD_CAP_POSTCOPY |
+					    PD_CAP_POSTCOPY_RECOVER);
+
+	d->state = DST_PC_RESUMING;
+	d->pc.authed = true;
+	d->pc.rx.pages = 12;
+	q.pages = 13;
+	ck_assert_int_eq(dst_pc_on_resume(d, &q.base), -EPROTO);
+	ck_assert_str_eq(rdmig_dest_error(d), "POSTCOPY_RESUME for a set of 13 pages, this "
+			 "post-copy's has 12");
+	ck_assert(!d->pc.resumed_sent);
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
+/* A token to resume with: 16 random bytes, another each time. */
+START_TEST(resume_tokens)
+{
+	static uint8_t ram[4096] __attribute__((aligned(4096)));
+	static const uint8_t zero[PD_TOKEN_LEN];
+	struct rdmig_dest *d = running_dest(ram, sizeof(ram), 0);
+	uint8_t first[PD_TOKEN_LEN];
+
+	dst_pc_new_token(d);
+	ck_assert(memcmp(d->pc.token, zero, PD_TOKEN_LEN));
+	memcpy(first, d->pc.token, PD_TOKEN_LEN);
+	dst_pc_new_token(d);
+	ck_assert(memcmp(d->pc.token, first, PD_TOKEN_LEN));
+	/* Recovery is never offered without somewhere to take the resume. */
+	ck_assert(!dst_pc_may_pause(d, -ECONNRESET));
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
 Suite *dest_suite(void)
 {
 	Suite *s = suite_create("dest");
@@ -415,6 +510,9 @@ Suite *dest_suite(void)
 	tcase_add_test(tc, state_waits_while_paused);
 	tcase_add_test(tc, state_callback_may_not_process);
 	tcase_add_test(tc, state_ring_in_order_and_bounded);
+	tcase_add_test(tc, resume_authenticates_first);
+	tcase_add_test(tc, resume_of_another_set);
+	tcase_add_test(tc, resume_tokens);
 	suite_add_tcase(s, tc);
 	return s;
 }

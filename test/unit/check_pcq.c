@@ -38,6 +38,35 @@ START_TEST(oldest_first_once_per_page)
 }
 END_TEST
 
+START_TEST(failed_reads_are_asked_again)
+{
+	struct pcq q;
+	uint64_t key;
+
+	ck_assert_int_eq(pcq_init(&q, 8), 0);
+	ck_assert_int_eq(pcq_push(&q, PCQ_KEY(0, 7), 100, true), 0);
+	ck_assert_int_eq(pcq_push(&q, PCQ_KEY(0, 9), 200, false), 0); /* the background's */
+	ck_assert_int_eq(pcq_push(&q, PCQ_KEY(1, 9), 300, true), 0);
+	ck_assert(pcq_next(&q, &key));
+	pcq_posted(&q, key);
+	ck_assert(pcq_next(&q, &key));
+	pcq_posted(&q, key);
+	ck_assert(!pcq_next(&q, &key));
+	/* The link broke under the READs of block 0's pages 5..9: those
+	 * faults need a READ again, oldest first; block 1's does not. */
+	pcq_repost(&q, PCQ_KEY(0, 5), PCQ_KEY(0, 10));
+	ck_assert(pcq_next(&q, &key));
+	ck_assert_uint_eq(key, PCQ_KEY(0, 7));
+	pcq_posted(&q, key);
+	ck_assert(pcq_next(&q, &key));
+	ck_assert_uint_eq(key, PCQ_KEY(0, 9));
+	pcq_posted(&q, key);
+	ck_assert(!pcq_next(&q, &key));
+	ck_assert_uint_eq(pcq_len(&q), 3);
+	pcq_fini(&q);
+}
+END_TEST
+
 START_TEST(placed_pages_release_their_faults)
 {
 	struct lathist h = { { 0 }, 0, 0, 0 };
@@ -103,6 +132,7 @@ Suite *pcq_suite(void)
 
 	tcase_add_test(tc, oldest_first_once_per_page);
 	tcase_add_test(tc, placed_pages_release_their_faults);
+	tcase_add_test(tc, failed_reads_are_asked_again);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("lathist");
 	tcase_add_test(tc, qemu_buckets);

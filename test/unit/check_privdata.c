@@ -344,11 +344,123 @@ START_TEST(caps_strings)
 			 "pin-all,zero-pages");
 	ck_assert_str_eq(pd_caps_str(PD_CAP_KNOWN, buf, sizeof(buf)),
 			 "pin-all,zero-pages,verify,auth,multi-channel,pages,progress,state-ring,"
-			 "state-bound,postcopy");
-	ck_assert_str_eq(pd_caps_str(PD_CAP_AUTH | (1u << 10) | (1u << 31), buf, sizeof(buf)),
-			 "auth,0x400,0x80000000");
+			 "state-bound,postcopy,postcopy-recover");
+	ck_assert_str_eq(pd_caps_str(PD_CAP_AUTH | (1u << 11) | (1u << 31), buf, sizeof(buf)),
+			 "auth,0x800,0x80000000");
 	/* Truncates without overrunning. */
 	ck_assert_str_eq(pd_caps_str(PD_CAP_KNOWN, small, sizeof(small)), "pin-all,zer");
+}
+END_TEST
+
+/* A RESUME: a REQUEST of version 3 or later, channel 0 of 1, then the
+ * token. */
+static const struct pd_request good_resume = {
+	.ver_min = 2, .ver_max = 3, .caps = PD_CAP_AUTH | PD_CAP_POSTCOPY |
+	PD_CAP_POSTCOPY_RECOVER, .ctrl_depth = 64, .ctrl_msg_max = 65536,
+	.session_id = 7, .channel = 0, .channels = 1, .resume = true,
+	.token = { 0xa0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0xaf },
+};
+
+static int resume_rc(struct pd_request r, struct rd_err *e)
+{
+	struct pd_request out;
+
+	enc_req(&r);
+	return pd_decode_request(pad, PD_RESUME_LEN, &out, e);
+}
+
+START_TEST(resume_round_trip)
+{
+	struct pd_request out;
+	struct rd_err e = { "" };
+
+	ck_assert_uint_eq(enc_req(&good_resume), PD_RESUME_LEN);
+	ck_assert_uint_le(PD_RESUME_LEN, 56); /* the IB CM REQ's private data */
+	ck_assert_int_eq(pd_kind(pad, PD_RESUME_LEN), PD_RESUME);
+	ck_assert_int_eq(pd_decode_request(pad, sizeof(pad), &out, &e), 0);
+	ck_assert(out.resume);
+	ck_assert_mem_eq(out.token, good_resume.token, PD_TOKEN_LEN);
+	ck_assert_uint_eq(out.ver_max, 3);
+	ck_assert_uint_eq(out.caps, good_resume.caps);
+	ck_assert_uint_eq(out.channels, 1);
+	/* The token follows the REQUEST's fields, as sent. */
+	ck_assert_uint_eq(pad[4], PD_RESUME);
+	ck_assert_mem_eq(pad + PD_REQUEST_LEN, good_resume.token, PD_TOKEN_LEN);
+	/* A plain REQUEST decodes with resume clear and no token, even when
+	 * rdma_cm's padding is where a token would be. */
+	enc_req(&good_req);
+	memset(out.token, 0x55, sizeof(out.token));
+	ck_assert_int_eq(pd_decode_request(pad, sizeof(pad), &out, &e), 0);
+	ck_assert(!out.resume);
+	ck_assert_uint_eq(out.token[0], 0);
+}
+END_TEST
+
+START_TEST(resume_limits)
+{
+	struct pd_request r, out;
+	struct pd_accept aout;
+	struct rd_err e = { "" };
+
+	ck_assert_int_eq(resume_rc(good_resume, &e), 0);
+	/* Cut anywhere inside the token: too short. */
+	enc_req(&good_resume);
+	ck_assert_int_eq(pd_decode_request(pad, PD_RESUME_LEN - 1, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "rdmig RESUME too short: 51 bytes, needs 52");
+	ck_assert_int_eq(pd_decode_request(pad, PD_REQUEST_LEN, &out, &e), -EPROTO);
+	ck_assert_int_eq(pd_decode_accept(pad, PD_ACCEPT_LEN, &aout, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "expected an rdmig ACCEPT, got RESUME");
+	r = good_resume; r.ver_max = 2;
+	ck_assert_int_eq(resume_rc(r, &e), -EINVAL);
+	ck_assert_str_eq(e.msg, "RESUME: protocol versions 2..2, a resume needs 3 or later");
+	r = good_resume; r.channels = 3; r.channel = 1;
+	ck_assert_int_eq(resume_rc(r, &e), -EINVAL);
+	ck_assert_str_eq(e.msg, "RESUME: channel 1 of 3, a resume is channel 0 of 1");
+	r.channel = 0;
+	ck_assert_int_eq(resume_rc(r, &e), -EINVAL);
+	r = good_resume; memset(r.token, 0, sizeof(r.token));
+	ck_assert_int_eq(resume_rc(r, &e), -EINVAL);
+	ck_assert_str_eq(e.msg, "RESUME: an all-zero token");
+	/* The REQUEST's own limits hold for a RESUME too. */
+	r = good_resume; r.ctrl_depth = 1;
+	ck_assert_int_eq(resume_rc(r, &e), -EINVAL);
+	ck_assert_str_eq(e.msg, "REQUEST: control ring depth 1 outside 2..1024");
+	/* An unknown kind past RESUME is still unknown. */
+	enc_req(&good_resume);
+	pad[4] = PD_RESUME + 1;
+	ck_assert_int_eq(pd_kind(pad, PD_RESUME_LEN), -EPROTO);
+	ck_assert_int_eq(pd_decode_request(pad, PD_RESUME_LEN, &out, &e), -EPROTO);
+	ck_assert_str_eq(e.msg, "expected an rdmig REQUEST, got unknown kind 5");
+}
+END_TEST
+
+START_TEST(negotiate_recover)
+{
+	struct pd_request r = good_req;
+	struct pd_accept acc;
+	struct pd_reject rej;
+	struct rd_err e = { "" };
+	uint32_t pc = PD_CAP_POSTCOPY | PD_CAP_POSTCOPY_RECOVER;
+
+	r.ver_min = 2; r.ver_max = 3; r.caps = pc;
+	ck_assert_int_eq(pd_negotiate(&r, 2, 3, pc, 64, 4096, &acc, &rej, &e), 0);
+	ck_assert_uint_eq(acc.version, 3);
+	ck_assert_uint_eq(acc.caps, pc);
+	/* A version 2 peer, on either side, gets post-copy without recovery. */
+	r.ver_max = 2;
+	ck_assert_int_eq(pd_negotiate(&r, 2, 3, pc, 64, 4096, &acc, &rej, &e), 0);
+	ck_assert_uint_eq(acc.caps, PD_CAP_POSTCOPY);
+	r.ver_max = 3;
+	ck_assert_int_eq(pd_negotiate(&r, 2, 2, pc, 64, 4096, &acc, &rej, &e), 0);
+	ck_assert_uint_eq(acc.caps, PD_CAP_POSTCOPY);
+	/* Recovery is post-copy's: never granted without it. */
+	r.caps = PD_CAP_POSTCOPY_RECOVER;
+	ck_assert_int_eq(pd_negotiate(&r, 2, 3, pc, 64, 4096, &acc, &rej, &e), 0);
+	ck_assert_uint_eq(acc.caps, 0);
+	r.caps = pc;
+	ck_assert_int_eq(pd_negotiate(&r, 2, 3, PD_CAP_POSTCOPY_RECOVER, 64, 4096, &acc, &rej,
+				      &e), 0);
+	ck_assert_uint_eq(acc.caps, 0);
 }
 END_TEST
 
@@ -371,6 +483,9 @@ Suite *privdata_suite(void)
 	tcase_add_test(tc, negotiate_no_overlap);
 	tcase_add_test(tc, reject_messages);
 	tcase_add_test(tc, caps_strings);
+	tcase_add_test(tc, resume_round_trip);
+	tcase_add_test(tc, resume_limits);
+	tcase_add_test(tc, negotiate_recover);
 	suite_add_tcase(s, tc);
 	return s;
 }
