@@ -221,6 +221,13 @@ struct rdmig_config {
 	 * status RDMIG_STATUS_POSTCOPY in the statistics). */
 	rdmig_postcopy_fn postcopy_start;
 	void *postcopy_ctx;
+	/* Source, since 0.3.0: page data per second the pages left may go at
+	 * once the guest is paused (QEMU's avail-switchover-bandwidth, with
+	 * its max-bandwidth lifted in the downtime): the policy predicts the
+	 * downtime at it (no faster than a round shows the link carries when
+	 * max_bandwidth does not hold it back), and completion paces its last
+	 * pages at it.  0: max_bandwidth binds them too. */
+	uint64_t switchover_bandwidth;
 };
 
 enum rdmig_on_limit {
@@ -571,6 +578,7 @@ enum rdmig_limit {
 	RDMIG_LIMIT_MAX_TIME_MS = 2,      /* max_time_ms (0: none) */
 	RDMIG_LIMIT_MAX_TIME_PER_GIB_MS = 3,
 	RDMIG_LIMIT_MAX_ITERATIONS = 4,   /* max_iterations (0: none) */
+	RDMIG_LIMIT_SWITCHOVER_BANDWIDTH = 5, /* switchover_bandwidth (0: max_bandwidth) */
 };
 /* Since 0.3.0.  Any thread: @limit is @value from the next advice on (the
  * statistics' expected_downtime_ms too).  0, or -EINVAL for an unknown

@@ -6,11 +6,21 @@
 
 typedef unsigned long long ull;
 
-/* The bandwidth the last pages would go at: the limit binds them too. */
+/* The bandwidth the last pages would go at: the limit binds them too,
+ * unless the caller granted the switch-over a bandwidth of its own.  That
+ * one is taken on trust where the rounds could not show more than the cap
+ * they were held to, and no further than they showed the link carries
+ * when it, not the cap, held them back (a tenth of slack for the pacing's
+ * own jitter). */
 static uint64_t effective_bw(const struct conv_policy *p, uint64_t bw)
 {
 	uint64_t rate = p->max_bandwidth;
 
+	if (p->switch_bw) {
+		if (bw && (!rate || bw < rate - rate / 10) && bw < p->switch_bw)
+			return bw;
+		return p->switch_bw;
+	}
 	return rate && (!bw || rate < bw) ? rate : bw;
 }
 
@@ -84,6 +94,7 @@ void conv_policy_init(struct conv_policy *p, const struct rdmig_config *c, uint6
 	p->max_downtime_ms = c->max_downtime_ms;
 	p->switch_ms = c->switchover_ms;
 	p->max_bandwidth = c->max_bandwidth;
+	p->switch_bw = c->switchover_bandwidth;
 	p->max_time_ms = conv_time_limit(c->max_time_ms, c->max_time_per_gib_ms, total);
 	p->max_iterations = c->max_iterations;
 	p->stall_rounds = c->stall_rounds;

@@ -51,6 +51,7 @@ struct conv_policy {
 	uint64_t max_downtime_ms;
 	uint64_t switch_ms;        /* the switch-over's fixed cost */
 	uint64_t max_bandwidth;    /* bytes per second the link may use (0: any) */
+	uint64_t switch_bw;        /* ... once the guest is paused (0: max_bandwidth) */
 	uint64_t max_time_ms;      /* 0: none (conv_time_limit()) */
 	uint64_t max_iterations;   /* 0: none */
 	unsigned stall_rounds;     /* 0: not watched */

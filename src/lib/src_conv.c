@@ -22,6 +22,7 @@ void src_conv_init(struct rdmig_source *s)
 	atomic_store(&s->limits[RDMIG_LIMIT_MAX_TIME_MS], c->max_time_ms);
 	atomic_store(&s->limits[RDMIG_LIMIT_MAX_TIME_PER_GIB_MS], c->max_time_per_gib_ms);
 	atomic_store(&s->limits[RDMIG_LIMIT_MAX_ITERATIONS], c->max_iterations);
+	atomic_store(&s->limits[RDMIG_LIMIT_SWITCHOVER_BANDWIDTH], c->switchover_bandwidth);
 }
 
 int src_conv_set_limit(struct rdmig_source *s, unsigned limit, uint64_t value)
@@ -33,6 +34,7 @@ int src_conv_set_limit(struct rdmig_source *s, unsigned limit, uint64_t value)
 		[RDMIG_LIMIT_MAX_TIME_MS] = UINT64_MAX,
 		[RDMIG_LIMIT_MAX_TIME_PER_GIB_MS] = UINT64_MAX,
 		[RDMIG_LIMIT_MAX_ITERATIONS] = UINT32_MAX,
+		[RDMIG_LIMIT_SWITCHOVER_BANDWIDTH] = UINT64_MAX,
 	};
 
 	if (limit >= SRC_LIMITS)
@@ -63,6 +65,12 @@ void src_conv_policy(const struct rdmig_source *s, struct conv_policy *p)
 					 atomic_load(&s->limits[RDMIG_LIMIT_MAX_TIME_PER_GIB_MS]),
 					 total);
 	p->max_iterations = atomic_load(&s->limits[RDMIG_LIMIT_MAX_ITERATIONS]);
+	p->switch_bw = atomic_load(&s->limits[RDMIG_LIMIT_SWITCHOVER_BANDWIDTH]);
+}
+
+uint64_t src_conv_switchover_bw(const struct rdmig_source *s)
+{
+	return atomic_load(&s->limits[RDMIG_LIMIT_SWITCHOVER_BANDWIDTH]);
 }
 
 /* The round just ended, as the policy reads it.  What is left accumulated

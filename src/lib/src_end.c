@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "privdata.h"
+#include "src_conv.h"
 #include "src_int.h"
 #include "src_iter.h"
 #include "src_mem.h"
@@ -39,6 +40,12 @@ static int begin_hashing(struct rdmig_source *s)
 
 int src_end_begin(struct rdmig_source *s)
 {
+	uint64_t sw_bw = src_conv_switchover_bw(s);
+
+	/* The guest is paused: its last pages go at the bandwidth granted to
+	 * the switch-over, as the policy predicted them. */
+	if (sw_bw)
+		pace_set(&s->pace, sw_bw);
 	/* Success must mean the destination holds every page as of the
 	 * pause: what was marked since the last round goes first. */
 	if (src_mem_dirty_bytes(s))

@@ -116,7 +116,7 @@ enum src_step_end { STEP_IDLE, STEP_CUT_CQ, STEP_CUT_WORK, STEP_KICK, STEP_ROOM 
 
 enum { SRC_TAG_WRITE = 1, SRC_TAG_STATE = 2 };
 /* enum rdmig_limit's figures a source holds (src_conv). */
-#define SRC_LIMITS (RDMIG_LIMIT_MAX_ITERATIONS + 1)
+#define SRC_LIMITS (RDMIG_LIMIT_SWITCHOVER_BANDWIDTH + 1)
 
 /* pin-all: pieces of PIECE_SHIFT bytes (at least a chunk) registered on
  * both sides ahead of the writes, by the registration helpers of each

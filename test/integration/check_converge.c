@@ -741,6 +741,111 @@ START_TEST(process_converges)
 }
 END_TEST
 
+/* The switch-over granted more bandwidth than the rounds' cap
+ * (--switchover-bandwidth, QEMU's avail-switchover-bandwidth): 16 MiB at
+ * a 2 MiB/s cap (8 s) is far over --max-downtime 2500, at the 8 MiB/s
+ * granted (2 s) it fits.  The migration switches over after its first
+ * round, unthrottled, and its last round goes faster than the cap; the
+ * downtime is within the limit, or (a link slower than the grant on a
+ * loaded bed) exit 12 says by how much it was not. */
+static int switchover_granted(struct cfx *f, uint64_t cap, uint64_t grant, unsigned limit,
+			      struct json_object **done)
+{
+	char g[32];
+	int sc, rc;
+
+	f->bw = cap;
+	f->max_downtime = limit;
+	snprintf(g, sizeof(g), "%" PRIu64, grant);
+	cfx_recv(f, false);
+	cfx_send(f, (const char *[]){ "--switchover-bandwidth", g, NULL });
+	sc = tu_run_finish(&f->send, 120000);
+	rc = tu_run_finish(&f->recv, 30000);
+	if ((sc && sc != 12) || rc)
+		dump(f);
+	ck_assert_msg(sc == 0 || sc == 12, "migrate-send exited %d", sc);
+	ck_assert_int_eq(rc, 0);
+	*done = tu_event_in(f->send.out, "completed");
+	ck_assert_ptr_nonnull(*done);
+	printf("converge: --max-bandwidth %" PRIu64 " --switchover-bandwidth %" PRIu64 " "
+	       "--max-downtime %u: exit %d, %s\n", cap, grant, limit, sc,
+	       json_object_to_json_string(*done));
+	ck_assert_uint_eq(tu_jnum(*done, "switchover-bandwidth"), grant);
+	ck_assert_str_eq(jstr(*done, "switchover-reason"), "converged");
+	/* Migrated: the image is the destination's. */
+	ck_assert_int_eq(tu_proc_state(f->pid, NULL), 'T');
+	return sc;
+}
+
+/* Exit 12 and limit-exceeded agree with the figures, or exit 0 and no
+ * limit exceeded. */
+static void expect_honest(struct json_object *done, int sc, unsigned limit)
+{
+	struct json_object *lim;
+	uint64_t down = tu_jnum(done, "downtime");
+
+	if (down <= limit) {
+		ck_assert_msg(sc == 0, "downtime %" PRIu64 " ms within %u, exit %d", down, limit, sc);
+		ck_assert(!json_object_object_get_ex(done, "limit-exceeded", NULL));
+		return;
+	}
+	ck_assert_msg(sc == 12, "downtime %" PRIu64 " ms over the --max-downtime %u given, exit %d",
+		      down, limit, sc);
+	ck_assert(json_object_object_get_ex(done, "limit-exceeded", &lim));
+	ck_assert_str_eq(jstr(lim, "limit"), "max-downtime");
+	ck_assert(json_object_get_boolean(json_object_object_get(lim, "given")));
+	ck_assert_uint_eq(tu_jnum(lim, "exceeded-by"), down - limit);
+}
+
+START_TEST(process_switchover_bandwidth)
+{
+	struct json_object *done, *parts;
+	uint64_t round_ms;
+	struct cfx f;
+	int sc;
+
+	cfx_init(&f);
+	start_process(&f);
+	sc = switchover_granted(&f, 2 * MIB, 8 * MIB, 2500, &done);
+	/* The first round, then the last one. */
+	ck_assert_uint_eq(tu_jnum(done, "dirty-sync-count"), 2);
+	ck_assert_uint_eq(peak_of(&f).throttle, 0);
+	ck_assert(json_object_object_get_ex(done, "downtime-parts", &parts));
+	round_ms = tu_jnum(parts, "last-round");
+	/* At the cap, the 16 MiB written meanwhile would take 8 s. */
+	ck_assert_msg(round_ms < 4000, "last round %" PRIu64 " ms: not faster than the cap",
+		      round_ms);
+	expect_honest(done, sc, 2500);
+	json_object_put(done);
+	assert_released(&f, 0, "success");
+	cfx_free(&f);
+}
+END_TEST
+
+/* A grant no link here carries (1 GiB/s) and --max-downtime 100: the
+ * policy, trusting it, switches over at once, and the 16 MiB take longer:
+ * exit 12, limit-exceeded names --max-downtime, given, and by how much. */
+START_TEST(process_over_the_limit_given)
+{
+	struct json_object *done;
+	struct cfx f;
+	char *err;
+	int sc;
+
+	cfx_init(&f);
+	start_process(&f);
+	sc = switchover_granted(&f, 4 * MIB, 1ull << 30, 100, &done);
+	ck_assert_uint_gt(tu_jnum(done, "downtime"), 100);
+	expect_honest(done, sc, 100);
+	err = tu_slurp(f.send.err, NULL);
+	ck_assert_msg(err && strstr(err, "completed over --max-downtime"), "stderr: %s",
+		      err ? err : "");
+	free(err);
+	json_object_put(done);
+	cfx_free(&f);
+}
+END_TEST
+
 START_TEST(process_released_on_every_exit)
 {
 	struct cfx f;
@@ -784,6 +889,8 @@ Suite *converge_suite(void)
 	tcase_add_test(tc, process_converges);
 	tcase_add_test(tc, process_released_on_every_exit);
 	tcase_add_test(tc, process_estimate_predicts);
+	tcase_add_test(tc, process_switchover_bandwidth);
+	tcase_add_test(tc, process_over_the_limit_given);
 	suite_add_tcase(s, tc);
 	/* One test case per QEMU, as the qemu suite has them. */
 	for (i = 0; i < VM_QEMUS; i++) {

@@ -261,6 +261,24 @@ START_TEST(limits_while_running)
 	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
 	ck_assert_int_eq(a.decision, RDMIG_SWITCH_OVER);
 	ck_assert_uint_eq(a.max_downtime_ms, 2000);
+
+	/* Held to 1 MB/s, the 3 MiB left take 3.1 s; granted 100 MB/s for
+	 * the switch-over they fit 300 ms (the rounds ran at the cap, they
+	 * could not show more). */
+	rdmig_source_set_max_bandwidth(s, 1000000);
+	s->bw = 1000000;
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_MAX_DOWNTIME_MS, 300), 0);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_SWITCHOVER_MS, 0), 0);
+	s->iteration = 5;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_ne(a.decision, RDMIG_SWITCH_OVER);
+	ck_assert_uint_eq(a.bandwidth, 1000000);
+	ck_assert_int_eq(rdmig_source_set_limit(s, RDMIG_LIMIT_SWITCHOVER_BANDWIDTH, 100000000), 0);
+	s->iteration = 6;
+	ck_assert_int_eq(rdmig_source_advice(s, &a), 0);
+	ck_assert_int_eq(a.decision, RDMIG_SWITCH_OVER);
+	ck_assert_uint_eq(a.bandwidth, 100000000);
+	ck_assert_uint_eq(a.expected_downtime_ms, (3u << 20) / 100000);
 	s->state = SRC_NEW;
 	rdmig_source_destroy(s);
 }

@@ -492,6 +492,51 @@ START_TEST(downtime_and_bandwidth)
 }
 END_TEST
 
+/* A bandwidth granted to the switch-over: the last pages are predicted
+ * at it where the rounds could only show the cap, never faster than a
+ * round showed the link carries below the cap. */
+START_TEST(switchover_bandwidth)
+{
+	struct conv_policy p;
+	struct conv_advice a;
+	struct conv_round r = { .dirty = 16 * MIB, .sent = 16 * MIB, .round_ms = 1100,
+				.window_ms = 1100, .bw = 15 * MB, .rounds = 3,
+				.elapsed_ms = 4000 };
+
+	policy_defaults(&p);
+	p.max_downtime_ms = 1000;
+	p.max_bandwidth = 15 * MB;
+	/* Without it, 16 MiB at the cap is over the limit. */
+	ck_assert(!conv_converged(&p, r.dirty, r.bw));
+	one(&p, &r, &a);
+	ck_assert_int_eq(a.decision, RDMIG_NEXT_ROUND);
+	ck_assert_uint_eq(a.bw, 15 * MB);
+	/* Granted 60 MB/s while the rounds ran at the cap: 279 ms. */
+	p.switch_bw = 60 * MB;
+	one(&p, &r, &a);
+	ck_assert_int_eq(a.decision, RDMIG_SWITCH_OVER);
+	ck_assert_int_eq(a.reason, RDMIG_REASON_CONVERGED);
+	ck_assert_uint_eq(a.bw, 60 * MB);
+	ck_assert_uint_eq(a.downtime_ms, 16 * MIB * 1000 / (60 * MB));
+	/* A round at 9 MB/s under a 15 MB/s cap: the link, not the cap, held
+	 * it: the grant is not believed beyond it. */
+	r.bw = 9 * MB;
+	one(&p, &r, &a);
+	ck_assert_uint_eq(a.bw, 9 * MB);
+	ck_assert_int_eq(a.decision, RDMIG_NEXT_ROUND);
+	/* No cap: the rounds measured the link itself. */
+	p.max_bandwidth = 0;
+	r.bw = 40 * MB;
+	ck_assert_uint_eq(conv_downtime_ms(&p, 40 * MB, r.bw), 1000);
+	r.bw = 100 * MB;
+	ck_assert_uint_eq(conv_downtime_ms(&p, 60 * MB, r.bw), 1000);
+	/* Granted less than the cap: the grant binds. */
+	p.max_bandwidth = 15 * MB;
+	p.switch_bw = 5 * MB;
+	ck_assert_uint_eq(conv_downtime_ms(&p, 5 * MB, 15 * MB), 1000);
+}
+END_TEST
+
 Suite *conv_suite(void)
 {
 	Suite *s = suite_create("conv");
@@ -499,6 +544,7 @@ Suite *conv_suite(void)
 
 	tcase_add_test(tc, same_as_migrate_send);
 	tcase_add_test(tc, downtime_and_bandwidth);
+	tcase_add_test(tc, switchover_bandwidth);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rounds");
 	tcase_add_test(tc, converging_guest);
