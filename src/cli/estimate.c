@@ -276,6 +276,8 @@ static void report_json(const struct est_measure *m, const struct rdmig_config *
 	cli_json_u64(o, "expected-downtime", f->downtime_ms);
 	cli_json_u64(o, "expected-time", f->total_ms);
 	cli_json_u64(o, "max-downtime", cfg->max_downtime_ms);
+	if (cfg->switchover_bandwidth)
+		cli_json_u64(o, "switchover-bandwidth", cfg->switchover_bandwidth);
 	json_object_object_add(o, "auto-converge", json_object_new_boolean(cfg->auto_converge));
 	cli_json_str(o, "text", f->text);
 	cli_emit(o);
@@ -294,8 +296,10 @@ static void report_text(const struct est_measure *m, const struct rdmig_config *
 	printf("  link:    %.1f MB/s; the first round of %s %s %.1f s\n",
 	       (double)m->link_rate / 1e6, cli_fmt_bytes(m->image, img, sizeof(img)),
 	       m->first_round_done ? "took" : "would take", (double)m->first_round_ms / 1000.0);
-	printf("  with --max-downtime %u ms%s: %s\n", cfg->max_downtime_ms,
-	       cfg->auto_converge ? " and --auto-converge" : "", f->text);
+	printf("  with --max-downtime %u ms%s%s: %s\n", cfg->max_downtime_ms,
+	       cfg->auto_converge ? " and --auto-converge" : "",
+	       cfg->switchover_bandwidth ? ", the last pages at --switchover-bandwidth" : "",
+	       f->text);
 	if (!f->within_limit && !cfg->auto_converge)
 		printf("  --auto-converge would throttle the workload until it fits, or add "
 		       "bandwidth, or allow more downtime\n");

@@ -17,7 +17,10 @@ static uint64_t effective_bw(const struct conv_policy *p, uint64_t bw)
 	uint64_t rate = p->max_bandwidth;
 
 	if (p->switch_bw) {
-		if (bw && (!rate || bw < rate - rate / 10) && bw < p->switch_bw)
+		/* Nothing measured yet: no prediction, as without a grant. */
+		if (!bw)
+			return 0;
+		if ((!rate || bw < rate - rate / 10) && bw < p->switch_bw)
 			return bw;
 		return p->switch_bw;
 	}

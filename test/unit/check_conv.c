@@ -518,6 +518,9 @@ START_TEST(switchover_bandwidth)
 	ck_assert_int_eq(a.reason, RDMIG_REASON_CONVERGED);
 	ck_assert_uint_eq(a.bw, 60 * MB);
 	ck_assert_uint_eq(a.downtime_ms, 16 * MIB * 1000 / (60 * MB));
+	/* Nothing measured yet: no prediction, grant or not. */
+	ck_assert_uint_eq(conv_downtime_ms(&p, 16 * MIB, 0), 0);
+	ck_assert(!conv_converged(&p, 16 * MIB, 0));
 	/* A round at 9 MB/s under a 15 MB/s cap: the link, not the cap, held
 	 * it: the grant is not believed beyond it. */
 	r.bw = 9 * MB;
