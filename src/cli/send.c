@@ -183,6 +183,8 @@ static const char *const status_names[] = {
 	[ST_COMPLETED] = "completed", [ST_FAILED] = "failed", [ST_CANCELLING] = "cancelling",
 	[ST_CANCELLED] = "cancelled",
 };
+_Static_assert(sizeof(status_names) / sizeof(*status_names) == ST_CANCELLED + 1,
+	       "status_names must name every enum send_status");
 
 /* ---- command line ---------------------------------------------------- */
 
@@ -344,8 +346,17 @@ enum phase {
 	PH_LAST_ROUND,  /* the workload stopped: the last dirty pages */
 	PH_STATE,       /* the rest of the device state, to its end */
 	PH_COMPLETE,    /* COMPLETE went: waiting for the confirmation */
-	PH_DONE,        /* succeeded or failed: the loop ends */
+	PH_DONE,        /* succeeded or failed: the loop ends (stays last) */
 };
+/* For the status reply and the state event: a stuck migration says where. */
+static const char *const phase_names[] = {
+	[PH_CONNECT] = "connect", [PH_PREPARED] = "prepared", [PH_ROUND] = "round",
+	[PH_CONVERGED] = "converged", [PH_STOPPING] = "stopping",
+	[PH_LAST_ROUND] = "last-round", [PH_STATE] = "state", [PH_COMPLETE] = "complete",
+	[PH_DONE] = "done",
+};
+_Static_assert(sizeof(phase_names) / sizeof(*phase_names) == PH_DONE + 1,
+	       "phase_names must name every enum phase");
 
 struct failure {
 	enum cli_phase phase;
@@ -365,6 +376,8 @@ struct sender {
 	bool cancelled;
 	bool start_asked;       /* --defer: the start command came */
 	bool said_prepared;     /* ... and "prepared" was said */
+	bool said_phase;        /* --json: a state event went (the first
+				 * phase is no change, but is said) */
 	bool begun;             /* the workload may have been touched */
 	bool untouched;         /* after a failure: it never was */
 	uint64_t prepared_ms;   /* --defer: when it began to wait for start */
@@ -508,6 +521,20 @@ static void stats(struct sender *x, struct rdmig_stats *st)
 static void on_progress(void *ctx, const struct rdmig_stats *st)
 {
 	draw_bar(ctx, st);
+}
+
+/* Every change of x->ph goes through here, so a --json reader sees each. */
+static void set_phase(struct sender *x, enum phase ph)
+{
+	struct json_object *o;
+
+	if (x->o.json && (ph != x->ph || !x->said_phase)) {
+		o = cli_event("state");
+		cli_json_str(o, "phase", phase_names[ph]);
+		cli_emit(o);
+		x->said_phase = true;
+	}
+	x->ph = ph;
 }
 
 static void emit_setup(struct sender *x)
@@ -765,7 +792,7 @@ static void start_round(struct sender *x, enum phase ph)
 	x->iter_base = st.normal_bytes;
 	x->iter_planned = 0;
 	x->iter_t0 = cli_now_ms();
-	x->ph = ph;
+	set_phase(x, ph);
 	rc = rdmig_source_iterate_async(x->s);
 	if (rc)
 		lib_fail(x, rc, CLI_PHASE_TRANSFER);
@@ -883,7 +910,7 @@ static void converged_done(struct sender *x)
 
 	round_ended(x);
 	emit_iteration(x, 0, 0, NULL);
-	x->ph = PH_STOPPING;
+	set_phase(x, PH_STOPPING);
 	if (!x->ds_started) {
 		rc = ds_start(x->e.ds, err, sizeof(err));
 		if (rc) {
@@ -986,7 +1013,7 @@ static void last_round_done(struct sender *x)
 		emit_iteration(x, 0, 0, NULL);
 	x->dt_round = cli_now_ms() - x->t_mark;
 	x->t_mark = cli_now_ms();
-	x->ph = PH_STATE;
+	set_phase(x, PH_STATE);
 	rc = ds_release(x->e.ds, err, sizeof(err));
 	if (rc) {
 		local_fail(x, rc, err);
@@ -1013,7 +1040,7 @@ static void state_done(struct sender *x)
 	x->dt_state = cli_now_ms() - x->t_mark;
 	x->t_mark = cli_now_ms();
 	ev_io_stop(x->loop, &x->ds_io);
-	x->ph = PH_COMPLETE;
+	set_phase(x, PH_COMPLETE);
 	rc = rdmig_source_complete_async(x->s);
 	if (rc)
 		lib_fail(x, rc, CLI_PHASE_TRANSFER);
@@ -1112,7 +1139,7 @@ static void connected(struct sender *x)
 {
 	emit_setup(x);
 	if (x->o.defer && !x->start_asked) {
-		x->ph = PH_PREPARED;
+		set_phase(x, PH_PREPARED);
 		say_prepared(x);
 		return;
 	}
@@ -1492,7 +1519,7 @@ static void release_throttle(struct sender *x)
 /* Success or failure: reported once, the loop ends. */
 static void finish(struct sender *x)
 {
-	x->ph = PH_DONE;
+	set_phase(x, PH_DONE);
 	ev_timer_stop(x->loop, &x->stop_timer);
 	ev_io_stop(x->loop, &x->ds_io);
 	if (x->failed) {
@@ -1516,6 +1543,7 @@ static struct json_object *status_reply(struct sender *x)
 
 	stats(x, &st);
 	cli_json_str(o, "status", status_names[x->status]);
+	cli_json_str(o, "phase", phase_names[x->ph]);
 	cli_json_stats(o, &st);
 	if (x->status == ST_COMPLETED && x->o.live)
 		cli_json_u64(o, "downtime", x->downtime_ms);
@@ -1873,7 +1901,7 @@ int main(int argc, char **argv)
 		cleanup(&x);
 		return rc;
 	}
-	x.ph = PH_CONNECT;
+	set_phase(&x, PH_CONNECT);
 	rc = rdmig_source_connect_async(x.s, x.o.host, x.o.port);
 	if (rc)
 		lib_fail(&x, rc, CLI_PHASE_CONNECT);

@@ -58,7 +58,7 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 	cost_init(&d->hash_cost, 3.0);
 	cost_init(&d->zero_cost, 1.0);
 	if (rc) {
-		d->state = DST_FAILED;
+		dst_set_state(d, DST_FAILED);
 		d->result = rc;
 	}
 	*out = d;
@@ -124,7 +124,7 @@ static int fail(struct rdmig_dest *d, int rc)
 {
 	if (d->state == DST_FAILED)
 		return d->result;
-	d->state = DST_FAILED;
+	dst_set_state(d, DST_FAILED);
 	d->result = sess_fail(&d->ss, rc);
 	/* A registration in progress finishes on its own; nobody waits. */
 	regq_stop(&d->rq);
@@ -542,7 +542,7 @@ static int step_timed(struct rdmig_dest *d, struct rd_laps *laps)
 
 static int finish(struct rdmig_dest *d)
 {
-	d->state = DST_DONE;
+	dst_set_state(d, DST_DONE);
 	unwatch(d);
 	pop_stop(&d->pop);
 	chan_set_disconnect(d->chans);
@@ -606,7 +606,7 @@ static int pause_link(struct rdmig_dest *d, int rc)
 	d->wc_next = d->wc_n = 0;
 	d->step_end = DSTEP_IDLE;
 	dst_pc_pause(d);
-	d->state = DST_PC_PAUSED;
+	dst_set_state(d, DST_PC_PAUSED);
 	rc = sess_watch(&d->ss, dst_link_listener_fd(d->resume_l));
 	return rc ? fail(d, rc) : 0;
 }

@@ -321,7 +321,7 @@ static int on_complete(struct rdmig_dest *d, const Rdmig__Complete *c)
 			       DIGEST_LEN);
 		}
 	}
-	d->state = DST_VERIFYING;
+	dst_set_state(d, DST_VERIFYING);
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.status = RDMIG_STATUS_COMPLETING;
 	pthread_mutex_unlock(&d->ss.stats.lock);
@@ -389,7 +389,7 @@ static int commit_and_ack(struct rdmig_dest *d)
 	ack.ok = 1;
 	rc = sess_send(&d->ss, CT_COMPLETE_ACK, &ack.base, "acknowledge completion");
 	if (!rc)
-		d->state = DST_FLUSHING;
+		dst_set_state(d, DST_FLUSHING);
 	return rc;
 }
 

@@ -16,8 +16,9 @@
  *              is in
  * Each takes the handle and returns 0 or a negative errno with the message
  * in ss.err; failing (telling the peer, tearing down) is dest.c's alone.
- * Types only, like fab_int.h; nothing outside the destination includes
- * it. */
+ * Types only, like fab_int.h (with the states' names and their one
+ * setter, which every file uses); nothing outside the destination
+ * includes it. */
 #ifndef RDMIG_DST_INT_H
 #define RDMIG_DST_INT_H
 
@@ -68,8 +69,20 @@ enum dst_state {
 	DST_VERIFYING,
 	DST_FLUSHING,   /* COMPLETE_ACK posted, waiting for its completion */
 	DST_DONE,       /* the image is complete and the source knows it */
-	DST_FAILED,     /* terminal; ss.err holds the reason */
+	DST_FAILED,     /* terminal; ss.err holds the reason; stays last:
+			 * dst_state_names is checked against it */
 };
+
+/* For the debug log, so a migration that hangs says where it stands. */
+static const char *const dst_state_names[] = {
+	[DST_NEW] = "new", [DST_AUTH] = "auth", [DST_WAIT_MAP] = "wait-map",
+	[DST_RUNNING] = "running", [DST_POSTCOPY] = "postcopy",
+	[DST_PC_PAUSED] = "pc-paused", [DST_PC_RESUMING] = "pc-resuming",
+	[DST_VERIFYING] = "verifying", [DST_FLUSHING] = "flushing",
+	[DST_DONE] = "done", [DST_FAILED] = "failed",
+};
+_Static_assert(RD_ARRAY_SIZE(dst_state_names) == DST_FAILED + 1,
+	       "dst_state_names must name every enum dst_state");
 
 /* Why the last step asked to be called again at once: it stopped at its
  * bound with completions polled or still in the CQ (not re-armed: the fd
@@ -260,5 +273,15 @@ struct rdmig_dest {
 	int64_t handshake_deadline; /* block map received by then, or fail */
 	char peer[80];              /* the source's HOST:PORT, for logs */
 };
+
+/* Every change of d->state goes through here, so the debug log has each
+ * transition: a stuck migration then says where it stands. */
+static inline void dst_set_state(struct rdmig_dest *d, enum dst_state to)
+{
+	if (d->state != to)
+		cfg_log(&d->ss.cfg, RDMIG_LOG_DEBUG, "destination state: %s -> %s",
+			dst_state_names[d->state], dst_state_names[to]);
+	d->state = to;
+}
 
 #endif

@@ -178,7 +178,7 @@ void dst_link_begin(struct rdmig_dest *d, uint32_t caps)
 	d->ss.stats.start_ms = rd_now_ms();
 	d->ss.stats.st.status = RDMIG_STATUS_SETUP;
 	d->handshake_deadline = d->ss.stats.start_ms + hs;
-	d->state = (caps & PD_CAP_AUTH) ? DST_AUTH : DST_WAIT_MAP;
+	dst_set_state(d, (caps & PD_CAP_AUTH) ? DST_AUTH : DST_WAIT_MAP);
 }
 
 /* A request we will not serve: rejected with its reason, nothing kept. */
@@ -310,7 +310,7 @@ int dst_link_auth(struct rdmig_dest *d, const struct ctrl_hdr *h, ProtobufCMessa
 	if (d->state == DST_PC_RESUMING)
 		d->pc.authed = true;
 	else
-		d->state = DST_WAIT_MAP;
+		dst_set_state(d, DST_WAIT_MAP);
 	cfg_log(c, RDMIG_LOG_INFO, "authenticated the source");
 	return 0;
 }
@@ -427,7 +427,7 @@ int dst_link_resume(struct rdmig_dest *d)
 	d->pc.authed = !(acc.caps & PD_CAP_AUTH);
 	d->pc.resumed_sent = false;
 	d->handshake_deadline = rd_now_ms() + hs;
-	d->state = DST_PC_RESUMING;
+	dst_set_state(d, DST_PC_RESUMING);
 	rc = bind_connection(d, c, priv);
 	if (rc)
 		return rc;

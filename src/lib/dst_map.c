@@ -298,7 +298,7 @@ int dst_map_on_block_map(struct rdmig_dest *d, const Rdmig__BlockMapReq *r)
 		rc = start_populate(d);
 	if (rc)
 		return rc;
-	d->state = DST_RUNNING;
+	dst_set_state(d, DST_RUNNING);
 	d->round_start_ms = rd_now_ms();
 	pthread_mutex_lock(&d->ss.stats.lock);
 	for (i = 0; i < d->nmap; i++)

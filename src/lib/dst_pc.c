@@ -168,7 +168,7 @@ int dst_pc_begin_step(struct rdmig_dest *d)
 		       (d->ss.caps & PD_CAP_POSTCOPY_RECOVER) != 0, &d->ss.err);
 	if (rc)
 		return rc;
-	d->state = DST_POSTCOPY;
+	dst_set_state(d, DST_POSTCOPY);
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
 	pthread_mutex_unlock(&d->ss.stats.lock);
@@ -194,7 +194,7 @@ static int resume_step(struct rdmig_dest *d)
 		return 0;
 	if (left)
 		pcd_resume(d->pc.eng, fault, bg);
-	d->state = DST_POSTCOPY;
+	dst_set_state(d, DST_POSTCOPY);
 	pthread_mutex_lock(&d->ss.stats.lock);
 	d->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
 	pthread_mutex_unlock(&d->ss.stats.lock);

@@ -49,7 +49,7 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	src_conv_init(s);
 	if (rc) {
 		/* Report the configuration error through a half-made handle. */
-		s->state = SRC_FAILED;
+		src_set_state(s, SRC_FAILED);
 		s->result = rc;
 	}
 	*out = s;
@@ -131,7 +131,7 @@ static int src_fail(struct rdmig_source *s, int rc)
 {
 	if (s->state == SRC_FAILED)
 		return s->result;
-	s->state = SRC_FAILED;
+	src_set_state(s, SRC_FAILED);
 	if (s->goal == GOAL_REACHED)
 		s->goal = GOAL_NONE;
 	s->result = sess_fail(&s->ss, rc);
@@ -154,13 +154,13 @@ static int src_fail(struct rdmig_source *s, int rc)
  * not in this one (it starts threads; advance() sees to that). */
 static void link_up(struct rdmig_source *s)
 {
-	s->state = SRC_PREPARING;
+	src_set_state(s, SRC_PREPARING);
 }
 
 /* Everything set up: ready for rounds. */
 static void become_ready(struct rdmig_source *s)
 {
-	s->state = SRC_READY;
+	src_set_state(s, SRC_READY);
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.setup_time_ms = (uint64_t)(rd_now_ms() - s->ss.stats.start_ms);
 	s->ss.stats.st.status = RDMIG_STATUS_ACTIVE;
@@ -446,7 +446,7 @@ static int pause_link(struct rdmig_source *s)
 	s->pc.pauses++;
 	s->pc.next_try_ms = rd_now_ms() + SRC_PC_RETRY_MS;
 	s->step_end = STEP_IDLE;
-	s->state = SRC_PC_PAUSED;
+	src_set_state(s, SRC_PC_PAUSED);
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.status = RDMIG_STATUS_POSTCOPY_PAUSED;
 	pthread_mutex_unlock(&s->ss.stats.lock);
@@ -470,7 +470,7 @@ static int step_paused(struct rdmig_source *s)
 	if (!rc && s->state == SRC_PC_PAUSED) {
 		if (rd_now_ms() < s->pc.next_try_ms)
 			return 0;
-		s->state = SRC_PC_RESUMING;
+		src_set_state(s, SRC_PC_RESUMING);
 		rc = src_link_resume_start(s);
 	}
 	if (!rc)

@@ -31,7 +31,7 @@ static int begin_hashing(struct rdmig_source *s)
 	src_iter_stop_threads(s);
 	/* XXH3 runs at memory speed natively, about 3 ns a byte emulated. */
 	cost_init(&s->hash_cost, 3.0);
-	s->state = SRC_HASHING;
+	src_set_state(s, SRC_HASHING);
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.status = RDMIG_STATUS_COMPLETING;
 	pthread_mutex_unlock(&s->ss.stats.lock);
@@ -121,7 +121,7 @@ static int send_complete(struct rdmig_source *s)
 	if (rc == -EAGAIN)
 		return 0;
 	if (!rc)
-		s->state = SRC_COMPLETING;
+		src_set_state(s, SRC_COMPLETING);
 	return rc;
 }
 
@@ -156,7 +156,7 @@ static int on_complete_ack(struct rdmig_source *s, const Rdmig__CompleteAck *a)
 		return rd_err_set(&s->ss.err, -EIO, "the destination did not accept the image");
 	/* The driver tears the connections down: whatever we still had
 	 * queued cannot change the outcome. */
-	s->state = SRC_COMPLETED;
+	src_set_state(s, SRC_COMPLETED);
 	pthread_mutex_lock(&s->ss.stats.lock);
 	stats_refresh(&s->ss.stats);
 	s->ss.stats.st.status = RDMIG_STATUS_COMPLETED;

@@ -20,7 +20,8 @@
  * Each takes the handle and returns 0 or a negative errno with the
  * message in ss.err; failing (telling the peer, tearing down) is
  * source.c's alone.  Like fab_int.h for the fabric, this header holds
- * types only; nothing outside the source includes it. */
+ * types (with the states' names and their one setter, which every file
+ * uses); nothing outside the source includes it. */
 #ifndef RDMIG_SRC_INT_H
 #define RDMIG_SRC_INT_H
 
@@ -85,8 +86,23 @@ enum src_state {
 			 * credit */
 	SRC_COMPLETING, /* COMPLETE sent; waiting for COMPLETE_ACK */
 	SRC_COMPLETED,  /* the destination holds the whole image (terminal) */
-	SRC_FAILED,     /* terminal; ss.err says why, the peer was told */
+	SRC_FAILED,     /* terminal; ss.err says why, the peer was told;
+			 * stays last: src_state_names is checked against it */
 };
+
+/* For the debug log, so a migration that hangs says where it stands. */
+static const char *const src_state_names[] = {
+	[SRC_NEW] = "new", [SRC_CONNECTING] = "connecting", [SRC_AUTH] = "auth",
+	[SRC_MAP] = "map", [SRC_CHANNELS] = "channels", [SRC_PREPARING] = "preparing",
+	[SRC_READY] = "ready", [SRC_ITERATING] = "iterating", [SRC_DRAINING] = "draining",
+	[SRC_ITER_END] = "iter-end", [SRC_PC_SWITCH] = "pc-switch",
+	[SRC_POSTCOPY] = "postcopy", [SRC_PC_PAUSED] = "pc-paused",
+	[SRC_PC_RESUMING] = "pc-resuming", [SRC_HASHING] = "hashing",
+	[SRC_COMPLETING] = "completing", [SRC_COMPLETED] = "completed",
+	[SRC_FAILED] = "failed",
+};
+_Static_assert(RD_ARRAY_SIZE(src_state_names) == SRC_FAILED + 1,
+	       "src_state_names must name every enum src_state");
 
 /* What SRC_PREPARING sets up, in this order, on the set-up thread
  * (worker.h): each part starts threads or allocates and first touches
@@ -361,5 +377,15 @@ struct rdmig_source {
 	int64_t last_progress_ms;
 	int64_t first_write_ms;
 };
+
+/* Every change of s->state goes through here, so the debug log has each
+ * transition: a stuck migration then says where it stands. */
+static inline void src_set_state(struct rdmig_source *s, enum src_state to)
+{
+	if (s->state != to)
+		cfg_log(&s->ss.cfg, RDMIG_LOG_DEBUG, "source state: %s -> %s",
+			src_state_names[s->state], src_state_names[to]);
+	s->state = to;
+}
 
 #endif

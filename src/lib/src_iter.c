@@ -279,7 +279,7 @@ int src_iter_begin(struct rdmig_source *s)
 	pthread_mutex_unlock(&s->ss.stats.lock);
 	if (s->dreg_ready)
 		dreg_restart(&s->dreg);
-	s->state = SRC_ITERATING;
+	src_set_state(s, SRC_ITERATING);
 	return 0;
 }
 
@@ -409,7 +409,7 @@ static int end_iteration(struct rdmig_source *s)
 	if (rc == -EAGAIN)
 		return 0;
 	if (!rc)
-		s->state = SRC_ITER_END;
+		src_set_state(s, SRC_ITER_END);
 	return rc;
 }
 
@@ -445,7 +445,7 @@ int src_iter_step(struct rdmig_source *s, uint64_t max_bytes, int64_t until)
 		if (rc)
 			return rc;
 		if (src_sweep_done(s))
-			s->state = SRC_DRAINING;
+			src_set_state(s, SRC_DRAINING);
 		/* ITER_END only once every WRITE of the round completed: on
 		 * other channels a SEND is not ordered after them.  With
 		 * pin-all the image is wholly registered by then (rdmig(3)):
@@ -495,7 +495,7 @@ static int on_iter_ack(struct rdmig_source *s, const Rdmig__IterAck *a)
 	s->last_iter_ms = (uint64_t)(now - s->iter_start_ms);
 	s->bw = conv_learn_bw(s->bw, s->last_iter_bytes, s->last_iter_ms);
 	s->sweep.planned_bytes = s->iter_bytes = 0;
-	s->state = SRC_READY;
+	src_set_state(s, SRC_READY);
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.iterations = s->iteration;
 	s->ss.stats.st.data_time_ms += s->last_iter_ms;

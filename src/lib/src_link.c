@@ -89,7 +89,7 @@ int src_link_prepare(struct rdmig_source *s, const char *host, const char *port)
 	s->ss.stats.start_ms = rd_now_ms();
 	s->ss.stats.st.status = RDMIG_STATUS_SETUP;
 	pthread_mutex_unlock(&s->ss.stats.lock);
-	s->state = SRC_CONNECTING;
+	src_set_state(s, SRC_CONNECTING);
 	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "connecting to %s:%s", host, port);
 	return 0;
 }
@@ -228,7 +228,7 @@ static int on_connected(struct rdmig_source *s)
 	s->peer_msg_max = s->ss.ch.peer_msg_max;
 	memcpy(s->challenge, acc.nonce, AUTH_NONCE_LEN);
 	if (acc.caps & PD_CAP_AUTH) {
-		s->state = SRC_AUTH;
+		src_set_state(s, SRC_AUTH);
 		return send_auth(s);
 	}
 	return send_block_map(s);
@@ -311,7 +311,7 @@ static int send_block_map(struct rdmig_source *s)
 	}
 	free(descs);
 	free(ptrs);
-	s->state = SRC_MAP;
+	src_set_state(s, SRC_MAP);
 	return rc;
 }
 
@@ -474,7 +474,7 @@ int src_link_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMess
 		rc = src_pc_setup(s);
 	if (rc)
 		return rc;
-	s->state = SRC_CHANNELS;
+	src_set_state(s, SRC_CHANNELS);
 	return s->chans_up == s->nchans + s->npc ? SRC_LINK_UP : 0;
 }
 

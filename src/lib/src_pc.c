@@ -185,7 +185,7 @@ int src_pc_begin(struct rdmig_source *s)
 	s->pc.key_block = 0;
 	s->pc.key_piece = 0;
 	s->pc.pages = 0;
-	s->state = SRC_PC_SWITCH;
+	src_set_state(s, SRC_PC_SWITCH);
 	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "switching to post-copy after %u iterations",
 		s->iteration);
 	return 0;
@@ -266,7 +266,7 @@ static int send_ranges(struct rdmig_source *s)
 	pc->pages += pages;
 	if (!r.last)
 		return 1;
-	s->state = SRC_POSTCOPY;
+	src_set_state(s, SRC_POSTCOPY);
 	pc->start_ms = rd_now_ms();
 	pc->qp_check_ms = pc->start_ms;
 	pthread_mutex_lock(&s->ss.stats.lock);
@@ -328,7 +328,7 @@ static int resume_channels_step(struct rdmig_source *s)
 	rc = src_link_pc_channels_step(s);
 	if (rc != SRC_LINK_UP)
 		return rc == SRC_LINK_AGAIN ? 1 : rc;
-	s->state = SRC_POSTCOPY;
+	src_set_state(s, SRC_POSTCOPY);
 	s->pc.qp_check_ms = rd_now_ms();
 	pthread_mutex_lock(&s->ss.stats.lock);
 	s->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
@@ -392,7 +392,7 @@ int src_pc_on_resumed(struct rdmig_source *s, const ProtobufCMessage *m)
 		PRIu64 " of %" PRIu64 " pages", a->pages_left, s->pc.pages);
 	if (!a->pages_left) {
 		/* Every page is in: POSTCOPY_DONE follows. */
-		s->state = SRC_POSTCOPY;
+		src_set_state(s, SRC_POSTCOPY);
 		return 0;
 	}
 	rc = src_link_reopen_pc(s, a->channel_port, a->channel_token);

@@ -411,12 +411,34 @@ static void assert_reply(struct json_object *o, const char *key)
 		      key, o ? json_object_to_json_string(o) : "(unparsable)");
 }
 
+/* migrate-send's state events, in order: how many, the first and the last
+ * phase (the strings are copied: the event is freed after the call). */
+struct phases {
+	unsigned n;
+	char first[32], last[32];
+};
+
+static int see_state(void *ctx, struct json_object *ev)
+{
+	struct phases *p = ctx;
+	const char *ph = jstr(ev, "phase");
+
+	ck_assert_msg(ph && ph[0], "state event without a phase: %s",
+		      json_object_to_json_string(ev));
+	if (!p->n++)
+		snprintf(p->first, sizeof(p->first), "%s", ph);
+	snprintf(p->last, sizeof(p->last), "%s", ph);
+	return 0;
+}
+
 /* status, set, an unknown command, then cancel: exit 7, workload running. */
 START_TEST(cancel_over_control_socket)
 {
 	struct fixture f;
 	char file[400], ram[500], pid[32], sock[400];
 	struct json_object *ev, *r, *ret;
+	struct phases ph = { 0 };
+	const char *phase;
 	int code;
 
 	fx_init(&f);
@@ -436,6 +458,10 @@ START_TEST(cancel_over_control_socket)
 	assert_reply(r, "return");
 	json_object_object_get_ex(r, "return", &ret);
 	ck_assert_str_eq(json_object_get_string(json_object_object_get(ret, "status")), "active");
+	/* Where it stands, for a migration that seems stuck. */
+	phase = jstr(ret, "phase");
+	ck_assert_msg(phase && phase[0], "status without a phase: %s",
+		      json_object_to_json_string(ret));
 	ck_assert_uint_eq(tu_jnum(ret, "total"), 16 * MIB);
 	ck_assert_uint_eq(tu_jnum(ret, "max-bandwidth"), 2 * MIB);
 	json_object_put(r);
@@ -465,6 +491,11 @@ START_TEST(cancel_over_control_socket)
 	ck_assert_ptr_nonnull(ev);
 	ck_assert_uint_eq(tu_jnum(ev, "exit-code"), 7);
 	json_object_put(ev);
+	/* --json said each phase: from the connection to the end. */
+	tu_each_event(f.send.out, "state", see_state, &ph);
+	ck_assert_msg(ph.n >= 1, "no state event from migrate-send --json");
+	ck_assert_str_eq(ph.first, "connect");
+	ck_assert_str_eq(ph.last, "done");
 	ck_assert_msg(!exists(sock), "control socket left behind");
 	/* The source told the destination why. */
 	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
