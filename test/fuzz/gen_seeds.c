@@ -223,7 +223,7 @@ int main(int argc, char **argv)
 	}
 	privdata(argv[1]);
 	codec(argv[2]);
-	if (argc == 4) {
+	if (argc >= 4) {
 		dest_sequence(argv[3], "dynamic", 0x02, 0);
 		dest_sequence(argv[3], "pin-all", 0x03, 0);
 		dest_sequence(argv[3], "mapped", 0x12, 0);
