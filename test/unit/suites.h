@@ -29,4 +29,5 @@ Suite *forecast_suite(void);
 Suite *chan_suite(void);
 Suite *pcset_suite(void);
 Suite *pcq_suite(void);
+Suite *wire_suite(void);
 #endif
