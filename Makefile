@@ -182,8 +182,11 @@ INTEG_SUPPORT := $(wildcard test/integration/support/*.c)
 INTEG_BIN := $(B)/test/integration-tests
 PEER_SRC  := $(filter-out $(INTEG_SRC),$(wildcard test/integration/*.c))
 PEER_BIN  := $(patsubst test/integration/%.c,$(B)/test/%,$(PEER_SRC))
+# RDMIG_SRCDIR: tests that hold the code to the man pages or the checked-in
+# corpora read them from the tree they were built from.
 TEST_CFLAGS = $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itest/common -Itest/integration/support \
-	-Isrc/cli $(shell pkg-config --cflags json-c) -I$(dir $<)
+	-Isrc/cli $(shell pkg-config --cflags json-c) -I$(dir $<) \
+	-DRDMIG_SRCDIR=\"$(CURDIR)\"
 TEST_LIBS := $(LIB_A) $(PKG_LIBS) $(CHECK_LIBS) -lpthread $(shell pkg-config --libs json-c)
 
 $(B)/obj/test/%.o: test/%.c | $(GEN_H)

@@ -10,13 +10,9 @@
 #include "msgcheck.h"
 #include "pbscan.h"
 
-typedef int (*check_fn)(const ProtobufCMessage *m, uint32_t msg_max,
-			struct rd_err *err);
-
 struct ctrl_desc {
 	const char *name;
 	const ProtobufCMessageDescriptor *desc; /* NULL: header only */
-	check_fn check;                         /* NULL: nothing to check */
 	const struct pbscan_limit *limits;      /* top-level repeated fields */
 };
 
@@ -58,55 +54,51 @@ static const struct pbscan_limit complete_ack_limits[] = {
 	{ 2, "digests", CTRL_DIGESTS_MAX }, { 0, NULL, 0 },
 };
 
+/* One row per control message type; its stateless limits are msgcheck's
+ * table.  A type without a row here is unknown to ctrl_hdr_get. */
 static const struct ctrl_desc types[CT_TYPE_MAX] = {
 	[CT_BLOCK_MAP_REQ] = { "BLOCK_MAP_REQ", &rdmig__block_map_req__descriptor,
-			       msgcheck_block_map_req, blocks_limits },
+			       blocks_limits },
 	[CT_BLOCK_MAP_RESP] = { "BLOCK_MAP_RESP", &rdmig__block_map_resp__descriptor,
-				msgcheck_block_map_resp, blocks_limits },
+				blocks_limits },
 	[CT_REGISTER_REQ] = { "REGISTER_REQ", &rdmig__register_req__descriptor,
-			      msgcheck_register_req, register_req_limits },
+			      register_req_limits },
 	[CT_REGISTER_RESP] = { "REGISTER_RESP", &rdmig__register_resp__descriptor,
-			       msgcheck_register_resp, register_resp_limits },
+			       register_resp_limits },
 	[CT_ZERO_RANGES] = { "ZERO_RANGES", &rdmig__zero_ranges__descriptor,
-			     msgcheck_zero_ranges, zero_ranges_limits },
-	[CT_ITER_END] = { "ITER_END", &rdmig__iter_end__descriptor, NULL, NULL },
-	[CT_ITER_ACK] = { "ITER_ACK", &rdmig__iter_ack__descriptor, NULL, NULL },
-	[CT_STATE] = { "STATE", &rdmig__state__descriptor, msgcheck_state, NULL },
-	[CT_COMPLETE] = { "COMPLETE", &rdmig__complete__descriptor, msgcheck_complete,
-			  complete_limits },
+			     zero_ranges_limits },
+	[CT_ITER_END] = { "ITER_END", &rdmig__iter_end__descriptor, NULL },
+	[CT_ITER_ACK] = { "ITER_ACK", &rdmig__iter_ack__descriptor, NULL },
+	[CT_STATE] = { "STATE", &rdmig__state__descriptor, NULL },
+	[CT_COMPLETE] = { "COMPLETE", &rdmig__complete__descriptor, complete_limits },
 	[CT_COMPLETE_ACK] = { "COMPLETE_ACK", &rdmig__complete_ack__descriptor,
-			      msgcheck_complete_ack, complete_ack_limits },
-	[CT_ERROR] = { "ERROR", &rdmig__error__descriptor, msgcheck_error, NULL },
-	[CT_CREDIT] = { "CREDIT", NULL, NULL, NULL },
-	[CT_KEEPALIVE] = { "KEEPALIVE", NULL, NULL, NULL },
+			      complete_ack_limits },
+	[CT_ERROR] = { "ERROR", &rdmig__error__descriptor, NULL },
+	[CT_CREDIT] = { "CREDIT", NULL, NULL },
+	[CT_KEEPALIVE] = { "KEEPALIVE", NULL, NULL },
 	[CT_AUTH_CHALLENGE] = { "AUTH_CHALLENGE", &rdmig__auth_challenge__descriptor,
-				msgcheck_auth_challenge, NULL },
-	[CT_AUTH_RESPONSE] = { "AUTH_RESPONSE", &rdmig__auth_response__descriptor,
-			       msgcheck_auth_response, NULL },
-	[CT_PIN_KEYS] = { "PIN_KEYS", &rdmig__pin_keys__descriptor, msgcheck_pin_keys,
-			  pin_keys_limits },
-	[CT_PAGES] = { "PAGES", &rdmig__pages__descriptor, msgcheck_pages, pages_limits },
-	[CT_PROGRESS] = { "PROGRESS", &rdmig__progress__descriptor, NULL, NULL },
-	[CT_STATE_RING] = { "STATE_RING", &rdmig__state_ring__descriptor, msgcheck_state_ring,
-			    NULL },
-	[CT_STATE_WRITTEN] = { "STATE_WRITTEN", &rdmig__state_written__descriptor,
-			       msgcheck_state_written, NULL },
-	[CT_STATE_TAKEN] = { "STATE_TAKEN", &rdmig__state_taken__descriptor, NULL, NULL },
+				NULL },
+	[CT_AUTH_RESPONSE] = { "AUTH_RESPONSE", &rdmig__auth_response__descriptor, NULL },
+	[CT_PIN_KEYS] = { "PIN_KEYS", &rdmig__pin_keys__descriptor, pin_keys_limits },
+	[CT_PAGES] = { "PAGES", &rdmig__pages__descriptor, pages_limits },
+	[CT_PROGRESS] = { "PROGRESS", &rdmig__progress__descriptor, NULL },
+	[CT_STATE_RING] = { "STATE_RING", &rdmig__state_ring__descriptor, NULL },
+	[CT_STATE_WRITTEN] = { "STATE_WRITTEN", &rdmig__state_written__descriptor, NULL },
+	[CT_STATE_TAKEN] = { "STATE_TAKEN", &rdmig__state_taken__descriptor, NULL },
 	[CT_POSTCOPY_KEYS] = { "POSTCOPY_KEYS", &rdmig__postcopy_keys__descriptor,
-			       msgcheck_postcopy_keys, pc_keys_limits },
+			       pc_keys_limits },
 	[CT_POSTCOPY_RANGES] = { "POSTCOPY_RANGES", &rdmig__postcopy_ranges__descriptor,
-				 msgcheck_postcopy_ranges, pc_ranges_limits },
-	[CT_POSTCOPY_DONE] = { "POSTCOPY_DONE", &rdmig__postcopy_done__descriptor,
-			       msgcheck_postcopy_done, NULL },
-	[CT_POSTCOPY_RESUME] = { "POSTCOPY_RESUME", &rdmig__postcopy_resume__descriptor, NULL,
+				 pc_ranges_limits },
+	[CT_POSTCOPY_DONE] = { "POSTCOPY_DONE", &rdmig__postcopy_done__descriptor, NULL },
+	[CT_POSTCOPY_RESUME] = { "POSTCOPY_RESUME", &rdmig__postcopy_resume__descriptor,
 				 NULL },
 	[CT_POSTCOPY_RESUMED] = { "POSTCOPY_RESUMED", &rdmig__postcopy_resumed__descriptor,
-				  msgcheck_postcopy_resumed, NULL },
+				  NULL },
 };
 
 static const struct ctrl_desc *type_desc(unsigned type)
 {
-	if (type == 0 || type >= CT_TYPE_MAX)
+	if (type == 0 || type >= CT_TYPE_MAX || !types[type].name)
 		return NULL;
 	return &types[type];
 }
@@ -265,7 +257,7 @@ int ctrl_msg_check(unsigned type, const ProtobufCMessage *msg, uint32_t msg_max,
 				  type);
 	if (!d->desc != !msg || (msg && msg->descriptor != d->desc))
 		return rd_err_set(err, -EPROTO, "%s: wrong message kind", d->name);
-	return d->check ? d->check(msg, msg_max, err) : 0;
+	return msgcheck(type, msg, msg_max, err);
 }
 
 void ctrl_msg_free(struct arena *a, ProtobufCMessage *m)

@@ -16,9 +16,8 @@
  *              is in
  * Each takes the handle and returns 0 or a negative errno with the message
  * in ss.err; failing (telling the peer, tearing down) is dest.c's alone.
- * Types only, like fab_int.h (with the states' names and their one
- * setter, which every file uses); nothing outside the destination
- * includes it. */
+ * Types only (with the states' names and their one setter, which every
+ * file uses); nothing outside the destination includes it. */
 #ifndef RDMIG_DST_INT_H
 #define RDMIG_DST_INT_H
 

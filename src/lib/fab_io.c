@@ -1,5 +1,5 @@
 /* fabric, the data path: memory registration, posting work requests and
- * reaping completions.  It needs none of fab_int.h's helpers. */
+ * reaping completions.  It needs none of fab_cm.h's helpers. */
 #include "fabric.h"
 
 #include <errno.h>

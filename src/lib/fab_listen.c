@@ -1,11 +1,13 @@
 /* fabric, the listener side: listening ids, incoming connection requests
  * and the events of connections that stay on a listener's channel. */
-#include "fab_int.h"
+#include "fabric.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "fab_cm.h"
 
 static int listen_on(struct fab_listener **out, const struct sockaddr *sa,
 		     const char *host, const char *port, struct rd_err *err)
@@ -139,7 +141,7 @@ int fab_get_request(struct fab_listener *l, int64_t deadline,
 		return rd_err_set(err, -ENOMEM, "out of memory");
 	}
 	fab_conn_set_err(c, err);
-	fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+	c->peer_priv_len = fab_event_priv(ev, c->peer_priv, sizeof(c->peer_priv));
 	c->peer_qpn = ev->param.conn.qp_num;
 	id = ev->id;
 	rdma_ack_cm_event(ev);
@@ -176,7 +178,7 @@ static int take_request(struct rdma_cm_event *ev, struct fab_conn **out, struct 
 
 	if (c) {
 		fab_conn_set_err(c, NULL);
-		fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+		c->peer_priv_len = fab_event_priv(ev, c->peer_priv, sizeof(c->peer_priv));
 		c->peer_qpn = ev->param.conn.qp_num;
 	}
 	/* Acked before anything else touches the id: destroying an id with an

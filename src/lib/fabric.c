@@ -1,24 +1,16 @@
-#include "fab_int.h"
+#include "fabric.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fab_cm.h"
+
 /* rdma_cm's own resolution timeouts; our deadline bounds them further. */
 #define RESOLVE_TIMEOUT_MS 5000
-
-int fab_set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	return 0;
-}
 
 void fab_warm_up(void)
 {
@@ -31,80 +23,6 @@ void fab_warm_up(void)
 const char *fab_event_str(enum rdma_cm_event_type t)
 {
 	return rdma_event_str(t);
-}
-
-int fab_resolve(const char *host, const char *port, bool passive,
-		struct sockaddr_storage *ss, struct rd_err *err)
-{
-	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-				  .ai_socktype = SOCK_STREAM,
-				  .ai_flags = passive ? AI_PASSIVE : 0 };
-	struct addrinfo *res = NULL;
-	int rc;
-
-	rc = getaddrinfo(host && *host ? host : NULL, port, &hints, &res);
-	if (rc)
-		return rd_err_set(err, -EINVAL, "cannot resolve address %s:%s: %s",
-				  host ? host : "*", port, gai_strerror(rc));
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	freeaddrinfo(res);
-	return 0;
-}
-
-int fab_new_channel(struct rdma_event_channel **out, struct rd_err *err)
-{
-	struct rdma_event_channel *ch = rdma_create_event_channel();
-	int rc;
-
-	if (!ch) {
-		rc = -errno;
-		if (rc == -ENODEV || rc == -ENOENT)
-			return rd_err_set(err, rc, "rdma_create_event_channel failed: %s "
-					  "(is an RDMA device present and rdma_ucm loaded?)",
-					  strerror(-rc));
-		return rd_err_set(err, rc, "rdma_create_event_channel failed: %s",
-				  strerror(-rc));
-	}
-	rc = fab_set_nonblock(ch->fd);
-	if (rc) {
-		rdma_destroy_event_channel(ch);
-		return rd_err_set(err, rc, "fcntl(O_NONBLOCK) on CM channel failed: %s",
-				  strerror(-rc));
-	}
-	*out = ch;
-	return 0;
-}
-
-int fab_get_event(struct rdma_event_channel *ch, int64_t deadline,
-		  struct rdma_cm_event **ev)
-{
-	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
-	int rc;
-
-	for (;;) {
-		if (!rdma_get_cm_event(ch, ev))
-			return 0;
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		if (deadline == 0 || rd_expired(deadline))
-			return deadline == 0 ? -EAGAIN : -ETIMEDOUT;
-		rc = poll(&pfd, 1, rd_remaining_ms(deadline));
-		if (rc < 0 && errno != EINTR)
-			return -errno;
-		if (rc == 0)
-			return -ETIMEDOUT;
-	}
-}
-
-void fab_save_priv(struct fab_conn *c, const void *data, size_t len)
-{
-	c->peer_priv_len = 0;
-	if (!data || !len)
-		return;
-	if (len > sizeof(c->peer_priv))
-		len = sizeof(c->peer_priv);
-	memcpy(c->peer_priv, data, len);
-	c->peer_priv_len = len;
 }
 
 static int create_cq(struct fab_conn *c, const struct fab_caps *caps)
@@ -263,7 +181,8 @@ static int attempt_failed(struct fab_conn *c, const struct rdma_cm_event *ev,
 		/* IB CM reason 28 is a consumer reject carrying our private
 		 * data; anything else comes from the CM itself. */
 		if (status == IB_CM_REJ_CONSUMER_DEFINED)
-			fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+			c->peer_priv_len = fab_event_priv(ev, c->peer_priv,
+							  sizeof(c->peer_priv));
 		return rd_err_set(c->err, -ECONNREFUSED, "connection refused %s: %s", what,
 				  reject_reason(status));
 	case RDMA_CM_EVENT_ADDR_ERROR:
@@ -386,7 +305,7 @@ static int attempt_event(struct fab_conn *c, struct rdma_cm_event *ev)
 		a->setup = SETUP_RESOURCES;
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		fab_save_priv(c, ev->param.conn.private_data, ev->param.conn.private_data_len);
+		c->peer_priv_len = fab_event_priv(ev, c->peer_priv, sizeof(c->peer_priv));
 		c->peer_qpn = ev->param.conn.qp_num;
 		c->state = FAB_CONNECTED;
 		rc = 1;

@@ -10,8 +10,8 @@
  * the tag, never by decoding bits of wr_id.
  *
  * Implemented in fabric.c (connections), fab_listen.c (listeners) and
- * fab_io.c (registration, posting, completions); fab_int.h is what they
- * share. */
+ * fab_io.c (registration, posting, completions); fab_cm.h holds the
+ * rdma_cm helpers under fabric.c and fab_listen.c. */
 #ifndef RDMIG_FABRIC_H
 #define RDMIG_FABRIC_H
 

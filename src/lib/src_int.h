@@ -19,9 +19,9 @@
  *              (keys and page set), waiting for the destination's pages
  * Each takes the handle and returns 0 or a negative errno with the
  * message in ss.err; failing (telling the peer, tearing down) is
- * source.c's alone.  Like fab_int.h for the fabric, this header holds
- * types (with the states' names and their one setter, which every file
- * uses); nothing outside the source includes it. */
+ * source.c's alone.  This header holds types (with the states' names and
+ * their one setter, which every file uses); nothing outside the source
+ * includes it. */
 #ifndef RDMIG_SRC_INT_H
 #define RDMIG_SRC_INT_H
 

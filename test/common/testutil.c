@@ -66,6 +66,19 @@ const char *tu_build_path(const char *rel, char *buf, size_t len)
 	return buf;
 }
 
+/* make passes the tree it ran in; elsewhere, the current directory. */
+#ifndef RDMIG_SRCDIR
+#define RDMIG_SRCDIR "."
+#endif
+
+const char *tu_src_path(const char *rel, char *buf, size_t len)
+{
+	const char *s = getenv("RDMIG_SRCDIR");
+
+	snprintf(buf, len, "%s/%s", s && *s ? s : RDMIG_SRCDIR, rel);
+	return buf;
+}
+
 const char *tu_addr(void)
 {
 	const char *a = getenv("RDMIG_TEST_ADDR");

@@ -20,6 +20,9 @@ void tu_rmdir(const char *dir);
 
 /* Path of a test helper or program built by make (RDMIG_BUILD/<rel>). */
 const char *tu_build_path(const char *rel, char *buf, size_t len);
+/* Path of a file of the source tree the tests were built from
+ * (RDMIG_SRCDIR/<rel>; the environment's RDMIG_SRCDIR overrides it). */
+const char *tu_src_path(const char *rel, char *buf, size_t len);
 /* The address of the Soft-RoCE device set up by tools/softroce. */
 const char *tu_addr(void);
 

@@ -67,8 +67,8 @@ $CC $common $cli_cflags $warn $san -o "$out/fuzz_names" test/fuzz/fuzz_names.c \
 	src/cli/cli.c src/cli/safeopen.c src/lib/util.c $(pkg-config --libs json-c libsodium) -lrdmacm
 
 if [ "${1:-}" = --seeds ]; then
-	$CC $common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \
-		$codec_src src/lib/privdata.c src/lib/util.c "$out/gen/rdmig.pb-c.c" $pb_libs
+	$CC $common -Itest/common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \
+		test/common/ctrl_seeds.c $codec_src src/lib/privdata.c src/lib/util.c "$out/gen/rdmig.pb-c.c" $pb_libs
 	mkdir -p test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest \
 		test/fuzz/corpus/pcset
 	"$out/gen_seeds" test/fuzz/corpus/privdata test/fuzz/corpus/codec test/fuzz/corpus/dest \

@@ -37,6 +37,7 @@ int main(void)
 	srunner_add_suite(sr, pcset_suite());
 	srunner_add_suite(sr, pcq_suite());
 	srunner_add_suite(sr, states_suite());
+	srunner_add_suite(sr, wire_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

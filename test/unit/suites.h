@@ -30,4 +30,5 @@ Suite *chan_suite(void);
 Suite *pcset_suite(void);
 Suite *pcq_suite(void);
 Suite *states_suite(void);
+Suite *wire_suite(void);
 #endif
