@@ -683,6 +683,8 @@ static int estimate(struct cfx *f, bool auto_converge, struct json_object **ev)
  * carries does not converge alone (exit 11, as the migration would give
  * up), and converges with --auto-converge in about as many rounds as the
  * migration then takes (within a factor of two, issue 31), throttled. */
+static void expect_honest(struct json_object *done, int sc, unsigned limit);
+
 START_TEST(process_estimate_predicts)
 {
 	struct json_object *ev, *done;
@@ -710,17 +712,17 @@ START_TEST(process_estimate_predicts)
 	/* The migration itself; its downtime against the limit is
 	 * process_converges's to judge (a second such judge here failed CI
 	 * once at 405 ms of 400, the policy's switch-over predicted within):
-	 * this test is about the rounds. */
+	 * this test is about the rounds, and that a miss is said. */
 	cfx_recv(&f, false);
 	cfx_send(&f, NULL);
 	sc = tu_run_finish(&f.send, 400000);
 	rc = tu_run_finish(&f.recv, 30000);
-	if (sc || rc)
+	if ((sc && sc != 12) || rc)
 		dump(&f);
-	ck_assert_int_eq(sc, 0);
 	ck_assert_int_eq(rc, 0);
 	done = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(done);
+	expect_honest(done, sc, f.max_downtime);
 	got = tu_jnum(done, "dirty-sync-count");
 	json_object_put(done);
 	printf("converge: estimate: %" PRIu64 " rounds forecast, %" PRIu64 " taken\n", want, got);
