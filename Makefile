@@ -201,7 +201,7 @@ $(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(
 
 $(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC) $(INTEG_SUPPORT)) \
 		$(COMMON_OBJ) $(B)/obj/cli/qmp.o $(B)/obj/cli/qemu_ram.o $(B)/obj/cli/cli.o $(B)/obj/cli/proc.o \
-		$(B)/obj/cli/safeopen.o \
+		$(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o \
 		$(B)/obj/cli/inject.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
@@ -315,7 +315,7 @@ $(B)/obj/tools/dirtybench.o: tools/dirtybench.c | $(GEN_H)
 	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
 
 $(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/tools/benchutil.o $(B)/obj/cli/dirty.o $(B)/obj/cli/inject.o \
-		$(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o $(LIB_A)
+		$(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 
@@ -325,7 +325,7 @@ $(B)/obj/tools/regbench.o: tools/regbench.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
 
-$(B)/bin/regbench: $(B)/obj/tools/regbench.o $(B)/obj/tools/benchutil.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o $(LIB_A)
+$(B)/bin/regbench: $(B)/obj/tools/regbench.o $(B)/obj/tools/benchutil.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -libverbs -lpthread
 

@@ -78,18 +78,6 @@ int cli_usage(const char *fmt, ...)
 	return CLI_EX_USAGE;
 }
 
-int cli_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 int cli_exit_code(int rc, enum cli_phase phase, const char *msg)
 {
 	if (!msg)

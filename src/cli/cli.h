@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "rdmig.h"
+#include "clierr.h" /* cli_errf, which every module here uses */
 
 /* Exit codes of both commands; the man pages and --help list the same. */
 enum cli_exit {
@@ -44,10 +45,6 @@ const char *cli_prog(void);
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints like cli_err and returns CLI_EX_USAGE. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Writes a message into @err (when it has room) and returns @code: how the
- * modules behind the commands report a failure to their caller. */
-int cli_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 
 /* Maps a negative errno from the library (with its message) to an exit code. */
 int cli_exit_code(int rc, enum cli_phase phase, const char *msg);

@@ -10,7 +10,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "clierr.h"
 
 /* With RESOLVE_IN_ROOT the kernel asks to try again when a rename raced
  * the walk. */

@@ -31,17 +31,9 @@
 #include <sys/types.h>
 
 #include "proc.h"
+#include "throttle_target.h"
 
 struct throttle;
-
-/* What to slow down: threads @tids of @proc (vCPU threads), or, when
- * @ntids is 0, every thread it has when the throttle is first applied. */
-struct thr_target {
-	const struct proc_ref *proc;
-	const pid_t *tids;
-	unsigned ntids;
-	const char *what;       /* "QEMU's 2 vCPU threads": for messages */
-};
 
 /* Finds a mechanism that can slow @t down here (nothing is changed yet:
  * the error, naming the fix, comes before the migration starts), and

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "proc.h"
 #include "throttle_int.h"
 
 /* A thread held by its quota may hold a lock others wait for (QEMU's

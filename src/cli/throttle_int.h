@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "throttle.h"
+#include "throttle_target.h"
 
 struct thr_ops {
 	const char *name;

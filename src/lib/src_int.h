@@ -5,6 +5,8 @@
  * concern of its own that never calls back up:
  *   src_link   connecting, authentication, the block map, data channels,
  *              pin-all pieces
+ *   src_chan   the channels beyond the control connection, stepped to
+ *              connected (src_link opens them, src_pc opens post-copy's again)
  *   src_iter   rounds: their machinery set up on the set-up thread
  *              (SRC_PREPARING, worker.h), the WRITE window, registration ahead,
  *              posting, completions, ITER_END

@@ -10,6 +10,7 @@
 #include "chan.h"
 #include "codec.h"
 #include "privdata.h"
+#include "src_chan.h"
 #include "src_int.h"
 #include "src_mem.h"
 #include "src_pc.h"
@@ -379,30 +380,6 @@ static int open_channels(struct rdmig_source *s, const Rdmig__BlockMapResp *r)
 	return 0;
 }
 
-static int channels_step(struct rdmig_source *s)
-{
-	unsigned k;
-	int rc;
-
-	int again = 0;
-
-	for (k = 1; k < s->nchans + s->npc; k++) {
-		if (s->chans[k].up)
-			continue;
-		rc = fab_connect_step(s->chans[k].conn);
-		if (rc == FAB_STEP_AGAIN)
-			again = SRC_LINK_AGAIN;
-		if (!rc || rc == FAB_STEP_AGAIN)
-			continue;
-		rc = chan_connect_finish(s->chans[k].conn, k, k >= s->nchans, rc, &s->ss.err);
-		if (rc)
-			return rc;
-		s->chans[k].up = true;
-		s->chans_up++;
-	}
-	return again;
-}
-
 int src_link_step(struct rdmig_source *s)
 {
 	int rc;
@@ -420,8 +397,7 @@ int src_link_step(struct rdmig_source *s)
 			return SRC_LINK_AGAIN;
 		return rc ? on_connected(s) : 0;
 	case SRC_CHANNELS:
-		rc = channels_step(s);
-		return rc ? rc : s->chans_up == s->nchans + s->npc ? SRC_LINK_UP : 0;
+		return src_chan_step(s);
 	default:
 		return 0;
 	}
@@ -688,31 +664,6 @@ int src_link_resume_step(struct rdmig_source *s)
 	if (rc == FAB_STEP_AGAIN)
 		return SRC_LINK_AGAIN;
 	return rc ? on_resume_connected(s) : 0;
-}
-
-int src_link_reopen_pc(struct rdmig_source *s, uint32_t port, uint64_t token)
-{
-	unsigned k;
-	int rc;
-
-	/* Indexes 1 and 2 of 3 on the wire: no data channel comes back. */
-	for (k = s->nchans; k < s->nchans + s->npc; k++) {
-		rc = chan_connect_start(&s->chans[k].conn, s->ss.conn, port, token,
-					1 + k - s->nchans, 1 + s->npc, 1, true,
-					rd_deadline(s->ss.cfg.timeout_ms), &s->ss.err);
-		if (!rc)
-			rc = sess_watch(&s->ss, fab_cm_fd(s->chans[k].conn));
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int src_link_pc_channels_step(struct rdmig_source *s)
-{
-	int rc = channels_step(s);
-
-	return rc ? rc : s->chans_up == s->nchans + s->npc ? SRC_LINK_UP : 0;
 }
 
 void src_link_destroy(struct rdmig_source *s)

@@ -16,11 +16,10 @@
 #include <stdint.h>
 
 #include "codec.h"
+#include "src_chan.h" /* SRC_LINK_UP, SRC_LINK_AGAIN */
 
 struct rdmig_source;
 struct regq_job;
-
-enum { SRC_LINK_UP = 1, SRC_LINK_AGAIN = 2 };
 
 /* rdmig_source_connect_async(): records where to and enters
  * SRC_CONNECTING; the first step starts the attempt, so the call itself
@@ -50,11 +49,6 @@ int src_link_resume_start(struct rdmig_source *s);
  * authentication or POSTCOPY_RESUME goes (src_pc.resume moves on).
  * SRC_LINK_AGAIN, 0, or a negative errno (a refusal included). */
 int src_link_resume_step(struct rdmig_source *s);
-/* POSTCOPY_RESUMED with pages left: opens the post-copy channels again, to
- * @port with @token; src_link_pc_channels_step() drives them and returns
- * SRC_LINK_UP once both are up. */
-int src_link_reopen_pc(struct rdmig_source *s, uint32_t port, uint64_t token);
-int src_link_pc_channels_step(struct rdmig_source *s);
 /* Disconnects every channel. */
 void src_link_disconnect(struct rdmig_source *s);
 /* The connections' fds leave the caller's set: a finished source is quiet. */

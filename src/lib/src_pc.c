@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "privdata.h"
+#include "src_chan.h"
 #include "src_int.h"
-#include "src_link.h"
 #include "src_mem.h"
 
 /* How often the post-copy channels' QPs are looked at while the
@@ -325,7 +325,7 @@ static int resume_channels_step(struct rdmig_source *s)
 
 	if (s->pc.resume != RS_CHANNELS)
 		return 0;
-	rc = src_link_pc_channels_step(s);
+	rc = src_chan_step(s);
 	if (rc != SRC_LINK_UP)
 		return rc == SRC_LINK_AGAIN ? 1 : rc;
 	src_set_state(s, SRC_POSTCOPY);
@@ -395,7 +395,7 @@ int src_pc_on_resumed(struct rdmig_source *s, const ProtobufCMessage *m)
 		src_set_state(s, SRC_POSTCOPY);
 		return 0;
 	}
-	rc = src_link_reopen_pc(s, a->channel_port, a->channel_token);
+	rc = src_chan_reopen_pc(s, a->channel_port, a->channel_token);
 	if (rc)
 		return rc;
 	s->pc.resume = RS_CHANNELS;

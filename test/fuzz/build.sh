@@ -64,7 +64,7 @@ $CC $common $cli_cflags $warn $san -o "$out/fuzz_control" test/fuzz/fuzz_control
 	src/cli/control.c $(pkg-config --libs json-c) -lev
 echo "  LD      $out/fuzz_names"
 $CC $common $cli_cflags $warn $san -o "$out/fuzz_names" test/fuzz/fuzz_names.c \
-	src/cli/cli.c src/cli/safeopen.c src/lib/util.c $(pkg-config --libs json-c libsodium) -lrdmacm
+	src/cli/cli.c src/cli/safeopen.c src/cli/clierr.c src/lib/util.c $(pkg-config --libs json-c libsodium) -lrdmacm
 
 if [ "${1:-}" = --seeds ]; then
 	$CC $common -Itest/common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \

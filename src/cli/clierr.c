@@ -1,0 +1,16 @@
+#include "clierr.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int cli_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
