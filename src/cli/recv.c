@@ -77,7 +77,7 @@ static const char usage_text[] =
 	"      --max-total-pinned SIZE  --daemon: bytes all migrations may pin at once\n"
 	"                           (default 1G)\n"
 	"  -t, --timeout S          bound on every wait for the peer (default 30)\n"
-	"  -v, --verbose            log what the library does\n"
+	"  -v, --verbose            log what the library does (twice: each state change too)\n"
 	"  -V, --version            print the version and exit\n"
 	"  -h, --help               print this help and exit\n"
 	"\n"
@@ -234,7 +234,7 @@ static int one_opt(void *opts, int c, const char *arg)
 	case OPT_TOTAL_PINNED:
 		o->have_totals = 1;
 		return cli_opt_size("--max-total-pinned", arg, &o->total_pinned);
-	case 'v': o->verbose = 1; return 0;
+	case 'v': o->verbose++; return 0;
 	default: return CLI_EX_INTERNAL;
 	}
 }
@@ -672,7 +672,8 @@ static struct mig *mig_new(struct app *a)
 	cfg.commit_ctx = m;
 	cfg.log = cli_log;
 	cfg.log_ctx = &a->bar;
-	cfg.log_level = a->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
+	cfg.log_level = a->o.verbose > 1 ? RDMIG_LOG_DEBUG :
+			a->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	cfg.map_block = map_cb;
 	cfg.map_ctx = m;
 	/* Without a sink the library refuses state, naming the reason. */

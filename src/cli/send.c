@@ -87,7 +87,7 @@ static const char usage_text[] =
 	"      --control SOCK        control socket (status, cancel, set, start)\n"
 	"      --defer               connect and prepare, then wait for start on --control\n"
 	"  -t, --timeout S           bound on every wait for the peer (default 30)\n"
-	"  -v, --verbose             log what the library does\n"
+	"  -v, --verbose             log what the library does (twice: each state change too)\n"
 	"  -V, --version             print the version and exit\n"
 	"  -h, --help                print this help and exit\n"
 	"\n"
@@ -262,7 +262,7 @@ static int one_opt(void *opts, int c, const char *arg)
 	case OPT_AUTH_KEY: return cli_opt_key(&o->key, &o->key_len, arg);
 	case OPT_TRUSTED: o->trusted = 1; return 0;
 	case 't': return cli_opt_num("--timeout", arg, 1, 86400, &o->timeout_s);
-	case 'v': o->verbose = 1; return 0;
+	case 'v': o->verbose++; return 0;
 	default: return CLI_EX_INTERNAL;
 	}
 }
@@ -1736,7 +1736,8 @@ static void source_config(struct sender *x, struct rdmig_config *c)
 		cfg.pinned_cap = x->o.pinned_cap;
 	cfg.log = cli_log;
 	cfg.log_ctx = &x->bar;
-	cfg.log_level = x->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
+	cfg.log_level = x->o.verbose > 1 ? RDMIG_LOG_DEBUG :
+			x->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	/* --estimate's round runs on a thread of its own, without a bar. */
 	cfg.progress = x->o.estimate_s ? NULL : on_progress;
 	cfg.progress_ctx = x;

@@ -302,13 +302,17 @@ START_TEST(live_converges_and_stops)
 	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
 	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
 				      "--dirty-tracking", _i == 1 ? "soft-dirty" : "auto",
-				      "--channels", chans[_i], _i >= 2 ? "--verbose" : NULL, NULL });
+				      "--channels", chans[_i], _i >= 2 ? "--verbose" : NULL,
+				      _i == 3 ? "-v" : NULL, NULL });
 	both_ok(&f, 120000);
 	if (_i >= 2) {
 		snprintf(striping, sizeof(striping), "striping writes over %s channels", chans[_i]);
 		ck_assert_msg(file_has(f.send.err, striping), "the source did not stripe over %s "
 			      "channels", chans[_i]);
 	}
+	/* Twice verbose: where the source stands, change by change. */
+	ck_assert_msg((_i == 3) == file_has(f.send.err, "source state: "), "-v%s: state changes "
+		      "%slogged", _i == 3 ? " -v" : "", _i == 3 ? "not " : "");
 	ev = tu_event_in(f.send.out, "setup");
 	ck_assert_ptr_nonnull(ev);
 	want = _i != 1 && kernel_has_scan() ? "wp-async" : "soft-dirty";
