@@ -376,8 +376,8 @@ struct sender {
 	bool cancelled;
 	bool start_asked;       /* --defer: the start command came */
 	bool said_prepared;     /* ... and "prepared" was said */
-	bool said_phase;        /* --json: a state event went (the first
-				 * phase is no change, but is said) */
+	unsigned said_phases;   /* --json: a state event went for each bit's
+				 * phase (the first is no change, but is said) */
 	bool begun;             /* the workload may have been touched */
 	bool untouched;         /* after a failure: it never was */
 	uint64_t prepared_ms;   /* --defer: when it began to wait for start */
@@ -530,11 +530,14 @@ static void set_phase(struct sender *x, enum phase ph)
 {
 	struct json_object *o;
 
-	if (x->o.json && (ph != x->ph || !x->said_phase)) {
+	/* Once per phase: waiting for QEMU to stop its guest goes back and
+	 * forth between converged and stopping up to 20 times a second, which
+	 * the iteration events already count. */
+	if (x->o.json && !(x->said_phases & (1u << ph))) {
 		o = cli_event("state");
 		cli_json_str(o, "phase", phase_names[ph]);
 		cli_emit(o);
-		x->said_phase = true;
+		x->said_phases |= 1u << ph;
 	}
 	x->ph = ph;
 }

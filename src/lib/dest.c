@@ -58,7 +58,8 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 	cost_init(&d->hash_cost, 3.0);
 	cost_init(&d->zero_cost, 1.0);
 	if (rc) {
-		dst_set_state(d, DST_FAILED);
+		/* Not through the setter: create calls nothing back. */
+		d->state = DST_FAILED;
 		d->result = rc;
 	}
 	*out = d;

@@ -48,8 +48,9 @@ int rdmig_source_create(struct rdmig_source **out, const struct rdmig_config *cf
 	pace_init(&s->pace, s->ss.cfg.max_bandwidth);
 	src_conv_init(s);
 	if (rc) {
-		/* Report the configuration error through a half-made handle. */
-		src_set_state(s, SRC_FAILED);
+		/* Report the configuration error through a half-made handle.
+		 * Not through the setter: create calls nothing back. */
+		s->state = SRC_FAILED;
 		s->result = rc;
 	}
 	*out = s;

@@ -84,7 +84,8 @@ START_TEST(every_type_has_a_fuzz_seed)
 		ck_assert_msg(n >= 0, "type %u (%s): %s", t, ctrl_type_name(t), e.msg);
 		snprintf(rel, sizeof(rel), "test/fuzz/corpus/codec/%s", ctrl_type_name(t));
 		file = tu_slurp(tu_src_path(rel, path, sizeof(path)), &len);
-		ck_assert_msg(file, "%s is missing: run test/fuzz/build.sh --seeds", path);
+		ck_assert_msg(file, "%s is missing: run test/fuzz/build.sh --seeds (or the tree "
+			      "moved since the tests were built: make clean)", path);
 		ck_assert_msg(len == (size_t)n && !memcmp(file, buf, len),
 			      "%s differs from ctrl_seed(%s): run test/fuzz/build.sh --seeds",
 			      path, ctrl_type_name(t));
@@ -122,7 +123,8 @@ START_TEST(every_type_is_in_the_man_page)
 	unsigned t;
 
 	page = tu_slurp(tu_src_path("man/rdmig.7", path, sizeof(path)), &len);
-	ck_assert_msg(page, "cannot read %s", path);
+	ck_assert_msg(page, "cannot read %s (the tree moved since the tests were built? make "
+		      "clean)", path);
 	types = strstr(page, "\n.SS Types\n");
 	ck_assert_msg(types, "%s has no .SS Types", path);
 	types = strdup(types + 1);
