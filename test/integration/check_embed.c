@@ -85,8 +85,8 @@ static void run_pair(const char *mode)
 	 * posts a whole round, registers every chunk or hashes the image at
 	 * once takes hundreds of milliseconds here, and one that misjudges
 	 * every post is over twice the budget in most steps.  How close the
-	 * steps keep to the budget is a figure (printed above; README), not
-	 * an assertion: a host that takes the bed's virtual CPUs away (make
+	 * steps keep to the budget is a figure (printed above;
+	 * docs/performance.md), not an assertion: a host that takes the bed's virtual CPUs away (make
 	 * check under a busy loop per core) stretches steps on the wall clock
 	 * and on the guest's CPU clock alike (under emulation the guest
 	 * counts the time its vCPU was off the host CPU as its own): in one

@@ -12,7 +12,7 @@
  * the state file right after it accepted, creating a block's .incomplete
  * marker during the block map, writing the state), and SIGSTOP freezes it
  * where no such point exists.  Each test prints one "fault:" line with the
- * figures of README.md's Reliability table. */
+ * figures of docs/reliability.md's table. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>

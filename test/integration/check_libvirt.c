@@ -258,9 +258,9 @@ struct dom {
 	struct tu_run mig;
 };
 
-/* Writes @d's XML to @xml, as the README asks for a domain rdmig moves
+/* Writes @d's XML to @xml, as docs/libvirt.md asks for a domain rdmig moves
  * (its UUID set before the first define), with @kind's RAM instead, and
- * the QMP socket @qmp (NULL: /run/rdmig/UUID.qmp, the README's). */
+ * the QMP socket @qmp (NULL: /run/rdmig/UUID.qmp, docs/libvirt.md's). */
 static void dom_xml(const struct dom *d, enum ram_kind kind, const char *qmp, const char *xml)
 {
 	char path[200];
@@ -299,7 +299,7 @@ static void dom_xml(const struct dom *d, enum ram_kind kind, const char *qmp, co
 }
 
 /* virsh define of @d's XML written with @kind and the QMP socket @qmp
- * (NULL: the README's, with its UUID), on host A. */
+ * (NULL: docs/libvirt.md's, with its UUID), on host A. */
 static void dom_define_as(struct dom *d, enum ram_kind kind, const char *qmp)
 {
 	char xml[360], out[4096];
@@ -318,7 +318,7 @@ static void dom_init(struct dom *d, const char *name)
 
 	memset(d, 0, sizeof(*d));
 	d->name = name;
-	/* As the README's recipe: the UUID chosen before the first define. */
+	/* As docs/libvirt.md's recipe: the UUID chosen before the first define. */
 	text = tu_slurp("/proc/sys/kernel/random/uuid", NULL);
 	ck_assert_ptr_nonnull(text);
 	ck_assert_int_eq(sscanf(text, "%36s", d->uuid), 1);
@@ -350,7 +350,7 @@ static void dom_run(const struct dom *d)
 }
 
 /* Defines @d on host A with @kind's RAM and the QMP socket @qmp (NULL:
- * the README's), and starts it. */
+ * docs/libvirt.md's), and starts it. */
 static void dom_start_qmp(struct dom *d, const char *name, enum ram_kind kind,
 			  const char *qmp)
 {
@@ -865,7 +865,7 @@ START_TEST(live_migration)
 		      out);
 	/* B's libvirt resumed the guest: it took the disk lease A's released. */
 	expect_lease(&d, "B");
-	/* What the README says libvirt notes of the QMP socket rdmig uses. */
+	/* What docs/libvirt.md says libvirt notes of the QMP socket rdmig uses. */
 	snprintf(pat, sizeof(pat), "/var/log/libvirt/qemu/%s.log", d.name);
 	on_host(&lv.b, pat, ram, sizeof(ram));
 	text = tu_slurp(ram, NULL);
@@ -1501,8 +1501,8 @@ START_TEST(shut_off_refused)
 END_TEST
 
 /* Issue 32: a QMP socket named after the domain, not its UUID, passed
- * check ("rdmig can move it") and migrated, though README and the manual
- * ask for the UUID (a copy of the XML under another name keeps the path). */
+ * check ("rdmig can move it") and migrated, though docs/libvirt.md and the
+ * manual ask for the UUID (a copy of the XML under another name keeps the path). */
 START_TEST(socket_named_not_uuid)
 {
 	const char *words[] = { "/run/rdmig/lv-named.qmp", "does not have the domain's UUID",
@@ -1647,9 +1647,10 @@ static void states_watch(struct tu_run *r, const struct dom *d)
 
 #define LEGS 3
 
-/* README's libvirt table, not part of make check (CK_RUN_CASE=libvirt-bench
- * asks for it): one running domain moves A to B, back, and to B again with
- * the README's example (--persistent --undefinesource --max-downtime 300).
+/* docs/libvirt.md's table, not part of make check
+ * (CK_RUN_CASE=libvirt-bench asks for it): one running domain moves A to B,
+ * back, and to B again with docs/libvirt.md's example (--persistent
+ * --undefinesource --max-downtime 300).
  * Each leg: the tool's wall clock (its start to its exit, as the operator
  * waits), migrate-send's total time and downtime, and the guest-visible
  * downtime as virsh sees it on the two hosts (the source's Suspended to the
@@ -1769,7 +1770,8 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, ram_not_on_tmpfs);
 	suite_add_tcase(s, tc);
 
-	/* Only when asked for by name: three migrations for README's table. */
+	/* Only when asked for by name: three migrations for docs/libvirt.md's
+	 * table. */
 	if (getenv("CK_RUN_CASE") && !strcmp(getenv("CK_RUN_CASE"), "libvirt-bench")) {
 		tc = tcase_create("libvirt-bench");
 		tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);

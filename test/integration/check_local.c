@@ -8,7 +8,7 @@
  *
  * The second user is real: a child that drops to uid and gid 1234 before
  * it touches anything.  Every test prints one "local:" line with what it
- * saw, for the README's Security table.  Like the security suite they run
+ * saw, for docs/security.md's table.  Like the security suite they run
  * against whatever build RDMIG_BUILD names, so an older build can be shown
  * to fail them. */
 #include <check.h>

@@ -8,11 +8,12 @@
  * control socket serves only its owner; a filesystem too small is refused
  * before any page moves.
  *
- * Every test prints one "security:" line with the figures of the README
- * table (attack, outcome, the limit that applied, time to drop).  They run
- * against whatever build RDMIG_BUILD names, so an older build can be shown
- * to fail them; options an older migrate-recv does not know are left out
- * (and said so), so what fails there is the attack, not the command line. */
+ * Every test prints one "security:" line with the figures of
+ * docs/security.md's table (attack, outcome, the limit that applied, time
+ * to drop).  They run against whatever build RDMIG_BUILD names, so an
+ * older build can be shown to fail them; options an older migrate-recv
+ * does not know are left out (and said so), so what fails there is the
+ * attack, not the command line. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
