@@ -813,6 +813,46 @@ static void expect_guest_downtime(struct dom *d, struct json_object *done,
  * running and A's shut off, A cannot resume it, B has it defined
  * (--persistent) without -incoming, the guest keeps making passes on B and
  * its RAM there is consistent. */
+/* The completed event's "steps" (rdmig-libvirt(1)): each step of a running
+ * domain's migration, in order, in ms; together no more than the tool's
+ * wall clock @wall (they start after Python itself), and "migrate" at least
+ * migrate-send's own total-time.  Printed as "name ms" pairs into @buf. */
+static const char *const lv_steps[] = { "libvirt", "destination", "listen", "migrate", "resume",
+					"source", "exit" };
+#define NSTEPS (sizeof(lv_steps) / sizeof(lv_steps[0]))
+
+static void expect_steps(struct json_object *done, uint64_t wall, uint64_t ms[NSTEPS],
+			 char *buf, size_t len)
+{
+	struct json_object *steps, *v;
+	uint64_t sum = 0;
+	size_t i, n = 0;
+
+	ck_assert_msg(json_object_object_get_ex(done, "steps", &steps) &&
+		      json_object_is_type(steps, json_type_object), "completed without steps: %s",
+		      json_object_to_json_string(done));
+	ck_assert_int_eq(json_object_object_length(steps), NSTEPS);
+	i = 0;
+	json_object_object_foreach(steps, key, val) {
+		ck_assert_msg(i < NSTEPS && !strcmp(key, lv_steps[i]), "step %zu is %s, expected %s",
+			      i, key, i < NSTEPS ? lv_steps[i] : "none");
+		(void)val;
+		i++;
+	}
+	for (i = 0; i < NSTEPS; i++) {
+		ck_assert(json_object_object_get_ex(steps, lv_steps[i], &v));
+		ms[i] = (uint64_t)json_object_get_int64(v);
+		sum += ms[i];
+		n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s %" PRIu64, i ? ", " : "",
+				      lv_steps[i], ms[i]);
+	}
+	ck_assert_msg(!wall || sum <= wall, "steps add up to %" PRIu64 " ms, more than the tool's "
+		      "wall clock %" PRIu64 " ms: %s", sum, wall, buf);
+	ck_assert_msg(ms[3] + 50 >= tu_jnum(done, "total-time"), "step migrate %" PRIu64 " ms, "
+		      "shorter than migrate-send's total-time %" PRIu64, ms[3],
+		      tu_jnum(done, "total-time"));
+}
+
 START_TEST(live_migration)
 {
 	char ser_a[300], ser_b[300], out[8192], st_a[128], st_b[128], ram[600], pat[200];
@@ -821,6 +861,7 @@ START_TEST(live_migration)
 	struct tu_run ev_a, ev_b;
 	struct stat st0;
 	glob_t g;
+	uint64_t t0, wall, steps[NSTEPS];
 	struct dom d;
 	int rc, m0;
 
@@ -837,9 +878,11 @@ START_TEST(live_migration)
 	arg_logger(wrap, d.sendbin, args);
 	events_watch(&ev_a, &lv.a, d.dir, "events-a");
 	events_watch(&ev_b, &lv.b, d.dir, "events-b");
+	t0 = tu_now_ms();
 	dom_migrate(&d, (const char *[]){ "--persistent", "--max-downtime", "300",
 					  "--migrate-send", wrap, NULL });
 	rc = tu_run_finish(&d.mig, 300000);
+	wall = tu_now_ms() - t0;
 	usleep(500 * 1000);
 	events_stop(&ev_a);
 	events_stop(&ev_b);
@@ -849,6 +892,8 @@ START_TEST(live_migration)
 	done = tu_event_in(d.mig.out, "completed");
 	ck_assert_ptr_nonnull(done);
 	expect_guest_downtime(&d, done, &ev_a, &ev_b, args);
+	expect_steps(done, wall, steps, line, sizeof(line));
+	printf("libvirt: migrated in %" PRIu64 " ms by the wall clock: %s\n", wall, line);
 	expect_limit_kept_or_said(rc, done, 300);
 
 	/* What each libvirt says, asked as an operator would. */
@@ -1660,8 +1705,10 @@ START_TEST(bench_legs)
 	const char *const extra[] = { "--persistent", "--undefinesource", "--max-downtime", "300",
 				      NULL };
 	const struct lvhost *h[] = { &lv.a, &lv.b };
-	uint64_t wall[LEGS], total[LEGS], down[LEGS], seen[LEGS], said[LEGS];
-	char ser[300], m1[64], m2[64], m3[64], m4[64], m5[64];
+	uint64_t wall[LEGS], total[LEGS], down[LEGS], seen[LEGS], said[LEGS], step[LEGS][NSTEPS];
+	uint64_t col[LEGS];
+	char ser[300], m1[64], m2[64], m3[64], m4[64], m5[64], line[512];
+	size_t i, n;
 	struct tu_run ev_from, ev_to, states;
 	struct json_object *done;
 	struct dom d;
@@ -1698,8 +1745,10 @@ START_TEST(bench_legs)
 		total[leg] = tu_jnum(done, "total-time");
 		down[leg] = tu_jnum(done, "downtime");
 		said[leg] = tu_jnum(done, "guest-downtime");
-		printf("libvirt-bench: leg %d: libvirt's resume %lld ms, estimated %lld ms\n", leg + 1,
-		       jnum_or(done, "resume-time"), jnum_or(done, "resume-estimate"));
+		expect_steps(done, wall[leg], step[leg], line, sizeof(line));
+		printf("libvirt-bench: leg %d: libvirt's resume %lld ms, estimated %lld ms; steps: "
+		       "%s\n", leg + 1, jnum_or(done, "resume-time"), jnum_or(done, "resume-estimate"),
+		       line);
 		json_object_put(done);
 		seen[leg] = event_ms(&ev_to, d.name, "Resumed") - event_ms(&ev_from, d.name,
 									    "Suspended");
@@ -1721,6 +1770,13 @@ START_TEST(bench_legs)
 	       LEGS, med3(wall, LEGS, m1, sizeof(m1)), med3(total, LEGS, m2, sizeof(m2)),
 	       med3(down, LEGS, m3, sizeof(m3)), med3(seen, LEGS, m4, sizeof(m4)),
 	       med3(said, LEGS, m5, sizeof(m5)));
+	for (i = n = 0; i < NSTEPS; i++) {
+		for (leg = 0; leg < LEGS; leg++)
+			col[leg] = step[leg][i];
+		n += (size_t)snprintf(line + n, n < sizeof(line) ? sizeof(line) - n : 0, "%s%s %s",
+				      i ? ", " : "", lv_steps[i], med3(col, LEGS, m1, sizeof(m1)));
+	}
+	printf("libvirt-bench: steps, medians (min-max) ms: %s\n", line);
 	dom_free(&d);
 }
 END_TEST
