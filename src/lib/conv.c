@@ -27,6 +27,15 @@ static uint64_t effective_bw(const struct conv_policy *p, uint64_t bw)
 	return rate && (!bw || rate < bw) ? rate : bw;
 }
 
+void conv_link_measured(struct conv_policy *p, uint64_t link_bw)
+{
+	/* Above the cap (or with none), the link was seen to carry no more
+	 * than that: the grant cannot make it faster.  At the cap it may
+	 * carry more, which the grant says, as effective_bw() takes it. */
+	if (p->switch_bw > link_bw && (!p->max_bandwidth || link_bw > p->max_bandwidth))
+		p->switch_bw = link_bw;
+}
+
 bool conv_converged(const struct conv_policy *p, uint64_t dirty, uint64_t bw)
 {
 	uint64_t max_ms = p->max_downtime_ms;

@@ -100,6 +100,9 @@ void conv_init(struct conv *c);
 /* The policy a loaded config (cfg_load()) sets, for an image of @total
  * bytes. */
 void conv_policy_init(struct conv_policy *p, const struct rdmig_config *c, uint64_t total);
+/* A link measured apart from the rounds (rdmig_forecast()'s) bounds what a
+ * switch-over bandwidth granted can be trusted for. */
+void conv_link_measured(struct conv_policy *p, uint64_t link_bw);
 /* The decision after round @r; call once per round, in order. */
 void conv_next(struct conv *c, const struct conv_policy *p, const struct conv_round *r,
 	       struct conv_advice *a);

@@ -88,11 +88,7 @@ int rdmig_forecast(const struct rdmig_config *cfg, const struct rdmig_forecast_i
 	if (cfg_load(&c, cfg, &e))
 		return bad(err, errlen, e.msg);
 	conv_policy_init(&p, &c, in->image_bytes);
-	/* A link measured beyond the cap (or with none) carries that much,
-	 * whatever is granted; one measured at the cap may carry more, which
-	 * the grant says, as rdmig_source_advice() takes it. */
-	if (p.switch_bw > in->bandwidth && (!p.max_bandwidth || in->bandwidth > p.max_bandwidth))
-		p.switch_bw = in->bandwidth;
+	conv_link_measured(&p, in->bandwidth);
 	bw = p.max_bandwidth && p.max_bandwidth < in->bandwidth ? p.max_bandwidth : in->bandwidth;
 	ws = in->working_set && in->working_set < in->image_bytes ? in->working_set :
 								    in->image_bytes;
