@@ -29,6 +29,7 @@
 #include "estimate.h"
 #include "rdmig.h"
 #include "send_int.h"
+#include "send_loop.h"
 #include "workload.h"
 
 /* With --auto-converge, a guest's throttle from the switch-over decision
@@ -81,29 +82,6 @@ static int local_fail(struct sender *x, int rc, const char *msg)
 	snprintf(x->f.msg, sizeof(x->f.msg), "%s", msg);
 	finish(x);
 	return x->f.rc;
-}
-
-/* ---- the library's fd and timer ---------------------------------------------- */
-
-/* Runs the library now (from the timer at 0): right after an operation
- * starts its fd may not be readable yet. */
-static void kick(struct sender *x)
-{
-	x->kicked = true;
-	ev_timer_stop(x->loop, &x->src_timer);
-	ev_timer_set(&x->src_timer, 0.0, 0.0);
-	ev_timer_start(x->loop, &x->src_timer);
-}
-
-static void arm_src_timer(struct sender *x)
-{
-	int t = rdmig_source_timeout(x->s);
-
-	ev_timer_stop(x->loop, &x->src_timer);
-	if (t < 0)
-		return;
-	ev_timer_set(&x->src_timer, (double)t / 1000.0, 0.0);
-	ev_timer_start(x->loop, &x->src_timer);
 }
 
 /* ---- progress ------------------------------------------------------------------ */
@@ -366,7 +344,7 @@ static void give_up(struct sender *x)
 	snprintf(x->gave_up_msg, sizeof(x->gave_up_msg), "gave up: %s; %s, over --max-downtime "
 		 "%" PRIu64 " ms", lim, left, x->adv.max_downtime_ms);
 	rdmig_source_cancel(x->s);
-	kick(x);
+	send_kick(x);
 }
 
 /* The time limits count from the command's start; with --defer, from
@@ -415,7 +393,7 @@ static void start_round(struct sender *x, enum phase ph)
 	if (rc)
 		lib_fail(x, rc, CLI_PHASE_TRANSFER);
 	else
-		kick(x);
+		send_kick(x);
 }
 
 /* A round's figures, for convergence and the events. */
@@ -428,8 +406,6 @@ static void round_ended(struct sender *x)
 	x->last_bytes = st.normal_bytes - x->iter_base;
 	x->last_ms = cli_now_ms() - x->iter_t0;
 }
-
-static void watch_state(struct sender *x);
 
 /* Converged, frozen, the last pages collected: the workload stops, either
  * right here (a frozen process stays frozen: the last round holds those
@@ -471,7 +447,7 @@ static void converge(struct sender *x)
 		local_fail(x, rc, err);
 		return;
 	}
-	watch_state(x);
+	send_watch_state(x);
 	x->stop_ms = stop_ms;
 	x->status = ST_DEVICE;
 	x->dt_stop = cli_now_ms() - stop_ms;
@@ -552,7 +528,7 @@ static void converged_done(struct sender *x)
 			return;
 		}
 		x->ds_started = true;
-		watch_state(x);
+		send_watch_state(x);
 	}
 	if (x->stopped) {
 		stopped(x);
@@ -658,7 +634,7 @@ static void last_round_done(struct sender *x)
 	x->state_deadline = cli_now_ms() + x->o.timeout_s * 1000;
 	ev_timer_set(&x->stop_timer, 0.0, 0.1);
 	ev_timer_again(x->loop, &x->stop_timer);
-	watch_state(x);
+	send_watch_state(x);
 	pump_state(x);
 }
 
@@ -679,7 +655,7 @@ static void state_done(struct sender *x)
 	if (rc)
 		lib_fail(x, rc, CLI_PHASE_TRANSFER);
 	else
-		kick(x);
+		send_kick(x);
 }
 
 static void completed(struct sender *x)
@@ -818,7 +794,7 @@ static void src_step(struct sender *x)
 	if (x->ph != PH_DONE)
 		pump_state(x);
 	if (x->ph != PH_DONE && !x->kicked)
-		arm_src_timer(x);
+		send_arm_src_timer(x);
 }
 
 static void src_io_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -897,21 +873,11 @@ static void pump_state(struct sender *x)
 	if (x->fwd_off < x->fwd_len || x->ds_eof)
 		ev_io_stop(x->loop, &x->ds_io);
 	else
-		watch_state(x);
+		send_watch_state(x);
 	if (x->ph == PH_STATE && x->ds_eof && x->fwd_off == x->fwd_len) {
 		ev_timer_stop(x->loop, &x->stop_timer);
 		state_done(x);
 	}
-}
-
-static void watch_state(struct sender *x)
-{
-	int fd = ds_fd(x->e.ds);
-
-	if (fd < 0 || ev_is_active(&x->ds_io))
-		return;
-	ev_io_set(&x->ds_io, fd, EV_READ);
-	ev_io_start(x->loop, &x->ds_io);
 }
 
 static void ds_io_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -1542,7 +1508,7 @@ int main(int argc, char **argv)
 	if (rc)
 		lib_fail(&x, rc, CLI_PHASE_CONNECT);
 	else
-		kick(&x);
+		send_kick(&x);
 	if (x.ph != PH_DONE)
 		ev_run(x.loop, 0);
 	cleanup(&x);
