@@ -28,6 +28,7 @@
 #include "ends.h"
 #include "estimate.h"
 #include "rdmig.h"
+#include "send_events.h"
 #include "send_int.h"
 #include "send_loop.h"
 #include "workload.h"
@@ -35,24 +36,6 @@
 /* With --auto-converge, a guest's throttle from the switch-over decision
  * until QEMU pauses it: the policy's most (QEMU's max-cpu-throttle). */
 #define SWITCH_THROTTLE 99
-
-static const char *const status_names[] = {
-	[ST_SETUP] = "setup", [ST_PREPARED] = "prepared", [ST_ACTIVE] = "active", [ST_DEVICE] = "device",
-	[ST_COMPLETED] = "completed", [ST_FAILED] = "failed", [ST_CANCELLING] = "cancelling",
-	[ST_CANCELLED] = "cancelled",
-};
-_Static_assert(sizeof(status_names) / sizeof(*status_names) == ST_CANCELLED + 1,
-	       "status_names must name every enum send_status");
-
-/* For the status reply and the state event: a stuck migration says where. */
-static const char *const phase_names[] = {
-	[PH_CONNECT] = "connect", [PH_PREPARED] = "prepared", [PH_ROUND] = "round",
-	[PH_CONVERGED] = "converged", [PH_STOPPING] = "stopping",
-	[PH_LAST_ROUND] = "last-round", [PH_STATE] = "state", [PH_COMPLETE] = "complete",
-	[PH_DONE] = "done",
-};
-_Static_assert(sizeof(phase_names) / sizeof(*phase_names) == PH_DONE + 1,
-	       "phase_names must name every enum phase");
 
 static void finish(struct sender *x);
 
@@ -82,132 +65,6 @@ static int local_fail(struct sender *x, int rc, const char *msg)
 	snprintf(x->f.msg, sizeof(x->f.msg), "%s", msg);
 	finish(x);
 	return x->f.rc;
-}
-
-/* ---- progress ------------------------------------------------------------------ */
-
-static void draw_bar(struct sender *x, const struct rdmig_stats *st)
-{
-	uint64_t done = st->normal_bytes - x->iter_base, ms = cli_now_ms() - x->iter_t0;
-
-	if (done + st->remaining > x->iter_planned)
-		x->iter_planned = done + st->remaining;
-	if (!x->bar.enabled || cli_now_ms() - x->bar_ms < 100)
-		return;
-	x->bar_ms = cli_now_ms();
-	cli_bar_draw(&x->bar, x->iter_planned ? (double)done / (double)x->iter_planned : 0,
-		     ms ? (double)done * 1000.0 / (double)ms : 0, st->iterations + 1);
-}
-
-/* The library's figures, without the time a --defer migration waited for
- * start: nothing moved then, and a manager's clock starts with start. */
-static void stats(struct sender *x, struct rdmig_stats *st)
-{
-	uint64_t waited = x->waited_ms;
-
-	rdmig_source_stats(x->s, st);
-	if (x->ph == PH_PREPARED && x->said_prepared)
-		waited = cli_now_ms() - x->prepared_ms;
-	st->total_time_ms -= waited < st->total_time_ms ? waited : st->total_time_ms;
-}
-
-static void on_progress(void *ctx, const struct rdmig_stats *st)
-{
-	draw_bar(ctx, st);
-}
-
-/* Every change of x->ph goes through here, so a --json reader sees each. */
-static void set_phase(struct sender *x, enum phase ph)
-{
-	struct json_object *o;
-
-	/* Once per phase: waiting for QEMU to stop its guest goes back and
-	 * forth between converged and stopping up to 20 times a second, which
-	 * the iteration events already count. */
-	if (x->o.json && !(x->said_phases & (1u << ph))) {
-		o = cli_event("state");
-		cli_json_str(o, "phase", phase_names[ph]);
-		cli_emit(o);
-		x->said_phases |= 1u << ph;
-	}
-	x->ph = ph;
-}
-
-static void emit_setup(struct sender *x)
-{
-	struct rdmig_stats st = { .size = sizeof(st) };
-	struct json_object *o;
-
-	if (!x->o.json)
-		return;
-	stats(x, &st);
-	o = cli_event("setup");
-	cli_json_u64(o, "setup-time", st.setup_time_ms);
-	cli_json_u64(o, "total", st.total);
-	json_object_object_add(o, "auth-key", json_object_new_boolean(x->o.key != NULL));
-	if (x->e.wl) {
-		const char *method, *why_not;
-		unsigned threads;
-
-		wl_tracking(x->e.wl, &method, &why_not, &threads);
-		cli_json_str(o, "dirty-tracking", method);
-		cli_json_u64(o, "dirty-tracking-threads", threads);
-		if (why_not[0])
-			cli_json_str(o, "dirty-tracking-fallback", why_not);
-		json_object_object_add(o, "auto-converge",
-				       json_object_new_boolean(x->o.auto_converge));
-		if (x->o.auto_converge) {
-			cli_json_str(o, "throttle-method", wl_throttle_method(x->e.wl, &method));
-			cli_json_str(o, "throttle-cgroup", method);
-		}
-	}
-	cli_emit(o);
-}
-
-/* The throttle in force and the time spent throttled, live. */
-static void json_throttle(struct sender *x, struct json_object *o, bool now)
-{
-	unsigned pct = 0;
-	uint64_t ms = 0;
-
-	if (x->e.wl)
-		wl_throttle_state(x->e.wl, &pct, &ms);
-	cli_json_u64(o, "cpu-throttle-percentage", now ? pct : x->sw_throttle);
-	cli_json_u64(o, "throttle-time", ms);
-}
-
-/* @dirty: bytes found dirty for the next round (live), @dirty_ms: over how
- * long they were written; @a: the advice after it (NULL: a round that
- * asked for none). */
-static void emit_iteration(struct sender *x, uint64_t dirty, uint64_t dirty_ms,
-			   const struct rdmig_advice *a)
-{
-	struct rdmig_stats st = { .size = sizeof(st) };
-	struct json_object *o;
-	uint64_t pages = x->last_bytes / PAGE;
-
-	if (!x->o.json)
-		return;
-	stats(x, &st);
-	o = cli_event("iteration");
-	cli_json_str(o, "status", status_names[x->status]);
-	cli_json_stats(o, &st);
-	cli_json_u64(o, "remaining", dirty);
-	cli_json_u64(o, "dirty-pages-rate", dirty_ms ? dirty / PAGE * 1000 / dirty_ms : 0);
-	cli_json_u64(o, "pages-per-second", x->last_ms ? pages * 1000 / x->last_ms : pages * 1000);
-	cli_json_u64(o, "iteration-bytes", x->last_bytes);
-	cli_json_u64(o, "iteration-time", x->last_ms);
-	if (x->e.wl) {
-		cli_json_u64(o, "dirty-collect-us", x->collect_us);
-		cli_json_u64(o, "dirty-clear-us", x->clear_us);
-		json_throttle(x, o, true);
-	}
-	if (a) {
-		cli_json_u64(o, "expected-downtime", a->expected_downtime_ms);
-		cli_json_str(o, "decision", cli_decision_name(a->decision));
-		cli_json_str(o, "reason", cli_reason_name(a->reason));
-	}
-	cli_emit(o);
 }
 
 /* ---- the workload's dirty pages ------------------------------------------------ */
@@ -384,11 +241,11 @@ static void start_round(struct sender *x, enum phase ph)
 	struct rdmig_stats st = { .size = sizeof(st) };
 	int rc;
 
-	stats(x, &st);
+	send_stats(x, &st);
 	x->iter_base = st.normal_bytes;
 	x->iter_planned = 0;
 	x->iter_t0 = cli_now_ms();
-	set_phase(x, ph);
+	send_set_phase(x, ph);
 	rc = rdmig_source_iterate_async(x->s);
 	if (rc)
 		lib_fail(x, rc, CLI_PHASE_TRANSFER);
@@ -402,7 +259,7 @@ static void round_ended(struct sender *x)
 	struct rdmig_stats st = { .size = sizeof(st) };
 
 	cli_bar_clear(&x->bar);
-	stats(x, &st);
+	send_stats(x, &st);
 	x->last_bytes = st.normal_bytes - x->iter_base;
 	x->last_ms = cli_now_ms() - x->iter_t0;
 }
@@ -481,7 +338,7 @@ static void round_done(struct sender *x)
 	note_freeze(x, cli_now_ms() - t_freeze);
 	if (collect(x, &dirty) || advise(x))
 		return;
-	emit_iteration(x, dirty, t_freeze - x->t_clear, &x->adv);
+	send_emit_iteration(x, dirty, t_freeze - x->t_clear, &x->adv);
 	switch (x->adv.decision) {
 	case RDMIG_SWITCH_OVER:
 		/* Converged, or a limit with --on-timeout switchover. */
@@ -519,8 +376,8 @@ static void converged_done(struct sender *x)
 	int rc;
 
 	round_ended(x);
-	emit_iteration(x, 0, 0, NULL);
-	set_phase(x, PH_STOPPING);
+	send_emit_iteration(x, 0, 0, NULL);
+	send_set_phase(x, PH_STOPPING);
 	if (!x->ds_started) {
 		rc = ds_start(x->e.ds, err, sizeof(err));
 		if (rc) {
@@ -562,7 +419,7 @@ static void keep_up(struct sender *x)
 
 	if (freeze(x) || collect(x, &dirty))
 		return;
-	emit_iteration(x, dirty, t_freeze - x->t_clear, NULL);
+	send_emit_iteration(x, dirty, t_freeze - x->t_clear, NULL);
 	if (!clear_and_thaw(x))
 		start_round(x, PH_CONVERGED);
 }
@@ -620,10 +477,10 @@ static void last_round_done(struct sender *x)
 
 	round_ended(x);
 	if (!x->o.live)
-		emit_iteration(x, 0, 0, NULL);
+		send_emit_iteration(x, 0, 0, NULL);
 	x->dt_round = cli_now_ms() - x->t_mark;
 	x->t_mark = cli_now_ms();
-	set_phase(x, PH_STATE);
+	send_set_phase(x, PH_STATE);
 	rc = ds_release(x->e.ds, err, sizeof(err));
 	if (rc) {
 		local_fail(x, rc, err);
@@ -650,7 +507,7 @@ static void state_done(struct sender *x)
 	x->dt_state = cli_now_ms() - x->t_mark;
 	x->t_mark = cli_now_ms();
 	ev_io_stop(x->loop, &x->ds_io);
-	set_phase(x, PH_COMPLETE);
+	send_set_phase(x, PH_COMPLETE);
 	rc = rdmig_source_complete_async(x->s);
 	if (rc)
 		lib_fail(x, rc, CLI_PHASE_TRANSFER);
@@ -748,9 +605,9 @@ static void say_prepared(struct sender *x)
  * library keeps the connection alive with keepalives meanwhile. */
 static void connected(struct sender *x)
 {
-	emit_setup(x);
+	send_emit_setup(x);
 	if (x->o.defer && !x->start_asked) {
-		set_phase(x, PH_PREPARED);
+		send_set_phase(x, PH_PREPARED);
 		say_prepared(x);
 		return;
 	}
@@ -990,7 +847,7 @@ static void report_success(struct sender *x)
 	char a[32], b[32], c[32], left[200];
 	double secs, rate;
 
-	stats(x, &st);
+	send_stats(x, &st);
 	if (x->o.live)
 		say_over_limit(x);
 	if (x->o.json) {
@@ -1020,7 +877,7 @@ static void report_success(struct sender *x)
 			if (x->o.switch_bw)
 				cli_json_u64(o, "switchover-bandwidth", x->o.switch_bw);
 			cli_json_str(o, "switchover-reason", cli_reason_name(x->sw_reason));
-			json_throttle(x, o, false);
+			send_json_throttle(x, o, false);
 			if (over_limit(x))
 				json_object_object_add(o, "limit-exceeded", limit_exceeded(x));
 		}
@@ -1095,7 +952,7 @@ static int report_failure(struct sender *x)
 	if (x->o.defer)
 		json_object_object_add(o, "started", json_object_new_boolean(x->begun));
 	if (x->e.wl)
-		json_throttle(x, o, true);
+		send_json_throttle(x, o, true);
 	if (x->gave_up) {
 		cli_json_str(o, "limit", cli_reason_name(x->adv.reason));
 		cli_json_u64(o, "expected-downtime", x->adv.expected_downtime_ms);
@@ -1120,7 +977,7 @@ static void release_throttle(struct sender *x)
 /* Success or failure: reported once, the loop ends. */
 static void finish(struct sender *x)
 {
-	set_phase(x, PH_DONE);
+	send_set_phase(x, PH_DONE);
 	ev_timer_stop(x->loop, &x->stop_timer);
 	ev_io_stop(x->loop, &x->ds_io);
 	if (x->failed) {
@@ -1142,9 +999,9 @@ static struct json_object *status_reply(struct sender *x)
 	struct json_object *o = json_object_new_object();
 	struct rdmig_stats st = { .size = sizeof(st) };
 
-	stats(x, &st);
-	cli_json_str(o, "status", status_names[x->status]);
-	cli_json_str(o, "phase", phase_names[x->ph]);
+	send_stats(x, &st);
+	cli_json_str(o, "status", send_status_name(x->status));
+	cli_json_str(o, "phase", send_phase_name(x->ph));
 	cli_json_stats(o, &st);
 	if (x->status == ST_COMPLETED && x->o.live)
 		cli_json_u64(o, "downtime", x->downtime_ms);
@@ -1161,7 +1018,7 @@ static struct json_object *status_reply(struct sender *x)
 		json_object_object_add(o, "auto-converge",
 				       json_object_new_boolean(x->o.auto_converge));
 		if (x->e.wl)
-			json_throttle(x, o, true);
+			send_json_throttle(x, o, true);
 	}
 	return ctl_return(o);
 }
@@ -1321,7 +1178,7 @@ static void source_config(struct sender *x, struct rdmig_config *c)
 	cfg.log_level = x->o.verbose > 1 ? RDMIG_LOG_DEBUG :
 			x->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	/* --estimate's round runs on a thread of its own, without a bar. */
-	cfg.progress = x->o.estimate_s ? NULL : on_progress;
+	cfg.progress = x->o.estimate_s ? NULL : send_on_progress;
 	cfg.progress_ctx = x;
 	cfg.progress_ms = 100;
 	cfg.max_bandwidth = x->o.max_bandwidth;
@@ -1503,7 +1360,7 @@ int main(int argc, char **argv)
 		cleanup(&x);
 		return rc;
 	}
-	set_phase(&x, PH_CONNECT);
+	send_set_phase(&x, PH_CONNECT);
 	rc = rdmig_source_connect_async(x.s, x.o.host, x.o.port);
 	if (rc)
 		lib_fail(&x, rc, CLI_PHASE_CONNECT);
