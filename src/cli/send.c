@@ -28,6 +28,7 @@
 #include "ends.h"
 #include "estimate.h"
 #include "rdmig.h"
+#include "send_end.h"
 #include "send_events.h"
 #include "send_int.h"
 #include "send_loop.h"
@@ -37,36 +38,6 @@
 /* With --auto-converge, a guest's throttle from the switch-over decision
  * until QEMU pauses it: the policy's most (QEMU's max-cpu-throttle). */
 #define SWITCH_THROTTLE 99
-
-static void finish(struct sender *x);
-
-/* ---- failing ------------------------------------------------------------------ */
-
-static int lib_fail(struct sender *x, int rc, enum cli_phase phase)
-{
-	if (x->failed)
-		return rc;
-	x->failed = true;
-	x->f.rc = rc;
-	x->f.phase = phase;
-	snprintf(x->f.msg, sizeof(x->f.msg), "%s", rc == -ECANCELED ? "cancelled" :
-		 rdmig_source_error(x->s));
-	finish(x);
-	return rc;
-}
-
-static int local_fail(struct sender *x, int rc, const char *msg)
-{
-	if (x->failed)
-		return rc;
-	x->failed = true;
-	x->f.rc = rc ? rc : -EIO;
-	x->f.phase = CLI_PHASE_TRANSFER;
-	x->f.local = true;
-	snprintf(x->f.msg, sizeof(x->f.msg), "%s", msg);
-	finish(x);
-	return x->f.rc;
-}
 
 /* ---- the workload's dirty pages ------------------------------------------------ */
 
@@ -83,8 +54,8 @@ static int freeze(struct sender *x)
 	int rc = wl_freeze(x->e.wl, poll_source, x, err, sizeof(err));
 
 	if (rc && !err[0])
-		return lib_fail(x, rc, CLI_PHASE_TRANSFER);
-	return rc ? local_fail(x, rc, err) : 0;
+		return send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
+	return rc ? send_local_fail(x, rc, err) : 0;
 }
 
 static int mark_range(void *ctx, unsigned block, uint64_t off, uint64_t len)
@@ -112,7 +83,7 @@ static int collect(struct sender *x, uint64_t *bytes)
 	*bytes = 0;
 	rc = wl_collect_dirty(x->e.wl, mark_range, x, bytes, err, sizeof(err));
 	x->collect_us = now_us() - t0;
-	return rc ? local_fail(x, rc, err) : 0;
+	return rc ? send_local_fail(x, rc, err) : 0;
 }
 
 static int clear_and_thaw(struct sender *x)
@@ -123,7 +94,7 @@ static int clear_and_thaw(struct sender *x)
 
 	x->clear_us = now_us() - t0;
 	if (rc)
-		return local_fail(x, rc, err);
+		return send_local_fail(x, rc, err);
 	x->t_clear = cli_now_ms();
 	wl_thaw(x->e.wl);
 	return 0;
@@ -143,16 +114,16 @@ static int advise(struct sender *x)
 	x->adv.size = sizeof(x->adv);
 	rc = rdmig_source_advice(x->s, &x->adv);
 	if (rc)
-		return lib_fail(x, rc, CLI_PHASE_TRANSFER);
+		return send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
 	if (x->adv.decision != RDMIG_THROTTLE)
 		return 0;
 	rc = wl_throttle(x->e.wl, x->adv.throttle_pct, err, sizeof(err));
-	return rc ? local_fail(x, rc, err) : 0;
+	return rc ? send_local_fail(x, rc, err) : 0;
 }
 
 /* A limit before convergence, and --on-timeout cancel: the migration ends
  * here, cancelled in the library (the destination is told), and the
- * workload runs on, unthrottled (finish()). */
+ * workload runs on, unthrottled (send_finish()). */
 static void give_up(struct sender *x)
 {
 	char lim[256], left[128];
@@ -210,7 +181,7 @@ static void start_round(struct sender *x, enum phase ph)
 	send_set_phase(x, ph);
 	rc = rdmig_source_iterate_async(x->s);
 	if (rc)
-		lib_fail(x, rc, CLI_PHASE_TRANSFER);
+		send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
 	else
 		send_kick(x);
 }
@@ -252,7 +223,7 @@ static void converge(struct sender *x)
 	if (!rc)
 		rc = wl_begin_stop(x->e.wl, &now, &stop_ms, err, sizeof(err));
 	if (rc) {
-		local_fail(x, rc, err);
+		send_local_fail(x, rc, err);
 		return;
 	}
 	if (!now) {
@@ -263,7 +234,7 @@ static void converge(struct sender *x)
 	}
 	rc = ds_start(x->e.ds, err, sizeof(err));
 	if (rc) {
-		local_fail(x, rc, err);
+		send_local_fail(x, rc, err);
 		return;
 	}
 	send_watch_state(x);
@@ -343,7 +314,7 @@ static void converged_done(struct sender *x)
 	if (!x->ds_started) {
 		rc = ds_start(x->e.ds, err, sizeof(err));
 		if (rc) {
-			local_fail(x, rc, err);
+			send_local_fail(x, rc, err);
 			return;
 		}
 		x->ds_started = true;
@@ -393,12 +364,12 @@ static void check_stopped(struct sender *x)
 	int rc;
 
 	if (x->cancelled) {
-		local_fail(x, -ECANCELED, "cancelled");
+		send_local_fail(x, -ECANCELED, "cancelled");
 		return;
 	}
 	rc = ds_stopped(x->e.ds, &stop_ms, err, sizeof(err));
 	if (rc < 0) {
-		local_fail(x, rc, err);
+		send_local_fail(x, rc, err);
 		return;
 	}
 	if (rc == 1 && !x->stopped) {
@@ -425,7 +396,7 @@ static void check_stopped(struct sender *x)
 	if (cli_now_ms() > x->stop_deadline) {
 		snprintf(err, sizeof(err), "the %s was not stopped for the switch-over within %"
 			 PRIu64 " s (--timeout)", wl_kind(x->e.wl), x->o.timeout_s);
-		local_fail(x, -ETIMEDOUT, err);
+		send_local_fail(x, -ETIMEDOUT, err);
 	}
 }
 
@@ -445,7 +416,7 @@ static void last_round_done(struct sender *x)
 	send_set_phase(x, PH_STATE);
 	rc = ds_release(x->e.ds, err, sizeof(err));
 	if (rc) {
-		local_fail(x, rc, err);
+		send_local_fail(x, rc, err);
 		return;
 	}
 	/* The device state must keep coming, or the workload would wait,
@@ -463,7 +434,7 @@ static void state_done(struct sender *x)
 	int rc = ds_commit(x->e.ds, err, sizeof(err));
 
 	if (rc) {
-		local_fail(x, rc, err);
+		send_local_fail(x, rc, err);
 		return;
 	}
 	x->dt_state = cli_now_ms() - x->t_mark;
@@ -472,7 +443,7 @@ static void state_done(struct sender *x)
 	send_set_phase(x, PH_COMPLETE);
 	rc = rdmig_source_complete_async(x->s);
 	if (rc)
-		lib_fail(x, rc, CLI_PHASE_TRANSFER);
+		send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
 	else
 		send_kick(x);
 }
@@ -483,7 +454,7 @@ static void completed(struct sender *x)
 	if (x->o.live)
 		x->downtime_ms = cli_now_ms() - x->stop_ms;
 	x->status = ST_COMPLETED;
-	finish(x);
+	send_finish(x);
 }
 
 /* The device-state end gets ready (for QEMU, reading its settings and the
@@ -500,7 +471,7 @@ static int prepare_state(struct sender *x)
 	x->need_prepare = false;
 	rc = ds_prepare(x->e.ds, err, sizeof(err));
 	if (rc)
-		return local_fail(x, rc, err);
+		return send_local_fail(x, rc, err);
 	/* What the workload's manager adds after the confirmation (libvirt's
 	 * resume at the destination, measured by rdmig-libvirt) is as fixed a
 	 * cost of the switch-over, and the workload feels it as downtime. */
@@ -520,7 +491,7 @@ static void begin(struct sender *x)
 	set_time_limits(x);
 	/* Its manager may have paused, resumed or shut it down meanwhile. */
 	if (x->o.defer && x->e.wl && wl_recheck(x->e.wl, err, sizeof(err))) {
-		local_fail(x, -EINVAL, err);
+		send_local_fail(x, -EINVAL, err);
 		return;
 	}
 	rdmig_source_mark_all(x->s);
@@ -600,7 +571,7 @@ static void src_step(struct sender *x)
 	if (x->ph == PH_DONE)
 		return;
 	if (rc < 0) {
-		lib_fail(x, rc, x->ph == PH_CONNECT ? CLI_PHASE_CONNECT : CLI_PHASE_TRANSFER);
+		send_lib_fail(x, rc, x->ph == PH_CONNECT ? CLI_PHASE_CONNECT : CLI_PHASE_TRANSFER);
 		return;
 	}
 	if (rc == 1)
@@ -644,11 +615,11 @@ static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	if (x->cancelled) {
-		local_fail(x, -ECANCELED, "cancelled");
+		send_local_fail(x, -ECANCELED, "cancelled");
 	} else if (cli_now_ms() > x->state_deadline) {
 		snprintf(err, sizeof(err), "the device state did not move for %" PRIu64 " s "
 			 "(--timeout): its source stalled", x->o.timeout_s);
-		local_fail(x, -ETIMEDOUT, err);
+		send_local_fail(x, -ETIMEDOUT, err);
 	}
 }
 
@@ -670,7 +641,7 @@ static void pump_state(struct sender *x)
 			if (n == -EAGAIN)
 				break;
 			if (n < 0) {
-				local_fail(x, (int)n, err);
+				send_local_fail(x, (int)n, err);
 				return;
 			}
 			x->fwd_off = 0;
@@ -680,7 +651,7 @@ static void pump_state(struct sender *x)
 		}
 		n = rdmig_source_write_state(x->s, x->fwd + x->fwd_off, x->fwd_len - x->fwd_off);
 		if (n < 0) {
-			lib_fail(x, (int)n, CLI_PHASE_TRANSFER);
+			send_lib_fail(x, (int)n, CLI_PHASE_TRANSFER);
 			return;
 		}
 		if (n == 0)
@@ -704,61 +675,6 @@ static void ds_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	(void)loop;
 	(void)revents;
 	pump_state(w->data);
-}
-
-/* ---- the end -------------------------------------------------------------------------- */
-
-/* After a failure: the device-state end is closed first (QEMU's own
- * migration cancelled, its settings back: it refuses `cont` while its
- * migration runs), then the workload runs again, or the report says why
- * not. */
-static void resume_workload(struct sender *x)
-{
-	char err[512];
-
-	if (x->e.wl)
-		wl_thaw(x->e.wl);
-	if (ds_close(x->e.ds, err, sizeof(err)))
-		cli_err("warning: %s", err);
-	x->e.ds = NULL;
-	if (!x->e.wl)
-		return;
-	if (x->o.defer && !x->begun) {
-		x->untouched = true;
-		x->resumed = wl_untouched(x->e.wl, x->resume_err, sizeof(x->resume_err));
-		return;
-	}
-	x->resumed = !wl_resume(x->e.wl, x->resume_err, sizeof(x->resume_err));
-}
-
-static int exit_code;
-
-/* The guest stopped here for good (it runs on the destination): its
- * throttle goes all the same, as after a failure (wl_resume). */
-static void release_throttle(struct sender *x)
-{
-	char err[1024];
-
-	if (x->e.wl && wl_throttle(x->e.wl, 0, err, sizeof(err)))
-		cli_err("warning: %s", err);
-}
-
-/* Success or failure: reported once, the loop ends. */
-static void finish(struct sender *x)
-{
-	send_set_phase(x, PH_DONE);
-	ev_timer_stop(x->loop, &x->stop_timer);
-	ev_io_stop(x->loop, &x->ds_io);
-	if (x->failed) {
-		resume_workload(x);
-		x->status = x->cancelled ? ST_CANCELLED : ST_FAILED;
-		exit_code = send_report_failure(x);
-	} else {
-		release_throttle(x);
-		send_report_success(x);
-		exit_code = x->o.live && send_promise_broken(x) ? CLI_EX_OVER_LIMIT : CLI_EX_OK;
-	}
-	ev_break(x->loop, EVBREAK_ALL);
 }
 
 /* ---- control socket and signals ----------------------------------------------------- */
@@ -1132,11 +1048,11 @@ int main(int argc, char **argv)
 	send_set_phase(&x, PH_CONNECT);
 	rc = rdmig_source_connect_async(x.s, x.o.host, x.o.port);
 	if (rc)
-		lib_fail(&x, rc, CLI_PHASE_CONNECT);
+		send_lib_fail(&x, rc, CLI_PHASE_CONNECT);
 	else
 		send_kick(&x);
 	if (x.ph != PH_DONE)
 		ev_run(x.loop, 0);
 	cleanup(&x);
-	return exit_code;
+	return x.exit_code;
 }

@@ -134,6 +134,7 @@ struct sender {
 	bool failed;
 	bool resumed;           /* after a failure: the workload runs again */
 	char resume_err[512];   /* ... or why it could not */
+	int exit_code;          /* main's, once the migration ended */
 };
 
 #endif
