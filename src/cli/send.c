@@ -28,6 +28,7 @@
 #include "ends.h"
 #include "estimate.h"
 #include "rdmig.h"
+#include "send_dirty.h"
 #include "send_end.h"
 #include "send_events.h"
 #include "send_int.h"
@@ -39,71 +40,10 @@
  * until QEMU pauses it: the policy's most (QEMU's max-cpu-throttle). */
 #define SWITCH_THROTTLE 99
 
-/* ---- the workload's dirty pages ------------------------------------------------ */
-
-static int poll_source(void *ctx)
-{
-	struct sender *x = ctx;
-
-	return rdmig_source_poll(x->s);
-}
-
-static int freeze(struct sender *x)
-{
-	char err[1024] = "";
-	int rc = wl_freeze(x->e.wl, poll_source, x, err, sizeof(err));
-
-	if (rc && !err[0])
-		return send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
-	return rc ? send_local_fail(x, rc, err) : 0;
-}
-
-static int mark_range(void *ctx, unsigned block, uint64_t off, uint64_t len)
-{
-	struct sender *x = ctx;
-
-	return rdmig_source_mark_dirty(x->s, block, off, len);
-}
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* Marks what the workload wrote since the last clear. */
-static int collect(struct sender *x, uint64_t *bytes)
-{
-	uint64_t t0 = now_us();
-	char err[1024];
-	int rc;
-
-	*bytes = 0;
-	rc = wl_collect_dirty(x->e.wl, mark_range, x, bytes, err, sizeof(err));
-	x->collect_us = now_us() - t0;
-	return rc ? send_local_fail(x, rc, err) : 0;
-}
-
-static int clear_and_thaw(struct sender *x)
-{
-	uint64_t t0 = now_us();
-	char err[512];
-	int rc = wl_clear_dirty(x->e.wl, err, sizeof(err));
-
-	x->clear_us = now_us() - t0;
-	if (rc)
-		return send_local_fail(x, rc, err);
-	x->t_clear = cli_now_ms();
-	wl_thaw(x->e.wl);
-	return 0;
-}
-
 /* ---- convergence ------------------------------------------------------------------ */
 
 /* The library's policy decides (rdmig(3), Convergence) from what this
- * round left, which collect() just marked: another round, a throttle, the
+ * round left, which send_collect() just marked: another round, a throttle, the
  * switch-over, or giving up.  The throttle it advises is applied here,
  * before the workload runs again. */
 static int advise(struct sender *x)
@@ -266,10 +206,10 @@ static void round_done(struct sender *x)
 	round_ended(x);
 	x->iterations++;
 	t_freeze = cli_now_ms();
-	if (freeze(x))
+	if (send_freeze(x))
 		return;
 	note_freeze(x, cli_now_ms() - t_freeze);
-	if (collect(x, &dirty) || advise(x))
+	if (send_collect(x, &dirty) || advise(x))
 		return;
 	send_emit_iteration(x, dirty, t_freeze - x->t_clear, &x->adv);
 	switch (x->adv.decision) {
@@ -289,7 +229,7 @@ static void round_done(struct sender *x)
 	default:
 		break;
 	}
-	if (!clear_and_thaw(x))
+	if (!send_clear_and_thaw(x))
 		start_round(x, PH_ROUND);
 }
 
@@ -337,7 +277,7 @@ static void stopped(struct sender *x)
 
 	ev_timer_stop(x->loop, &x->stop_timer);
 	x->status = ST_DEVICE;
-	if (collect(x, &more))
+	if (send_collect(x, &more))
 		return;
 	x->t_mark = cli_now_ms();
 	x->dt_stop = x->t_mark - x->stop_ms;
@@ -350,10 +290,10 @@ static void keep_up(struct sender *x)
 {
 	uint64_t dirty, t_freeze = cli_now_ms();
 
-	if (freeze(x) || collect(x, &dirty))
+	if (send_freeze(x) || send_collect(x, &dirty))
 		return;
 	send_emit_iteration(x, dirty, t_freeze - x->t_clear, NULL);
-	if (!clear_and_thaw(x))
+	if (!send_clear_and_thaw(x))
 		start_round(x, PH_CONVERGED);
 }
 
@@ -505,7 +445,7 @@ static void begin(struct sender *x)
 	/* The first clear happens with the workload frozen too, so its first
 	 * round starts from a known point. */
 	x->need_prepare = true;
-	if (!freeze(x) && !clear_and_thaw(x))
+	if (!send_freeze(x) && !send_clear_and_thaw(x))
 		start_round(x, PH_ROUND);
 }
 
