@@ -33,66 +33,13 @@
 #include "send_events.h"
 #include "send_int.h"
 #include "send_loop.h"
+#include "send_policy.h"
 #include "send_report.h"
 #include "workload.h"
 
 /* With --auto-converge, a guest's throttle from the switch-over decision
  * until QEMU pauses it: the policy's most (QEMU's max-cpu-throttle). */
 #define SWITCH_THROTTLE 99
-
-/* ---- convergence ------------------------------------------------------------------ */
-
-/* The library's policy decides (rdmig(3), Convergence) from what this
- * round left, which send_collect() just marked: another round, a throttle, the
- * switch-over, or giving up.  The throttle it advises is applied here,
- * before the workload runs again. */
-static int advise(struct sender *x)
-{
-	char err[1024];
-	int rc;
-
-	x->adv.size = sizeof(x->adv);
-	rc = rdmig_source_advice(x->s, &x->adv);
-	if (rc)
-		return send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
-	if (x->adv.decision != RDMIG_THROTTLE)
-		return 0;
-	rc = wl_throttle(x->e.wl, x->adv.throttle_pct, err, sizeof(err));
-	return rc ? send_local_fail(x, rc, err) : 0;
-}
-
-/* A limit before convergence, and --on-timeout cancel: the migration ends
- * here, cancelled in the library (the destination is told), and the
- * workload runs on, unthrottled (send_finish()). */
-static void give_up(struct sender *x)
-{
-	char lim[256], left[128];
-
-	send_limit_said(x, lim, sizeof(lim));
-	send_left_said(&x->adv, left, sizeof(left));
-	x->gave_up = true;
-	snprintf(x->gave_up_msg, sizeof(x->gave_up_msg), "gave up: %s; %s, over --max-downtime "
-		 "%" PRIu64 " ms", lim, left, x->adv.max_downtime_ms);
-	rdmig_source_cancel(x->s);
-	send_kick(x);
-}
-
-/* The time limits count from the command's start; with --defer, from
- * start: the library counts from connecting, so the wait is added. */
-static void set_time_limits(struct sender *x)
-{
-	uint64_t wait = x->waited_ms, total = 0, gib;
-	unsigned i;
-
-	for (i = 0; i < x->e.nrams; i++)
-		total += x->e.rams[i].len;
-	/* The per-GiB limit grows by the wait over the image's GiBs. */
-	gib = x->max_time_gib_s && total ?
-	      x->max_time_gib_s * 1000 + (wait * (1ull << 30) + total - 1) / total : 0;
-	rdmig_source_set_limit(x->s, RDMIG_LIMIT_MAX_TIME_MS,
-			       x->max_time_s ? x->max_time_s * 1000 + wait : 0);
-	rdmig_source_set_limit(x->s, RDMIG_LIMIT_MAX_TIME_PER_GIB_MS, gib);
-}
 
 /* ---- the phases ------------------------------------------------------------------ */
 
@@ -186,19 +133,6 @@ static void converge(struct sender *x)
 	start_last_round(x);
 }
 
-/* Stopping a process at a round's end costs what stopping it for the
- * switch-over will, and the confirmation after the last round about as
- * much again (both 2-21 ms on a loaded bed, against a prediction that
- * counted 1): the switch-over's cost counts twice the longest stop seen. */
-static void note_freeze(struct sender *x, uint64_t ms)
-{
-	if (ms <= x->freeze_ms)
-		return;
-	x->freeze_ms = ms;
-	x->switch_ms = x->switch_base + 2 * ms;
-	rdmig_source_set_limit(x->s, RDMIG_LIMIT_SWITCHOVER_MS, x->switch_ms);
-}
-
 static void round_done(struct sender *x)
 {
 	uint64_t dirty, t_freeze;
@@ -208,8 +142,8 @@ static void round_done(struct sender *x)
 	t_freeze = cli_now_ms();
 	if (send_freeze(x))
 		return;
-	note_freeze(x, cli_now_ms() - t_freeze);
-	if (send_collect(x, &dirty) || advise(x))
+	send_note_freeze(x, cli_now_ms() - t_freeze);
+	if (send_collect(x, &dirty) || send_advise(x))
 		return;
 	send_emit_iteration(x, dirty, t_freeze - x->t_clear, &x->adv);
 	switch (x->adv.decision) {
@@ -224,7 +158,7 @@ static void round_done(struct sender *x)
 		converge(x);
 		return;
 	case RDMIG_GIVE_UP:
-		give_up(x);
+		send_give_up(x);
 		return;
 	default:
 		break;
@@ -412,12 +346,7 @@ static int prepare_state(struct sender *x)
 	rc = ds_prepare(x->e.ds, err, sizeof(err));
 	if (rc)
 		return send_local_fail(x, rc, err);
-	/* What the workload's manager adds after the confirmation (libvirt's
-	 * resume at the destination, measured by rdmig-libvirt) is as fixed a
-	 * cost of the switch-over, and the workload feels it as downtime. */
-	x->switch_base = 2 * (cli_now_ms() - t0) + 1 + x->o.resume_cost_ms;
-	x->switch_ms = x->switch_base + 2 * x->freeze_ms;
-	rdmig_source_set_limit(x->s, RDMIG_LIMIT_SWITCHOVER_MS, x->switch_ms);
+	send_note_prepare(x, cli_now_ms() - t0);
 	return 0;
 }
 
@@ -428,7 +357,7 @@ static void begin(struct sender *x)
 
 	x->begun = true;
 	x->status = ST_ACTIVE;
-	set_time_limits(x);
+	send_set_time_limits(x);
 	/* Its manager may have paused, resumed or shut it down meanwhile. */
 	if (x->o.defer && x->e.wl && wl_recheck(x->e.wl, err, sizeof(err))) {
 		send_local_fail(x, -EINVAL, err);
@@ -726,7 +655,7 @@ static struct json_object *set_reply(struct sender *x, struct json_object *req)
 	}
 	if (have_t) {
 		x->max_time_s = t;
-		set_time_limits(x);
+		send_set_time_limits(x);
 	}
 	if (have_it) {
 		x->o.max_iterations = it;
