@@ -31,6 +31,7 @@
 #include "send_dirty.h"
 #include "send_end.h"
 #include "send_events.h"
+#include "send_fwd.h"
 #include "send_int.h"
 #include "send_loop.h"
 #include "send_policy.h"
@@ -274,7 +275,17 @@ static void check_stopped(struct sender *x)
 	}
 }
 
-static void pump_state(struct sender *x);
+static void state_done(struct sender *x);
+
+/* Forwards what the device-state end has; in PH_STATE, the end of what it
+ * has is the end of the state. */
+static void pump_state(struct sender *x)
+{
+	if (send_fwd_state(x) == 1 && x->ph == PH_STATE) {
+		ev_timer_stop(x->loop, &x->stop_timer);
+		state_done(x);
+	}
+}
 
 /* The last round is in: the rest of the device state follows it. */
 static void last_round_done(struct sender *x)
@@ -489,53 +500,6 @@ static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		snprintf(err, sizeof(err), "the device state did not move for %" PRIu64 " s "
 			 "(--timeout): its source stalled", x->o.timeout_s);
 		send_local_fail(x, -ETIMEDOUT, err);
-	}
-}
-
-/* ---- device state: from its end onto the library's stream ------------------------ */
-
-/* Reads from the endpoint while the buffer is empty and queues what it
- * holds while the library takes it; the rest waits for the next step (no
- * credits) or the fd (nothing to read). */
-static void pump_state(struct sender *x)
-{
-	char err[1024];
-	ssize_t n;
-
-	for (;;) {
-		if (x->fwd_off == x->fwd_len) {
-			if (x->ds_eof)
-				break;
-			n = ds_read(x->e.ds, x->fwd, FWD_BUF, err, sizeof(err));
-			if (n == -EAGAIN)
-				break;
-			if (n < 0) {
-				send_local_fail(x, (int)n, err);
-				return;
-			}
-			x->fwd_off = 0;
-			x->fwd_len = (size_t)n;
-			x->ds_eof = n == 0;
-			continue;
-		}
-		n = rdmig_source_write_state(x->s, x->fwd + x->fwd_off, x->fwd_len - x->fwd_off);
-		if (n < 0) {
-			send_lib_fail(x, (int)n, CLI_PHASE_TRANSFER);
-			return;
-		}
-		if (n == 0)
-			break;
-		x->fwd_off += (size_t)n;
-		x->state_deadline = cli_now_ms() + x->o.timeout_s * 1000;
-	}
-	/* A full buffer waits for credits, not for the fd. */
-	if (x->fwd_off < x->fwd_len || x->ds_eof)
-		ev_io_stop(x->loop, &x->ds_io);
-	else
-		send_watch_state(x);
-	if (x->ph == PH_STATE && x->ds_eof && x->fwd_off == x->fwd_len) {
-		ev_timer_stop(x->loop, &x->stop_timer);
-		state_done(x);
 	}
 }
 
