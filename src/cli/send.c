@@ -5,20 +5,18 @@
  * QEMU guest) and where the device state comes from (a file, or QEMU's own
  * migration) is ends.h's: this file drives them without knowing which.
  *
- * One libev loop drives everything: the library's fd and timer, the
- * device-state endpoint's fd, the control socket and the signals.  The
- * migration is a state machine (enum phase), advanced by the callbacks.
- * See migrate-send(1). */
+ * This file is the driver: it sets up, and one libev loop drives
+ * everything: the library's fd and timer, the device-state endpoint's fd,
+ * the control socket and the signals.  The migration is a state machine
+ * (enum phase, send_phase.c), advanced by the callbacks here; send_int.h
+ * lists the other parts.  See migrate-send(1). */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <ev.h>
 
@@ -29,17 +27,17 @@
 #include "estimate.h"
 #include "rdmig.h"
 #include "send_ctl.h"
-#include "send_dirty.h"
 #include "send_end.h"
 #include "send_events.h"
-#include "send_fwd.h"
 #include "send_int.h"
 #include "send_loop.h"
+#include "send_opts.h"
 #include "send_phase.h"
-#include "send_policy.h"
-#include "send_report.h"
-#include "workload.h"
 
+/* ---- the loop: each callback steps the library or hands an event on ------------------ */
+
+/* One step of the library: what finished goes to the phase machine, then
+ * the device state that may go now, then the wait the library asks for. */
 static void src_step(struct sender *x)
 {
 	int rc;
@@ -108,9 +106,6 @@ static void ds_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	send_pump_state(w->data);
 }
 
-/* ---- signals ------------------------------------------------------------------------ */
-
-
 static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	(void)loop;
@@ -147,8 +142,8 @@ static void source_config(struct sender *x, struct rdmig_config *c)
 	cfg.max_bandwidth = x->o.max_bandwidth;
 	cfg.switchover_bandwidth = x->o.switch_bw;
 	/* The convergence policy; the time limits are set when the first
-	 * round begins (set_time_limits), the switch-over's cost once
-	 * measured (prepare_state). */
+	 * round begins (send_set_time_limits), the switch-over's cost once
+	 * measured (send_note_prepare, send_note_freeze). */
 	cfg.max_downtime_ms = (uint32_t)x->o.max_downtime_ms;
 	cfg.max_iterations = (uint32_t)x->o.max_iterations;
 	cfg.auto_converge = x->o.auto_converge;

@@ -1,10 +1,21 @@
 /* send_int: migrate-send's private state, shared by the files of the
  * command and included by nothing else.
  *
- * send.c is the driver: one libev loop whose callbacks step the library
- * and hand what finished to the phase machine.  Each send_*.c below it is
- * a job of its own that never calls back up into the file that called it:
- *   send_opts  the command line
+ * send.c is the driver: it sets up, and its libev loop's callbacks step
+ * the library and hand what finished to the phase machine.  Each send_*.c
+ * below it is a job of its own that never calls back up, listed here from
+ * the top down:
+ *   send_ctl     the control socket's commands (status, cancel, set, start)
+ *   send_phase   the phase machine: connect, the rounds, the switch-over,
+ *                the device state, COMPLETE
+ *   send_fwd     the device state, from its end onto the library's stream
+ *   send_policy  the convergence policy's limits and advice, giving up
+ *   send_dirty   the workload's writes onto the library's dirty marks
+ *   send_end     the failure record, and the end (reached once)
+ *   send_report  the completed or failed event, the summary, the exit status
+ *   send_events  the progress bar, the setup, state and iteration events
+ *   send_loop    arming the library's timer, watching the device-state fd
+ *   send_opts    the command line (struct send_opts), below this header
  * The struct is one per process (main's); each file changes the fields
  * its job owns and reads the rest. */
 #ifndef RDMIG_CLI_SEND_INT_H
