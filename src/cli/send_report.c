@@ -121,64 +121,81 @@ static void say_over_limit(const struct sender *x)
 	}
 }
 
-void send_report_success(struct sender *x)
+/* The completed event's account of the downtime (live): its parts, and
+ * what the switch-over was predicted and held to. */
+static void json_downtime(struct sender *x, struct json_object *o)
 {
-	struct rdmig_stats st = { .size = sizeof(st) };
+	struct json_object *parts = json_object_new_object();
+
+	cli_json_u64(o, "downtime", x->downtime_ms);
+	/* For a manager on this host lining up its own events (rdmig-libvirt's
+	 * guest downtime): the event itself comes after the teardown, later by
+	 * a varying amount. */
+	cli_json_u64(o, "stopped-at", x->stop_ms);
+	cli_json_u64(parts, "stop", x->dt_stop);
+	cli_json_u64(parts, "stop-tracking-us", x->dt_track_us);
+	cli_json_u64(parts, "last-round", x->dt_round);
+	cli_json_u64(parts, "device-state", x->dt_state);
+	cli_json_u64(parts, "confirm", x->dt_confirm);
+	json_object_object_add(o, "downtime-parts", parts);
+	cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
+	cli_json_u64(o, "expected-downtime", x->sw_expected);
+	cli_json_u64(o, "switchover-cost", x->switch_ms);
+	if (x->o.switch_bw)
+		cli_json_u64(o, "switchover-bandwidth", x->o.switch_bw);
+	cli_json_str(o, "switchover-reason", cli_reason_name(x->sw_reason));
+	send_json_throttle(x, o, false);
+	if (over_limit(x))
+		json_object_object_add(o, "limit-exceeded", limit_exceeded(x));
+}
+
+static void completed_event(struct sender *x, const struct rdmig_stats *st)
+{
+	struct json_object *o = cli_event("completed");
+
+	cli_json_str(o, "status", "completed");
+	cli_json_stats(o, st);
+	if (x->o.defer)
+		cli_json_u64(o, "prepared-time", x->waited_ms);
+	if (x->o.live)
+		json_downtime(x, o);
+	cli_emit(o);
+}
+
+/* Without --json: the summary, on standard error. */
+static void summary(struct sender *x, const struct rdmig_stats *st)
+{
 	char a[32], b[32], c[32], left[200];
 	double secs, rate;
 
-	send_stats(x, &st);
-	if (x->o.live)
-		say_over_limit(x);
-	if (x->o.json) {
-		struct json_object *o = cli_event("completed");
-
-		cli_json_str(o, "status", "completed");
-		cli_json_stats(o, &st);
-		if (x->o.defer)
-			cli_json_u64(o, "prepared-time", x->waited_ms);
-		if (x->o.live) {
-			struct json_object *parts = json_object_new_object();
-
-			cli_json_u64(o, "downtime", x->downtime_ms);
-			/* For a manager on this host lining up its own events
-			 * (rdmig-libvirt's guest downtime): the event itself
-			 * comes after the teardown, later by a varying amount. */
-			cli_json_u64(o, "stopped-at", x->stop_ms);
-			cli_json_u64(parts, "stop", x->dt_stop);
-			cli_json_u64(parts, "stop-tracking-us", x->dt_track_us);
-			cli_json_u64(parts, "last-round", x->dt_round);
-			cli_json_u64(parts, "device-state", x->dt_state);
-			cli_json_u64(parts, "confirm", x->dt_confirm);
-			json_object_object_add(o, "downtime-parts", parts);
-			cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
-			cli_json_u64(o, "expected-downtime", x->sw_expected);
-			cli_json_u64(o, "switchover-cost", x->switch_ms);
-			if (x->o.switch_bw)
-				cli_json_u64(o, "switchover-bandwidth", x->o.switch_bw);
-			cli_json_str(o, "switchover-reason", cli_reason_name(x->sw_reason));
-			send_json_throttle(x, o, false);
-			if (over_limit(x))
-				json_object_object_add(o, "limit-exceeded", limit_exceeded(x));
-		}
-		cli_emit(o);
-		return;
-	}
-	secs = (double)st.total_time_ms / 1000.0;
-	rate = st.data_time_ms ? (double)st.normal_bytes * 1000.0 / (double)st.data_time_ms : 0;
+	secs = (double)st->total_time_ms / 1000.0;
+	rate = st->data_time_ms ? (double)st->normal_bytes * 1000.0 / (double)st->data_time_ms : 0;
 	cli_err("migration to %s:%s completed in %.2f s: %s in %" PRIu64 " iteration%s",
-		x->o.host, x->o.port, secs, cli_fmt_bytes(st.total, a, sizeof(a)), st.iterations,
-		st.iterations == 1 ? "" : "s");
+		x->o.host, x->o.port, secs, cli_fmt_bytes(st->total, a, sizeof(a)), st->iterations,
+		st->iterations == 1 ? "" : "s");
 	fprintf(stderr, "  sent %s at %s/s; %" PRIu64 " zero pages (%s) not sent as data; "
-		"state %" PRIu64 " bytes\n", cli_fmt_bytes(st.normal_bytes, b, sizeof(b)),
-		cli_fmt_bytes((uint64_t)rate, c, sizeof(c)), st.zero_pages,
-		cli_fmt_bytes(st.zero_pages * PAGE, a, sizeof(a)), st.state_bytes);
-	fprintf(stderr, "  setup %" PRIu64 " ms", st.setup_time_ms);
+		"state %" PRIu64 " bytes\n", cli_fmt_bytes(st->normal_bytes, b, sizeof(b)),
+		cli_fmt_bytes((uint64_t)rate, c, sizeof(c)), st->zero_pages,
+		cli_fmt_bytes(st->zero_pages * PAGE, a, sizeof(a)), st->state_bytes);
+	fprintf(stderr, "  setup %" PRIu64 " ms", st->setup_time_ms);
 	if (x->e.wl) {
 		wl_left(x->e.wl, left, sizeof(left));
 		fprintf(stderr, ", downtime %" PRIu64 " ms; %s", x->downtime_ms, left);
 	}
 	fputc('\n', stderr);
+}
+
+void send_report_success(struct sender *x)
+{
+	struct rdmig_stats st = { .size = sizeof(st) };
+
+	send_stats(x, &st);
+	if (x->o.live)
+		say_over_limit(x);
+	if (x->o.json)
+		completed_event(x, &st);
+	else
+		summary(x, &st);
 }
 
 /* What became of the workload after a failure, for the one line. */
@@ -194,12 +211,12 @@ static const char *workload_fate(struct sender *x, char *buf, size_t len)
 	return buf;
 }
 
-int send_report_failure(struct sender *x)
+/* The exit status: the failure's, but the command's own faults are
+ * internal ones, and a cancel or giving up says so whatever failed. */
+static int failure_code(const struct sender *x)
 {
 	const struct failure *f = &x->f;
 	int code = cli_exit_code(f->rc, f->phase, f->msg);
-	char line[2048], fate[600];
-	struct json_object *o;
 
 	if (f->local && code == CLI_EX_TRANSFER)
 		code = CLI_EX_INTERNAL;
@@ -207,24 +224,34 @@ int send_report_failure(struct sender *x)
 		code = CLI_EX_CANCELLED;
 	if (x->gave_up)
 		code = CLI_EX_GAVE_UP;
+	return code;
+}
+
+/* The one line, for standard error and the failed event's "error". */
+static void failure_line(struct sender *x, int code, char *line, size_t len)
+{
+	const struct failure *f = &x->f;
+	char fate[600];
+
 	workload_fate(x, fate, sizeof(fate));
 	if (code == CLI_EX_GAVE_UP)
-		snprintf(line, sizeof(line), "Migration to %s:%s %s%s%s", x->o.host, x->o.port,
+		snprintf(line, len, "Migration to %s:%s %s%s%s", x->o.host, x->o.port,
 			 x->gave_up_msg, fate, x->o.auto_converge && x->resumed ? ", unthrottled" : "");
 	else if (code == CLI_EX_CANCELLED)
-		snprintf(line, sizeof(line), "Migration to %s:%s cancelled%s", x->o.host,
-			 x->o.port, fate);
+		snprintf(line, len, "Migration to %s:%s cancelled%s", x->o.host, x->o.port,
+			 fate);
 	else if (f->phase == CLI_PHASE_CONNECT && code != CLI_EX_TRANSFER)
-		snprintf(line, sizeof(line), "Unable to connect to %s:%s: %s", x->o.host,
-			 x->o.port, f->msg);
+		snprintf(line, len, "Unable to connect to %s:%s: %s", x->o.host, x->o.port,
+			 f->msg);
 	else
-		snprintf(line, sizeof(line), "Migration to %s:%s failed: %s%s", x->o.host,
-			 x->o.port, f->msg, fate);
-	cli_bar_clear(&x->bar);
-	cli_err("%s", line);
-	if (!x->o.json)
-		return code;
-	o = cli_event("failed");
+		snprintf(line, len, "Migration to %s:%s failed: %s%s", x->o.host, x->o.port,
+			 f->msg, fate);
+}
+
+static void failed_event(struct sender *x, const char *line, int code)
+{
+	struct json_object *o = cli_event("failed");
+
 	/* Whether the workload runs here again, for a script to act on. */
 	if (x->e.wl)
 		json_object_object_add(o, wl_running_key(x->e.wl),
@@ -239,5 +266,17 @@ int send_report_failure(struct sender *x)
 		cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
 	}
 	cli_emit_failed(line, code, o);
+}
+
+int send_report_failure(struct sender *x)
+{
+	int code = failure_code(x);
+	char line[2048];
+
+	failure_line(x, code, line, sizeof(line));
+	cli_bar_clear(&x->bar);
+	cli_err("%s", line);
+	if (x->o.json)
+		failed_event(x, line, code);
 	return code;
 }
