@@ -193,19 +193,10 @@ static int one_opt(void *opts, int c, const char *arg)
 	}
 }
 
-int send_parse_args(struct send_opts *o, int argc, char **argv)
+/* What is migrated, and to where: each check 0 to go on, or the usage
+ * error's exit code. */
+static int check_target(const struct send_opts *o)
 {
-	static const struct cli_cmd cmd = { "c:r:s:p:q:jt:vVh", long_opts, usage_text, one_opt,
-					    exit_more };
-	int rc;
-
-	o->timeout_s = 30;
-	o->channels = 1;
-	o->max_downtime_ms = 300;
-	o->max_iterations = 30;
-	rc = cli_getopt(&cmd, o, argc, argv);
-	if (rc >= 0)
-		return rc;
 	if (!o->have_addr)
 		return cli_usage("--connect HOST:PORT is required");
 	if (!o->nrams && !o->qmp)
@@ -222,6 +213,13 @@ int send_parse_args(struct send_opts *o, int argc, char **argv)
 				 "at %s:%s: give --auth-key FILE (the destination's key), or "
 				 "--trusted-fabric if nobody else can reach that address", o->host,
 				 o->port);
+	return 0;
+}
+
+/* --qmp is always live; then the options only a live migration (of a
+ * running workload) takes. */
+static int check_live(struct send_opts *o)
+{
 	if (o->qmp)
 		o->live = 1;
 	if (o->live && !o->pid && !o->qmp)
@@ -245,6 +243,12 @@ int send_parse_args(struct send_opts *o, int argc, char **argv)
 				 o->control ? "--control" : o->verify ? "--verify" : "--state-in");
 	if (o->have_resume_cost && !o->live)
 		return cli_usage("--resume-cost is only used with --live or --qmp");
+	return 0;
+}
+
+/* --defer, and device state on standard input. */
+static int check_defer(const struct send_opts *o)
+{
 	if (o->defer && !o->control)
 		return cli_usage("--defer waits for the start command on the control socket: give "
 				 "--control SOCK");
@@ -253,5 +257,26 @@ int send_parse_args(struct send_opts *o, int argc, char **argv)
 				 "the wait; give it as a file written before start, or drop --defer");
 	if (o->state_in && !strcmp(o->state_in, "-") && isatty(0))
 		return cli_usage("--state-in -: standard input is a terminal");
-	return -1;
+	return 0;
+}
+
+int send_parse_args(struct send_opts *o, int argc, char **argv)
+{
+	static const struct cli_cmd cmd = { "c:r:s:p:q:jt:vVh", long_opts, usage_text, one_opt,
+					    exit_more };
+	int rc;
+
+	o->timeout_s = 30;
+	o->channels = 1;
+	o->max_downtime_ms = 300;
+	o->max_iterations = 30;
+	rc = cli_getopt(&cmd, o, argc, argv);
+	if (rc >= 0)
+		return rc;
+	rc = check_target(o);
+	if (!rc)
+		rc = check_live(o);
+	if (!rc)
+		rc = check_defer(o);
+	return rc ? rc : -1;
 }
