@@ -104,9 +104,11 @@ $(B)/rdmig-uninstalled.pc: Makefile
 lib: $(LIB_A) $(LIB_SO) $(B)/rdmig-uninstalled.pc
 
 # ---- commands ---------------------------------------------------------------
-# src/cli/send.c and recv.c hold the two mains; every other src/cli/*.c is
-# shared by both.  tools/memload.c is the test and benchmark workload.
-CLI_MAINS  := src/cli/send.c src/cli/recv.c
+# src/cli/send.c and recv.c hold the two mains; src/cli/send_*.c are the
+# parts of migrate-send alone, and every other src/cli/*.c is shared by
+# both.  tools/memload.c is the test and benchmark workload.
+CLI_SEND   := $(wildcard src/cli/send*.c)
+CLI_MAINS  := $(CLI_SEND) src/cli/recv.c
 CLI_SHARED := $(filter-out $(CLI_MAINS),$(wildcard src/cli/*.c))
 CLI_LIBS   := $(shell pkg-config --libs json-c 2>/dev/null) -lev
 CLI_CFLAGS := $(ALL_CFLAGS) $(shell pkg-config --cflags json-c 2>/dev/null) -Isrc/cli
@@ -116,7 +118,7 @@ $(B)/obj/cli/%.o: src/cli/%.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
 
-$(B)/bin/migrate-send: $(B)/obj/cli/send.o $(CLI_SHARED_OBJ) $(LIB_A)
+$(B)/bin/migrate-send: $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(CLI_SEND)) $(CLI_SHARED_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 
