@@ -5,22 +5,18 @@
  * with pretty=on spreads one message over many lines, which parsing the
  * front of the buffer copes with too).
  *
- * What QEMU's RAM is made of is qemu_ram.c's: this is the protocol. */
+ * What QEMU's RAM is made of is qemu_ram.c's: this is the protocol, and
+ * the connection; the commands over it are qmp_cmd.c's. */
 #include "qmp.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -29,15 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "clierr.h"
 #include "proc.h"
+#include "qmp_int.h"
 
-/* Between two query-migrate polls: the device state of a small guest moves
- * in a few milliseconds, and a query costs QEMU's main loop next to nothing.
- * The wait is the guest's downtime on both sides, so it starts short and
- * grows only for a migration that takes its time. */
-#define MIG_POLL_FIRST_MS 1
-#define MIG_POLL_MS 20
 #define BUF_MIN (64u << 10)
 
 struct qmp {
@@ -52,15 +43,8 @@ struct qmp {
 	size_t nevents;
 };
 
-/* What a read waits for, to name it when the deadline passes. */
-struct waitfor {
-	const char *what;
-	uint64_t deadline;
-	int ms;
-};
-
 /* QEMU's text, kept to one line as our messages are. */
-static int qerr_text(char *err, size_t errlen, int code, const char *text)
+int qmp_qerr_text(char *err, size_t errlen, int code, const char *text)
 {
 	size_t i;
 
@@ -83,21 +67,21 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static struct waitfor wait_for(const char *what, int ms)
+struct qmp_waitfor qmp_wait_for(const char *what, int ms)
 {
-	struct waitfor w = { what, now_ms() + (uint64_t)(ms > 0 ? ms : 0), ms };
+	struct qmp_waitfor w = { what, now_ms() + (uint64_t)(ms > 0 ? ms : 0), ms };
 
 	return w;
 }
 
-static int ms_left(const struct waitfor *w)
+int qmp_ms_left(const struct qmp_waitfor *w)
 {
 	uint64_t now = now_ms();
 
 	return now >= w->deadline ? 0 : (int)(w->deadline - now);
 }
 
-static const char *jstr(struct json_object *o, const char *key)
+const char *qmp_jstr(struct json_object *o, const char *key)
 {
 	struct json_object *v;
 
@@ -163,7 +147,7 @@ static int grow(struct qmp *q, char *err, size_t errlen)
 
 /* Reads what QEMU has sent; 1 when a newline came with it (only then can a
  * message have been completed), else 0. */
-static int read_more(struct qmp *q, const struct waitfor *w, char *err, size_t errlen)
+static int read_more(struct qmp *q, const struct qmp_waitfor *w, char *err, size_t errlen)
 {
 	struct pollfd pfd = { .fd = q->fd, .events = POLLIN };
 	ssize_t n;
@@ -171,7 +155,7 @@ static int read_more(struct qmp *q, const struct waitfor *w, char *err, size_t e
 
 	if (q->len == q->cap && (r = grow(q, err, errlen)) < 0)
 		return r;
-	r = poll(&pfd, 1, ms_left(w));
+	r = poll(&pfd, 1, qmp_ms_left(w));
 	if (r < 0)
 		return errno == EINTR ? 0 : cli_errf(err, errlen, -errno, "poll on QMP: %s", strerror(errno));
 	if (r == 0)
@@ -190,7 +174,7 @@ static int read_more(struct qmp *q, const struct waitfor *w, char *err, size_t e
 	return memchr(q->buf + q->len - n, '\n', (size_t)n) != NULL;
 }
 
-static int read_msg(struct qmp *q, const struct waitfor *w, struct json_object **msg,
+static int read_msg(struct qmp *q, const struct qmp_waitfor *w, struct json_object **msg,
 		    char *err, size_t errlen)
 {
 	int r = parse_front(q, msg, err, errlen);
@@ -206,7 +190,7 @@ static int read_msg(struct qmp *q, const struct waitfor *w, struct json_object *
 /* @fd, when not -1, travels with the first bytes: QEMU takes the fds that
  * arrive with a command as that command's. */
 static int send_all(struct qmp *q, const char *data, size_t len, int fd,
-		    const struct waitfor *w, char *err, size_t errlen)
+		    const struct qmp_waitfor *w, char *err, size_t errlen)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -245,7 +229,7 @@ static int send_all(struct qmp *q, const char *data, size_t len, int fd,
 		if (n < 0 && errno != EAGAIN)
 			return cli_errf(err, errlen, -errno, "Unable to send a QMP command: %s",
 				    strerror(errno));
-		if (poll(&pfd, 1, ms_left(w)) == 0)
+		if (poll(&pfd, 1, qmp_ms_left(w)) == 0)
 			return cli_errf(err, errlen, -ETIMEDOUT,
 				    "QEMU took no command for %d ms (is QEMU stopped?)", w->ms);
 	}
@@ -280,7 +264,7 @@ static int is_our_reply(struct json_object *msg, int64_t id)
 	return json_object_is_type(v, json_type_int) && json_object_get_int64(v) == id;
 }
 
-static int await_reply(struct qmp *q, int64_t id, const struct waitfor *w,
+static int await_reply(struct qmp *q, int64_t id, const struct qmp_waitfor *w,
 		       struct json_object **reply, char *err, size_t errlen)
 {
 	struct json_object *msg;
@@ -290,7 +274,7 @@ static int await_reply(struct qmp *q, int64_t id, const struct waitfor *w,
 		r = read_msg(q, w, &msg, err, errlen);
 		if (r < 0)
 			return r;
-		if (jstr(msg, "event")) {
+		if (qmp_jstr(msg, "event")) {
 			keep_event(q, msg);
 			continue;
 		}
@@ -309,10 +293,10 @@ static int unpack_reply(struct json_object *reply, const char *cmd,
 	const char *desc;
 
 	if (json_object_object_get_ex(reply, "error", &e)) {
-		desc = jstr(e, "desc");
+		desc = qmp_jstr(e, "desc");
 		if (!desc)
 			return cli_errf(err, errlen, -EREMOTEIO, "QEMU refused %s without saying why", cmd);
-		return qerr_text(err, errlen, -EREMOTEIO, desc);
+		return qmp_qerr_text(err, errlen, -EREMOTEIO, desc);
 	}
 	json_object_object_get_ex(reply, "return", &v);
 	if (ret)
@@ -325,12 +309,12 @@ static int call(struct qmp *q, const char *cmd, struct json_object *args, int fd
 {
 	struct json_object *req = json_object_new_object(), *reply = NULL;
 	int64_t id = q->next_id++;
-	struct waitfor w;
+	struct qmp_waitfor w;
 	char *line = NULL, what[96];
 	int r;
 
 	snprintf(what, sizeof(what), "answer to %s", cmd);
-	w = wait_for(what, q->timeout_ms);
+	w = qmp_wait_for(what, q->timeout_ms);
 
 	if (ret)
 		*ret = NULL;
@@ -374,7 +358,7 @@ int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev)
 	size_t i;
 
 	for (i = 0; i < q->nevents; i++) {
-		const char *e = jstr(q->events[i], "event");
+		const char *e = qmp_jstr(q->events[i], "event");
 
 		if (!e || strcmp(e, name))
 			continue;
@@ -391,14 +375,14 @@ int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev)
 
 /* Reads one message outside a command: events are kept, a late reply to a
  * command that timed out is dropped. */
-static int read_one(struct qmp *q, const struct waitfor *w, char *err, size_t errlen)
+static int read_one(struct qmp *q, const struct qmp_waitfor *w, char *err, size_t errlen)
 {
 	struct json_object *msg;
 	int r = read_msg(q, w, &msg, err, errlen);
 
 	if (r < 0)
 		return r;
-	if (jstr(msg, "event"))
+	if (qmp_jstr(msg, "event"))
 		keep_event(q, msg);
 	else
 		json_object_put(msg);
@@ -409,11 +393,11 @@ int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 		   struct json_object **ev, char *err, size_t errlen)
 {
 	char what[96];
-	struct waitfor w;
+	struct qmp_waitfor w;
 	int r;
 
 	snprintf(what, sizeof(what), "event %s", name);
-	w = wait_for(what, timeout_ms);
+	w = qmp_wait_for(what, timeout_ms);
 	while (!qmp_event_take(q, name, ev)) {
 		r = read_one(q, &w, err, errlen);
 		if (r < 0)
@@ -428,7 +412,7 @@ int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 
 int qmp_pump(struct qmp *q, char *err, size_t errlen)
 {
-	struct waitfor w = wait_for("event", 0);
+	struct qmp_waitfor w = qmp_wait_for("event", 0);
 	int r, n = 0;
 
 	do
@@ -599,7 +583,7 @@ static int started_at(const struct qmp *q, const char *path, unsigned long long 
  * command mode. */
 static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 {
-	struct waitfor w = wait_for("QMP greeting", q->timeout_ms);
+	struct qmp_waitfor w = qmp_wait_for("QMP greeting", q->timeout_ms);
 	struct json_object *msg = NULL;
 	int r = read_msg(q, &w, &msg, err, errlen);
 
@@ -704,252 +688,3 @@ void qmp_set_timeout(struct qmp *q, int timeout_ms)
 	q->timeout_ms = timeout_ms;
 }
 
-/* ---- commands ---------------------------------------------------------- */
-
-static struct json_object *args1(const char *key, struct json_object *val)
-{
-	struct json_object *a = json_object_new_object();
-
-	json_object_object_add(a, key, val);
-	return a;
-}
-
-int qmp_getfd(struct qmp *q, int fd, const char *name, char *err, size_t errlen)
-{
-	return qmp_call_fd(q, "getfd", args1("fdname", json_object_new_string(name)), fd, NULL,
-			   err, errlen);
-}
-
-int qmp_closefd(struct qmp *q, const char *name, char *err, size_t errlen)
-{
-	return qmp_call(q, "closefd", args1("fdname", json_object_new_string(name)), NULL, err,
-			errlen);
-}
-
-int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen)
-{
-	struct json_object *ret;
-	const char *s;
-	int r = qmp_call(q, "query-status", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	s = jstr(ret, "status");
-	if (s)
-		snprintf(status, len, "%s", s);
-	json_object_put(ret);
-	return s ? 0 : cli_errf(err, errlen, -EPROTO, "query-status answered without a status");
-}
-
-int qmp_stop(struct qmp *q, char *err, size_t errlen)
-{
-	return qmp_call(q, "stop", NULL, NULL, err, errlen);
-}
-
-int qmp_cont(struct qmp *q, char *err, size_t errlen)
-{
-	return qmp_call(q, "cont", NULL, NULL, err, errlen);
-}
-
-int qmp_migrate_cap_get(struct qmp *q, const char *cap, bool *on,
-			char *err, size_t errlen)
-{
-	struct json_object *ret, *c, *state;
-	size_t i, n;
-	int r = qmp_call(q, "query-migrate-capabilities", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	n = json_object_is_type(ret, json_type_array) ? json_object_array_length(ret) : 0;
-	for (i = 0, r = -ENOENT; i < n && r == -ENOENT; i++) {
-		c = json_object_array_get_idx(ret, i);
-		if (!jstr(c, "capability") || strcmp(jstr(c, "capability"), cap) ||
-		    !json_object_object_get_ex(c, "state", &state))
-			continue;
-		*on = json_object_get_boolean(state);
-		r = 0;
-	}
-	json_object_put(ret);
-	if (r == -ENOENT)
-		return cli_errf(err, errlen, r, "QEMU has no migration capability %s", cap);
-	return 0;
-}
-
-int qmp_migrate_cap_set(struct qmp *q, const char *cap, bool on,
-			char *err, size_t errlen)
-{
-	struct json_object *c = json_object_new_object(), *list = json_object_new_array();
-
-	json_object_object_add(c, "capability", json_object_new_string(cap));
-	json_object_object_add(c, "state", json_object_new_boolean(on));
-	json_object_array_add(list, c);
-	return qmp_call(q, "migrate-set-capabilities", args1("capabilities", list), NULL, err,
-			errlen);
-}
-
-int qmp_migrate(struct qmp *q, const char *uri, char *err, size_t errlen)
-{
-	return qmp_call(q, "migrate", args1("uri", json_object_new_string(uri)), NULL, err, errlen);
-}
-
-int qmp_migrate_incoming(struct qmp *q, const char *uri, char *err, size_t errlen)
-{
-	return qmp_call(q, "migrate-incoming", args1("uri", json_object_new_string(uri)), NULL,
-			err, errlen);
-}
-
-int qmp_migrate_cancel(struct qmp *q, char *err, size_t errlen)
-{
-	return qmp_call(q, "migrate_cancel", NULL, NULL, err, errlen);
-}
-
-int qmp_migrate_query(struct qmp *q, struct qmp_migration *m,
-		      char *err, size_t errlen)
-{
-	struct json_object *ret;
-	const char *s;
-	int r = qmp_call(q, "query-migrate", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	s = jstr(ret, "status");
-	snprintf(m->status, sizeof(m->status), "%s", s ? s : "none");
-	s = jstr(ret, "error-desc");
-	qerr_text(m->error, sizeof(m->error), 0, s ? s : "");
-	json_object_put(ret);
-	return 0;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
-		     char *err, size_t errlen)
-{
-	struct waitfor w = wait_for("migration", timeout_ms);
-	int r, step = MIG_POLL_FIRST_MS;
-
-	for (;;) {
-		r = qmp_migrate_query(q, m, err, errlen);
-		if (r == -ECONNRESET)
-			return cli_errf(err, errlen, r, "QEMU closed its QMP socket during the migration "
-				    "(a destination QEMU exits when loading fails: see its output)");
-		if (r < 0)
-			return r;
-		if (!strcmp(m->status, "completed"))
-			return 0;
-		if (!strcmp(m->status, "failed"))
-			return *m->error ? qerr_text(err, errlen, -EIO, m->error)
-					 : cli_errf(err, errlen, -EIO, "migration failed (QEMU gave no reason)");
-		if (!strcmp(m->status, "cancelled"))
-			return cli_errf(err, errlen, -EIO, "migration was cancelled");
-		if (!ms_left(&w))
-			return cli_errf(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
-				    m->status, timeout_ms);
-		sleep_ms(ms_left(&w) < step ? ms_left(&w) : step);
-		step = step * 2 > MIG_POLL_MS ? MIG_POLL_MS : step * 2;
-	}
-}
-
-/* ---- monitor commands --------------------------------------------------- */
-
-int qmp_hmp(struct qmp *q, const char *line, char **out, char *err, size_t errlen)
-{
-	struct json_object *ret;
-	int r = qmp_call(q, "human-monitor-command",
-			 args1("command-line", json_object_new_string(line)), &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	*out = json_object_is_type(ret, json_type_string) ? strdup(json_object_get_string(ret)) : NULL;
-	json_object_put(ret);
-	return *out ? 0 : cli_errf(err, errlen, -EPROTO, "HMP %s returned no text", line);
-}
-
-int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen)
-{
-	struct json_object *ret, *qemu, *n;
-	int r = qmp_call(q, "query-version", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	memset(v, 0, sizeof(*v));
-	if (!json_object_object_get_ex(ret, "qemu", &qemu)) {
-		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-version answered without a version");
-	}
-	if (json_object_object_get_ex(qemu, "major", &n))
-		v->major = json_object_get_int(n);
-	if (json_object_object_get_ex(qemu, "minor", &n))
-		v->minor = json_object_get_int(n);
-	if (json_object_object_get_ex(qemu, "micro", &n))
-		v->micro = json_object_get_int(n);
-	json_object_put(ret);
-	return 0;
-}
-
-int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen)
-{
-	struct json_object *ret, *u;
-	const char *s;
-	size_t i;
-	int r = qmp_call(q, "query-uuid", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	s = json_object_object_get_ex(ret, "UUID", &u) ? json_object_get_string(u) : NULL;
-	if (!s || strlen(s) != 36) {
-		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-uuid answered without a UUID");
-	}
-	for (i = 0; s[i] && i + 1 < len; i++)
-		uuid[i] = (char)tolower((unsigned char)s[i]);
-	if (len)
-		uuid[i] = '\0';
-	json_object_put(ret);
-	return 0;
-}
-
-int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char *err,
-		     size_t errlen)
-{
-	struct json_object *ret, *cpu, *tid;
-	size_t i, len;
-	unsigned k;
-	int64_t v;
-	int r = qmp_call(q, "query-cpus-fast", NULL, &ret, err, errlen);
-
-	*n = 0;
-	if (r < 0)
-		return r;
-	if (!json_object_is_type(ret, json_type_array)) {
-		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-cpus-fast answered without a list");
-	}
-	len = json_object_array_length(ret);
-	for (i = 0; i < len; i++) {
-		cpu = json_object_array_get_idx(ret, i);
-		if (!json_object_object_get_ex(cpu, "thread-id", &tid) ||
-		    !json_object_is_type(tid, json_type_int) ||
-		    (v = json_object_get_int64(tid)) <= 0 || v > INT32_MAX) {
-			json_object_put(ret);
-			return cli_errf(err, errlen, -EPROTO, "query-cpus-fast: vCPU %zu has no "
-					"thread-id", i);
-		}
-		for (k = 0; k < *n && tids[k] != (pid_t)v; k++)
-			;
-		if (k < *n)
-			continue;
-		if (*n == max) {
-			json_object_put(ret);
-			return cli_errf(err, errlen, -E2BIG, "more than %u vCPU threads", max);
-		}
-		tids[(*n)++] = (pid_t)v;
-	}
-	json_object_put(ret);
-	return *n ? 0 : cli_errf(err, errlen, -EPROTO, "query-cpus-fast: no vCPU");
-}
