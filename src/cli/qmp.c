@@ -6,7 +6,8 @@
  * front of the buffer copes with too).
  *
  * What QEMU's RAM is made of is qemu_ram.c's: this is the protocol, and
- * the connection; the commands over it are qmp_cmd.c's. */
+ * the connection; who answers it is qmp_peer.c's, the commands over it
+ * qmp_cmd.c's. */
 #include "qmp.h"
 
 #include <ctype.h>
@@ -16,25 +17,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
-#include <linux/sock_diag.h>
-#include <linux/unix_diag.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clierr.h"
-#include "proc.h"
 #include "qmp_int.h"
+#include "qmp_peer.h"
 
 #define BUF_MIN (64u << 10)
 
 struct qmp {
 	int fd;
-	pid_t pid;
-	struct proc_ref proc;   /* QEMU itself, from the socket's peer */
+	struct qmp_peer peer;   /* QEMU itself, from the socket's peer */
 	int timeout_ms;
 	int64_t next_id;
 	char *buf; /* bytes read and not yet parsed */
@@ -458,127 +453,6 @@ static int connect_unix(const char *path, int *out, char *err, size_t errlen)
 	return 0;
 }
 
-static pid_t peer_pid(int fd)
-{
-	struct ucred uc;
-	socklen_t len = sizeof(uc);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
-		return 0;
-	return uc.pid;
-}
-
-/* The peer's pid is the one of the process that called listen(), as it
- * was then: that process may have exited since and its pid gone to
- * another.  Held here (0: no hold, when the pid is not visible from our pid
- * namespace), then checked against the connection itself (accepted_by)
- * once the greeting shows the other end accepted it. */
-static void hold_peer(struct qmp *q)
-{
-	q->pid = peer_pid(q->fd);
-	if (q->pid > 0 && proc_open(&q->proc, q->pid, NULL, 0))
-		q->pid = 0;
-}
-
-/* The inode of the other end of our connection (the socket the server
- * accepted it on), from the kernel's socket diagnostics (unix_diag). */
-static int peer_inode(int fd, unsigned long *ino)
-{
-	struct {
-		struct nlmsghdr nlh;
-		struct unix_diag_req r;
-	} req;
-	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
-	struct timeval tv = { .tv_sec = 2 };
-	union { char b[8192]; struct nlmsghdr h; } buf;
-	struct unix_diag_msg *m;
-	struct rtattr *a;
-	struct stat st;
-	ssize_t n;
-	int s, len, rc = -ENOENT;
-
-	if (fstat(fd, &st))
-		return -errno;
-	s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (s < 0)
-		return -errno;
-	memset(&req, 0, sizeof(req));
-	req.nlh.nlmsg_len = sizeof(req);
-	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	req.nlh.nlmsg_flags = NLM_F_REQUEST;
-	req.r.sdiag_family = AF_UNIX;
-	req.r.udiag_states = ~0u;
-	req.r.udiag_ino = (unsigned)st.st_ino;
-	req.r.udiag_show = UDIAG_SHOW_PEER;
-	req.r.udiag_cookie[0] = req.r.udiag_cookie[1] = ~0u; /* no cookie */
-	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0 ||
-	    (n = recv(s, &buf, sizeof(buf), 0)) < 0) {
-		rc = -errno;
-		close(s);
-		return rc;
-	}
-	close(s);
-	if (!NLMSG_OK(&buf.h, (size_t)n))
-		return -EPROTO;
-	if (buf.h.nlmsg_type == NLMSG_ERROR)
-		return ((struct nlmsgerr *)NLMSG_DATA(&buf.h))->error ?: -EPROTO;
-	m = NLMSG_DATA(&buf.h);
-	if (buf.h.nlmsg_type != SOCK_DIAG_BY_FAMILY || m->udiag_ino != (unsigned)st.st_ino)
-		return -EPROTO;
-	len = (int)(buf.h.nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-	for (a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len))
-		if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= sizeof(uint32_t)) {
-			*ino = *(uint32_t *)RTA_DATA(a);
-			rc = 0;
-		}
-	return rc;
-}
-
-/* Whether the process held is the one that accepted this connection (its
- * fds hold the other end): a process that merely inherited the pid of
- * the one that called listen() does not. */
-static int accepted_by(const struct qmp *q, const char *path, char *err, size_t errlen)
-{
-	unsigned long ino = 0;
-	int r;
-
-	if (q->pid <= 0)
-		return 0;
-	r = peer_inode(q->fd, &ino);
-	if (r < 0)
-		return cli_errf(err, errlen, r, "%s: cannot tell which process holds the QMP "
-				"connection (socket diagnostics: %s; load the unix_diag module)",
-				path, strerror(-r));
-	r = proc_holds_socket(&q->proc, ino);
-	if (r < 0)
-		return cli_errf(err, errlen, r, "%s: cannot read the fds of pid %d: %s", path,
-				(int)q->pid, strerror(-r));
-	if (!r)
-		return cli_errf(err, errlen, -EPERM, "%s is answered by a process other than pid "
-				"%d, the one its peer credentials name (the socket's listener "
-				"exited and its pid went to pid %d's process): refusing it", path,
-				(int)q->pid, (int)q->pid);
-	return 0;
-}
-
-/* Pid @q->pid must be the very process the caller checked: started at
- * @start (0: not checked), not a later one that took its number. */
-static int started_at(const struct qmp *q, const char *path, unsigned long long start,
-		      char *err, size_t errlen)
-{
-	unsigned long long t = 0;
-
-	if (!start || q->pid <= 0)
-		return 0;
-	if (proc_start_time(&q->proc, &t) || t != start)
-		return cli_errf(err, errlen, -EPERM, "%s: pid %d started at %llu, not at %llu as "
-				"the QEMU checked (--qmp-pid %d:%llu): that QEMU exited and another "
-				"process has its pid; refusing it", path, (int)q->pid, t, start,
-				(int)q->pid, start);
-	return 0;
-}
-
 /* The greeting, then a check that it came from the process held, then
  * command mode. */
 static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
@@ -599,29 +473,8 @@ static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 	json_object_put(msg);
 	if (!r)
 		return cli_errf(err, errlen, -EPROTO, "%s does not speak QMP: no greeting", path);
-	r = accepted_by(q, path, err, errlen);
+	r = qmp_peer_accepted_by(&q->peer, q->fd, path, err, errlen);
 	return r ? r : qmp_call(q, "qmp_capabilities", NULL, NULL, err, errlen);
-}
-
-/* Whether the peer is the QEMU the caller checked: a socket is only a
- * name, and whoever can write its directory can rename another socket over
- * it between that check and this connection.  Refused before a byte goes
- * to the impostor. */
-static int expect_peer(const struct qmp *q, const char *path, pid_t expect, char *err,
-		       size_t errlen)
-{
-	pid_t got = peer_pid(q->fd);
-
-	if (!expect || (q->pid == expect && got == expect))
-		return 0;
-	if (got <= 0)
-		return cli_errf(err, errlen, -EPERM, "%s is answered by a process whose pid is "
-				"not visible here, not by QEMU pid %d (--qmp-pid): refusing it",
-				path, (int)expect);
-	return cli_errf(err, errlen, -EPERM, "%s is answered by pid %d, not by QEMU pid %d "
-			"(--qmp-pid): another process took the socket's path (replaced after it "
-			"was checked?); nothing was sent to pid %d", path, (int)got, (int)expect,
-			(int)got);
 }
 
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
@@ -640,15 +493,15 @@ int qmp_open_as(struct qmp **out, const char *path, pid_t expect, unsigned long 
 	if (!q)
 		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	q->fd = -1;
-	q->proc = (struct proc_ref)PROC_REF_INIT;
+	q->peer = (struct qmp_peer)QMP_PEER_INIT;
 	q->timeout_ms = timeout_ms;
 	q->next_id = 1;
 	r = connect_unix(path, &q->fd, err, errlen);
 	if (r == 0) {
-		hold_peer(q);
-		r = expect_peer(q, path, expect, err, errlen);
+		qmp_peer_hold(&q->peer, q->fd);
+		r = qmp_peer_expect(&q->peer, q->fd, path, expect, err, errlen);
 		if (!r)
-			r = started_at(q, path, start, err, errlen);
+			r = qmp_peer_started_at(&q->peer, path, start, err, errlen);
 		if (!r)
 			r = greet(q, path, err, errlen);
 	}
@@ -666,7 +519,7 @@ void qmp_close(struct qmp *q)
 		return;
 	if (q->fd >= 0)
 		close(q->fd);
-	proc_close(&q->proc);
+	qmp_peer_release(&q->peer);
 	while (q->nevents)
 		json_object_put(q->events[--q->nevents]);
 	free(q->buf);
@@ -675,12 +528,12 @@ void qmp_close(struct qmp *q)
 
 pid_t qmp_pid(const struct qmp *q)
 {
-	return q->pid;
+	return q->peer.pid;
 }
 
 const struct proc_ref *qmp_proc(const struct qmp *q)
 {
-	return q->pid > 0 ? &q->proc : NULL;
+	return q->peer.pid > 0 ? &q->peer.proc : NULL;
 }
 
 void qmp_set_timeout(struct qmp *q, int timeout_ms)
