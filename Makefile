@@ -202,7 +202,8 @@ $(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
 $(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC) $(INTEG_SUPPORT)) \
-		$(COMMON_OBJ) $(B)/obj/cli/qmp.o $(B)/obj/cli/qemu_ram.o $(B)/obj/cli/cli.o $(B)/obj/cli/proc.o \
+		$(COMMON_OBJ) $(B)/obj/cli/qmp.o $(B)/obj/cli/qmp_cmd.o $(B)/obj/cli/qmp_peer.o \
+		$(B)/obj/cli/qemu_ram.o $(B)/obj/cli/cli.o $(B)/obj/cli/proc.o \
 		$(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o \
 		$(B)/obj/cli/inject.o $(LIB_A)
 	@mkdir -p $(@D)

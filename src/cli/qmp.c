@@ -5,45 +5,31 @@
  * with pretty=on spreads one message over many lines, which parsing the
  * front of the buffer copes with too).
  *
- * What QEMU's RAM is made of is qemu_ram.c's: this is the protocol. */
+ * What QEMU's RAM is made of is qemu_ram.c's: this is the protocol, and
+ * the connection; who answers it is qmp_peer.c's, the commands over it
+ * qmp_cmd.c's. */
 #include "qmp.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/un.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
-#include <linux/sock_diag.h>
-#include <linux/unix_diag.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "proc.h"
+#include "clierr.h"
+#include "qmp_int.h"
+#include "qmp_peer.h"
 
-/* Between two query-migrate polls: the device state of a small guest moves
- * in a few milliseconds, and a query costs QEMU's main loop next to nothing.
- * The wait is the guest's downtime on both sides, so it starts short and
- * grows only for a migration that takes its time. */
-#define MIG_POLL_FIRST_MS 1
-#define MIG_POLL_MS 20
 #define BUF_MIN (64u << 10)
 
 struct qmp {
 	int fd;
-	pid_t pid;
-	struct proc_ref proc;   /* QEMU itself, from the socket's peer */
+	struct qmp_peer peer;   /* QEMU itself, from the socket's peer */
 	int timeout_ms;
 	int64_t next_id;
 	char *buf; /* bytes read and not yet parsed */
@@ -52,15 +38,8 @@ struct qmp {
 	size_t nevents;
 };
 
-/* What a read waits for, to name it when the deadline passes. */
-struct waitfor {
-	const char *what;
-	uint64_t deadline;
-	int ms;
-};
-
 /* QEMU's text, kept to one line as our messages are. */
-static int qerr_text(char *err, size_t errlen, int code, const char *text)
+int qmp_qerr_text(char *err, size_t errlen, int code, const char *text)
 {
 	size_t i;
 
@@ -83,21 +62,21 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static struct waitfor wait_for(const char *what, int ms)
+struct qmp_waitfor qmp_wait_for(const char *what, int ms)
 {
-	struct waitfor w = { what, now_ms() + (uint64_t)(ms > 0 ? ms : 0), ms };
+	struct qmp_waitfor w = { what, now_ms() + (uint64_t)(ms > 0 ? ms : 0), ms };
 
 	return w;
 }
 
-static int ms_left(const struct waitfor *w)
+int qmp_ms_left(const struct qmp_waitfor *w)
 {
 	uint64_t now = now_ms();
 
 	return now >= w->deadline ? 0 : (int)(w->deadline - now);
 }
 
-static const char *jstr(struct json_object *o, const char *key)
+const char *qmp_jstr(struct json_object *o, const char *key)
 {
 	struct json_object *v;
 
@@ -163,7 +142,7 @@ static int grow(struct qmp *q, char *err, size_t errlen)
 
 /* Reads what QEMU has sent; 1 when a newline came with it (only then can a
  * message have been completed), else 0. */
-static int read_more(struct qmp *q, const struct waitfor *w, char *err, size_t errlen)
+static int read_more(struct qmp *q, const struct qmp_waitfor *w, char *err, size_t errlen)
 {
 	struct pollfd pfd = { .fd = q->fd, .events = POLLIN };
 	ssize_t n;
@@ -171,7 +150,7 @@ static int read_more(struct qmp *q, const struct waitfor *w, char *err, size_t e
 
 	if (q->len == q->cap && (r = grow(q, err, errlen)) < 0)
 		return r;
-	r = poll(&pfd, 1, ms_left(w));
+	r = poll(&pfd, 1, qmp_ms_left(w));
 	if (r < 0)
 		return errno == EINTR ? 0 : cli_errf(err, errlen, -errno, "poll on QMP: %s", strerror(errno));
 	if (r == 0)
@@ -190,7 +169,7 @@ static int read_more(struct qmp *q, const struct waitfor *w, char *err, size_t e
 	return memchr(q->buf + q->len - n, '\n', (size_t)n) != NULL;
 }
 
-static int read_msg(struct qmp *q, const struct waitfor *w, struct json_object **msg,
+static int read_msg(struct qmp *q, const struct qmp_waitfor *w, struct json_object **msg,
 		    char *err, size_t errlen)
 {
 	int r = parse_front(q, msg, err, errlen);
@@ -206,7 +185,7 @@ static int read_msg(struct qmp *q, const struct waitfor *w, struct json_object *
 /* @fd, when not -1, travels with the first bytes: QEMU takes the fds that
  * arrive with a command as that command's. */
 static int send_all(struct qmp *q, const char *data, size_t len, int fd,
-		    const struct waitfor *w, char *err, size_t errlen)
+		    const struct qmp_waitfor *w, char *err, size_t errlen)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -245,7 +224,7 @@ static int send_all(struct qmp *q, const char *data, size_t len, int fd,
 		if (n < 0 && errno != EAGAIN)
 			return cli_errf(err, errlen, -errno, "Unable to send a QMP command: %s",
 				    strerror(errno));
-		if (poll(&pfd, 1, ms_left(w)) == 0)
+		if (poll(&pfd, 1, qmp_ms_left(w)) == 0)
 			return cli_errf(err, errlen, -ETIMEDOUT,
 				    "QEMU took no command for %d ms (is QEMU stopped?)", w->ms);
 	}
@@ -280,7 +259,7 @@ static int is_our_reply(struct json_object *msg, int64_t id)
 	return json_object_is_type(v, json_type_int) && json_object_get_int64(v) == id;
 }
 
-static int await_reply(struct qmp *q, int64_t id, const struct waitfor *w,
+static int await_reply(struct qmp *q, int64_t id, const struct qmp_waitfor *w,
 		       struct json_object **reply, char *err, size_t errlen)
 {
 	struct json_object *msg;
@@ -290,7 +269,7 @@ static int await_reply(struct qmp *q, int64_t id, const struct waitfor *w,
 		r = read_msg(q, w, &msg, err, errlen);
 		if (r < 0)
 			return r;
-		if (jstr(msg, "event")) {
+		if (qmp_jstr(msg, "event")) {
 			keep_event(q, msg);
 			continue;
 		}
@@ -309,10 +288,10 @@ static int unpack_reply(struct json_object *reply, const char *cmd,
 	const char *desc;
 
 	if (json_object_object_get_ex(reply, "error", &e)) {
-		desc = jstr(e, "desc");
+		desc = qmp_jstr(e, "desc");
 		if (!desc)
 			return cli_errf(err, errlen, -EREMOTEIO, "QEMU refused %s without saying why", cmd);
-		return qerr_text(err, errlen, -EREMOTEIO, desc);
+		return qmp_qerr_text(err, errlen, -EREMOTEIO, desc);
 	}
 	json_object_object_get_ex(reply, "return", &v);
 	if (ret)
@@ -325,12 +304,12 @@ static int call(struct qmp *q, const char *cmd, struct json_object *args, int fd
 {
 	struct json_object *req = json_object_new_object(), *reply = NULL;
 	int64_t id = q->next_id++;
-	struct waitfor w;
+	struct qmp_waitfor w;
 	char *line = NULL, what[96];
 	int r;
 
 	snprintf(what, sizeof(what), "answer to %s", cmd);
-	w = wait_for(what, q->timeout_ms);
+	w = qmp_wait_for(what, q->timeout_ms);
 
 	if (ret)
 		*ret = NULL;
@@ -374,7 +353,7 @@ int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev)
 	size_t i;
 
 	for (i = 0; i < q->nevents; i++) {
-		const char *e = jstr(q->events[i], "event");
+		const char *e = qmp_jstr(q->events[i], "event");
 
 		if (!e || strcmp(e, name))
 			continue;
@@ -391,14 +370,14 @@ int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev)
 
 /* Reads one message outside a command: events are kept, a late reply to a
  * command that timed out is dropped. */
-static int read_one(struct qmp *q, const struct waitfor *w, char *err, size_t errlen)
+static int read_one(struct qmp *q, const struct qmp_waitfor *w, char *err, size_t errlen)
 {
 	struct json_object *msg;
 	int r = read_msg(q, w, &msg, err, errlen);
 
 	if (r < 0)
 		return r;
-	if (jstr(msg, "event"))
+	if (qmp_jstr(msg, "event"))
 		keep_event(q, msg);
 	else
 		json_object_put(msg);
@@ -409,11 +388,11 @@ int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 		   struct json_object **ev, char *err, size_t errlen)
 {
 	char what[96];
-	struct waitfor w;
+	struct qmp_waitfor w;
 	int r;
 
 	snprintf(what, sizeof(what), "event %s", name);
-	w = wait_for(what, timeout_ms);
+	w = qmp_wait_for(what, timeout_ms);
 	while (!qmp_event_take(q, name, ev)) {
 		r = read_one(q, &w, err, errlen);
 		if (r < 0)
@@ -428,7 +407,7 @@ int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 
 int qmp_pump(struct qmp *q, char *err, size_t errlen)
 {
-	struct waitfor w = wait_for("event", 0);
+	struct qmp_waitfor w = qmp_wait_for("event", 0);
 	int r, n = 0;
 
 	do
@@ -474,132 +453,11 @@ static int connect_unix(const char *path, int *out, char *err, size_t errlen)
 	return 0;
 }
 
-static pid_t peer_pid(int fd)
-{
-	struct ucred uc;
-	socklen_t len = sizeof(uc);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
-		return 0;
-	return uc.pid;
-}
-
-/* The peer's pid is the one of the process that called listen(), as it
- * was then: that process may have exited since and its pid gone to
- * another.  Held here (0: no hold, when the pid is not visible from our pid
- * namespace), then checked against the connection itself (accepted_by)
- * once the greeting shows the other end accepted it. */
-static void hold_peer(struct qmp *q)
-{
-	q->pid = peer_pid(q->fd);
-	if (q->pid > 0 && proc_open(&q->proc, q->pid, NULL, 0))
-		q->pid = 0;
-}
-
-/* The inode of the other end of our connection (the socket the server
- * accepted it on), from the kernel's socket diagnostics (unix_diag). */
-static int peer_inode(int fd, unsigned long *ino)
-{
-	struct {
-		struct nlmsghdr nlh;
-		struct unix_diag_req r;
-	} req;
-	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
-	struct timeval tv = { .tv_sec = 2 };
-	union { char b[8192]; struct nlmsghdr h; } buf;
-	struct unix_diag_msg *m;
-	struct rtattr *a;
-	struct stat st;
-	ssize_t n;
-	int s, len, rc = -ENOENT;
-
-	if (fstat(fd, &st))
-		return -errno;
-	s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (s < 0)
-		return -errno;
-	memset(&req, 0, sizeof(req));
-	req.nlh.nlmsg_len = sizeof(req);
-	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	req.nlh.nlmsg_flags = NLM_F_REQUEST;
-	req.r.sdiag_family = AF_UNIX;
-	req.r.udiag_states = ~0u;
-	req.r.udiag_ino = (unsigned)st.st_ino;
-	req.r.udiag_show = UDIAG_SHOW_PEER;
-	req.r.udiag_cookie[0] = req.r.udiag_cookie[1] = ~0u; /* no cookie */
-	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0 ||
-	    (n = recv(s, &buf, sizeof(buf), 0)) < 0) {
-		rc = -errno;
-		close(s);
-		return rc;
-	}
-	close(s);
-	if (!NLMSG_OK(&buf.h, (size_t)n))
-		return -EPROTO;
-	if (buf.h.nlmsg_type == NLMSG_ERROR)
-		return ((struct nlmsgerr *)NLMSG_DATA(&buf.h))->error ?: -EPROTO;
-	m = NLMSG_DATA(&buf.h);
-	if (buf.h.nlmsg_type != SOCK_DIAG_BY_FAMILY || m->udiag_ino != (unsigned)st.st_ino)
-		return -EPROTO;
-	len = (int)(buf.h.nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-	for (a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len))
-		if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= sizeof(uint32_t)) {
-			*ino = *(uint32_t *)RTA_DATA(a);
-			rc = 0;
-		}
-	return rc;
-}
-
-/* Whether the process held is the one that accepted this connection (its
- * fds hold the other end): a process that merely inherited the pid of
- * the one that called listen() does not. */
-static int accepted_by(const struct qmp *q, const char *path, char *err, size_t errlen)
-{
-	unsigned long ino = 0;
-	int r;
-
-	if (q->pid <= 0)
-		return 0;
-	r = peer_inode(q->fd, &ino);
-	if (r < 0)
-		return cli_errf(err, errlen, r, "%s: cannot tell which process holds the QMP "
-				"connection (socket diagnostics: %s; load the unix_diag module)",
-				path, strerror(-r));
-	r = proc_holds_socket(&q->proc, ino);
-	if (r < 0)
-		return cli_errf(err, errlen, r, "%s: cannot read the fds of pid %d: %s", path,
-				(int)q->pid, strerror(-r));
-	if (!r)
-		return cli_errf(err, errlen, -EPERM, "%s is answered by a process other than pid "
-				"%d, the one its peer credentials name (the socket's listener "
-				"exited and its pid went to pid %d's process): refusing it", path,
-				(int)q->pid, (int)q->pid);
-	return 0;
-}
-
-/* Pid @q->pid must be the very process the caller checked: started at
- * @start (0: not checked), not a later one that took its number. */
-static int started_at(const struct qmp *q, const char *path, unsigned long long start,
-		      char *err, size_t errlen)
-{
-	unsigned long long t = 0;
-
-	if (!start || q->pid <= 0)
-		return 0;
-	if (proc_start_time(&q->proc, &t) || t != start)
-		return cli_errf(err, errlen, -EPERM, "%s: pid %d started at %llu, not at %llu as "
-				"the QEMU checked (--qmp-pid %d:%llu): that QEMU exited and another "
-				"process has its pid; refusing it", path, (int)q->pid, t, start,
-				(int)q->pid, start);
-	return 0;
-}
-
 /* The greeting, then a check that it came from the process held, then
  * command mode. */
 static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 {
-	struct waitfor w = wait_for("QMP greeting", q->timeout_ms);
+	struct qmp_waitfor w = qmp_wait_for("QMP greeting", q->timeout_ms);
 	struct json_object *msg = NULL;
 	int r = read_msg(q, &w, &msg, err, errlen);
 
@@ -615,29 +473,8 @@ static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
 	json_object_put(msg);
 	if (!r)
 		return cli_errf(err, errlen, -EPROTO, "%s does not speak QMP: no greeting", path);
-	r = accepted_by(q, path, err, errlen);
+	r = qmp_peer_accepted_by(&q->peer, q->fd, path, err, errlen);
 	return r ? r : qmp_call(q, "qmp_capabilities", NULL, NULL, err, errlen);
-}
-
-/* Whether the peer is the QEMU the caller checked: a socket is only a
- * name, and whoever can write its directory can rename another socket over
- * it between that check and this connection.  Refused before a byte goes
- * to the impostor. */
-static int expect_peer(const struct qmp *q, const char *path, pid_t expect, char *err,
-		       size_t errlen)
-{
-	pid_t got = peer_pid(q->fd);
-
-	if (!expect || (q->pid == expect && got == expect))
-		return 0;
-	if (got <= 0)
-		return cli_errf(err, errlen, -EPERM, "%s is answered by a process whose pid is "
-				"not visible here, not by QEMU pid %d (--qmp-pid): refusing it",
-				path, (int)expect);
-	return cli_errf(err, errlen, -EPERM, "%s is answered by pid %d, not by QEMU pid %d "
-			"(--qmp-pid): another process took the socket's path (replaced after it "
-			"was checked?); nothing was sent to pid %d", path, (int)got, (int)expect,
-			(int)got);
 }
 
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
@@ -656,15 +493,15 @@ int qmp_open_as(struct qmp **out, const char *path, pid_t expect, unsigned long 
 	if (!q)
 		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	q->fd = -1;
-	q->proc = (struct proc_ref)PROC_REF_INIT;
+	q->peer = (struct qmp_peer)QMP_PEER_INIT;
 	q->timeout_ms = timeout_ms;
 	q->next_id = 1;
 	r = connect_unix(path, &q->fd, err, errlen);
 	if (r == 0) {
-		hold_peer(q);
-		r = expect_peer(q, path, expect, err, errlen);
+		qmp_peer_hold(&q->peer, q->fd);
+		r = qmp_peer_expect(&q->peer, q->fd, path, expect, err, errlen);
 		if (!r)
-			r = started_at(q, path, start, err, errlen);
+			r = qmp_peer_started_at(&q->peer, path, start, err, errlen);
 		if (!r)
 			r = greet(q, path, err, errlen);
 	}
@@ -682,7 +519,7 @@ void qmp_close(struct qmp *q)
 		return;
 	if (q->fd >= 0)
 		close(q->fd);
-	proc_close(&q->proc);
+	qmp_peer_release(&q->peer);
 	while (q->nevents)
 		json_object_put(q->events[--q->nevents]);
 	free(q->buf);
@@ -691,12 +528,12 @@ void qmp_close(struct qmp *q)
 
 pid_t qmp_pid(const struct qmp *q)
 {
-	return q->pid;
+	return q->peer.pid;
 }
 
 const struct proc_ref *qmp_proc(const struct qmp *q)
 {
-	return q->pid > 0 ? &q->proc : NULL;
+	return q->peer.pid > 0 ? &q->peer.proc : NULL;
 }
 
 void qmp_set_timeout(struct qmp *q, int timeout_ms)
@@ -704,252 +541,3 @@ void qmp_set_timeout(struct qmp *q, int timeout_ms)
 	q->timeout_ms = timeout_ms;
 }
 
-/* ---- commands ---------------------------------------------------------- */
-
-static struct json_object *args1(const char *key, struct json_object *val)
-{
-	struct json_object *a = json_object_new_object();
-
-	json_object_object_add(a, key, val);
-	return a;
-}
-
-int qmp_getfd(struct qmp *q, int fd, const char *name, char *err, size_t errlen)
-{
-	return qmp_call_fd(q, "getfd", args1("fdname", json_object_new_string(name)), fd, NULL,
-			   err, errlen);
-}
-
-int qmp_closefd(struct qmp *q, const char *name, char *err, size_t errlen)
-{
-	return qmp_call(q, "closefd", args1("fdname", json_object_new_string(name)), NULL, err,
-			errlen);
-}
-
-int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen)
-{
-	struct json_object *ret;
-	const char *s;
-	int r = qmp_call(q, "query-status", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	s = jstr(ret, "status");
-	if (s)
-		snprintf(status, len, "%s", s);
-	json_object_put(ret);
-	return s ? 0 : cli_errf(err, errlen, -EPROTO, "query-status answered without a status");
-}
-
-int qmp_stop(struct qmp *q, char *err, size_t errlen)
-{
-	return qmp_call(q, "stop", NULL, NULL, err, errlen);
-}
-
-int qmp_cont(struct qmp *q, char *err, size_t errlen)
-{
-	return qmp_call(q, "cont", NULL, NULL, err, errlen);
-}
-
-int qmp_migrate_cap_get(struct qmp *q, const char *cap, bool *on,
-			char *err, size_t errlen)
-{
-	struct json_object *ret, *c, *state;
-	size_t i, n;
-	int r = qmp_call(q, "query-migrate-capabilities", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	n = json_object_is_type(ret, json_type_array) ? json_object_array_length(ret) : 0;
-	for (i = 0, r = -ENOENT; i < n && r == -ENOENT; i++) {
-		c = json_object_array_get_idx(ret, i);
-		if (!jstr(c, "capability") || strcmp(jstr(c, "capability"), cap) ||
-		    !json_object_object_get_ex(c, "state", &state))
-			continue;
-		*on = json_object_get_boolean(state);
-		r = 0;
-	}
-	json_object_put(ret);
-	if (r == -ENOENT)
-		return cli_errf(err, errlen, r, "QEMU has no migration capability %s", cap);
-	return 0;
-}
-
-int qmp_migrate_cap_set(struct qmp *q, const char *cap, bool on,
-			char *err, size_t errlen)
-{
-	struct json_object *c = json_object_new_object(), *list = json_object_new_array();
-
-	json_object_object_add(c, "capability", json_object_new_string(cap));
-	json_object_object_add(c, "state", json_object_new_boolean(on));
-	json_object_array_add(list, c);
-	return qmp_call(q, "migrate-set-capabilities", args1("capabilities", list), NULL, err,
-			errlen);
-}
-
-int qmp_migrate(struct qmp *q, const char *uri, char *err, size_t errlen)
-{
-	return qmp_call(q, "migrate", args1("uri", json_object_new_string(uri)), NULL, err, errlen);
-}
-
-int qmp_migrate_incoming(struct qmp *q, const char *uri, char *err, size_t errlen)
-{
-	return qmp_call(q, "migrate-incoming", args1("uri", json_object_new_string(uri)), NULL,
-			err, errlen);
-}
-
-int qmp_migrate_cancel(struct qmp *q, char *err, size_t errlen)
-{
-	return qmp_call(q, "migrate_cancel", NULL, NULL, err, errlen);
-}
-
-int qmp_migrate_query(struct qmp *q, struct qmp_migration *m,
-		      char *err, size_t errlen)
-{
-	struct json_object *ret;
-	const char *s;
-	int r = qmp_call(q, "query-migrate", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	s = jstr(ret, "status");
-	snprintf(m->status, sizeof(m->status), "%s", s ? s : "none");
-	s = jstr(ret, "error-desc");
-	qerr_text(m->error, sizeof(m->error), 0, s ? s : "");
-	json_object_put(ret);
-	return 0;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
-		     char *err, size_t errlen)
-{
-	struct waitfor w = wait_for("migration", timeout_ms);
-	int r, step = MIG_POLL_FIRST_MS;
-
-	for (;;) {
-		r = qmp_migrate_query(q, m, err, errlen);
-		if (r == -ECONNRESET)
-			return cli_errf(err, errlen, r, "QEMU closed its QMP socket during the migration "
-				    "(a destination QEMU exits when loading fails: see its output)");
-		if (r < 0)
-			return r;
-		if (!strcmp(m->status, "completed"))
-			return 0;
-		if (!strcmp(m->status, "failed"))
-			return *m->error ? qerr_text(err, errlen, -EIO, m->error)
-					 : cli_errf(err, errlen, -EIO, "migration failed (QEMU gave no reason)");
-		if (!strcmp(m->status, "cancelled"))
-			return cli_errf(err, errlen, -EIO, "migration was cancelled");
-		if (!ms_left(&w))
-			return cli_errf(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
-				    m->status, timeout_ms);
-		sleep_ms(ms_left(&w) < step ? ms_left(&w) : step);
-		step = step * 2 > MIG_POLL_MS ? MIG_POLL_MS : step * 2;
-	}
-}
-
-/* ---- monitor commands --------------------------------------------------- */
-
-int qmp_hmp(struct qmp *q, const char *line, char **out, char *err, size_t errlen)
-{
-	struct json_object *ret;
-	int r = qmp_call(q, "human-monitor-command",
-			 args1("command-line", json_object_new_string(line)), &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	*out = json_object_is_type(ret, json_type_string) ? strdup(json_object_get_string(ret)) : NULL;
-	json_object_put(ret);
-	return *out ? 0 : cli_errf(err, errlen, -EPROTO, "HMP %s returned no text", line);
-}
-
-int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen)
-{
-	struct json_object *ret, *qemu, *n;
-	int r = qmp_call(q, "query-version", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	memset(v, 0, sizeof(*v));
-	if (!json_object_object_get_ex(ret, "qemu", &qemu)) {
-		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-version answered without a version");
-	}
-	if (json_object_object_get_ex(qemu, "major", &n))
-		v->major = json_object_get_int(n);
-	if (json_object_object_get_ex(qemu, "minor", &n))
-		v->minor = json_object_get_int(n);
-	if (json_object_object_get_ex(qemu, "micro", &n))
-		v->micro = json_object_get_int(n);
-	json_object_put(ret);
-	return 0;
-}
-
-int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen)
-{
-	struct json_object *ret, *u;
-	const char *s;
-	size_t i;
-	int r = qmp_call(q, "query-uuid", NULL, &ret, err, errlen);
-
-	if (r < 0)
-		return r;
-	s = json_object_object_get_ex(ret, "UUID", &u) ? json_object_get_string(u) : NULL;
-	if (!s || strlen(s) != 36) {
-		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-uuid answered without a UUID");
-	}
-	for (i = 0; s[i] && i + 1 < len; i++)
-		uuid[i] = (char)tolower((unsigned char)s[i]);
-	if (len)
-		uuid[i] = '\0';
-	json_object_put(ret);
-	return 0;
-}
-
-int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char *err,
-		     size_t errlen)
-{
-	struct json_object *ret, *cpu, *tid;
-	size_t i, len;
-	unsigned k;
-	int64_t v;
-	int r = qmp_call(q, "query-cpus-fast", NULL, &ret, err, errlen);
-
-	*n = 0;
-	if (r < 0)
-		return r;
-	if (!json_object_is_type(ret, json_type_array)) {
-		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-cpus-fast answered without a list");
-	}
-	len = json_object_array_length(ret);
-	for (i = 0; i < len; i++) {
-		cpu = json_object_array_get_idx(ret, i);
-		if (!json_object_object_get_ex(cpu, "thread-id", &tid) ||
-		    !json_object_is_type(tid, json_type_int) ||
-		    (v = json_object_get_int64(tid)) <= 0 || v > INT32_MAX) {
-			json_object_put(ret);
-			return cli_errf(err, errlen, -EPROTO, "query-cpus-fast: vCPU %zu has no "
-					"thread-id", i);
-		}
-		for (k = 0; k < *n && tids[k] != (pid_t)v; k++)
-			;
-		if (k < *n)
-			continue;
-		if (*n == max) {
-			json_object_put(ret);
-			return cli_errf(err, errlen, -E2BIG, "more than %u vCPU threads", max);
-		}
-		tids[(*n)++] = (pid_t)v;
-	}
-	json_object_put(ret);
-	return *n ? 0 : cli_errf(err, errlen, -EPROTO, "query-cpus-fast: no vCPU");
-}

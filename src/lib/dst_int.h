@@ -1,10 +1,10 @@
 /* dst_int: the destination's private state, shared by the files of the
  * destination.
  *
- * dest.c is the destination's face (the API) and its driver (one step:
- * completions and the messages in them, connection events, then the work
- * the state asks for).  Below it, each file is a concern of its own that
- * never calls back up:
+ * dest.c is the destination's face (the API), over its driver, dst_step
+ * (one step: completions and the messages in them, connection events,
+ * then the work the state asks for).  Below them, each file is a concern
+ * of its own that never calls back up:
  *   dst_link   listeners, accepting a connection, authentication
  *   dst_map    the blocks: adding, the block map and admission, pin-all
  *              pieces, dynamic registration
@@ -15,9 +15,9 @@
  *              switch, and the post-copy engine (pcd.h) until every page
  *              is in
  * Each takes the handle and returns 0 or a negative errno with the message
- * in ss.err; failing (telling the peer, tearing down) is dest.c's alone.
- * Types only (with the states' names and their one setter, which every
- * file uses); nothing outside the destination includes it. */
+ * in ss.err; failing (telling the peer, tearing down) is dst_step.c's
+ * alone.  Types only (with the states' names and their one setter, which
+ * every file uses); nothing outside the destination includes it. */
 #ifndef RDMIG_DST_INT_H
 #define RDMIG_DST_INT_H
 

@@ -214,7 +214,7 @@ int dst_pc_step(struct rdmig_dest *d)
 	if (d->state != DST_POSTCOPY || pc->done_sent)
 		return 0;
 	rc = pcd_poll(pc->eng, &m.fault_pages, &m.background_pages, &d->ss.err);
-	/* A READ failed: the link broke under it (dest.c pauses). */
+	/* A READ failed: the link broke under it (dst_step.c pauses). */
 	if (rc == PCD_POLL_PAUSED)
 		return -ECONNRESET;
 	if (rc <= 0 || !ctrl_can_send(&d->ss.ch))

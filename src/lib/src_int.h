@@ -1,8 +1,9 @@
 /* src_int: the source's private state, shared by the files of the source.
  *
- * source.c is the source's face (the API) and its driver (one step: CM
- * events, completions, then the state it is in).  Below it, each file is a
- * concern of its own that never calls back up:
+ * source.c is the source's face (the API), over its driver, src_step (one
+ * step: completions, CM events, then the state it is in), and src_stats
+ * (the counters published after a step, read from any thread).  Below
+ * them, each file is a concern of its own that never calls back up:
  *   src_link   connecting, authentication, the block map, data channels,
  *              pin-all pieces
  *   src_chan   the channels beyond the control connection, stepped to
@@ -21,7 +22,7 @@
  *              (keys and page set), waiting for the destination's pages
  * Each takes the handle and returns 0 or a negative errno with the
  * message in ss.err; failing (telling the peer, tearing down) is
- * source.c's alone.  This header holds types (with the states' names and
+ * src_step.c's alone.  This header holds types (with the states' names and
  * their one setter, which every file uses); nothing outside the source
  * includes it. */
 #ifndef RDMIG_SRC_INT_H

@@ -1,13 +1,12 @@
 /* Fuzzes the destination's message handler with arbitrary sequences of
  * control frames against a small in-memory block table.
  *
- * dest.c and the files below it (dst_link.c, dst_map.c, dst_data.c,
- * dst_state.c) are
- * included whole so their static handlers are reachable; the
- * transport underneath (fabric, ctrl, verbs MR calls) is replaced by the
- * minimal stand-ins below, because what is under test is how the state
- * machine treats what the peer says, not RDMA (that runs over rxe in the
- * integration suite).  Outgoing messages are still encoded and checked
+ * dest.c, its driver dst_step.c and the files below them (dst_link.c,
+ * dst_map.c, dst_data.c, dst_pc.c, dst_state.c) are included whole so
+ * their static handlers are reachable; the transport underneath (fabric,
+ * ctrl, verbs MR calls) is replaced by the minimal stand-ins below,
+ * because what is under test is how the state machine treats what the
+ * peer says, not RDMA (that runs over rxe in the integration suite).  Outgoing messages are still encoded and checked
  * against the protocol limits, so the handler cannot answer with a frame
  * the peer would reject.
  *
@@ -31,6 +30,7 @@
 #include "../../src/lib/dst_map.c"
 #include "../../src/lib/dst_pc.c"
 #include "../../src/lib/dst_state.c"
+#include "../../src/lib/dst_step.c"
 
 #include <assert.h>
 #include <sched.h>
@@ -490,7 +490,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		d->job = (struct dst_job){ .kind = JOB_NONE };
 		ctrl_msg_free(&arena, m);
 		if (rc < 0)
-			fail(d, rc);
+			dst_fail(d, rc);
 	}
 	rdmig_dest_destroy(d);
 	return 0;

@@ -1,4 +1,4 @@
-/* The QMP client (src/cli/qmp.c) against real QEMUs: stock
+/* The QMP client (src/cli/qmp.h) against real QEMUs: stock
  * qemu-system-x86_64 under TCG (no KVM needed), 64 MiB guests that sit in
  * SeaBIOS, RAM files under /dev/shm.  Needs no RDMA.  Every QEMU is started
  * with PR_SET_PDEATHSIG, so a failing test (which exits at once) takes its

@@ -1,5 +1,5 @@
 /* QEMU guests for the integration tests: started under TCG with a QMP
- * socket the test talks to through src/cli/qmp.c, killed with their test
+ * socket the test talks to through src/cli/qmp.h, killed with their test
  * (PR_SET_PDEATHSIG), and the boot-sector test guest (test/guest/) with its
  * serial markers and its RAM checker.
  *
