@@ -55,13 +55,21 @@ void send_set_time_limits(struct sender *x)
 	rdmig_source_set_limit(x->s, RDMIG_LIMIT_MAX_TIME_PER_GIB_MS, gib);
 }
 
+/* The switch-over's fixed cost: the state's preparation and the resume
+ * after it (switch_base), and stopping the workload then confirming,
+ * each counted as long as the longest freeze seen at a round's end. */
+static void switch_cost(struct sender *x)
+{
+	x->switch_ms = x->switch_base + 2 * x->freeze_ms;
+	rdmig_source_set_limit(x->s, RDMIG_LIMIT_SWITCHOVER_MS, x->switch_ms);
+}
+
 void send_note_freeze(struct sender *x, uint64_t ms)
 {
 	if (ms <= x->freeze_ms)
 		return;
 	x->freeze_ms = ms;
-	x->switch_ms = x->switch_base + 2 * ms;
-	rdmig_source_set_limit(x->s, RDMIG_LIMIT_SWITCHOVER_MS, x->switch_ms);
+	switch_cost(x);
 }
 
 void send_note_prepare(struct sender *x, uint64_t ms)
@@ -70,6 +78,5 @@ void send_note_prepare(struct sender *x, uint64_t ms)
 	 * resume at the destination, measured by rdmig-libvirt) is as fixed a
 	 * cost of the switch-over, and the workload feels it as downtime. */
 	x->switch_base = 2 * ms + 1 + x->o.resume_cost_ms;
-	x->switch_ms = x->switch_base + 2 * x->freeze_ms;
-	rdmig_source_set_limit(x->s, RDMIG_LIMIT_SWITCHOVER_MS, x->switch_ms);
+	switch_cost(x);
 }
