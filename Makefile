@@ -104,9 +104,12 @@ $(B)/rdmig-uninstalled.pc: Makefile
 lib: $(LIB_A) $(LIB_SO) $(B)/rdmig-uninstalled.pc
 
 # ---- commands ---------------------------------------------------------------
-# src/cli/send.c and recv.c hold the two mains; every other src/cli/*.c is
-# shared by both.  tools/memload.c is the test and benchmark workload.
-CLI_MAINS  := src/cli/send.c src/cli/recv.c
+# src/cli/send.c holds migrate-send's main; migrate-recv is recv.c, its
+# driver, with the recv_*.c modules only it links.  Every other
+# src/cli/*.c is shared by both.  tools/memload.c is the test and benchmark
+# workload.
+CLI_RECV   := $(wildcard src/cli/recv*.c)
+CLI_MAINS  := src/cli/send.c $(CLI_RECV)
 CLI_SHARED := $(filter-out $(CLI_MAINS),$(wildcard src/cli/*.c))
 CLI_LIBS   := $(shell pkg-config --libs json-c 2>/dev/null) -lev
 CLI_CFLAGS := $(ALL_CFLAGS) $(shell pkg-config --cflags json-c 2>/dev/null) -Isrc/cli
@@ -120,7 +123,8 @@ $(B)/bin/migrate-send: $(B)/obj/cli/send.o $(CLI_SHARED_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 
-$(B)/bin/migrate-recv: $(B)/obj/cli/recv.o $(CLI_SHARED_OBJ) $(LIB_A)
+$(B)/bin/migrate-recv: $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(CLI_RECV)) $(CLI_SHARED_OBJ) \
+		$(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 
