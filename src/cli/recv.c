@@ -39,6 +39,7 @@
 #include "faultguard.h"
 #include "image.h"
 #include "rdmig.h"
+#include "recv_admit.h"
 #include "recv_files.h"
 #include "recv_int.h"
 #include "recv_opts.h"
@@ -329,45 +330,17 @@ static void drop_handshakes(struct app *a, const struct mig *keep, const char *w
 		turn_away(m, -EBUSY, why);
 	}
 }
+
+/* The library asks once the source proved itself: admitted, it is the only
+ * one a single run waits for, and the operator hears of it. */
 static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
 	struct app *a = m->app;
-	char state_dir[PATH_MAX];
-	int rc;
+	int rc = recv_admit(m, image_bytes, errbuf, errlen);
 
-	recv_room_measure(m, image_bytes, state_dir, sizeof(state_dir));
-	if (!a->o.daemon && a->admitted) {
-		snprintf(errbuf, errlen, "busy: another source is migrating to this destination");
-		return -EBUSY;
-	}
-	if (a->o.daemon && a->admitted >= a->o.max_migrations) {
-		snprintf(errbuf, errlen, "busy: %u migrations are in progress (--max-migrations)",
-			 a->admitted);
-		return -EBUSY;
-	}
-	rc = recv_room_weigh(m, state_dir, errbuf, errlen);
-	if (rc) {
-		/* The source this run waits for sent an image that cannot be
-		 * taken here: waiting on would not change that. */
-		m->final = m->usage_err = true;
+	if (rc)
 		return rc;
-	}
-	/* This side's to get ready: failing that, waiting on for another
-	 * source would fail the same way.  The files first: the daemon's
-	 * DIR/N holds the state too. */
-	rc = recv_files_claim(m, errbuf, errlen);
-	if (rc) {
-		m->final = m->usage_err = true;
-		return rc;
-	}
-	/* No more than its room: the library stops a source that passes what
-	 * it announced, this one that passes what was reserved for it. */
-	if (m->state_room)
-		ds_limit(m->ds, m->state_room);
-	m->admitted = true;
-	a->handshakes--;
-	a->admitted++;
 	if (!a->o.daemon)
 		drop_handshakes(a, m, "another source was admitted first");
 	if (a->o.json) {
@@ -381,6 +354,7 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 }
 
 /* ---- connections ------------------------------------------------------------------ */
+
 /* The oldest handshake that has had its chance, or NULL. */
 static struct mig *stale_handshake(struct app *a)
 {
