@@ -14,131 +14,29 @@
  * source hears "completed" only once that QEMU loaded it and runs.
  * Handshakes and migrations are counted against limits, so a peer that
  * connects and never authenticates costs a bounded slot for a bounded
- * time. */
-#include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <inttypes.h>
-#include <libgen.h>
-#include <poll.h>
-#include <limits.h>
+ * time.
+ *
+ * This file is the driver: set-up, the loop, teardown.  Each job is a
+ * module of its own below it (recv_int.h lists them). */
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <ev.h>
 
 #include "cli.h"
-#include "control.h"
-#include "devstate.h"
 #include "ends.h"
 #include "faultguard.h"
-#include "image.h"
-#include "rdmig.h"
-#include "recv_admit.h"
+#include "recv_ctl.h"
 #include "recv_files.h"
 #include "recv_int.h"
 #include "recv_listen.h"
 #include "recv_mig.h"
 #include "recv_opts.h"
-#include "recv_room.h"
 
-/* ---- cancellation, control socket, signals ------------------------------------- */
-
-/* Fails every migration (id 0: all, and every handshake); returns how many
- * migrations (single mode: 1 when it ends the run). */
-static int cancel_migrations(struct app *a, unsigned id)
-{
-	struct mig *m, *next;
-	int n = 0;
-
-	for (m = a->migs; m; m = next) {
-		next = m->next;
-		if (id && m->id != id)
-			continue;
-		rdmig_dest_cancel(m->d, "migrate-recv was cancelled");
-		/* A handshake was never a migration: nothing to report. */
-		if (!m->admitted) {
-			recv_mig_free(m);
-			continue;
-		}
-		recv_mig_end(m, CLI_EX_CANCELLED, "cancelled");
-		n++;
-	}
-	if (!a->o.daemon && !id) {
-		if (!n)
-			cli_err("Migration failed: cancelled before a source connected");
-		a->exit_code = CLI_EX_CANCELLED;
-		ev_break(a->loop, EVBREAK_ALL);
-		n++;
-	}
-	return n;
-}
-
-static struct json_object *status_reply(struct app *a)
-{
-	struct json_object *o, *list;
-	struct mig *m;
-
-	if (!a->o.daemon) {
-		for (m = a->migs; m; m = m->next)
-			if (m->admitted)
-				return ctl_return(recv_mig_status(m));
-	}
-	o = json_object_new_object();
-	cli_json_str(o, "status", "listening");
-	cli_json_u64(o, "handshakes", a->handshakes);
-	if (!a->o.daemon)
-		return ctl_return(o);
-	list = json_object_new_array();
-	for (m = a->migs; m; m = m->next)
-		if (m->admitted)
-			json_object_array_add(list, recv_mig_status(m));
-	json_object_object_add(o, "migrations", list);
-	return ctl_return(o);
-}
-
-static struct json_object *on_command(void *ctx, const char *cmd, struct json_object *req)
-{
-	struct app *a = ctx;
-	struct json_object *jid;
-	unsigned id = 0;
-
-	if (!strcmp(cmd, "status"))
-		return status_reply(a);
-	if (strcmp(cmd, "cancel"))
-		return NULL;
-	if (json_object_object_get_ex(req, "id", &jid)) {
-		if (!json_object_is_type(jid, json_type_int) || json_object_get_int64(jid) <= 0)
-			return ctl_error("id must be a positive integer");
-		id = (unsigned)json_object_get_int64(jid);
-	}
-	if (!cancel_migrations(a, id) && id)
-		return ctl_error("no such migration");
-	return ctl_return(NULL);
-}
-
-static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
-{
-	struct app *a = w->data;
-
-	(void)revents;
-	if (cancel_migrations(a, 0) && a->o.daemon)
-		a->exit_code = CLI_EX_CANCELLED;
-	ev_break(loop, EVBREAK_ALL);
-}
-
-/* ---- main ------------------------------------------------------------------------ */
-
+/* Everything before the loop runs: 0, or the exit code after saying why. */
 static int setup(struct app *a)
 {
-	static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
 	char err[8192];
-	unsigned i;
 	int rc;
 
 	cli_bar_init(&a->bar, a->o.json);
@@ -153,29 +51,18 @@ static int setup(struct app *a)
 	if (!a->loop)
 		return cli_usage("cannot create the event loop");
 	signal(SIGPIPE, SIG_IGN);
-	for (i = 0; i < 3; i++) {
-		ev_signal_init(&a->sigs[i], signal_cb, signals[i]);
-		a->sigs[i].data = a;
-		ev_signal_start(a->loop, &a->sigs[i]);
-	}
-	if (a->o.control &&
-	    ctl_open(&a->ctl, a->loop, a->o.control, on_command, a, err, sizeof(err)))
-		return cli_usage("%s", err);
-	return recv_listen_start(a);
+	rc = recv_ctl_start(a);
+	return rc ? rc : recv_listen_start(a);
 }
 
+/* Undoes what setup() did, as far as it got; the migrations still in
+ * progress (cancelled, or a daemon stopped) go first. */
 static void teardown(struct app *a)
 {
-	unsigned i;
-
 	while (a->migs)
 		recv_mig_free(a->migs);
 	recv_listen_stop(a);
-	ctl_close(a->ctl);
-	if (a->loop) {
-		for (i = 0; i < 3; i++)
-			ev_signal_stop(a->loop, &a->sigs[i]);
-	}
+	recv_ctl_stop(a);
 	ends_close_dest(&a->e);
 	recv_opts_free(&a->o);
 	if (a->loop)
