@@ -319,7 +319,8 @@ $(B)/obj/tools/dirtybench.o: tools/dirtybench.c | $(GEN_H)
 	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
 
 $(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/tools/benchutil.o $(B)/obj/cli/dirty.o $(B)/obj/cli/inject.o \
-		$(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o $(LIB_A)
+		$(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o \
+		$(B)/obj/cli/opts.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 

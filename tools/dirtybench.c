@@ -30,6 +30,7 @@
 #include "benchutil.h"
 #include "cli.h"
 #include "dirty.h"
+#include "opts.h"
 
 #define MAX_ROUNDS 100
 

@@ -142,19 +142,6 @@ struct vma_list {
 	size_t nprivate;
 };
 
-int dirty_mode_parse(const char *name, enum dirty_mode *out)
-{
-	if (!strcmp(name, "auto"))
-		*out = DIRTY_AUTO;
-	else if (!strcmp(name, "wp-async"))
-		*out = DIRTY_WP_ASYNC;
-	else if (!strcmp(name, "soft-dirty"))
-		*out = DIRTY_SOFT_DIRTY;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 /* ---- mappings ------------------------------------------------------------------ */
 
 /* Adds a mapping, merged with the previous one when it continues it in both
