@@ -114,6 +114,9 @@ CLI_SHARED := $(filter-out $(CLI_MAINS),$(wildcard src/cli/*.c))
 CLI_LIBS   := $(shell pkg-config --libs json-c 2>/dev/null) -lev
 CLI_CFLAGS := $(ALL_CFLAGS) $(shell pkg-config --cflags json-c 2>/dev/null) -Isrc/cli
 CLI_SHARED_OBJ := $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(CLI_SHARED))
+# The write tracker (dirty.h) is dirty.c and the dirty_*.c below it; the
+# integration suite and dirtybench link it without the commands.
+DIRTY_OBJ := $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(wildcard src/cli/dirty*.c))
 
 $(B)/obj/cli/%.o: src/cli/%.c | $(GEN_H)
 	@mkdir -p $(@D)
@@ -206,7 +209,7 @@ $(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(
 $(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC) $(INTEG_SUPPORT)) \
 		$(COMMON_OBJ) $(B)/obj/cli/qmp.o $(B)/obj/cli/qemu_ram.o $(B)/obj/cli/cli.o $(B)/obj/cli/proc.o \
 		$(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o \
-		$(B)/obj/cli/inject.o $(LIB_A)
+		$(B)/obj/cli/inject.o $(DIRTY_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
@@ -312,15 +315,15 @@ $(B)/bin/zerobench: $(B)/obj/tools/zerobench.o $(B)/obj/tools/benchutil.o $(B)/o
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-# dirtybench times one round of write tracking (src/cli/dirty.c) by size
+# dirtybench times one round of write tracking (src/cli/dirty.h) by size
 # and method, for the scale table.
 $(B)/obj/tools/dirtybench.o: tools/dirtybench.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
 
-$(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/tools/benchutil.o $(B)/obj/cli/dirty.o $(B)/obj/cli/inject.o \
-		$(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o \
-		$(B)/obj/cli/opts.o $(LIB_A)
+$(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/tools/benchutil.o $(DIRTY_OBJ) \
+		$(B)/obj/cli/inject.o $(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o \
+		$(B)/obj/cli/clierr.o $(B)/obj/cli/opts.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 

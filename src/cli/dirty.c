@@ -29,111 +29,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dirty_int.h"
 #include "inject.h"
-
-#define PM_SOFT_DIRTY (1ull << 55)
-/* Entries per pread of pagemap: 32 KiB, so a 16 GiB file is 128 reads. */
-#define PM_BATCH 4096
-/* Ranges per PAGEMAP_SCAN call; a slice with more takes more calls. */
-#define PM_REGIONS 1024
-#define HUGETLBFS_MAGIC_ 0x958458f6
-/* Slices: at least 16 MiB (fewer calls), at most 1 GiB, about eight per
- * thread so that one slow slice does not hold the others up. */
-#define SLICE_MIN_PAGES 4096ull
-#define SLICE_MAX_PAGES 262144ull
-
-/* The kernel's PAGEMAP_SCAN interface (linux/fs.h of Linux 6.7 and later;
- * the build hosts' headers may be older).  The values are ABI. */
-struct pm_scan_arg_ {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-struct page_region_ {
-	uint64_t start, end, categories;
-};
-#define PAGEMAP_SCAN_ _IOWR('f', 16, struct pm_scan_arg_)
-#define PM_SCAN_WP_MATCHING_ (1ull << 0)
-#define PM_SCAN_CHECK_WPASYNC_ (1ull << 1)
-#define PAGE_IS_WRITTEN_ (1ull << 1)
-#define PAGE_IS_SOFT_DIRTY_ (1ull << 7)
-/* linux/userfaultfd.h of Linux 6.7 and later. */
-#define UFFD_USER_MODE_ONLY_ 1
-#define UFFD_FEATURE_WP_UNPOPULATED_ (1ull << 13)
-#define UFFD_FEATURE_WP_ASYNC_ (1ull << 15)
-
-enum method { M_WP_ASYNC, M_SOFT_DIRTY_SCAN, M_SOFT_DIRTY };
 
 static const char *const method_names[] = {
 	[M_WP_ASYNC] = "wp-async", [M_SOFT_DIRTY_SCAN] = "soft-dirty-scan",
 	[M_SOFT_DIRTY] = "soft-dirty",
-};
-
-/* What the pool does with each slice. */
-enum op {
-	OP_READ,     /* soft-dirty: pread pagemap, bit 55 per page */
-	OP_SCAN_SD,  /* soft-dirty-scan: PAGEMAP_SCAN for PAGE_IS_SOFT_DIRTY */
-	OP_SCAN_WP,  /* wp-async: written ranges out, protected again */
-	OP_ARM,      /* wp-async: protect everything, nothing out */
-};
-
-/* One shared mapping: virtual [start, end) shows the file from @off on. */
-struct dirty_vma {
-	uint64_t start, end, off;
-};
-
-struct dirty_file {
-	char *path;
-	char *real; /* @path resolved, as /proc/PID/maps names it; may be NULL */
-	uint64_t len, npages;
-	dev_t dev;
-	ino_t ino;
-	struct dirty_vma *vmas;
-	size_t nvmas;
-	uint64_t *bits; /* one bit per file page */
-};
-
-/* A piece of one mapping, for one thread at a time. */
-struct slice {
-	unsigned file;
-	const struct dirty_vma *v;
-	uint64_t start, end; /* virtual */
-};
-
-struct worker {
-	struct dirty_set *s;
-	pthread_t thread;
-	bool started;
-	void *buf;  /* PM_BATCH pagemap entries or PM_REGIONS page_regions */
-	int rc;
-	char err[512];
-};
-
-struct dirty_set {
-	pid_t pid;
-	struct proc_ref proc;   /* later opens cannot reach a reused PID */
-	int pagemap_fd;         /* reads 0 bytes once the process's memory is gone */
-	int uffd;               /* wp-async: ours, registered in its mm; else -1 */
-	enum method method;
-	char why_not[640];
-	bool armed;             /* dirty_clear ran once */
-	uint64_t psz;
-	struct dirty_file *files;
-	unsigned nfiles;
-	struct slice *slices;
-	size_t nslices;
-
-	/* The pool: workers[0] is the caller, the others wait for a new
-	 * generation, work through the slices and count themselves out. */
-	struct worker *workers;
-	unsigned nworkers;
-	pthread_mutex_t mu;
-	pthread_cond_t go, done;
-	bool sync_ready;
-	uint64_t gen;
-	unsigned running;
-	bool quit;
-	enum op op;
-	atomic_size_t next;
 };
 
 struct vma_list {
