@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dirty_bits.h"
 #include "dirty_int.h"
 #include "dirty_maps.h"
 #include "dirty_probe.h"
@@ -37,62 +38,6 @@ static const char *const method_names[] = {
 	[M_WP_ASYNC] = "wp-async", [M_SOFT_DIRTY_SCAN] = "soft-dirty-scan",
 	[M_SOFT_DIRTY] = "soft-dirty",
 };
-
-/* ---- the bitmaps ---------------------------------------------------------------- */
-
-/* Sets bits [a, b) of @bits; slices of several threads may share a word. */
-static void set_bits(uint64_t *bits, uint64_t a, uint64_t b)
-{
-	uint64_t w, lo, hi, mask;
-
-	while (a < b) {
-		w = a / 64;
-		lo = a % 64;
-		hi = b - w * 64 < 64 ? b - w * 64 : 64;
-		mask = (hi == 64 ? ~0ull : (1ull << hi) - 1) & ~((1ull << lo) - 1);
-		__atomic_fetch_or(&bits[w], mask, __ATOMIC_RELAXED);
-		a = w * 64 + hi;
-	}
-}
-
-/* Marks the file pages that virtual [a, b) of @sl's mapping shows. */
-static void mark_virtual(struct dirty_set *s, const struct slice *sl, uint64_t a, uint64_t b)
-{
-	struct dirty_file *f = &s->files[sl->file];
-	uint64_t p0 = (sl->v->off + (a - sl->v->start)) / s->psz;
-	uint64_t p1 = p0 + (b - a + s->psz - 1) / s->psz;
-
-	if (p0 >= f->npages)
-		return;
-	set_bits(f->bits, p0, p1 < f->npages ? p1 : f->npages);
-}
-
-static void zero_bits(struct dirty_set *s)
-{
-	unsigned i;
-
-	for (i = 0; i < s->nfiles; i++)
-		memset(s->files[i].bits, 0, (s->files[i].npages / 64 + 1) * sizeof(uint64_t));
-}
-
-/* The first page at or after @from whose bit equals @set, or npages. */
-static uint64_t next_bit(const struct dirty_file *f, uint64_t from, int set)
-{
-	uint64_t w;
-
-	while (from < f->npages) {
-		w = f->bits[from / 64];
-		if (!set)
-			w = ~w;
-		w &= ~0ull << (from % 64);
-		if (w) {
-			from = from / 64 * 64 + (uint64_t)__builtin_ctzll(w);
-			return from < f->npages ? from : f->npages;
-		}
-		from = (from / 64 + 1) * 64;
-	}
-	return f->npages;
-}
 
 /* ---- one slice -------------------------------------------------------------------- */
 
@@ -120,7 +65,7 @@ static int slice_read(struct worker *w, const struct slice *sl)
 					(int)s->pid);
 		for (i = 0; i < want; i++)
 			if (buf[i] & PM_SOFT_DIRTY)
-				mark_virtual(s, sl, at + i * s->psz, at + (i + 1) * s->psz);
+				dirty_bits_mark(s, sl, at + i * s->psz, at + (i + 1) * s->psz);
 		at += want * s->psz;
 	}
 	return 0;
@@ -160,7 +105,7 @@ static int slice_scan(struct worker *w, const struct slice *sl, enum op op)
 					"PAGEMAP_SCAN of /proc/%d/pagemap failed: %s", (int)s->pid,
 					strerror(errno));
 		for (i = 0; i < n; i++)
-			mark_virtual(s, sl, vec[i].start, vec[i].end);
+			dirty_bits_mark(s, sl, vec[i].start, vec[i].end);
 		if (a.walk_end <= a.start)
 			return cli_errf(w->err, sizeof(w->err), -EIO, "PAGEMAP_SCAN of /proc/%d/pagemap "
 					"made no progress at %#" PRIx64, (int)s->pid, a.start);
@@ -385,7 +330,7 @@ int dirty_clear(struct dirty_set *s, char *err, size_t errlen)
 		/* Protected once; from then on every collect protects again
 		 * what it reports, so forgetting is all that is left. */
 		ret = s->armed ? 0 : run_all(s, OP_ARM, err, errlen);
-		zero_bits(s);
+		dirty_bits_zero(s);
 	}
 	if (!ret)
 		s->armed = true;
@@ -402,11 +347,11 @@ int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, si
 		return ret;
 	if (!s->armed) {
 		for (i = 0; i < s->nfiles; i++)
-			set_bits(s->files[i].bits, 0, s->files[i].npages);
+			dirty_bits_set(s->files[i].bits, 0, s->files[i].npages);
 	} else if (s->method == M_WP_ASYNC) {
 		ret = run_all(s, OP_SCAN_WP, err, errlen);
 	} else {
-		zero_bits(s);
+		dirty_bits_zero(s);
 		ret = run_all(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err, errlen);
 	}
 	if (ret)
@@ -415,8 +360,8 @@ int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, si
 		const struct dirty_file *f = &s->files[i];
 
 		b = 0;
-		while ((a = next_bit(f, b, 1)) < f->npages) {
-			b = next_bit(f, a, 0);
+		while ((a = dirty_bits_next(f, b, 1)) < f->npages) {
+			b = dirty_bits_next(f, a, 0);
 			off = a * s->psz;
 			end = b * s->psz < f->len ? b * s->psz : f->len;
 			ret = cb(ctx, i, off, end - off);
