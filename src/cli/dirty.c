@@ -33,91 +33,14 @@
 #include "dirty_int.h"
 #include "dirty_maps.h"
 #include "dirty_probe.h"
+#include "dirty_scan.h"
 
 static const char *const method_names[] = {
 	[M_WP_ASYNC] = "wp-async", [M_SOFT_DIRTY_SCAN] = "soft-dirty-scan",
 	[M_SOFT_DIRTY] = "soft-dirty",
 };
 
-/* ---- one slice -------------------------------------------------------------------- */
-
-static int slice_read(struct worker *w, const struct slice *sl)
-{
-	struct dirty_set *s = w->s;
-	uint64_t *buf = w->buf, at = sl->start, want, i;
-	ssize_t r;
-
-	while (at < sl->end) {
-		want = (sl->end - at) / s->psz;
-		if (want > PM_BATCH)
-			want = PM_BATCH;
-		r = pread(s->pagemap_fd, buf, want * sizeof(*buf), (off_t)(at / s->psz * sizeof(*buf)));
-		if (r == 0)
-			return cli_errf(w->err, sizeof(w->err), -ESRCH, "process %d exited", (int)s->pid);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return cli_errf(w->err, sizeof(w->err), -errno, "cannot read /proc/%d/pagemap: %s",
-					(int)s->pid, strerror(errno));
-		want = (uint64_t)r / sizeof(*buf);
-		if (!want)
-			return cli_errf(w->err, sizeof(w->err), -EIO, "short read from /proc/%d/pagemap",
-					(int)s->pid);
-		for (i = 0; i < want; i++)
-			if (buf[i] & PM_SOFT_DIRTY)
-				dirty_bits_mark(s, sl, at + i * s->psz, at + (i + 1) * s->psz);
-		at += want * s->psz;
-	}
-	return 0;
-}
-
-static int slice_scan(struct worker *w, const struct slice *sl, enum op op)
-{
-	struct dirty_set *s = w->s;
-	struct page_region_ *vec = w->buf;
-	struct pm_scan_arg_ a = { .size = sizeof(a), .start = sl->start, .end = sl->end };
-	long n, i;
-
-	if (op == OP_SCAN_SD) {
-		a.category_mask = a.return_mask = PAGE_IS_SOFT_DIRTY_;
-	} else {
-		/* Exactly this mask set takes the kernel's fast path for
-		 * "written, and protect it again". */
-		a.flags = PM_SCAN_WP_MATCHING_ | PM_SCAN_CHECK_WPASYNC_;
-		a.category_mask = a.return_mask = PAGE_IS_WRITTEN_;
-	}
-	if (op != OP_ARM) {
-		a.vec = (uintptr_t)vec;
-		a.vec_len = PM_REGIONS;
-	}
-	while (a.start < sl->end) {
-		a.walk_end = 0;
-		n = ioctl(s->pagemap_fd, PAGEMAP_SCAN_, &a);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EPERM)
-			return cli_errf(w->err, sizeof(w->err), -ESTALE, "process %d's mapping at %#"
-					PRIx64 " is no longer registered for write-protection "
-					"(remapped?): pages it dirtied may be missed", (int)s->pid,
-					a.start);
-		if (n < 0)
-			return cli_errf(w->err, sizeof(w->err), errno == ESRCH ? -ESRCH : -errno,
-					"PAGEMAP_SCAN of /proc/%d/pagemap failed: %s", (int)s->pid,
-					strerror(errno));
-		for (i = 0; i < n; i++)
-			dirty_bits_mark(s, sl, vec[i].start, vec[i].end);
-		if (a.walk_end <= a.start)
-			return cli_errf(w->err, sizeof(w->err), -EIO, "PAGEMAP_SCAN of /proc/%d/pagemap "
-					"made no progress at %#" PRIx64, (int)s->pid, a.start);
-		a.start = a.walk_end;
-	}
-	return 0;
-}
-
-static int do_slice(struct worker *w, const struct slice *sl)
-{
-	return w->s->op == OP_READ ? slice_read(w, sl) : slice_scan(w, sl, w->s->op);
-}
+/* ---- the pool ------------------------------------------------------------------- */
 
 /* Takes slices until there are none left, or one fails. */
 static void work(struct worker *w)
@@ -127,7 +50,7 @@ static void work(struct worker *w)
 
 	w->rc = 0;
 	while (!w->rc && (i = atomic_fetch_add(&s->next, 1)) < s->nslices)
-		w->rc = do_slice(w, &s->slices[i]);
+		w->rc = dirty_scan_slice(w, &s->slices[i]);
 }
 
 static void *worker_main(void *arg)
@@ -177,53 +100,6 @@ static int run_all(struct dirty_set *s, enum op op, char *err, size_t errlen)
 }
 
 /* ---- set-up ----------------------------------------------------------------------- */
-
-/* Cuts every mapping's part below its file's length into slices. */
-static int make_slices(struct dirty_set *s, unsigned threads, char *err, size_t errlen)
-{
-	uint64_t total = 0, per = SLICE_MIN_PAGES, first, n, at, end;
-	size_t k, cap = 0;
-	unsigned i;
-	int pass;
-
-	for (pass = 0; pass < 2; pass++) {
-		for (i = 0; i < s->nfiles; i++)
-			for (k = 0; k < s->files[i].nvmas; k++) {
-				const struct dirty_vma *v = &s->files[i].vmas[k];
-
-				first = v->off / s->psz;
-				n = (v->end - v->start) / s->psz;
-				if (first >= s->files[i].npages)
-					continue;
-				if (n > s->files[i].npages - first)
-					n = s->files[i].npages - first;
-				if (!pass) {
-					total += n;
-					continue;
-				}
-				end = v->start + n * s->psz;
-				for (at = v->start; at < end; at += per * s->psz) {
-					if (s->nslices == cap)
-						return cli_errf(err, errlen, -EOVERFLOW, "slice count");
-					s->slices[s->nslices++] = (struct slice){
-						i, v, at, end - at < per * s->psz ? end : at + per * s->psz
-					};
-				}
-			}
-		if (pass)
-			break;
-		per = total / (8ull * threads);
-		per = per < SLICE_MIN_PAGES ? SLICE_MIN_PAGES : per > SLICE_MAX_PAGES ?
-		      SLICE_MAX_PAGES : (per + 511) / 512 * 512;
-		for (i = 0; i < s->nfiles; i++)
-			cap += s->files[i].nvmas;
-		cap += total / per + 1;
-		s->slices = calloc(cap, sizeof(*s->slices));
-		if (!s->slices)
-			return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	}
-	return 0;
-}
 
 /* The threads, and each one's buffer: all made here, none on the way. */
 static int start_pool(struct dirty_set *s, unsigned threads, char *err, size_t errlen)
@@ -306,7 +182,7 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 		ret = dirty_probe_method(s, o ? o->mode : DIRTY_AUTO, err, errlen);
 	threads = pick_threads(o);
 	if (!ret)
-		ret = make_slices(s, threads, err, errlen);
+		ret = dirty_scan_cut(s, threads, err, errlen);
 	if (!ret)
 		ret = start_pool(s, threads < s->nslices ? threads : s->nslices ? (unsigned)s->nslices : 1,
 				 err, errlen);
