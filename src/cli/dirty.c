@@ -32,6 +32,7 @@
 #include "dirty_bits.h"
 #include "dirty_int.h"
 #include "dirty_maps.h"
+#include "dirty_pool.h"
 #include "dirty_probe.h"
 #include "dirty_scan.h"
 
@@ -40,106 +41,7 @@ static const char *const method_names[] = {
 	[M_SOFT_DIRTY] = "soft-dirty",
 };
 
-/* ---- the pool ------------------------------------------------------------------- */
-
-/* Takes slices until there are none left, or one fails. */
-static void work(struct worker *w)
-{
-	struct dirty_set *s = w->s;
-	size_t i;
-
-	w->rc = 0;
-	while (!w->rc && (i = atomic_fetch_add(&s->next, 1)) < s->nslices)
-		w->rc = dirty_scan_slice(w, &s->slices[i]);
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct dirty_set *s = w->s;
-	uint64_t seen = 0;
-
-	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		while (!s->quit && s->gen == seen)
-			pthread_cond_wait(&s->go, &s->mu);
-		if (s->quit)
-			break;
-		seen = s->gen;
-		pthread_mutex_unlock(&s->mu);
-		work(w);
-		pthread_mutex_lock(&s->mu);
-		if (--s->running == 0)
-			pthread_cond_signal(&s->done);
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
-}
-
-/* Runs @op over every slice on every thread; the first failure is returned. */
-static int run_all(struct dirty_set *s, enum op op, char *err, size_t errlen)
-{
-	unsigned i;
-
-	s->op = op;
-	atomic_store(&s->next, 0);
-	pthread_mutex_lock(&s->mu);
-	s->running = s->nworkers - 1;
-	s->gen++;
-	pthread_cond_broadcast(&s->go);
-	pthread_mutex_unlock(&s->mu);
-	work(&s->workers[0]);
-	pthread_mutex_lock(&s->mu);
-	while (s->running)
-		pthread_cond_wait(&s->done, &s->mu);
-	pthread_mutex_unlock(&s->mu);
-	for (i = 0; i < s->nworkers; i++)
-		if (s->workers[i].rc)
-			return cli_errf(err, errlen, s->workers[i].rc, "%s", s->workers[i].err);
-	return 0;
-}
-
 /* ---- set-up ----------------------------------------------------------------------- */
-
-/* The threads, and each one's buffer: all made here, none on the way. */
-static int start_pool(struct dirty_set *s, unsigned threads, char *err, size_t errlen)
-{
-	size_t bufsz = PM_BATCH * sizeof(uint64_t) > PM_REGIONS * sizeof(struct page_region_) ?
-		       PM_BATCH * sizeof(uint64_t) : PM_REGIONS * sizeof(struct page_region_);
-	unsigned i;
-	int rc;
-
-	if (pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->go, NULL) ||
-	    pthread_cond_init(&s->done, NULL))
-		return cli_errf(err, errlen, -ENOMEM, "cannot make the collecting threads' locks");
-	s->sync_ready = true;
-	s->workers = calloc(threads, sizeof(*s->workers));
-	if (!s->workers)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	s->nworkers = threads;
-	for (i = 0; i < threads; i++) {
-		s->workers[i].s = s;
-		s->workers[i].buf = malloc(bufsz);
-		if (!s->workers[i].buf)
-			return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	}
-	for (i = 1; i < threads; i++) {
-		rc = pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]);
-		if (rc)
-			return cli_errf(err, errlen, -rc, "cannot start a collecting thread: %s",
-					strerror(rc));
-		s->workers[i].started = true;
-	}
-	return 0;
-}
-
-static unsigned pick_threads(const struct dirty_opts *o)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned t = o && o->threads ? o->threads : cpus > 0 ? (unsigned)cpus : 1;
-
-	return t > DIRTY_MAX_THREADS ? DIRTY_MAX_THREADS : t;
-}
 
 int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *const *paths,
 	       const uint64_t *lens, unsigned n, const struct dirty_opts *o, char *err,
@@ -180,11 +82,11 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 		ret = dirty_maps_find(s, err, errlen);
 	if (!ret)
 		ret = dirty_probe_method(s, o ? o->mode : DIRTY_AUTO, err, errlen);
-	threads = pick_threads(o);
+	threads = dirty_pool_threads(o);
 	if (!ret)
 		ret = dirty_scan_cut(s, threads, err, errlen);
 	if (!ret)
-		ret = start_pool(s, threads < s->nslices ? threads : s->nslices ? (unsigned)s->nslices : 1,
+		ret = dirty_pool_start(s, threads < s->nslices ? threads : s->nslices ? (unsigned)s->nslices : 1,
 				 err, errlen);
 	if (ret) {
 		dirty_close(s);
@@ -205,7 +107,7 @@ int dirty_clear(struct dirty_set *s, char *err, size_t errlen)
 	} else {
 		/* Protected once; from then on every collect protects again
 		 * what it reports, so forgetting is all that is left. */
-		ret = s->armed ? 0 : run_all(s, OP_ARM, err, errlen);
+		ret = s->armed ? 0 : dirty_pool_run(s, OP_ARM, err, errlen);
 		dirty_bits_zero(s);
 	}
 	if (!ret)
@@ -225,10 +127,10 @@ int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, si
 		for (i = 0; i < s->nfiles; i++)
 			dirty_bits_set(s->files[i].bits, 0, s->files[i].npages);
 	} else if (s->method == M_WP_ASYNC) {
-		ret = run_all(s, OP_SCAN_WP, err, errlen);
+		ret = dirty_pool_run(s, OP_SCAN_WP, err, errlen);
 	} else {
 		dirty_bits_zero(s);
-		ret = run_all(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err, errlen);
+		ret = dirty_pool_run(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err, errlen);
 	}
 	if (ret)
 		return ret;
@@ -270,23 +172,7 @@ void dirty_close(struct dirty_set *s)
 
 	if (!s)
 		return;
-	if (s->sync_ready) {
-		pthread_mutex_lock(&s->mu);
-		s->quit = true;
-		pthread_cond_broadcast(&s->go);
-		pthread_mutex_unlock(&s->mu);
-	}
-	for (i = 0; i < s->nworkers; i++) {
-		if (s->workers[i].started)
-			pthread_join(s->workers[i].thread, NULL);
-		free(s->workers[i].buf);
-	}
-	free(s->workers);
-	if (s->sync_ready) {
-		pthread_mutex_destroy(&s->mu);
-		pthread_cond_destroy(&s->go);
-		pthread_cond_destroy(&s->done);
-	}
+	dirty_pool_stop(s);
 	if (s->uffd >= 0)
 		close(s->uffd);
 	if (s->pagemap_fd >= 0)
