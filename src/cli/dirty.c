@@ -1,31 +1,14 @@
 /* Write tracking of one process's shared mappings of its RAM files
- * (dirty.h says which ways and why).  The mappings are found in
- * /proc/PID/maps by device and inode; what the kernel reports per virtual
- * range is folded into one bitmap per file, indexed by file page, so a page
- * mapped twice is reported once and the runs come out in file order.  The
- * ranges are cut into slices that a small pool of threads, made once at
- * dirty_open, works through in parallel: the kernel walks each slice's page
- * tables under the mm's read lock, which the threads share. */
+ * (dirty.h says which ways and why).  This file is the face and the
+ * driver: opening a set (the files, their mappings, the method, the slices
+ * and the threads, in that order), and each round's clear and collect.
+ * The jobs below it are listed in dirty_int.h. */
 #include "dirty.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <linux/userfaultfd.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <sys/utsname.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -43,13 +26,34 @@ static const char *const method_names[] = {
 
 /* ---- set-up ----------------------------------------------------------------------- */
 
+/* Each file's length, path, bitmap and identity. */
+static int init_files(struct dirty_set *s, const char *const *paths, const uint64_t *lens,
+		      char *err, size_t errlen)
+{
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; !ret && i < s->nfiles; i++) {
+		struct dirty_file *f = &s->files[i];
+
+		f->len = lens[i];
+		f->npages = f->len / s->psz + (f->len % s->psz != 0);
+		f->path = strdup(paths[i]);
+		f->bits = calloc(f->npages / 64 + 1, sizeof(*f->bits));
+		ret = f->path && f->bits ? dirty_probe_file(f, err, errlen) :
+		      cli_errf(err, errlen, -ENOMEM, "cannot allocate a dirty bitmap of %" PRIu64
+			       " pages for %s", f->npages, paths[i]);
+	}
+	return ret;
+}
+
 int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *const *paths,
 	       const uint64_t *lens, unsigned n, const struct dirty_opts *o, char *err,
 	       size_t errlen)
 {
 	long psz = sysconf(_SC_PAGESIZE);
 	struct dirty_set *s;
-	unsigned i, threads;
+	unsigned threads;
 	int ret;
 
 	*out = NULL;
@@ -65,17 +69,8 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 	s->pagemap_fd = s->uffd = -1;
 	s->nfiles = n;
 	ret = proc_dup(&s->proc, proc, err, errlen);
-	for (i = 0; !ret && i < n; i++) {
-		struct dirty_file *f = &s->files[i];
-
-		f->len = lens[i];
-		f->npages = f->len / s->psz + (f->len % s->psz != 0);
-		f->path = strdup(paths[i]);
-		f->bits = calloc(f->npages / 64 + 1, sizeof(*f->bits));
-		ret = f->path && f->bits ? dirty_probe_file(f, err, errlen) :
-		      cli_errf(err, errlen, -ENOMEM, "cannot allocate a dirty bitmap of %" PRIu64
-			       " pages for %s", f->npages, paths[i]);
-	}
+	if (!ret)
+		ret = init_files(s, paths, lens, err, errlen);
 	if (!ret)
 		ret = dirty_probe_pagemap(s, err, errlen);
 	if (!ret)
@@ -85,9 +80,10 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 	threads = dirty_pool_threads(o);
 	if (!ret)
 		ret = dirty_scan_cut(s, threads, err, errlen);
+	/* No more threads than slices: one would only wait. */
 	if (!ret)
-		ret = dirty_pool_start(s, threads < s->nslices ? threads : s->nslices ? (unsigned)s->nslices : 1,
-				 err, errlen);
+		ret = dirty_pool_start(s, threads < s->nslices ? threads :
+				       s->nslices ? (unsigned)s->nslices : 1, err, errlen);
 	if (ret) {
 		dirty_close(s);
 		return ret;
@@ -115,25 +111,14 @@ int dirty_clear(struct dirty_set *s, char *err, size_t errlen)
 	return ret;
 }
 
-int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, size_t errlen)
+/* Hands @cb the runs of set bits, file by file, in file order. */
+static int report_runs(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err,
+		       size_t errlen)
 {
 	uint64_t a, b, off, end;
 	unsigned i;
-	int ret = dirty_maps_recheck(s, err, errlen);
+	int ret;
 
-	if (ret)
-		return ret;
-	if (!s->armed) {
-		for (i = 0; i < s->nfiles; i++)
-			dirty_bits_set(s->files[i].bits, 0, s->files[i].npages);
-	} else if (s->method == M_WP_ASYNC) {
-		ret = dirty_pool_run(s, OP_SCAN_WP, err, errlen);
-	} else {
-		dirty_bits_zero(s);
-		ret = dirty_pool_run(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err, errlen);
-	}
-	if (ret)
-		return ret;
 	for (i = 0; i < s->nfiles; i++) {
 		const struct dirty_file *f = &s->files[i];
 
@@ -150,6 +135,27 @@ int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, si
 	}
 	return 0;
 }
+
+int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, size_t errlen)
+{
+	unsigned i;
+	int ret = dirty_maps_recheck(s, err, errlen);
+
+	if (ret)
+		return ret;
+	if (!s->armed) {
+		for (i = 0; i < s->nfiles; i++)
+			dirty_bits_set(s->files[i].bits, 0, s->files[i].npages);
+	} else if (s->method == M_WP_ASYNC) {
+		ret = dirty_pool_run(s, OP_SCAN_WP, err, errlen);
+	} else {
+		dirty_bits_zero(s);
+		ret = dirty_pool_run(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err, errlen);
+	}
+	return ret ? ret : report_runs(s, cb, ctx, err, errlen);
+}
+
+/* ---- what it is ------------------------------------------------------------------ */
 
 const char *dirty_method(const struct dirty_set *s)
 {

@@ -1,7 +1,20 @@
-/* dirty_int: the write tracker's private state (dirty.h is its face),
- * shared by the files that make it up.  Types and the kernel's interface
- * only; nothing outside the tracker includes it (check_dirty.c looks
- * inside). */
+/* dirty_int: the write tracker's private state, shared by its files.
+ *
+ * dirty.c is the face (dirty.h) and the driver: it opens a set, chooses
+ * the method, and runs each round.  Below it, each file is a job of its
+ * own that never calls back up:
+ *   dirty_pool   the collecting threads, made once at dirty_open, working
+ *                through the slices in parallel
+ *   dirty_scan   one slice: read pagemap, or PAGEMAP_SCAN it; and cutting
+ *                the mappings into slices
+ *   dirty_bits   one bitmap per file, indexed by file page: what a slice
+ *                found is folded in, the runs come out of it in file order
+ *   dirty_probe  what the kernel offers here and lets us do to the process:
+ *                the method chosen and set up, soft-dirty's clear
+ *   dirty_maps   the process's shared mappings of the files, from
+ *                /proc/PID/maps
+ * Types and the kernel's interface only; nothing outside the tracker
+ * includes it (check_dirty.c looks inside). */
 #ifndef RDMIG_CLI_DIRTY_INT_H
 #define RDMIG_CLI_DIRTY_INT_H
 
