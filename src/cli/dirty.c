@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,6 +26,37 @@ static const char *const method_names[] = {
 };
 
 /* ---- set-up ----------------------------------------------------------------------- */
+
+/* The threads a set collects on, the caller's included: @o's, or one per
+ * online CPU, at most DIRTY_MAX_THREADS. */
+static unsigned pick_threads(const struct dirty_opts *o)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned t = o && o->threads ? o->threads : cpus > 0 ? (unsigned)cpus : 1;
+
+	return t > DIRTY_MAX_THREADS ? DIRTY_MAX_THREADS : t;
+}
+
+/* The method @mode asks for: wp-async where possible, else soft-dirty with
+ * the reason kept for the operator (dirty_why_not). */
+static int choose_method(struct dirty_set *s, enum dirty_mode mode, char *err, size_t errlen)
+{
+	char why[640];
+	int rc;
+
+	if (mode == DIRTY_SOFT_DIRTY) {
+		snprintf(s->why_not, sizeof(s->why_not), "soft-dirty was asked for");
+		return dirty_probe_soft(s, err, errlen);
+	}
+	rc = dirty_probe_wp(s, mode == DIRTY_WP_ASYNC, why, sizeof(why));
+	if (!rc)
+		return 0;
+	if (mode == DIRTY_WP_ASYNC)
+		return cli_errf(err, errlen, rc, "wp-async tracking is not possible: %s (auto "
+				"falls back to soft-dirty)", why);
+	snprintf(s->why_not, sizeof(s->why_not), "%s", why);
+	return dirty_probe_soft(s, err, errlen);
+}
 
 /* Each file's length, path, bitmap and identity. */
 static int init_files(struct dirty_set *s, const char *const *paths, const uint64_t *lens,
@@ -76,8 +108,8 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 	if (!ret)
 		ret = dirty_maps_find(s, err, errlen);
 	if (!ret)
-		ret = dirty_probe_method(s, o ? o->mode : DIRTY_AUTO, err, errlen);
-	threads = dirty_pool_threads(o);
+		ret = choose_method(s, o ? o->mode : DIRTY_AUTO, err, errlen);
+	threads = pick_threads(o);
 	if (!ret)
 		ret = dirty_scan_cut(s, threads, err, errlen);
 	/* No more threads than slices: one would only wait. */

@@ -10,7 +10,7 @@
  *   dirty_bits   one bitmap per file, indexed by file page: what a slice
  *                found is folded in, the runs come out of it in file order
  *   dirty_probe  what the kernel offers here and lets us do to the process:
- *                the method chosen and set up, soft-dirty's clear
+ *                each method proved and set up, soft-dirty's clear
  *   dirty_maps   the process's shared mappings of the files, from
  *                /proc/PID/maps
  * Types and the kernel's interface only; nothing outside the tracker
@@ -26,7 +26,6 @@
 #include <sys/ioctl.h>
 #include <sys/types.h>
 
-#include "dirty.h"
 #include "proc.h"
 
 #define PM_SOFT_DIRTY (1ull << 55)

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "dirty_scan.h"
@@ -100,14 +99,6 @@ int dirty_pool_start(struct dirty_set *s, unsigned threads, char *err, size_t er
 		s->workers[i].started = true;
 	}
 	return 0;
-}
-
-unsigned dirty_pool_threads(const struct dirty_opts *o)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned t = o && o->threads ? o->threads : cpus > 0 ? (unsigned)cpus : 1;
-
-	return t > DIRTY_MAX_THREADS ? DIRTY_MAX_THREADS : t;
 }
 
 void dirty_pool_stop(struct dirty_set *s)

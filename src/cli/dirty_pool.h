@@ -6,10 +6,8 @@
 
 #include "dirty_int.h"
 
-/* The threads a set would collect on, the caller's included: @o's, or one
- * per online CPU, at most DIRTY_MAX_THREADS. */
-unsigned dirty_pool_threads(const struct dirty_opts *o);
-/* Makes @threads workers (the caller is the first) and their buffers. */
+/* Makes @threads workers (the caller is the first, so at least 1) and
+ * their buffers. */
 int dirty_pool_start(struct dirty_set *s, unsigned threads, char *err, size_t errlen);
 /* Runs @op over every slice on every thread; the first failure is
  * returned. */

@@ -263,10 +263,23 @@ static int setup_wp(struct dirty_set *s, bool forced, char *why, size_t len)
 	return rc ? rc : register_wp(s, why, len);
 }
 
-/* ---- the method ------------------------------------------------------------------- */
+/* ---- the methods ------------------------------------------------------------------ */
 
-/* Soft-dirty, read as ranges where PAGEMAP_SCAN knows the category. */
-static int setup_soft_dirty(struct dirty_set *s, char *err, size_t errlen)
+int dirty_probe_wp(struct dirty_set *s, bool forced, char *why, size_t len)
+{
+	int rc = setup_wp(s, forced, why, len);
+
+	if (!rc) {
+		s->method = M_WP_ASYNC;
+		return 0;
+	}
+	if (s->uffd >= 0)
+		close(s->uffd);
+	s->uffd = -1;
+	return rc;
+}
+
+int dirty_probe_soft(struct dirty_set *s, char *err, size_t errlen)
 {
 	int rc = probe_soft_dirty(s->psz, err, errlen);
 
@@ -276,30 +289,6 @@ static int setup_soft_dirty(struct dirty_set *s, char *err, size_t errlen)
 		return rc;
 	s->method = probe_scan(s->psz, PAGE_IS_SOFT_DIRTY_) ? M_SOFT_DIRTY : M_SOFT_DIRTY_SCAN;
 	return 0;
-}
-
-int dirty_probe_method(struct dirty_set *s, enum dirty_mode mode, char *err, size_t errlen)
-{
-	char why[640];
-	int rc;
-
-	if (mode == DIRTY_SOFT_DIRTY) {
-		snprintf(s->why_not, sizeof(s->why_not), "soft-dirty was asked for");
-		return setup_soft_dirty(s, err, errlen);
-	}
-	rc = setup_wp(s, mode == DIRTY_WP_ASYNC, why, sizeof(why));
-	if (!rc) {
-		s->method = M_WP_ASYNC;
-		return 0;
-	}
-	if (s->uffd >= 0)
-		close(s->uffd);
-	s->uffd = -1;
-	if (mode == DIRTY_WP_ASYNC)
-		return cli_errf(err, errlen, rc, "wp-async tracking is not possible: %s (auto "
-				"falls back to soft-dirty)", why);
-	snprintf(s->why_not, sizeof(s->why_not), "%s", why);
-	return setup_soft_dirty(s, err, errlen);
 }
 
 /* ---- soft-dirty's clear ----------------------------------------------------------- */

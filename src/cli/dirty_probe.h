@@ -4,6 +4,7 @@
 #ifndef RDMIG_CLI_DIRTY_PROBE_H
 #define RDMIG_CLI_DIRTY_PROBE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "dirty_int.h"
@@ -13,10 +14,14 @@
 int dirty_probe_file(struct dirty_file *f, char *err, size_t errlen);
 /* Opens the process's pagemap into s->pagemap_fd. */
 int dirty_probe_pagemap(struct dirty_set *s, char *err, size_t errlen);
-/* Chooses and sets up s->method as @mode asks, after s->files' mappings
- * are known: wp-async where possible (its failure kept in s->why_not),
- * else soft-dirty, read as ranges where the kernel can. */
-int dirty_probe_method(struct dirty_set *s, enum dirty_mode mode, char *err, size_t errlen);
+/* Sets up wp-async once s->files' mappings are known: a userfaultfd made
+ * inside the process (@forced: even past a seccomp filter, inject.h), the
+ * mappings registered.  Fails with the reason in @why and nothing left
+ * behind. */
+int dirty_probe_wp(struct dirty_set *s, bool forced, char *why, size_t len);
+/* Sets up soft-dirty, proved to work here, read as ranges where the
+ * kernel's PAGEMAP_SCAN knows the category (soft-dirty-scan). */
+int dirty_probe_soft(struct dirty_set *s, char *err, size_t errlen);
 /* soft-dirty: writes "4" to /proc/PID/clear_refs, which clears the bits of
  * every page of the process. */
 int dirty_probe_clear_refs(struct dirty_set *s, char *err, size_t errlen);

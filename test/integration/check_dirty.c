@@ -31,6 +31,7 @@
 /* The tracker is part of the commands, not of librdmig: its objects are
  * linked in (Makefile), and its private header lets a test look inside a
  * set (its mappings, its slices). */
+#include "dirty.h"
 #include "dirty_int.h"
 
 /* Whether this kernel has PAGEMAP_SCAN and asynchronous write-protect
