@@ -105,14 +105,19 @@ lib: $(LIB_A) $(LIB_SO) $(B)/rdmig-uninstalled.pc
 
 # ---- commands ---------------------------------------------------------------
 # src/cli/send.c and recv.c hold the two mains; src/cli/send_*.c are the
-# parts of migrate-send alone, and every other src/cli/*.c is shared by
-# both.  tools/memload.c is the test and benchmark workload.
+# parts of migrate-send alone, src/cli/recv_*.c those of migrate-recv, and
+# every other src/cli/*.c is shared by both.  tools/memload.c is the test
+# and benchmark workload.
 CLI_SEND   := $(wildcard src/cli/send*.c)
-CLI_MAINS  := $(CLI_SEND) src/cli/recv.c
+CLI_RECV   := $(wildcard src/cli/recv*.c)
+CLI_MAINS  := $(CLI_SEND) $(CLI_RECV)
 CLI_SHARED := $(filter-out $(CLI_MAINS),$(wildcard src/cli/*.c))
 CLI_LIBS   := $(shell pkg-config --libs json-c 2>/dev/null) -lev
 CLI_CFLAGS := $(ALL_CFLAGS) $(shell pkg-config --cflags json-c 2>/dev/null) -Isrc/cli
 CLI_SHARED_OBJ := $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(CLI_SHARED))
+# The write tracker (dirty.h) is dirty.c and the dirty_*.c below it; the
+# integration suite and dirtybench link it without the commands.
+DIRTY_OBJ := $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(wildcard src/cli/dirty*.c))
 
 $(B)/obj/cli/%.o: src/cli/%.c | $(GEN_H)
 	@mkdir -p $(@D)
@@ -122,7 +127,8 @@ $(B)/bin/migrate-send: $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(CLI_SEND)) $(CL
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 
-$(B)/bin/migrate-recv: $(B)/obj/cli/recv.o $(CLI_SHARED_OBJ) $(LIB_A)
+$(B)/bin/migrate-recv: $(patsubst src/cli/%.c,$(B)/obj/cli/%.o,$(CLI_RECV)) $(CLI_SHARED_OBJ) \
+		$(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 
@@ -205,7 +211,7 @@ $(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC) $(INTEG_SUPPORT
 		$(COMMON_OBJ) $(B)/obj/cli/qmp.o $(B)/obj/cli/qmp_cmd.o $(B)/obj/cli/qmp_peer.o \
 		$(B)/obj/cli/qemu_ram.o $(B)/obj/cli/cli.o $(B)/obj/cli/proc.o \
 		$(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o \
-		$(B)/obj/cli/inject.o $(LIB_A)
+		$(B)/obj/cli/inject.o $(DIRTY_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
@@ -311,14 +317,15 @@ $(B)/bin/zerobench: $(B)/obj/tools/zerobench.o $(B)/obj/tools/benchutil.o $(B)/o
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-# dirtybench times one round of write tracking (src/cli/dirty.c) by size
+# dirtybench times one round of write tracking (src/cli/dirty.h) by size
 # and method, for the scale table.
 $(B)/obj/tools/dirtybench.o: tools/dirtybench.c | $(GEN_H)
 	@mkdir -p $(@D)
 	$(call say,CC,$<)$(CC) $(CLI_CFLAGS) -c -o $@ $<
 
-$(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/tools/benchutil.o $(B)/obj/cli/dirty.o $(B)/obj/cli/inject.o \
-		$(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o $(B)/obj/cli/clierr.o $(LIB_A)
+$(B)/bin/dirtybench: $(B)/obj/tools/dirtybench.o $(B)/obj/tools/benchutil.o $(DIRTY_OBJ) \
+		$(B)/obj/cli/inject.o $(B)/obj/cli/proc.o $(B)/obj/cli/cli.o $(B)/obj/cli/safeopen.o \
+		$(B)/obj/cli/clierr.o $(B)/obj/cli/opts.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(PKG_LIBS) $(CLI_LIBS) -lpthread
 

@@ -5,7 +5,7 @@
  *
  * A child process maps FILE (tmpfs; created or resized to SIZE) shared and
  * makes every page present and writable, as a guest's RAM is after it ran a
- * while.  This process then tracks it with src/cli/dirty.c, as migrate-send
+ * while.  This process then tracks it with src/cli/dirty.h, as migrate-send
  * --live does, and times each round: the child writes P percent of the
  * pages (distinct, at random; not timed), then one collect and one clear are
  * timed apart.  Every page the child wrote must be reported, or dirtybench
@@ -30,6 +30,7 @@
 #include "benchutil.h"
 #include "cli.h"
 #include "dirty.h"
+#include "opts.h"
 
 #define MAX_ROUNDS 100
 

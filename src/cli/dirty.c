@@ -1,827 +1,34 @@
 /* Write tracking of one process's shared mappings of its RAM files
- * (dirty.h says which ways and why).  The mappings are found in
- * /proc/PID/maps by device and inode; what the kernel reports per virtual
- * range is folded into one bitmap per file, indexed by file page, so a page
- * mapped twice is reported once and the runs come out in file order.  The
- * ranges are cut into slices that a small pool of threads, made once at
- * dirty_open, works through in parallel: the kernel walks each slice's page
- * tables under the mm's read lock, which the threads share. */
+ * (dirty.h says which ways and why).  This file is the face and the
+ * driver: opening a set (the files, their mappings, the method, the slices
+ * and the threads, in that order), and each round's clear and collect.
+ * The jobs below it are listed in dirty_int.h. */
 #include "dirty.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <linux/userfaultfd.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <sys/utsname.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "inject.h"
-
-#define PM_SOFT_DIRTY (1ull << 55)
-/* Entries per pread of pagemap: 32 KiB, so a 16 GiB file is 128 reads. */
-#define PM_BATCH 4096
-/* Ranges per PAGEMAP_SCAN call; a slice with more takes more calls. */
-#define PM_REGIONS 1024
-#define HUGETLBFS_MAGIC_ 0x958458f6
-/* Slices: at least 16 MiB (fewer calls), at most 1 GiB, about eight per
- * thread so that one slow slice does not hold the others up. */
-#define SLICE_MIN_PAGES 4096ull
-#define SLICE_MAX_PAGES 262144ull
-
-/* The kernel's PAGEMAP_SCAN interface (linux/fs.h of Linux 6.7 and later;
- * the build hosts' headers may be older).  The values are ABI. */
-struct pm_scan_arg_ {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-struct page_region_ {
-	uint64_t start, end, categories;
-};
-#define PAGEMAP_SCAN_ _IOWR('f', 16, struct pm_scan_arg_)
-#define PM_SCAN_WP_MATCHING_ (1ull << 0)
-#define PM_SCAN_CHECK_WPASYNC_ (1ull << 1)
-#define PAGE_IS_WRITTEN_ (1ull << 1)
-#define PAGE_IS_SOFT_DIRTY_ (1ull << 7)
-/* linux/userfaultfd.h of Linux 6.7 and later. */
-#define UFFD_USER_MODE_ONLY_ 1
-#define UFFD_FEATURE_WP_UNPOPULATED_ (1ull << 13)
-#define UFFD_FEATURE_WP_ASYNC_ (1ull << 15)
-
-enum method { M_WP_ASYNC, M_SOFT_DIRTY_SCAN, M_SOFT_DIRTY };
+#include "dirty_bits.h"
+#include "dirty_int.h"
+#include "dirty_maps.h"
+#include "dirty_pool.h"
+#include "dirty_probe.h"
+#include "dirty_scan.h"
 
 static const char *const method_names[] = {
 	[M_WP_ASYNC] = "wp-async", [M_SOFT_DIRTY_SCAN] = "soft-dirty-scan",
 	[M_SOFT_DIRTY] = "soft-dirty",
 };
 
-/* What the pool does with each slice. */
-enum op {
-	OP_READ,     /* soft-dirty: pread pagemap, bit 55 per page */
-	OP_SCAN_SD,  /* soft-dirty-scan: PAGEMAP_SCAN for PAGE_IS_SOFT_DIRTY */
-	OP_SCAN_WP,  /* wp-async: written ranges out, protected again */
-	OP_ARM,      /* wp-async: protect everything, nothing out */
-};
-
-/* One shared mapping: virtual [start, end) shows the file from @off on. */
-struct dirty_vma {
-	uint64_t start, end, off;
-};
-
-struct dirty_file {
-	char *path;
-	char *real; /* @path resolved, as /proc/PID/maps names it; may be NULL */
-	uint64_t len, npages;
-	dev_t dev;
-	ino_t ino;
-	struct dirty_vma *vmas;
-	size_t nvmas;
-	uint64_t *bits; /* one bit per file page */
-};
-
-/* A piece of one mapping, for one thread at a time. */
-struct slice {
-	unsigned file;
-	const struct dirty_vma *v;
-	uint64_t start, end; /* virtual */
-};
-
-struct worker {
-	struct dirty_set *s;
-	pthread_t thread;
-	bool started;
-	void *buf;  /* PM_BATCH pagemap entries or PM_REGIONS page_regions */
-	int rc;
-	char err[512];
-};
-
-struct dirty_set {
-	pid_t pid;
-	struct proc_ref proc;   /* later opens cannot reach a reused PID */
-	int pagemap_fd;         /* reads 0 bytes once the process's memory is gone */
-	int uffd;               /* wp-async: ours, registered in its mm; else -1 */
-	enum method method;
-	char why_not[640];
-	bool armed;             /* dirty_clear ran once */
-	uint64_t psz;
-	struct dirty_file *files;
-	unsigned nfiles;
-	struct slice *slices;
-	size_t nslices;
-
-	/* The pool: workers[0] is the caller, the others wait for a new
-	 * generation, work through the slices and count themselves out. */
-	struct worker *workers;
-	unsigned nworkers;
-	pthread_mutex_t mu;
-	pthread_cond_t go, done;
-	bool sync_ready;
-	uint64_t gen;
-	unsigned running;
-	bool quit;
-	enum op op;
-	atomic_size_t next;
-};
-
-struct vma_list {
-	struct dirty_vma *v;
-	size_t n, cap;
-	size_t nprivate;
-};
-
-int dirty_mode_parse(const char *name, enum dirty_mode *out)
-{
-	if (!strcmp(name, "auto"))
-		*out = DIRTY_AUTO;
-	else if (!strcmp(name, "wp-async"))
-		*out = DIRTY_WP_ASYNC;
-	else if (!strcmp(name, "soft-dirty"))
-		*out = DIRTY_SOFT_DIRTY;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-/* ---- mappings ------------------------------------------------------------------ */
-
-/* Adds a mapping, merged with the previous one when it continues it in both
- * address and file offset (a mapping split by mprotect or madvise). */
-static int vma_add(struct vma_list *l, uint64_t start, uint64_t end, uint64_t off)
-{
-	struct dirty_vma *p = l->n ? &l->v[l->n - 1] : NULL, *nv;
-
-	if (p && p->end == start && p->off + (p->end - p->start) == off) {
-		p->end = end;
-		return 0;
-	}
-	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 4;
-		nv = realloc(l->v, l->cap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-	}
-	l->v[l->n++] = (struct dirty_vma){ start, end, off };
-	return 0;
-}
-
-/* btrfs subvolumes and overlayfs show a different device in maps than
- * stat() returns; the inode and the path still identify the file there. */
-static int same_path(const struct dirty_file *f, const char *name)
-{
-	size_t n = strcspn(name, "\n");
-
-	return f->real && strlen(f->real) == n && !memcmp(f->real, name, n);
-}
-
-/* Collects the mappings of each of @s's files from /proc/PID/maps into
- * @l[file].  Returns 0 or -errno (-ESRCH when the process is gone). */
-static int scan_maps(const struct dirty_set *s, struct vma_list *l)
-{
-	uint64_t start, end, off, ino;
-	unsigned int maj, min, i;
-	char perms[8], *line = NULL;
-	size_t cap = 0;
-	int fd, ret = 0, at;
-	FILE *fp;
-
-	memset(l, 0, s->nfiles * sizeof(*l));
-	fd = proc_openat(&s->proc, "maps", O_RDONLY);
-	if (fd < 0)
-		return fd == -ENOENT ? -ESRCH : fd;
-	fp = fdopen(fd, "r");
-	if (!fp) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (!ret && getline(&line, &cap, fp) > 0) {
-		at = 0;
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n",
-			   &start, &end, perms, &off, &maj, &min, &ino, &at) != 7 || !at)
-			continue;
-		for (i = 0; i < s->nfiles; i++) {
-			const struct dirty_file *f = &s->files[i];
-
-			if (ino != f->ino)
-				continue;
-			if ((maj != major(f->dev) || min != minor(f->dev)) && !same_path(f, line + at))
-				continue;
-			/* A private mapping's writes go to anonymous copies, not the file. */
-			if (perms[3] != 's')
-				l[i].nprivate++;
-			else
-				ret = vma_add(&l[i], start, end, off);
-			break;
-		}
-	}
-	/* The process exiting mid-read shows as an error or a short file. */
-	if (!ret && ferror(fp))
-		ret = -ESRCH;
-	free(line);
-	fclose(fp);
-	if (ret)
-		for (i = 0; i < s->nfiles; i++) {
-			free(l[i].v);
-			l[i].v = NULL;
-		}
-	return ret;
-}
-
-/* A process whose memory is gone (exited, or a zombie) reads as an empty
- * maps file; its pagemap then reads 0 bytes. */
-static int proc_gone(const struct dirty_set *s)
-{
-	uint64_t e;
-
-	return pread(s->pagemap_fd, &e, sizeof(e), 0) == 0;
-}
-
-static void free_lists(struct vma_list *l, unsigned n)
-{
-	unsigned i;
-
-	for (i = 0; i < n; i++)
-		free(l[i].v);
-	free(l);
-}
-
-static int find_mappings(struct dirty_set *s, char *err, size_t errlen)
-{
-	struct vma_list *l = calloc(s->nfiles, sizeof(*l));
-	unsigned i;
-	int ret;
-
-	if (!l)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	ret = scan_maps(s, l);
-	if (ret == -ESRCH || (!ret && !l[0].n && proc_gone(s))) {
-		free_lists(l, s->nfiles);
-		return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)s->pid);
-	}
-	if (ret) {
-		free_lists(l, s->nfiles);
-		return cli_errf(err, errlen, ret, "cannot read /proc/%d/maps: %s", (int)s->pid,
-				strerror(-ret));
-	}
-	for (i = 0; !ret && i < s->nfiles; i++) {
-		if (!l[i].n && l[i].nprivate)
-			ret = cli_errf(err, errlen, -EINVAL,
-				       "process %d maps %s only privately (MAP_PRIVATE): its writes do not reach the file",
-				       (int)s->pid, s->files[i].path);
-		else if (!l[i].n)
-			ret = cli_errf(err, errlen, -ENOENT, "process %d does not map %s",
-				       (int)s->pid, s->files[i].path);
-	}
-	for (i = 0; !ret && i < s->nfiles; i++) {
-		s->files[i].vmas = l[i].v;
-		s->files[i].nvmas = l[i].n;
-		l[i].v = NULL;
-	}
-	free_lists(l, s->nfiles);
-	return ret;
-}
-
-/* Mappings merge the same way every time, so equal coverage compares equal. */
-static int same_mappings(const struct dirty_file *f, const struct vma_list *l)
-{
-	size_t i;
-
-	if (l->n != f->nvmas)
-		return 0;
-	for (i = 0; i < l->n; i++)
-		if (l->v[i].start != f->vmas[i].start || l->v[i].end != f->vmas[i].end ||
-		    l->v[i].off != f->vmas[i].off)
-			return 0;
-	return 1;
-}
-
-static int recheck_mappings(struct dirty_set *s, char *err, size_t errlen)
-{
-	struct vma_list *l = calloc(s->nfiles, sizeof(*l));
-	unsigned i, changed = s->nfiles;
-	int ret;
-
-	if (!l)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	ret = scan_maps(s, l);
-	for (i = 0; !ret && i < s->nfiles && changed == s->nfiles; i++)
-		if (!same_mappings(&s->files[i], &l[i]))
-			changed = i;
-	free_lists(l, s->nfiles);
-	if (ret == -ESRCH)
-		return cli_errf(err, errlen, ret, "process %d exited", (int)s->pid);
-	if (ret)
-		return cli_errf(err, errlen, ret, "cannot read /proc/%d/maps: %s", (int)s->pid,
-				strerror(-ret));
-	if (changed < s->nfiles && proc_gone(s))
-		return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)s->pid);
-	if (changed < s->nfiles)
-		return cli_errf(err, errlen, -ESTALE,
-				"process %d changed its mappings of %s while it was being tracked: pages it dirtied may be missed",
-				(int)s->pid, s->files[changed].path);
-	return 0;
-}
-
-/* ---- what the kernel offers ---------------------------------------------------- */
-
-/* The entry of pagemap for @addr in the calling process. */
-static int self_pm(int fd, const volatile char *addr, uint64_t psz, uint64_t *e)
-{
-	off_t at = (off_t)((uintptr_t)addr / psz * sizeof(*e));
-
-	return pread(fd, e, sizeof(*e), at) == (ssize_t)sizeof(*e) ? 0 : -errno;
-}
-
-static int clear_refs_fd(int fd)
-{
-	return write(fd, "4", 1) == 1 ? 0 : -errno;
-}
-
-/* Proves soft-dirty works on this process's own page: clear, expect the bit
- * off, write, expect it on.  A kernel without CONFIG_MEM_SOFT_DIRTY accepts
- * "4" and does nothing, so a successful write to clear_refs proves nothing. */
-static int probe_soft_dirty(uint64_t psz, char *err, size_t errlen)
-{
-	volatile char *page;
-	uint64_t before = 0, after = 0;
-	int cfd, pfd, ret;
-
-	page = mmap(NULL, psz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (page == MAP_FAILED)
-		return cli_errf(err, errlen, -errno, "cannot map a probe page: %s", strerror(errno));
-	page[0] = 1;
-	cfd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
-	pfd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (cfd < 0 || pfd < 0) {
-		ret = cli_errf(err, errlen, -EOPNOTSUPP,
-			       "soft-dirty tracking is not supported by this kernel (cannot open /proc/self/%s: %s)",
-			       cfd < 0 ? "clear_refs" : "pagemap", strerror(errno));
-		goto out;
-	}
-	ret = clear_refs_fd(cfd);
-	if (ret) {
-		ret = cli_errf(err, errlen, -EOPNOTSUPP,
-			       "soft-dirty tracking is not supported by this kernel (writing 4 to /proc/self/clear_refs failed: %s)",
-			       strerror(-ret));
-		goto out;
-	}
-	ret = self_pm(pfd, page, psz, &before);
-	page[0] = 2;
-	if (!ret)
-		ret = self_pm(pfd, page, psz, &after);
-	if (ret) {
-		ret = cli_errf(err, errlen, ret, "cannot read /proc/self/pagemap: %s", strerror(-ret));
-		goto out;
-	}
-	if ((before & PM_SOFT_DIRTY) || !(after & PM_SOFT_DIRTY))
-		ret = cli_errf(err, errlen, -EOPNOTSUPP,
-			       "soft-dirty tracking is not supported by this kernel (after writing 4 to /proc/self/clear_refs, a written page shows no soft-dirty bit in /proc/self/pagemap: the kernel needs CONFIG_MEM_SOFT_DIRTY=y)");
-out:
-	if (cfd >= 0)
-		close(cfd);
-	if (pfd >= 0)
-		close(pfd);
-	munmap((void *)page, psz);
-	return ret;
-}
-
-/* Whether PAGEMAP_SCAN knows @category, asked on a page of our own: 0, or
- * -ENOTTY (no PAGEMAP_SCAN: Linux before 6.7), -EINVAL (an unknown
- * category: PAGE_IS_SOFT_DIRTY before 6.8). */
-static int probe_scan(uint64_t psz, uint64_t category)
-{
-	struct page_region_ r;
-	struct pm_scan_arg_ a;
-	void *page;
-	int fd, ret;
-
-	page = mmap(NULL, psz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (page == MAP_FAILED)
-		return -errno;
-	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	a = (struct pm_scan_arg_){ .size = sizeof(a), .start = (uintptr_t)page,
-				   .end = (uintptr_t)page + psz, .vec = (uintptr_t)&r,
-				   .vec_len = 1, .category_anyof_mask = category,
-				   .return_mask = category };
-	ret = fd < 0 ? -errno : ioctl(fd, PAGEMAP_SCAN_, &a) < 0 ? -errno : 0;
-	if (fd >= 0)
-		close(fd);
-	munmap(page, psz);
-	return ret;
-}
-
-/* Whether userfaultfd has asynchronous write-protection here, asked of a
- * userfaultfd of our own. */
-static int probe_wp_async(char *why, size_t len)
-{
-	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC_ };
-	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY_), ret = 0;
-
-	if (fd < 0)
-		return cli_errf(why, len, -errno, "userfaultfd(2) failed here (%s%s)", strerror(errno),
-				errno == ENOSYS ? ": the kernel is built without CONFIG_USERFAULTFD" : "");
-	if (ioctl(fd, UFFDIO_API, &api))
-		ret = cli_errf(why, len, -EOPNOTSUPP, "userfaultfd has no asynchronous write-protect "
-			       "in this kernel (UFFD_FEATURE_WP_ASYNC: %s)", strerror(errno));
-	close(fd);
-	return ret;
-}
-
-static int check_file(struct dirty_file *f, char *err, size_t errlen)
-{
-	struct statfs sfs;
-	struct stat st;
-
-	if (stat(f->path, &st))
-		return cli_errf(err, errlen, -errno, "cannot stat %s: %s", f->path, strerror(errno));
-	if (!statfs(f->path, &sfs) && (uint32_t)sfs.f_type == HUGETLBFS_MAGIC_)
-		return cli_errf(err, errlen, -EOPNOTSUPP,
-				"%s is on hugetlbfs, whose pages carry no soft-dirty bits: use a file on tmpfs (e.g. /dev/shm) for live migration",
-				f->path);
-	f->dev = st.st_dev;
-	f->ino = st.st_ino;
-	f->real = realpath(f->path, NULL);
-	return 0;
-}
-
-static int open_pagemap(struct dirty_set *s, char *err, size_t errlen)
-{
-	int e;
-
-	s->pagemap_fd = proc_openat(&s->proc, "pagemap", O_RDONLY);
-	if (s->pagemap_fd >= 0)
-		return 0;
-	e = -s->pagemap_fd;
-	if (e == EACCES || e == EPERM)
-		return cli_errf(err, errlen, -e,
-				"permission denied reading /proc/%d/pagemap (run as root, or as the owner of process %d with ptrace access to it)",
-				(int)s->pid, (int)s->pid);
-	return cli_errf(err, errlen, -e, "cannot open /proc/%d/pagemap: %s", (int)s->pid,
-			strerror(e));
-}
-
-/* Only checks the permission now; the clear itself is dirty_clear's. */
-static int check_clear_refs(struct dirty_set *s, char *err, size_t errlen)
-{
-	int fd = proc_openat(&s->proc, "clear_refs", O_WRONLY), e;
-
-	if (fd >= 0) {
-		close(fd);
-		return 0;
-	}
-	e = -fd;
-	if (e == EACCES || e == EPERM)
-		return cli_errf(err, errlen, -e,
-				"permission denied writing /proc/%d/clear_refs (run as root or as the owner of process %d)",
-				(int)s->pid, (int)s->pid);
-	return cli_errf(err, errlen, -e, "cannot open /proc/%d/clear_refs: %s", (int)s->pid,
-			strerror(e));
-}
-
-/* wp-async: a userfaultfd made inside the process, its ranges registered
- * for asynchronous write-protection.  Fails with the reason in @why. */
-static int setup_wp(struct dirty_set *s, bool forced, char *why, size_t len)
-{
-	struct uffdio_api api = { .api = UFFD_API,
-				  .features = UFFD_FEATURE_WP_ASYNC_ | UFFD_FEATURE_WP_UNPOPULATED_ };
-	char inj[512];
-	struct utsname u;
-	unsigned i;
-	size_t k;
-	int rc = probe_scan(s->psz, PAGE_IS_WRITTEN_);
-
-	if (rc == -ENOTTY || rc == -EINVAL) {
-		uname(&u);
-		return cli_errf(why, len, -EOPNOTSUPP, "PAGEMAP_SCAN is not in this kernel (%s; "
-				"Linux 6.7 added it)", u.release);
-	}
-	if (rc)
-		return cli_errf(why, len, rc, "PAGEMAP_SCAN on /proc/self/pagemap failed: %s",
-				strerror(-rc));
-	rc = probe_wp_async(why, len);
-	if (rc)
-		return rc;
-	rc = inject_userfaultfd(&s->proc, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY_, forced,
-				&s->uffd, inj, sizeof(inj));
-	if (rc)
-		return cli_errf(why, len, rc, "cannot make a userfaultfd in process %d: %s", (int)s->pid,
-				inj);
-	/* WP_UNPOPULATED protects pages never touched too (needed for
-	 * anonymous memory; shmem has it anyway): asked for, not required. */
-	if (ioctl(s->uffd, UFFDIO_API, &api)) {
-		api = (struct uffdio_api){ .api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC_ };
-		if (ioctl(s->uffd, UFFDIO_API, &api))
-			return cli_errf(why, len, -errno, "UFFDIO_API with UFFD_FEATURE_WP_ASYNC on "
-					"process %d's userfaultfd failed: %s", (int)s->pid,
-					strerror(errno));
-	}
-	for (i = 0; i < s->nfiles; i++)
-		for (k = 0; k < s->files[i].nvmas; k++) {
-			const struct dirty_vma *v = &s->files[i].vmas[k];
-			struct uffdio_register reg = {
-				.range = { .start = v->start, .len = v->end - v->start },
-				.mode = UFFDIO_REGISTER_MODE_WP,
-			};
-
-			if (!ioctl(s->uffd, UFFDIO_REGISTER, &reg))
-				continue;
-			rc = -errno;
-			return cli_errf(why, len, rc, "registering process %d's mapping of %s "
-					"(%#" PRIx64 "-%#" PRIx64 ") for write-protection failed: %s",
-					(int)s->pid, s->files[i].path, v->start, v->end,
-					rc == -EBUSY ? "another userfaultfd has it (QEMU's postcopy?)" :
-					strerror(-rc));
-		}
-	return 0;
-}
-
-/* ---- the bitmaps ---------------------------------------------------------------- */
-
-/* Sets bits [a, b) of @bits; slices of several threads may share a word. */
-static void set_bits(uint64_t *bits, uint64_t a, uint64_t b)
-{
-	uint64_t w, lo, hi, mask;
-
-	while (a < b) {
-		w = a / 64;
-		lo = a % 64;
-		hi = b - w * 64 < 64 ? b - w * 64 : 64;
-		mask = (hi == 64 ? ~0ull : (1ull << hi) - 1) & ~((1ull << lo) - 1);
-		__atomic_fetch_or(&bits[w], mask, __ATOMIC_RELAXED);
-		a = w * 64 + hi;
-	}
-}
-
-/* Marks the file pages that virtual [a, b) of @sl's mapping shows. */
-static void mark_virtual(struct dirty_set *s, const struct slice *sl, uint64_t a, uint64_t b)
-{
-	struct dirty_file *f = &s->files[sl->file];
-	uint64_t p0 = (sl->v->off + (a - sl->v->start)) / s->psz;
-	uint64_t p1 = p0 + (b - a + s->psz - 1) / s->psz;
-
-	if (p0 >= f->npages)
-		return;
-	set_bits(f->bits, p0, p1 < f->npages ? p1 : f->npages);
-}
-
-static void zero_bits(struct dirty_set *s)
-{
-	unsigned i;
-
-	for (i = 0; i < s->nfiles; i++)
-		memset(s->files[i].bits, 0, (s->files[i].npages / 64 + 1) * sizeof(uint64_t));
-}
-
-/* The first page at or after @from whose bit equals @set, or npages. */
-static uint64_t next_bit(const struct dirty_file *f, uint64_t from, int set)
-{
-	uint64_t w;
-
-	while (from < f->npages) {
-		w = f->bits[from / 64];
-		if (!set)
-			w = ~w;
-		w &= ~0ull << (from % 64);
-		if (w) {
-			from = from / 64 * 64 + (uint64_t)__builtin_ctzll(w);
-			return from < f->npages ? from : f->npages;
-		}
-		from = (from / 64 + 1) * 64;
-	}
-	return f->npages;
-}
-
-/* ---- one slice -------------------------------------------------------------------- */
-
-static int slice_read(struct worker *w, const struct slice *sl)
-{
-	struct dirty_set *s = w->s;
-	uint64_t *buf = w->buf, at = sl->start, want, i;
-	ssize_t r;
-
-	while (at < sl->end) {
-		want = (sl->end - at) / s->psz;
-		if (want > PM_BATCH)
-			want = PM_BATCH;
-		r = pread(s->pagemap_fd, buf, want * sizeof(*buf), (off_t)(at / s->psz * sizeof(*buf)));
-		if (r == 0)
-			return cli_errf(w->err, sizeof(w->err), -ESRCH, "process %d exited", (int)s->pid);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return cli_errf(w->err, sizeof(w->err), -errno, "cannot read /proc/%d/pagemap: %s",
-					(int)s->pid, strerror(errno));
-		want = (uint64_t)r / sizeof(*buf);
-		if (!want)
-			return cli_errf(w->err, sizeof(w->err), -EIO, "short read from /proc/%d/pagemap",
-					(int)s->pid);
-		for (i = 0; i < want; i++)
-			if (buf[i] & PM_SOFT_DIRTY)
-				mark_virtual(s, sl, at + i * s->psz, at + (i + 1) * s->psz);
-		at += want * s->psz;
-	}
-	return 0;
-}
-
-static int slice_scan(struct worker *w, const struct slice *sl, enum op op)
-{
-	struct dirty_set *s = w->s;
-	struct page_region_ *vec = w->buf;
-	struct pm_scan_arg_ a = { .size = sizeof(a), .start = sl->start, .end = sl->end };
-	long n, i;
-
-	if (op == OP_SCAN_SD) {
-		a.category_mask = a.return_mask = PAGE_IS_SOFT_DIRTY_;
-	} else {
-		/* Exactly this mask set takes the kernel's fast path for
-		 * "written, and protect it again". */
-		a.flags = PM_SCAN_WP_MATCHING_ | PM_SCAN_CHECK_WPASYNC_;
-		a.category_mask = a.return_mask = PAGE_IS_WRITTEN_;
-	}
-	if (op != OP_ARM) {
-		a.vec = (uintptr_t)vec;
-		a.vec_len = PM_REGIONS;
-	}
-	while (a.start < sl->end) {
-		a.walk_end = 0;
-		n = ioctl(s->pagemap_fd, PAGEMAP_SCAN_, &a);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EPERM)
-			return cli_errf(w->err, sizeof(w->err), -ESTALE, "process %d's mapping at %#"
-					PRIx64 " is no longer registered for write-protection "
-					"(remapped?): pages it dirtied may be missed", (int)s->pid,
-					a.start);
-		if (n < 0)
-			return cli_errf(w->err, sizeof(w->err), errno == ESRCH ? -ESRCH : -errno,
-					"PAGEMAP_SCAN of /proc/%d/pagemap failed: %s", (int)s->pid,
-					strerror(errno));
-		for (i = 0; i < n; i++)
-			mark_virtual(s, sl, vec[i].start, vec[i].end);
-		if (a.walk_end <= a.start)
-			return cli_errf(w->err, sizeof(w->err), -EIO, "PAGEMAP_SCAN of /proc/%d/pagemap "
-					"made no progress at %#" PRIx64, (int)s->pid, a.start);
-		a.start = a.walk_end;
-	}
-	return 0;
-}
-
-static int do_slice(struct worker *w, const struct slice *sl)
-{
-	return w->s->op == OP_READ ? slice_read(w, sl) : slice_scan(w, sl, w->s->op);
-}
-
-/* Takes slices until there are none left, or one fails. */
-static void work(struct worker *w)
-{
-	struct dirty_set *s = w->s;
-	size_t i;
-
-	w->rc = 0;
-	while (!w->rc && (i = atomic_fetch_add(&s->next, 1)) < s->nslices)
-		w->rc = do_slice(w, &s->slices[i]);
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct dirty_set *s = w->s;
-	uint64_t seen = 0;
-
-	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		while (!s->quit && s->gen == seen)
-			pthread_cond_wait(&s->go, &s->mu);
-		if (s->quit)
-			break;
-		seen = s->gen;
-		pthread_mutex_unlock(&s->mu);
-		work(w);
-		pthread_mutex_lock(&s->mu);
-		if (--s->running == 0)
-			pthread_cond_signal(&s->done);
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
-}
-
-/* Runs @op over every slice on every thread; the first failure is returned. */
-static int run_all(struct dirty_set *s, enum op op, char *err, size_t errlen)
-{
-	unsigned i;
-
-	s->op = op;
-	atomic_store(&s->next, 0);
-	pthread_mutex_lock(&s->mu);
-	s->running = s->nworkers - 1;
-	s->gen++;
-	pthread_cond_broadcast(&s->go);
-	pthread_mutex_unlock(&s->mu);
-	work(&s->workers[0]);
-	pthread_mutex_lock(&s->mu);
-	while (s->running)
-		pthread_cond_wait(&s->done, &s->mu);
-	pthread_mutex_unlock(&s->mu);
-	for (i = 0; i < s->nworkers; i++)
-		if (s->workers[i].rc)
-			return cli_errf(err, errlen, s->workers[i].rc, "%s", s->workers[i].err);
-	return 0;
-}
-
 /* ---- set-up ----------------------------------------------------------------------- */
 
-/* Cuts every mapping's part below its file's length into slices. */
-static int make_slices(struct dirty_set *s, unsigned threads, char *err, size_t errlen)
-{
-	uint64_t total = 0, per = SLICE_MIN_PAGES, first, n, at, end;
-	size_t k, cap = 0;
-	unsigned i;
-	int pass;
-
-	for (pass = 0; pass < 2; pass++) {
-		for (i = 0; i < s->nfiles; i++)
-			for (k = 0; k < s->files[i].nvmas; k++) {
-				const struct dirty_vma *v = &s->files[i].vmas[k];
-
-				first = v->off / s->psz;
-				n = (v->end - v->start) / s->psz;
-				if (first >= s->files[i].npages)
-					continue;
-				if (n > s->files[i].npages - first)
-					n = s->files[i].npages - first;
-				if (!pass) {
-					total += n;
-					continue;
-				}
-				end = v->start + n * s->psz;
-				for (at = v->start; at < end; at += per * s->psz) {
-					if (s->nslices == cap)
-						return cli_errf(err, errlen, -EOVERFLOW, "slice count");
-					s->slices[s->nslices++] = (struct slice){
-						i, v, at, end - at < per * s->psz ? end : at + per * s->psz
-					};
-				}
-			}
-		if (pass)
-			break;
-		per = total / (8ull * threads);
-		per = per < SLICE_MIN_PAGES ? SLICE_MIN_PAGES : per > SLICE_MAX_PAGES ?
-		      SLICE_MAX_PAGES : (per + 511) / 512 * 512;
-		for (i = 0; i < s->nfiles; i++)
-			cap += s->files[i].nvmas;
-		cap += total / per + 1;
-		s->slices = calloc(cap, sizeof(*s->slices));
-		if (!s->slices)
-			return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	}
-	return 0;
-}
-
-/* The threads, and each one's buffer: all made here, none on the way. */
-static int start_pool(struct dirty_set *s, unsigned threads, char *err, size_t errlen)
-{
-	size_t bufsz = PM_BATCH * sizeof(uint64_t) > PM_REGIONS * sizeof(struct page_region_) ?
-		       PM_BATCH * sizeof(uint64_t) : PM_REGIONS * sizeof(struct page_region_);
-	unsigned i;
-	int rc;
-
-	if (pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->go, NULL) ||
-	    pthread_cond_init(&s->done, NULL))
-		return cli_errf(err, errlen, -ENOMEM, "cannot make the collecting threads' locks");
-	s->sync_ready = true;
-	s->workers = calloc(threads, sizeof(*s->workers));
-	if (!s->workers)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	s->nworkers = threads;
-	for (i = 0; i < threads; i++) {
-		s->workers[i].s = s;
-		s->workers[i].buf = malloc(bufsz);
-		if (!s->workers[i].buf)
-			return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	}
-	for (i = 1; i < threads; i++) {
-		rc = pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]);
-		if (rc)
-			return cli_errf(err, errlen, -rc, "cannot start a collecting thread: %s",
-					strerror(rc));
-		s->workers[i].started = true;
-	}
-	return 0;
-}
-
+/* The threads a set collects on, the caller's included: @o's, or one per
+ * online CPU, at most DIRTY_MAX_THREADS. */
 static unsigned pick_threads(const struct dirty_opts *o)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -830,19 +37,8 @@ static unsigned pick_threads(const struct dirty_opts *o)
 	return t > DIRTY_MAX_THREADS ? DIRTY_MAX_THREADS : t;
 }
 
-/* Soft-dirty, read as ranges where PAGEMAP_SCAN knows the category. */
-static int setup_soft_dirty(struct dirty_set *s, char *err, size_t errlen)
-{
-	int rc = probe_soft_dirty(s->psz, err, errlen);
-
-	if (!rc)
-		rc = check_clear_refs(s, err, errlen);
-	if (rc)
-		return rc;
-	s->method = probe_scan(s->psz, PAGE_IS_SOFT_DIRTY_) ? M_SOFT_DIRTY : M_SOFT_DIRTY_SCAN;
-	return 0;
-}
-
+/* The method @mode asks for: wp-async where possible, else soft-dirty with
+ * the reason kept for the operator (dirty_why_not). */
 static int choose_method(struct dirty_set *s, enum dirty_mode mode, char *err, size_t errlen)
 {
 	char why[640];
@@ -850,21 +46,37 @@ static int choose_method(struct dirty_set *s, enum dirty_mode mode, char *err, s
 
 	if (mode == DIRTY_SOFT_DIRTY) {
 		snprintf(s->why_not, sizeof(s->why_not), "soft-dirty was asked for");
-		return setup_soft_dirty(s, err, errlen);
+		return dirty_probe_soft(s, err, errlen);
 	}
-	rc = setup_wp(s, mode == DIRTY_WP_ASYNC, why, sizeof(why));
-	if (!rc) {
-		s->method = M_WP_ASYNC;
+	rc = dirty_probe_wp(s, mode == DIRTY_WP_ASYNC, why, sizeof(why));
+	if (!rc)
 		return 0;
-	}
-	if (s->uffd >= 0)
-		close(s->uffd);
-	s->uffd = -1;
 	if (mode == DIRTY_WP_ASYNC)
 		return cli_errf(err, errlen, rc, "wp-async tracking is not possible: %s (auto "
 				"falls back to soft-dirty)", why);
 	snprintf(s->why_not, sizeof(s->why_not), "%s", why);
-	return setup_soft_dirty(s, err, errlen);
+	return dirty_probe_soft(s, err, errlen);
+}
+
+/* Each file's length, path, bitmap and identity. */
+static int init_files(struct dirty_set *s, const char *const *paths, const uint64_t *lens,
+		      char *err, size_t errlen)
+{
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; !ret && i < s->nfiles; i++) {
+		struct dirty_file *f = &s->files[i];
+
+		f->len = lens[i];
+		f->npages = f->len / s->psz + (f->len % s->psz != 0);
+		f->path = strdup(paths[i]);
+		f->bits = calloc(f->npages / 64 + 1, sizeof(*f->bits));
+		ret = f->path && f->bits ? dirty_probe_file(f, err, errlen) :
+		      cli_errf(err, errlen, -ENOMEM, "cannot allocate a dirty bitmap of %" PRIu64
+			       " pages for %s", f->npages, paths[i]);
+	}
+	return ret;
 }
 
 int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *const *paths,
@@ -873,7 +85,7 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 {
 	long psz = sysconf(_SC_PAGESIZE);
 	struct dirty_set *s;
-	unsigned i, threads;
+	unsigned threads;
 	int ret;
 
 	*out = NULL;
@@ -889,29 +101,21 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 	s->pagemap_fd = s->uffd = -1;
 	s->nfiles = n;
 	ret = proc_dup(&s->proc, proc, err, errlen);
-	for (i = 0; !ret && i < n; i++) {
-		struct dirty_file *f = &s->files[i];
-
-		f->len = lens[i];
-		f->npages = f->len / s->psz + (f->len % s->psz != 0);
-		f->path = strdup(paths[i]);
-		f->bits = calloc(f->npages / 64 + 1, sizeof(*f->bits));
-		ret = f->path && f->bits ? check_file(f, err, errlen) :
-		      cli_errf(err, errlen, -ENOMEM, "cannot allocate a dirty bitmap of %" PRIu64
-			       " pages for %s", f->npages, paths[i]);
-	}
 	if (!ret)
-		ret = open_pagemap(s, err, errlen);
+		ret = init_files(s, paths, lens, err, errlen);
 	if (!ret)
-		ret = find_mappings(s, err, errlen);
+		ret = dirty_probe_pagemap(s, err, errlen);
+	if (!ret)
+		ret = dirty_maps_find(s, err, errlen);
 	if (!ret)
 		ret = choose_method(s, o ? o->mode : DIRTY_AUTO, err, errlen);
 	threads = pick_threads(o);
 	if (!ret)
-		ret = make_slices(s, threads, err, errlen);
+		ret = dirty_scan_cut(s, threads, err, errlen);
+	/* No more threads than slices: one would only wait. */
 	if (!ret)
-		ret = start_pool(s, threads < s->nslices ? threads : s->nslices ? (unsigned)s->nslices : 1,
-				 err, errlen);
+		ret = dirty_pool_start(s, threads < s->nslices ? threads :
+				       s->nslices ? (unsigned)s->nslices : 1, err, errlen);
 	if (ret) {
 		dirty_close(s);
 		return ret;
@@ -922,77 +126,37 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 
 /* ---- rounds ----------------------------------------------------------------------- */
 
-static int clear_refs(struct dirty_set *s, char *err, size_t errlen)
-{
-	char path[48];
-	int fd, ret;
-
-	snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)s->pid);
-	fd = proc_openat(&s->proc, "clear_refs", O_WRONLY);
-	if (fd < 0) {
-		if (fd == -ENOENT || fd == -ESRCH)
-			return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)s->pid);
-		if (fd == -EACCES || fd == -EPERM)
-			return cli_errf(err, errlen, fd,
-					"permission denied writing %s (run as root or as the owner of process %d)",
-					path, (int)s->pid);
-		return cli_errf(err, errlen, fd, "cannot open %s: %s", path, strerror(-fd));
-	}
-	ret = clear_refs_fd(fd);
-	close(fd);
-	if (ret == -EINVAL)
-		return cli_errf(err, errlen, -EOPNOTSUPP,
-				"soft-dirty tracking is not supported by this kernel (writing 4 to %s failed: %s)",
-				path, strerror(EINVAL));
-	if (ret == -ESRCH)
-		return cli_errf(err, errlen, ret, "process %d exited", (int)s->pid);
-	if (ret)
-		return cli_errf(err, errlen, ret, "writing 4 to %s failed: %s", path, strerror(-ret));
-	return 0;
-}
-
 int dirty_clear(struct dirty_set *s, char *err, size_t errlen)
 {
 	int ret;
 
 	if (s->method != M_WP_ASYNC) {
-		ret = clear_refs(s, err, errlen);
+		ret = dirty_probe_clear_refs(s, err, errlen);
 	} else {
 		/* Protected once; from then on every collect protects again
 		 * what it reports, so forgetting is all that is left. */
-		ret = s->armed ? 0 : run_all(s, OP_ARM, err, errlen);
-		zero_bits(s);
+		ret = s->armed ? 0 : dirty_pool_run(s, OP_ARM, err, errlen);
+		dirty_bits_zero(s);
 	}
 	if (!ret)
 		s->armed = true;
 	return ret;
 }
 
-int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, size_t errlen)
+/* Hands @cb the runs of set bits, file by file, in file order. */
+static int report_runs(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err,
+		       size_t errlen)
 {
 	uint64_t a, b, off, end;
 	unsigned i;
-	int ret = recheck_mappings(s, err, errlen);
+	int ret;
 
-	if (ret)
-		return ret;
-	if (!s->armed) {
-		for (i = 0; i < s->nfiles; i++)
-			set_bits(s->files[i].bits, 0, s->files[i].npages);
-	} else if (s->method == M_WP_ASYNC) {
-		ret = run_all(s, OP_SCAN_WP, err, errlen);
-	} else {
-		zero_bits(s);
-		ret = run_all(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err, errlen);
-	}
-	if (ret)
-		return ret;
 	for (i = 0; i < s->nfiles; i++) {
 		const struct dirty_file *f = &s->files[i];
 
 		b = 0;
-		while ((a = next_bit(f, b, 1)) < f->npages) {
-			b = next_bit(f, a, 0);
+		while ((a = dirty_bits_next(f, b, 1)) < f->npages) {
+			b = dirty_bits_next(f, a, 0);
 			off = a * s->psz;
 			end = b * s->psz < f->len ? b * s->psz : f->len;
 			ret = cb(ctx, i, off, end - off);
@@ -1003,6 +167,27 @@ int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, si
 	}
 	return 0;
 }
+
+int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, size_t errlen)
+{
+	unsigned i;
+	int ret = dirty_maps_recheck(s, err, errlen);
+
+	if (ret)
+		return ret;
+	if (!s->armed) {
+		for (i = 0; i < s->nfiles; i++)
+			dirty_bits_set(s->files[i].bits, 0, s->files[i].npages);
+	} else if (s->method == M_WP_ASYNC) {
+		ret = dirty_pool_run(s, OP_SCAN_WP, err, errlen);
+	} else {
+		dirty_bits_zero(s);
+		ret = dirty_pool_run(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err, errlen);
+	}
+	return ret ? ret : report_runs(s, cb, ctx, err, errlen);
+}
+
+/* ---- what it is ------------------------------------------------------------------ */
 
 const char *dirty_method(const struct dirty_set *s)
 {
@@ -1025,23 +210,7 @@ void dirty_close(struct dirty_set *s)
 
 	if (!s)
 		return;
-	if (s->sync_ready) {
-		pthread_mutex_lock(&s->mu);
-		s->quit = true;
-		pthread_cond_broadcast(&s->go);
-		pthread_mutex_unlock(&s->mu);
-	}
-	for (i = 0; i < s->nworkers; i++) {
-		if (s->workers[i].started)
-			pthread_join(s->workers[i].thread, NULL);
-		free(s->workers[i].buf);
-	}
-	free(s->workers);
-	if (s->sync_ready) {
-		pthread_mutex_destroy(&s->mu);
-		pthread_cond_destroy(&s->go);
-		pthread_cond_destroy(&s->done);
-	}
+	dirty_pool_stop(s);
 	if (s->uffd >= 0)
 		close(s->uffd);
 	if (s->pagemap_fd >= 0)

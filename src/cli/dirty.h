@@ -149,7 +149,4 @@ unsigned dirty_threads(const struct dirty_set *s);
  * every protection it set.  The tracked process is not otherwise touched. */
 void dirty_close(struct dirty_set *s);
 
-/* "auto", "wp-async" or "soft-dirty" (an option's value); -EINVAL otherwise. */
-int dirty_mode_parse(const char *name, enum dirty_mode *out);
-
 #endif

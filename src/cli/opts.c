@@ -135,3 +135,16 @@ int cli_opt_qemu(struct qemu_id *id, int c, const char *arg)
 	id->uuid = arg;
 	return 0;
 }
+
+int dirty_mode_parse(const char *name, enum dirty_mode *out)
+{
+	if (!strcmp(name, "auto"))
+		*out = DIRTY_AUTO;
+	else if (!strcmp(name, "wp-async"))
+		*out = DIRTY_WP_ASYNC;
+	else if (!strcmp(name, "soft-dirty"))
+		*out = DIRTY_SOFT_DIRTY;
+	else
+		return -EINVAL;
+	return 0;
+}

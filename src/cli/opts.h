@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "cli.h"
+#include "dirty.h"
 
 struct cli_cmd {
 	const char *shortopts;          /* getopt's, without the leading ':' */
@@ -39,5 +40,8 @@ enum { OPT_QMP_PID = 1000, OPT_QMP_UUID };
 int cli_opt_qemu(struct qemu_id *id, int c, const char *arg);
 /* --auth-key FILE, replacing an earlier one. */
 int cli_opt_key(uint8_t **key, size_t *len, const char *arg);
+/* --dirty-tracking's value (dirty.h): "auto", "wp-async" or "soft-dirty";
+ * -EINVAL otherwise, and the caller says what is wrong. */
+int dirty_mode_parse(const char *name, enum dirty_mode *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* Write tracking (src/cli/dirty.c) against real processes, in each of its
+/* Write tracking (src/cli/dirty.h) against real processes, in each of its
  * ways: memload at a known rate, and a forked child that writes exactly the
  * pages we name through one or several mappings; plus memload's digest and
  * fill.  Loop tests run once per mode: _i = 0 soft-dirty (any kernel with
@@ -28,8 +28,11 @@
 #include "suites.h"
 #include "testutil.h"
 
-/* The module is part of the commands, not of librdmig: build it in here. */
-#include "../../src/cli/dirty.c"
+/* The tracker is part of the commands, not of librdmig: its objects are
+ * linked in (Makefile), and its private header lets a test look inside a
+ * set (its mappings, its slices). */
+#include "dirty.h"
+#include "dirty_int.h"
 
 /* Whether this kernel has PAGEMAP_SCAN and asynchronous write-protect
  * (Linux 6.7): then wp-async must work here, else be refused. */
