@@ -36,8 +36,12 @@ CFLAGS ?= -O2 -g
 VALGRIND_CFLAGS := $(if $(wildcard /usr/include/valgrind/memcheck.h),-DRDMIG_HAVE_VALGRIND)
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wno-format-nonliteral
+# librdmig is a folder per part (docs/layout.md); its headers are included
+# by bare name, every folder on the include path.
+LIB_DIRS := $(patsubst %/,%,$(sort $(dir $(wildcard src/lib/*/*.[ch]))))
+LIB_INC  := $(addprefix -I,$(LIB_DIRS))
 ALL_CFLAGS := -std=gnu11 -DRDMIG_VERSION=\"$(VERSION)\" $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP $(VALGRIND_CFLAGS) \
-        -Iinclude -Isrc/lib -I$(B)/gen $(PKG_CFLAGS)
+        -Iinclude $(LIB_INC) -I$(B)/gen $(PKG_CFLAGS)
 LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden
 ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS)
 
@@ -59,7 +63,7 @@ $(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: proto/%.proto
 	$(call say,PROTOC,$<)$(PROTOC_C) --proto_path=proto --c_out=$(B)/gen $<
 
 # ---- librdmig ---------------------------------------------------------------
-LIB_SRC  := $(wildcard src/lib/*.c)
+LIB_SRC  := $(wildcard src/lib/*.c src/lib/*/*.c)
 LIB_OBJ  := $(patsubst src/lib/%.c,$(B)/obj/lib/%.o,$(LIB_SRC)) \
             $(patsubst $(B)/gen/%.c,$(B)/obj/gen/%.o,$(GEN_C))
 LIB_A    := $(B)/lib/librdmig.a
@@ -287,7 +291,7 @@ check-valgrind: $(UNIT_BIN)
 # Static analysis we trust enough to require zero findings.
 lint:
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 --inline-suppr \
-		-Iinclude -Isrc/lib -Isrc/cli src/lib src/cli tools/memload.c tools/dirtybench.c tools/regbench.c examples
+		-Iinclude $(LIB_INC) -Isrc/cli src/lib src/cli tools/memload.c tools/dirtybench.c tools/regbench.c examples
 	@echo "lint: cppcheck found nothing"
 
 # libFuzzer targets, one per decoder: `make fuzz` runs each for FUZZ_TIME
@@ -312,8 +316,8 @@ fuzz: bootstrap-if-needed
 # `make bench`: link limit, migration throughput and cost, zero pages, live
 # migration over Soft-RoCE, plus the native zero-scan vs memory-read figure;
 # see tools/bench.  zerobench links the data path's zero check directly.
-$(B)/bin/zerobench: $(B)/obj/tools/zerobench.o $(B)/obj/tools/benchutil.o $(B)/obj/lib/zero.o \
-		$(B)/obj/lib/util.o
+$(B)/bin/zerobench: $(B)/obj/tools/zerobench.o $(B)/obj/tools/benchutil.o \
+		$(B)/obj/lib/memory/zero.o $(B)/obj/lib/util/util.o
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
