@@ -3,7 +3,7 @@
  *   zerobench [--size SIZE] [--zero-percent P] [--runs N]
  *
  * The migration's zero-page check (zero_is_zero, linked straight from
- * src/lib) should run near the memory read bandwidth: DESIGN.md section 8
+ * src/lib/memory) should run near the memory read bandwidth: DESIGN.md section 8
  * wants >= 0.8 of it.  Both are measured here on the same buffer, in the
  * same process, interleaved (read, scan, read, scan, ...) so that a noisy
  * neighbour hurts both alike, and the medians are compared.

@@ -24,13 +24,13 @@
  * blocks; byte 1 more (bit 0 post-copy); then
  * frames, each a 2-byte little-endian length and that many bytes of a
  * control frame (header + protobuf), decoded by the real codec. */
-#include "../../src/lib/dest.c"
-#include "../../src/lib/dst_data.c"
-#include "../../src/lib/dst_link.c"
-#include "../../src/lib/dst_map.c"
-#include "../../src/lib/dst_pc.c"
-#include "../../src/lib/dst_state.c"
-#include "../../src/lib/dst_step.c"
+#include "../../src/lib/dest/dest.c"
+#include "../../src/lib/dest/dst_data.c"
+#include "../../src/lib/dest/dst_link.c"
+#include "../../src/lib/dest/dst_map.c"
+#include "../../src/lib/dest/dst_pc.c"
+#include "../../src/lib/dest/dst_state.c"
+#include "../../src/lib/dest/dst_step.c"
 
 #include <assert.h>
 #include <sched.h>
