@@ -33,17 +33,22 @@
 struct qmp;
 struct devstate;
 
-/* Source: the file at @path ("-": standard input; NULL: no device state),
- * read whole when opened. */
+/* The kinds of endpoint, one file each (devstate_int.h says how to add
+ * one).  The file at @path, read whole when opened (source), or written
+ * through @path.part (destination): */
 int ds_src_file(struct devstate **out, const char *path, char *err, size_t errlen);
-/* Source: the device state of the QEMU behind @q (borrowed). */
+int ds_dst_file(struct devstate **out, const char *path, char *err, size_t errlen);
+/* Standard input, read whole when opened; standard output: */
+int ds_src_stdin(struct devstate **out, char *err, size_t errlen);
+int ds_dst_stdout(struct devstate **out, char *err, size_t errlen);
+/* No device state: a source sends none; a destination takes none, and a
+ * source that sends some fails. */
+int ds_none(struct devstate **out, char *err, size_t errlen);
+/* The device state of the QEMU behind @q (borrowed); at the destination it
+ * was started with -incoming defer, and @start: `cont` it once loaded
+ * (else it stays paused). */
 int ds_src_qemu(struct devstate **out, struct qmp *q, int timeout_ms, char *err,
 		size_t errlen);
-/* Destination: into the file @path ("-": standard output; NULL: none,
- * and a source that sends state fails). */
-int ds_dst_file(struct devstate **out, const char *path, char *err, size_t errlen);
-/* Destination: into the QEMU behind @q (borrowed), started with -incoming
- * defer; @start: `cont` it once loaded (else it stays paused). */
 int ds_dst_qemu(struct devstate **out, struct qmp *q, bool start, int timeout_ms,
 		char *err, size_t errlen);
 

@@ -87,6 +87,15 @@ static int source_qemu(struct src_ends *e, const struct src_spec *s, char *err, 
 	return rc ? rc : ds_src_qemu(&e->ds, e->q, s->timeout_ms, err, errlen);
 }
 
+/* --state-in: a file, standard input ("-"), or no device state. */
+static int state_in(struct devstate **ds, const char *path, char *err, size_t errlen)
+{
+	if (!path)
+		return ds_none(ds, err, errlen);
+	return strcmp(path, "-") ? ds_src_file(ds, path, err, errlen) :
+				   ds_src_stdin(ds, err, errlen);
+}
+
 static int map_sources(struct src_ends *e, char *err, size_t errlen)
 {
 	char why[512];
@@ -138,7 +147,7 @@ int ends_open_source(struct src_ends *e, const struct src_spec *s, struct cli_ra
 	e->rams = rams;
 	e->nrams = nrams;
 	rc = s->qmp ? source_qemu(e, s, err, errlen) :
-		      ds_src_file(&e->ds, s->state_in, err, errlen);
+		      state_in(&e->ds, s->state_in, err, errlen);
 	if (!rc)
 		rc = map_sources(e, err, errlen);
 	if (!rc && s->live)
@@ -242,8 +251,15 @@ int ends_open_dest(struct dst_ends *e, const struct dst_spec *s, struct cli_ram 
 int ends_dest_state(const struct dst_ends *e, const char *path, struct devstate **out,
 		    char *err, size_t errlen)
 {
-	int rc = e->q ? ds_dst_qemu(out, e->q, e->start, e->timeout_ms, err, errlen) :
-			ds_dst_file(out, path, err, errlen);
+	int rc;
+
+	if (e->q)
+		rc = ds_dst_qemu(out, e->q, e->start, e->timeout_ms, err, errlen);
+	else if (!path)
+		rc = ds_none(out, err, errlen);
+	else
+		rc = strcmp(path, "-") ? ds_dst_file(out, path, err, errlen) :
+					 ds_dst_stdout(out, err, errlen);
 
 	if (!rc)
 		ds_limit(*out, e->max_state);
