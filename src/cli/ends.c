@@ -107,6 +107,17 @@ static int map_sources(struct src_ends *e, char *err, size_t errlen)
 	return 0;
 }
 
+/* The workload of its kind: QEMU's guest, or the process --pid names. */
+static int open_kind(struct src_ends *e, const struct src_spec *s, const struct proc_ref *proc,
+		     const char **paths, const uint64_t *lens, char *err, size_t errlen)
+{
+	if (e->q)
+		return wl_open_qemu(&e->wl, proc, e->q, paths, lens, e->nrams, &s->track,
+				    s->timeout_ms, err, errlen);
+	return wl_open_process(&e->wl, proc, paths, lens, e->nrams, &s->track, s->timeout_ms,
+			       err, errlen);
+}
+
 /* The process writing the blocks, held by identity: a pid reused by
  * another process must not get our SIGSTOPs (proc.h). */
 static int open_workload(struct src_ends *e, const struct src_spec *s, char *err,
@@ -126,8 +137,7 @@ static int open_workload(struct src_ends *e, const struct src_spec *s, char *err
 		paths[i] = e->rams[i].path;
 		lens[i] = e->rams[i].len;
 	}
-	if (!rc && wl_open(&e->wl, proc, e->q, paths, lens, e->nrams, &s->track, s->timeout_ms,
-			   why, sizeof(why)))
+	if (!rc && open_kind(e, s, proc, paths, lens, why, sizeof(why)))
 		rc = cli_errf(err, errlen, -EINVAL, "cannot track the writes of %s %d: %s",
 			      e->q ? "QEMU" : "process", (int)proc->pid, why);
 	if (!rc && s->throttle && wl_throttle_open(e->wl, why, sizeof(why)))

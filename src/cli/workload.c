@@ -1,9 +1,10 @@
+/* The face of the workloads: what every kind shares (write tracking,
+ * SIGSTOP freezes, the throttle, whether the process still exists), and
+ * the kind's table (workload_int.h) asked where they differ. */
 #include "workload.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,57 +12,33 @@
 
 #include "cli.h"
 #include "dirty.h"
-#include "qmp.h"
 #include "throttle.h"
+#include "workload_int.h"
 
-struct workload {
-	pid_t pid;
-	struct proc_ref proc;    /* signals and /proc reach this process only */
-	struct qmp *q;           /* borrowed; NULL for a plain process */
-	struct dirty_set *ds;    /* the RAM files' written pages */
-	int timeout_ms;
-	bool frozen;             /* SIGSTOPped by us */
-	uint64_t frozen_ms;      /* ... since */
-	bool was_running;        /* a guest: running when we started */
-	struct throttle *thr;    /* auto-converge, once opened */
-};
-
-/* QEMU's vCPUs at most that are throttled. */
-#define MAX_VCPUS 1024
-
-/* A guest we can migrate runs or is paused; anything else (already migrated,
- * shut down, still waiting for its own incoming migration) is refused. */
-static int guest_state(struct workload *w, char *err, size_t errlen)
+struct workload *wl_alloc(size_t size, const struct workload_ops *ops)
 {
-	char st[32];
-	int rc = qmp_status(w->q, st, sizeof(st), err, errlen);
+	struct workload *w = calloc(1, size);
 
-	if (rc)
-		return rc;
-	w->was_running = !strcmp(st, "running");
-	if (!w->was_running && strcmp(st, "paused") && strcmp(st, "prelaunch"))
-		return cli_errf(err, errlen, -EINVAL, "QEMU's guest is %s: only a running or "
-			      "paused guest can be migrated", st);
-	return 0;
+	if (w)
+		w->ops = ops;
+	return w;
 }
 
-int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
+int wl_init(struct workload **out, struct workload *w, const struct proc_ref *proc,
 	    const char *const *paths, const uint64_t *lens, unsigned n,
 	    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen)
 {
-	struct workload *w = calloc(1, sizeof(*w));
 	int rc;
 
 	*out = NULL;
 	if (!w)
 		return cli_errf(err, errlen, -ENOMEM, "out of memory");
 	w->pid = proc->pid;
-	w->q = q;
 	w->timeout_ms = timeout_ms;
 	w->proc = (struct proc_ref)PROC_REF_INIT;
 	rc = proc_dup(&w->proc, proc, err, errlen);
-	if (!rc && q)
-		rc = guest_state(w, err, errlen);
+	if (!rc && w->ops->check)
+		rc = w->ops->check(w, err, errlen);
 	if (!rc)
 		rc = dirty_open(&w->ds, &w->proc, paths, lens, n, track, err, errlen);
 	if (rc) {
@@ -81,6 +58,8 @@ void wl_close(struct workload *w)
 	proc_close(&w->proc);
 	free(w);
 }
+
+/* ---- freezing ------------------------------------------------------------------ */
 
 static int stopped_thread(void *ctx, pid_t tid, char state)
 {
@@ -133,6 +112,8 @@ void wl_thaw(struct workload *w)
 	w->frozen = false;
 }
 
+/* ---- what it wrote ----------------------------------------------------------- */
+
 int wl_clear_dirty(struct workload *w, char *err, size_t errlen)
 {
 	return dirty_clear(w->ds, err, errlen);
@@ -168,86 +149,57 @@ void wl_tracking(const struct workload *w, const char **method, const char **why
 	*threads = dirty_threads(w->ds);
 }
 
+/* ---- the stop, and after ------------------------------------------------------- */
+
 int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, size_t errlen)
 {
-	int rc;
-
-	*now = !w->q;
 	*stop_ms = w->frozen_ms;
-	if (!w->q && w->frozen)
-		throttle_hold(w->thr);
-	if (!w->q)
-		return w->frozen ? 0 : cli_errf(err, errlen, -EINVAL, "the process is not frozen");
-	/* From here on the guest's writes are the last round's. */
-	rc = wl_clear_dirty(w, err, errlen);
-	wl_thaw(w);
-	return rc;
-}
-
-bool wl_was_running(const struct workload *w)
-{
-	return w->was_running;
+	return w->ops->begin_stop(w, now, err, errlen);
 }
 
 const char *wl_kind(const struct workload *w)
 {
-	return w->q ? "guest" : "process";
+	return w->ops->kind;
 }
 
 const char *wl_running_key(const struct workload *w)
 {
-	return w->q ? "guest-running" : "workload-running";
+	return w->ops->running_key;
 }
 
 void wl_left(const struct workload *w, char *buf, size_t len)
 {
-	if (w->q)
-		snprintf(buf, len, "the guest stays paused here: it now runs on the destination");
-	else
-		snprintf(buf, len, "process %d stays stopped: it now lives on the destination",
-			 (int)w->pid);
+	w->ops->left(w, buf, len);
 }
 
 const char *wl_runs_again(const struct workload *w)
 {
-	return w->q ? "the guest runs on the source again" : "the process keeps running here";
+	return w->ops->runs_again;
 }
 
 int wl_recheck(struct workload *w, char *err, size_t errlen)
 {
 	if (proc_signal(&w->proc, 0) == -ESRCH)
 		return cli_errf(err, errlen, -ESRCH, "%s %d exited while the migration waited "
-				"for start", w->q ? "QEMU" : "process", (int)w->pid);
-	return w->q ? guest_state(w, err, errlen) : 0;
+				"for start", w->ops->name, (int)w->pid);
+	return w->ops->check ? w->ops->check(w, err, errlen) : 0;
 }
 
 bool wl_untouched(struct workload *w, char *msg, size_t len)
 {
-	char st[32] = "", why[256];
-
 	if (proc_signal(&w->proc, 0) == -ESRCH) {
-		snprintf(msg, len, "%s %d has exited", w->q ? "QEMU" : "process", (int)w->pid);
+		snprintf(msg, len, "%s %d has exited", w->ops->name, (int)w->pid);
 		return false;
 	}
-	if (!w->q) {
-		snprintf(msg, len, "process %d was not touched and keeps running", (int)w->pid);
-		return true;
-	}
-	if (qmp_status(w->q, st, sizeof(st), why, sizeof(why))) {
-		snprintf(msg, len, "the guest was not touched; its state is unknown: %s", why);
-		return false;
-	}
-	snprintf(msg, len, "the guest was not touched (QEMU status %s)", st);
-	return !strcmp(st, "running");
+	return w->ops->untouched(w, msg, len);
 }
 
 int wl_resume(struct workload *w, char *err, size_t errlen)
 {
-	char why[512], st[32] = "";
-	int rc;
+	char why[512];
 
 	if (proc_signal(&w->proc, 0) == -ESRCH)
-		return cli_errf(err, errlen, -ESRCH, "%s %d has exited", w->q ? "QEMU" : "process",
+		return cli_errf(err, errlen, -ESRCH, "%s %d has exited", w->ops->name,
 				(int)w->pid);
 	/* Unthrottled before it runs on. */
 	if (throttle_pct(w->thr) && throttle_set(w->thr, 0, why, sizeof(why))) {
@@ -256,43 +208,10 @@ int wl_resume(struct workload *w, char *err, size_t errlen)
 				"released: %s", wl_kind(w), why);
 	}
 	wl_thaw(w);
-	if (!w->q)
-		return 0;
-	rc = qmp_status(w->q, st, sizeof(st), why, sizeof(why));
-	if (rc)
-		return cli_errf(err, errlen, rc, "the guest's state is unknown: %s", why);
-	if (!w->was_running)
-		return cli_errf(err, errlen, -EAGAIN, "the guest was paused before the migration "
-				"and stays paused on the source (QEMU status %s%s)", st,
-				strcmp(st, "postmigrate") ? "" : "; `cont` resumes it there");
-	if (!strcmp(st, "running"))
-		return 0;
-	/* QEMU stopped it for its switch-over (from 8.2 on a failed migration
-	 * leaves it paused, before that in postmigrate): it runs again. */
-	rc = qmp_cont(w->q, why, sizeof(why));
-	return rc ? cli_errf(err, errlen, rc, "the guest (QEMU status %s) could not be resumed: "
-			     "%s", st, why) : 0;
+	return w->ops->resume ? w->ops->resume(w, err, errlen) : 0;
 }
 
-/* QEMU's vCPU threads, from QEMU: each must be a thread of that QEMU. */
-static int vcpu_threads(struct workload *w, pid_t *tids, unsigned *n, char *err,
-			size_t errlen)
-{
-	char task[32];
-	unsigned i;
-	int rc = qmp_vcpu_threads(w->q, tids, MAX_VCPUS, n, err, errlen), fd;
-
-	for (i = 0; !rc && i < *n; i++) {
-		snprintf(task, sizeof(task), "task/%d", (int)tids[i]);
-		fd = proc_openat(&w->proc, task, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			rc = cli_errf(err, errlen, -ESRCH, "QEMU names thread %d as a vCPU's, but "
-				      "it is no thread of QEMU %d", (int)tids[i], (int)w->pid);
-		else
-			close(fd);
-	}
-	return rc;
-}
+/* ---- the throttle ---------------------------------------------------------------- */
 
 int wl_throttle_open(struct workload *w, char *err, size_t errlen)
 {
@@ -300,17 +219,8 @@ int wl_throttle_open(struct workload *w, char *err, size_t errlen)
 	unsigned n = 0;
 	char what[64];
 	struct thr_target t = { .proc = &w->proc, .what = what };
-	int rc = 0;
+	int rc = w->ops->throttle_target(w, &tids, &n, what, sizeof(what), err, errlen);
 
-	if (w->q) {
-		tids = calloc(MAX_VCPUS, sizeof(*tids));
-		if (!tids)
-			return cli_errf(err, errlen, -ENOMEM, "out of memory");
-		rc = vcpu_threads(w, tids, &n, err, errlen);
-		snprintf(what, sizeof(what), "QEMU's %u vCPU thread%s", n, n == 1 ? "" : "s");
-	} else {
-		snprintf(what, sizeof(what), "process %d", (int)w->pid);
-	}
 	t.tids = tids;
 	t.ntids = n;
 	if (!rc)

@@ -28,17 +28,21 @@ struct workload;
 /* Called while waiting for the workload (to keep the peer from timing
  * out): 0 to go on, or a negative errno to give up with. */
 typedef int (*wl_idle_fn)(void *ctx);
-/* Receives each run of dirty pages of file @file (index into wl_open's
+/* Receives each run of dirty pages of file @file (index into wl_open_*'s
  * @paths); a negative return stops the walk and is returned. */
 typedef int (*wl_mark_fn)(void *ctx, unsigned file, uint64_t off, uint64_t len);
 
-/* Tracks @proc's writes to each of @paths (@lens bytes each) the way
- * @track asks (dirty.h; NULL: the best there is); signals go to that
- * process only (proc.h).  @q: the guest's QMP connection, borrowed (NULL
- * for a plain process). */
-int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
-	    const char *const *paths, const uint64_t *lens, unsigned n,
-	    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen);
+/* The kinds of workload, one file each (workload_int.h says how to add
+ * one).  Each tracks @proc's writes to each of @paths (@lens bytes each)
+ * the way @track asks (dirty.h; NULL: the best there is); signals go to
+ * that process only (proc.h).  A plain process: */
+int wl_open_process(struct workload **out, const struct proc_ref *proc,
+		    const char *const *paths, const uint64_t *lens, unsigned n,
+		    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen);
+/* A QEMU guest, @q its QMP connection (borrowed): */
+int wl_open_qemu(struct workload **out, const struct proc_ref *proc, struct qmp *q,
+		 const char *const *paths, const uint64_t *lens, unsigned n,
+		 const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen);
 void wl_close(struct workload *w);
 
 /* Freezes every thread (SIGSTOP) and waits until all are stopped. */
@@ -65,9 +69,6 @@ void wl_tracking(const struct workload *w, const char **method, const char **why
  * its own migration (devstate.h), and what it wrote meanwhile is collected
  * then. */
 int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, size_t errlen);
-/* A guest: whether it was running when the migration started (one that was
- * paused stays paused after a failure). */
-bool wl_was_running(const struct workload *w);
 /* "guest" or "process": what the reports call it. */
 const char *wl_kind(const struct workload *w);
 /* The "failed" event's key for whether it runs again: "guest-running" or
@@ -103,7 +104,7 @@ void wl_throttle_state(const struct workload *w, unsigned *pct, uint64_t *ms);
 const char *wl_throttle_method(const struct workload *w, const char **where);
 
 /* A migration that waited (--defer) begins: the workload's state is read
- * again, as wl_open read it, since its manager may have changed it. */
+ * again, as wl_open_* read it, since its manager may have changed it. */
 int wl_recheck(struct workload *w, char *err, size_t errlen);
 
 /* After a migration that never began: whether the workload, which we never
