@@ -3,6 +3,18 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+int cli_err_set(struct cli_err *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (e) {
+		va_start(ap, fmt);
+		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
 int cli_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 {
 	va_list ap;
