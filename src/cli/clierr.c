@@ -15,6 +15,13 @@ int cli_err_set(struct cli_err *e, int code, const char *fmt, ...)
 	return code;
 }
 
+int cli_err_give(int code, const struct cli_err *e, char *buf, size_t len)
+{
+	if (code && buf && len)
+		snprintf(buf, len, "%s", e->msg);
+	return code;
+}
+
 int cli_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 {
 	va_list ap;
