@@ -84,15 +84,15 @@ int recv_files_prepare(struct app *a)
 		.state_sink = o->state_out || o->daemon, .max_state = o->max_state,
 		.timeout_ms = (int)(o->timeout_s * 1000),
 	};
-	char err[8192];
+	struct cli_err err;
 	int rc;
 
-	rc = ends_open_dest(&a->e, &sp, o->rams, o->nrams, err, sizeof(err));
+	rc = ends_open_dest(&a->e, &sp, o->rams, o->nrams, &err);
 	/* The ends own the blocks now. */
 	o->rams = NULL;
 	o->nrams = 0;
 	if (rc)
-		return cli_usage("%s", err);
+		return cli_usage("%s", err.msg);
 	if (o->ram_dir) {
 		rc = check_dir("--ram-dir", o->ram_dir, o->ram_dir);
 		if (rc)
@@ -200,7 +200,7 @@ static int claim_state(struct mig *m, struct cli_err *err)
 		snprintf(path, sizeof(path), "%s/state", m->dir);
 		p = path;
 	}
-	rc = ends_dest_state(&m->app->e, p, &m->ds, CLI_ERR_BUF(err));
+	rc = ends_dest_state(&m->app->e, p, &m->ds, err);
 	return rc ? rc : ds_prepare(m->ds, CLI_ERR_BUF(err));
 }
 

@@ -180,13 +180,13 @@ static int open_ends(struct sender *x)
 		.live = x->o.live, .timeout_ms = (int)(x->o.timeout_s * 1000),
 		.track = { .mode = x->o.track }, .throttle = x->o.auto_converge,
 	};
-	char err[2048];
-	int rc = ends_open_source(&x->e, &sp, x->o.rams, x->o.nrams, err, sizeof(err));
+	struct cli_err err;
+	int rc = ends_open_source(&x->e, &sp, x->o.rams, x->o.nrams, &err);
 
 	/* The ends own the blocks now. */
 	x->o.rams = NULL;
 	x->o.nrams = 0;
-	return rc ? cli_usage("%s", err) : 0;
+	return rc ? cli_usage("%s", err.msg) : 0;
 }
 
 static void watch(struct sender *x)
@@ -267,7 +267,7 @@ static int estimate(struct sender *x)
 	struct rdmig_config cfg;
 	struct est_measure m;
 	uint64_t *lens = calloc(x->e.nrams, sizeof(*lens));
-	char err[1024];
+	struct cli_err err;
 	unsigned i;
 	int rc;
 
@@ -276,15 +276,15 @@ static int estimate(struct sender *x)
 	for (i = 0; i < x->e.nrams; i++)
 		lens[i] = x->e.rams[i].len;
 	rc = est_measure(x->s, x->e.wl, lens, x->e.nrams, x->o.host, x->o.port,
-			 x->o.estimate_s * 1000, &m, err, sizeof(err));
+			 x->o.estimate_s * 1000, &m, &err);
 	free(lens);
 	if (rc) {
 		int code = rc == -EINTR ? CLI_EX_CANCELLED :
 			   m.connected ? CLI_EX_TRANSFER : CLI_EX_CONNECT;
 
-		cli_err("estimate: %s (the workload runs on, untouched)", err);
+		cli_err("estimate: %s (the workload runs on, untouched)", err.msg);
 		if (x->o.json)
-			cli_emit_failed(err, code, NULL);
+			cli_emit_failed(err.msg, code, NULL);
 		return code;
 	}
 	source_config(x, &cfg);
