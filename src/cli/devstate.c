@@ -13,13 +13,13 @@
 /* ---- for the kinds ---------------------------------------------------------- */
 
 int ds_new(struct devstate **out, size_t size, const struct devstate_ops *ops,
-	   int timeout_ms, char *err, size_t errlen)
+	   int timeout_ms, struct cli_err *err)
 {
 	struct devstate *d = calloc(1, size);
 
 	*out = d;
 	if (!d)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	d->ops = ops;
 	d->timeout_ms = timeout_ms;
 	return 0;
@@ -65,12 +65,11 @@ uint64_t ds_slurp_bytes(const struct devstate *d)
 	return d->len;
 }
 
-ssize_t ds_slurp_read(struct devstate *d, void *buf, size_t len, char *err, size_t errlen)
+ssize_t ds_slurp_read(struct devstate *d, void *buf, size_t len, struct cli_err *err)
 {
 	size_t n;
 
 	(void)err;
-	(void)errlen;
 	/* The state follows the memory: nothing before the release. */
 	if (!d->released)
 		return -EAGAIN;
@@ -81,8 +80,7 @@ ssize_t ds_slurp_read(struct devstate *d, void *buf, size_t len, char *err, size
 	return (ssize_t)n;
 }
 
-int ds_write_fd(int fd, const void *data, size_t len, const char *what, char *err,
-		size_t errlen)
+int ds_write_fd(int fd, const void *data, size_t len, const char *what, struct cli_err *err)
 {
 	const char *p = data;
 	ssize_t n;
@@ -92,7 +90,7 @@ int ds_write_fd(int fd, const void *data, size_t len, const char *what, char *er
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return cli_errf(err, errlen, -errno, "writing %s: %s", what, strerror(errno));
+			return cli_err_set(err, -errno, "writing %s: %s", what, strerror(errno));
 		p += n;
 		len -= (size_t)n;
 	}
@@ -116,25 +114,25 @@ uint64_t ds_bytes(const struct devstate *d)
 	return d->ops->bytes ? d->ops->bytes(d) : d->written;
 }
 
-int ds_prepare(struct devstate *d, char *err, size_t errlen)
+int ds_prepare(struct devstate *d, struct cli_err *err)
 {
-	return d->ops->prepare ? d->ops->prepare(d, err, errlen) : 0;
+	return d->ops->prepare ? d->ops->prepare(d, err) : 0;
 }
 
-int ds_start(struct devstate *d, char *err, size_t errlen)
+int ds_start(struct devstate *d, struct cli_err *err)
 {
-	return d->ops->start ? d->ops->start(d, err, errlen) : 0;
+	return d->ops->start ? d->ops->start(d, err) : 0;
 }
 
-int ds_stopped(struct devstate *d, uint64_t *stop_ms, char *err, size_t errlen)
+int ds_stopped(struct devstate *d, uint64_t *stop_ms, struct cli_err *err)
 {
-	return d->ops->stopped ? d->ops->stopped(d, stop_ms, err, errlen) : -ENOTSUP;
+	return d->ops->stopped ? d->ops->stopped(d, stop_ms, err) : -ENOTSUP;
 }
 
-int ds_release(struct devstate *d, char *err, size_t errlen)
+int ds_release(struct devstate *d, struct cli_err *err)
 {
 	d->released = true;
-	return d->ops->release ? d->ops->release(d, err, errlen) : 0;
+	return d->ops->release ? d->ops->release(d, err) : 0;
 }
 
 int ds_fd(const struct devstate *d)
@@ -142,33 +140,33 @@ int ds_fd(const struct devstate *d)
 	return d->ops->fd ? d->ops->fd(d) : -1;
 }
 
-ssize_t ds_read(struct devstate *d, void *buf, size_t len, char *err, size_t errlen)
+ssize_t ds_read(struct devstate *d, void *buf, size_t len, struct cli_err *err)
 {
-	return d->ops->read ? d->ops->read(d, buf, len, err, errlen) : -EAGAIN;
+	return d->ops->read ? d->ops->read(d, buf, len, err) : -EAGAIN;
 }
 
-int ds_write(struct devstate *d, const void *data, size_t len, char *err, size_t errlen)
+int ds_write(struct devstate *d, const void *data, size_t len, struct cli_err *err)
 {
 	/* A source that sends state without end must not fill the filesystem
 	 * (or QEMU's memory). */
 	if (d->max && len > d->max - (d->written < d->max ? d->written : d->max))
-		return cli_errf(err, errlen, -EFBIG, "the device state is larger than this "
-				"destination takes (%llu bytes, --max-state)",
-				(unsigned long long)d->max);
+		return cli_err_set(err, -EFBIG, "the device state is larger than this "
+				   "destination takes (%llu bytes, --max-state)",
+				   (unsigned long long)d->max);
 	d->written += len;
 	if (!d->ops->write)
-		return cli_errf(err, errlen, -EBADF, "no state sink");
-	return d->ops->write(d, data, len, err, errlen);
+		return cli_err_set(err, -EBADF, "no state sink");
+	return d->ops->write(d, data, len, err);
 }
 
-int ds_commit(struct devstate *d, char *err, size_t errlen)
+int ds_commit(struct devstate *d, struct cli_err *err)
 {
-	return d->ops->commit ? d->ops->commit(d, err, errlen) : 0;
+	return d->ops->commit ? d->ops->commit(d, err) : 0;
 }
 
-int ds_finish(struct devstate *d, char *err, size_t errlen)
+int ds_finish(struct devstate *d, struct cli_err *err)
 {
-	return d->ops->finish ? d->ops->finish(d, err, errlen) : 0;
+	return d->ops->finish ? d->ops->finish(d, err) : 0;
 }
 
 void ds_abort(struct devstate *d, char *note, size_t len)
@@ -188,14 +186,14 @@ const char *ds_guest(const struct devstate *d)
 	return d->ops->guest ? d->ops->guest(d) : NULL;
 }
 
-int ds_close(struct devstate *d, char *err, size_t errlen)
+int ds_close(struct devstate *d, struct cli_err *err)
 {
 	int rc = 0;
 
 	if (!d)
 		return 0;
 	if (d->ops->close)
-		rc = d->ops->close(d, err, errlen);
+		rc = d->ops->close(d, err);
 	free(d->data);
 	free(d);
 	return rc;

@@ -23,21 +23,21 @@ static const struct devstate_ops src_file_ops = {
 	.read = ds_slurp_read,
 };
 
-int ds_src_file(struct devstate **out, const char *path, char *err, size_t errlen)
+int ds_src_file(struct devstate **out, const char *path, struct cli_err *err)
 {
 	struct stat st;
-	int fd, rc = ds_new(out, sizeof(**out), &src_file_ops, 0, err, errlen);
+	int fd, rc = ds_new(out, sizeof(**out), &src_file_ops, 0, err);
 
 	if (rc)
 		return rc;
 	fd = sopen_file(path, &(struct sopen_how){ .flags = O_RDONLY, .follow = true }, &st,
-			err, errlen);
+			CLI_ERR_BUF(err));
 	if (fd < 0)
 		return fd;
 	rc = ds_slurp(*out, fd);
 	close(fd);
-	return rc ? cli_errf(err, errlen, rc, "cannot read state file %s: %s", path,
-			     strerror(-rc)) : 0;
+	return rc ? cli_err_set(err, rc, "cannot read state file %s: %s", path,
+				strerror(-rc)) : 0;
 }
 
 /* ---- the destination ---------------------------------------------------------- */
@@ -56,7 +56,7 @@ static struct dst_file *dst_file(const struct devstate *d)
 /* FILE.part becomes FILE at the end: a FILE there already must be ours, or
  * the rename would fail after the source handed over (or, run as root,
  * replace another user's file). */
-static int final_ours(const char *path, char *err, size_t errlen)
+static int final_ours(const char *path, struct cli_err *err)
 {
 	struct stat st;
 
@@ -64,13 +64,13 @@ static int final_ours(const char *path, char *err, size_t errlen)
 		return 0;
 	if (S_ISREG(st.st_mode) && st.st_uid == geteuid())
 		return 0;
-	return cli_errf(err, errlen, -EEXIST, "%s already exists and is not a file of ours "
-			"(uid %u): remove it", path, (unsigned)st.st_uid);
+	return cli_err_set(err, -EEXIST, "%s already exists and is not a file of ours "
+			   "(uid %u): remove it", path, (unsigned)st.st_uid);
 }
 
 /* FILE.part, made by us alone (O_EXCL): one another user made first would
  * receive the device state.  A leftover of ours from a failed run goes. */
-static int create_part(const char *part, char *err, size_t errlen)
+static int create_part(const char *part, struct cli_err *err)
 {
 	int fd = -1, tries;
 	struct stat st;
@@ -81,47 +81,46 @@ static int create_part(const char *part, char *err, size_t errlen)
 			break;
 		if (lstat(part, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 		    unlink(part))
-			return cli_errf(err, errlen, -EEXIST, "%s already exists and is not a "
-					"leftover of ours: remove it", part);
+			return cli_err_set(err, -EEXIST, "%s already exists and is not a "
+					   "leftover of ours: remove it", part);
 	}
 	if (fd < 0)
-		return cli_errf(err, errlen, -errno, "cannot create %s: %s", part, strerror(errno));
+		return cli_err_set(err, -errno, "cannot create %s: %s", part, strerror(errno));
 	return fd;
 }
 
-static int dst_prepare(struct devstate *d, char *err, size_t errlen)
+static int dst_prepare(struct devstate *d, struct cli_err *err)
 {
 	struct dst_file *f = dst_file(d);
-	int rc = final_ours(f->path, err, errlen);
+	int rc = final_ours(f->path, err);
 
 	if (!rc)
-		rc = create_part(f->part, err, errlen);
+		rc = create_part(f->part, err);
 	if (rc < 0)
 		return rc;
 	f->fd = rc;
 	return 0;
 }
 
-static int dst_write(struct devstate *d, const void *data, size_t len, char *err,
-		     size_t errlen)
+static int dst_write(struct devstate *d, const void *data, size_t len, struct cli_err *err)
 {
 	struct dst_file *f = dst_file(d);
 
 	if (f->fd < 0)
-		return cli_errf(err, errlen, -EBADF, "no state sink");
-	return ds_write_fd(f->fd, data, len, f->part, err, errlen);
+		return cli_err_set(err, -EBADF, "no state sink");
+	return ds_write_fd(f->fd, data, len, f->part, err);
 }
 
-static int dst_commit(struct devstate *d, char *err, size_t errlen)
+static int dst_commit(struct devstate *d, struct cli_err *err)
 {
 	struct dst_file *f = dst_file(d);
 
 	if (f->fd >= 0 && fsync(f->fd))
-		return cli_errf(err, errlen, -EIO, "cannot write %s: %s", f->part, strerror(errno));
+		return cli_err_set(err, -EIO, "cannot write %s: %s", f->part, strerror(errno));
 	return 0;
 }
 
-static int dst_finish(struct devstate *d, char *err, size_t errlen)
+static int dst_finish(struct devstate *d, struct cli_err *err)
 {
 	struct dst_file *f = dst_file(d);
 
@@ -129,12 +128,12 @@ static int dst_finish(struct devstate *d, char *err, size_t errlen)
 		return 0;
 	if (close(f->fd)) {
 		f->fd = -1;
-		return cli_errf(err, errlen, -EIO, "cannot write %s: %s", f->part, strerror(errno));
+		return cli_err_set(err, -EIO, "cannot write %s: %s", f->part, strerror(errno));
 	}
 	f->fd = -1;
 	if (rename(f->part, f->path))
-		return cli_errf(err, errlen, -EIO, "cannot rename %s to %s: %s", f->part, f->path,
-				strerror(errno));
+		return cli_err_set(err, -EIO, "cannot rename %s to %s: %s", f->part, f->path,
+				   strerror(errno));
 	f->part[0] = '\0';
 	return 0;
 }
@@ -154,12 +153,11 @@ static void dst_abort(struct devstate *d, char *note, size_t len)
 	f->part[0] = '\0';
 }
 
-static int dst_close(struct devstate *d, char *err, size_t errlen)
+static int dst_close(struct devstate *d, struct cli_err *err)
 {
 	char note[8];
 
 	(void)err;
-	(void)errlen;
 	dst_abort(d, note, sizeof(note));
 	return 0;
 }
@@ -174,10 +172,10 @@ static const struct devstate_ops dst_file_ops = {
 	.close = dst_close,
 };
 
-int ds_dst_file(struct devstate **out, const char *path, char *err, size_t errlen)
+int ds_dst_file(struct devstate **out, const char *path, struct cli_err *err)
 {
 	struct dst_file *f;
-	int rc = ds_new(out, sizeof(*f), &dst_file_ops, 0, err, errlen);
+	int rc = ds_new(out, sizeof(*f), &dst_file_ops, 0, err);
 
 	if (rc)
 		return rc;

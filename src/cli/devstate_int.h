@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct cli_err;
 struct devstate;
 
 /* The kind's object of type @type around @ds (its member d). */
@@ -35,27 +36,26 @@ struct devstate_ops {
 	/* NULL: the bytes written so far (a destination). */
 	uint64_t (*bytes)(const struct devstate *d);
 	/* NULL: nothing to prepare, start, release, commit or finish. */
-	int (*prepare)(struct devstate *d, char *err, size_t errlen);
-	int (*start)(struct devstate *d, char *err, size_t errlen);
+	int (*prepare)(struct devstate *d, struct cli_err *err);
+	int (*start)(struct devstate *d, struct cli_err *err);
 	/* NULL: -ENOTSUP, the endpoint never stops the workload. */
-	int (*stopped)(struct devstate *d, uint64_t *stop_ms, char *err, size_t errlen);
-	int (*release)(struct devstate *d, char *err, size_t errlen);
+	int (*stopped)(struct devstate *d, uint64_t *stop_ms, struct cli_err *err);
+	int (*release)(struct devstate *d, struct cli_err *err);
 	/* NULL: -1, read never answers -EAGAIN once released. */
 	int (*fd)(const struct devstate *d);
 	/* NULL: -EAGAIN. */
-	ssize_t (*read)(struct devstate *d, void *buf, size_t len, char *err, size_t errlen);
+	ssize_t (*read)(struct devstate *d, void *buf, size_t len, struct cli_err *err);
 	/* Called once --max-state allowed @len more; NULL: "no state sink". */
-	int (*write)(struct devstate *d, const void *data, size_t len, char *err,
-		     size_t errlen);
-	int (*commit)(struct devstate *d, char *err, size_t errlen);
-	int (*finish)(struct devstate *d, char *err, size_t errlen);
+	int (*write)(struct devstate *d, const void *data, size_t len, struct cli_err *err);
+	int (*commit)(struct devstate *d, struct cli_err *err);
+	int (*finish)(struct devstate *d, struct cli_err *err);
 	/* @note is "" on entry; NULL: nothing to undo. */
 	void (*abort)(struct devstate *d, char *note, size_t len);
 	/* NULL: "" and NULL. */
 	const char *(*outcome)(const struct devstate *d);
 	const char *(*guest)(const struct devstate *d);
 	/* Releases what the kind holds, not @d itself; NULL: nothing held. */
-	int (*close)(struct devstate *d, char *err, size_t errlen);
+	int (*close)(struct devstate *d, struct cli_err *err);
 };
 
 /* What every endpoint has. */
@@ -73,15 +73,14 @@ struct devstate {
 /* A zeroed object of @size bytes (a kind's, starting with its struct
  * devstate) for @ops, in *@out. */
 int ds_new(struct devstate **out, size_t size, const struct devstate_ops *ops,
-	   int timeout_ms, char *err, size_t errlen);
+	   int timeout_ms, struct cli_err *err);
 /* A source read whole: @fd read to its end into d->data.  0 or a negative
  * errno (no message: the caller names the file). */
 int ds_slurp(struct devstate *d, int fd);
 /* ... and its operations: the bytes held, and reading them once released. */
 uint64_t ds_slurp_bytes(const struct devstate *d);
-ssize_t ds_slurp_read(struct devstate *d, void *buf, size_t len, char *err, size_t errlen);
+ssize_t ds_slurp_read(struct devstate *d, void *buf, size_t len, struct cli_err *err);
 /* Writes all of @data to @fd; an error names @what. */
-int ds_write_fd(int fd, const void *data, size_t len, const char *what, char *err,
-		size_t errlen);
+int ds_write_fd(int fd, const void *data, size_t len, const char *what, struct cli_err *err);
 
 #endif

@@ -10,7 +10,7 @@ static const struct devstate_ops none_ops = {
 	.read = ds_slurp_read,  /* nothing held: end of stream once released */
 };
 
-int ds_none(struct devstate **out, char *err, size_t errlen)
+int ds_none(struct devstate **out, struct cli_err *err)
 {
-	return ds_new(out, sizeof(**out), &none_ops, 0, err, errlen);
+	return ds_new(out, sizeof(**out), &none_ops, 0, err);
 }

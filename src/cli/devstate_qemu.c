@@ -26,18 +26,18 @@ static struct ds_qemu *ds_qemu(const struct devstate *d)
 }
 
 static int qemu_new(struct devstate **out, const struct devstate_ops *ops, struct qmp *q,
-		    int timeout_ms, char *err, size_t errlen)
+		    int timeout_ms, struct cli_err *err)
 {
-	int rc = ds_new(out, sizeof(struct ds_qemu), ops, timeout_ms, err, errlen);
+	int rc = ds_new(out, sizeof(struct ds_qemu), ops, timeout_ms, err);
 
 	if (!rc)
 		ds_qemu(*out)->q = q;
 	return rc;
 }
 
-static int qemu_close(struct devstate *d, char *err, size_t errlen)
+static int qemu_close(struct devstate *d, struct cli_err *err)
 {
-	return vms_close(ds_qemu(d)->vms, err, errlen);
+	return vms_close(ds_qemu(d)->vms, CLI_ERR_BUF(err));
 }
 
 /* ---- the source ------------------------------------------------------------ */
@@ -48,24 +48,24 @@ static uint64_t src_bytes(const struct devstate *d)
 	return UINT64_MAX;  /* not known before QEMU is done */
 }
 
-static int src_prepare(struct devstate *d, char *err, size_t errlen)
+static int src_prepare(struct devstate *d, struct cli_err *err)
 {
-	return vms_prepare(&ds_qemu(d)->vms, ds_qemu(d)->q, true, err, errlen);
+	return vms_prepare(&ds_qemu(d)->vms, ds_qemu(d)->q, true, CLI_ERR_BUF(err));
 }
 
-static int src_start(struct devstate *d, char *err, size_t errlen)
+static int src_start(struct devstate *d, struct cli_err *err)
 {
-	return vms_begin(ds_qemu(d)->vms, err, errlen);
+	return vms_begin(ds_qemu(d)->vms, CLI_ERR_BUF(err));
 }
 
-static int src_stopped(struct devstate *d, uint64_t *stop_ms, char *err, size_t errlen)
+static int src_stopped(struct devstate *d, uint64_t *stop_ms, struct cli_err *err)
 {
-	return vms_stopped(ds_qemu(d)->vms, stop_ms, err, errlen);
+	return vms_stopped(ds_qemu(d)->vms, stop_ms, CLI_ERR_BUF(err));
 }
 
-static int src_release(struct devstate *d, char *err, size_t errlen)
+static int src_release(struct devstate *d, struct cli_err *err)
 {
-	return vms_release(ds_qemu(d)->vms, err, errlen);
+	return vms_release(ds_qemu(d)->vms, CLI_ERR_BUF(err));
 }
 
 static int src_fd(const struct devstate *d)
@@ -73,17 +73,17 @@ static int src_fd(const struct devstate *d)
 	return ds_qemu(d)->vms ? vms_fd(ds_qemu(d)->vms) : -1;
 }
 
-static ssize_t src_read(struct devstate *d, void *buf, size_t len, char *err, size_t errlen)
+static ssize_t src_read(struct devstate *d, void *buf, size_t len, struct cli_err *err)
 {
 	struct ds_qemu *m = ds_qemu(d);
 
 	/* Nothing comes before QEMU's migration was prepared. */
-	return m->vms ? vms_read(m->vms, buf, len, err, errlen) : -EAGAIN;
+	return m->vms ? vms_read(m->vms, buf, len, CLI_ERR_BUF(err)) : -EAGAIN;
 }
 
-static int src_commit(struct devstate *d, char *err, size_t errlen)
+static int src_commit(struct devstate *d, struct cli_err *err)
 {
-	return vms_save_finish(ds_qemu(d)->vms, d->timeout_ms, err, errlen);
+	return vms_save_finish(ds_qemu(d)->vms, d->timeout_ms, CLI_ERR_BUF(err));
 }
 
 static const struct devstate_ops src_qemu_ops = {
@@ -99,58 +99,56 @@ static const struct devstate_ops src_qemu_ops = {
 	.close = qemu_close,
 };
 
-int ds_src_qemu(struct devstate **out, struct qmp *q, int timeout_ms, char *err,
-		size_t errlen)
+int ds_src_qemu(struct devstate **out, struct qmp *q, int timeout_ms, struct cli_err *err)
 {
-	return qemu_new(out, &src_qemu_ops, q, timeout_ms, err, errlen);
+	return qemu_new(out, &src_qemu_ops, q, timeout_ms, err);
 }
 
 /* ---- the destination ---------------------------------------------------------- */
 
 /* A destination QEMU must be waiting for its incoming migration. */
-static int dst_prepare(struct devstate *d, char *err, size_t errlen)
+static int dst_prepare(struct devstate *d, struct cli_err *err)
 {
 	struct ds_qemu *m = ds_qemu(d);
 	char st[32] = "";
-	int rc = qmp_status(m->q, st, sizeof(st), err, errlen);
+	int rc = qmp_status(m->q, st, sizeof(st), CLI_ERR_BUF(err));
 
 	if (!rc && strcmp(st, "inmigrate"))
-		rc = cli_errf(err, errlen, -EBUSY, "the destination QEMU is %s, not waiting for "
-			      "an incoming migration", st);
-	return rc ? rc : vms_prepare(&m->vms, m->q, false, err, errlen);
+		rc = cli_err_set(err, -EBUSY, "the destination QEMU is %s, not waiting for "
+				 "an incoming migration", st);
+	return rc ? rc : vms_prepare(&m->vms, m->q, false, CLI_ERR_BUF(err));
 }
 
-static int dst_write(struct devstate *d, const void *data, size_t len, char *err,
-		     size_t errlen)
+static int dst_write(struct devstate *d, const void *data, size_t len, struct cli_err *err)
 {
 	struct ds_qemu *m = ds_qemu(d);
 	/* The first bytes start QEMU's incoming migration (prepared at
 	 * admission, so this is one QMP command). */
-	int rc = vms_begin(m->vms, err, errlen);
+	int rc = vms_begin(m->vms, CLI_ERR_BUF(err));
 
 	m->got = true;
-	return rc ? rc : vms_write(m->vms, data, len, d->timeout_ms, err, errlen);
+	return rc ? rc : vms_write(m->vms, data, len, d->timeout_ms, CLI_ERR_BUF(err));
 }
 
 /* The source hears "completed" only once its guest runs here (or, without
  * start, is loaded and paused).  The source waits its timeout for our
  * answer from the keepalive sent before this: QEMU must be done well
  * within that, or it gives up while the guest starts here. */
-static int dst_commit(struct devstate *d, char *err, size_t errlen)
+static int dst_commit(struct devstate *d, struct cli_err *err)
 {
 	struct ds_qemu *m = ds_qemu(d);
 	int rc;
 
 	if (!m->got)
-		return cli_errf(err, errlen, -EPROTO, "the source sent no device state for QEMU "
-				"(is it migrate-send --qmp?)");
-	rc = vms_load_finish(m->vms, d->timeout_ms * 3 / 4, err, errlen);
+		return cli_err_set(err, -EPROTO, "the source sent no device state for QEMU "
+				   "(is it migrate-send --qmp?)");
+	rc = vms_load_finish(m->vms, d->timeout_ms * 3 / 4, CLI_ERR_BUF(err));
 	if (!rc && m->start) {
 		char why[512];
 
 		rc = qmp_cont(m->q, why, sizeof(why));
 		if (rc)
-			cli_errf(err, errlen, rc, "%s", why);
+			cli_err_set(err, rc, "%s", why);
 		m->started = rc == 0;
 	}
 	return rc;
@@ -195,9 +193,9 @@ static const struct devstate_ops dst_qemu_ops = {
 };
 
 int ds_dst_qemu(struct devstate **out, struct qmp *q, bool start, int timeout_ms,
-		char *err, size_t errlen)
+		struct cli_err *err)
 {
-	int rc = qemu_new(out, &dst_qemu_ops, q, timeout_ms, err, errlen);
+	int rc = qemu_new(out, &dst_qemu_ops, q, timeout_ms, err);
 
 	if (!rc)
 		ds_qemu(*out)->start = start;

@@ -16,28 +16,27 @@ static const struct devstate_ops stdin_ops = {
 	.read = ds_slurp_read,
 };
 
-int ds_src_stdin(struct devstate **out, char *err, size_t errlen)
+int ds_src_stdin(struct devstate **out, struct cli_err *err)
 {
-	int rc = ds_new(out, sizeof(**out), &stdin_ops, 0, err, errlen);
+	int rc = ds_new(out, sizeof(**out), &stdin_ops, 0, err);
 
 	if (!rc)
 		rc = ds_slurp(*out, 0);
-	return rc ? cli_errf(err, errlen, rc, "cannot read state file -: %s", strerror(-rc)) : 0;
+	return rc ? cli_err_set(err, rc, "cannot read state file -: %s", strerror(-rc)) : 0;
 }
 
-static int stdout_write(struct devstate *d, const void *data, size_t len, char *err,
-			size_t errlen)
+static int stdout_write(struct devstate *d, const void *data, size_t len, struct cli_err *err)
 {
 	(void)d;
-	return ds_write_fd(1, data, len, "the state", err, errlen);
+	return ds_write_fd(1, data, len, "the state", err);
 }
 
-static int stdout_commit(struct devstate *d, char *err, size_t errlen)
+static int stdout_commit(struct devstate *d, struct cli_err *err)
 {
 	(void)d;
 	if (fflush(stdout))
-		return cli_errf(err, errlen, -EIO, "cannot write the state to standard output: %s",
-				strerror(errno));
+		return cli_err_set(err, -EIO, "cannot write the state to standard output: %s",
+				   strerror(errno));
 	return 0;
 }
 
@@ -47,7 +46,7 @@ static const struct devstate_ops stdout_ops = {
 	.commit = stdout_commit,
 };
 
-int ds_dst_stdout(struct devstate **out, char *err, size_t errlen)
+int ds_dst_stdout(struct devstate **out, struct cli_err *err)
 {
-	return ds_new(out, sizeof(**out), &stdout_ops, 0, err, errlen);
+	return ds_new(out, sizeof(**out), &stdout_ops, 0, err);
 }

@@ -83,16 +83,16 @@ static int source_qemu(struct src_ends *e, const struct src_spec *s, struct cli_
 		return cli_err_set(err, -ESRCH, "--qmp %s: QEMU runs in another pid namespace: "
 				   "its writes cannot be tracked from here", s->qmp);
 	rc = qemu_rams(e->q, s->qmp, &e->rams, &e->nrams, err);
-	return rc ? rc : ds_src_qemu(&e->ds, e->q, s->timeout_ms, CLI_ERR_BUF(err));
+	return rc ? rc : ds_src_qemu(&e->ds, e->q, s->timeout_ms, err);
 }
 
 /* --state-in: a file, standard input ("-"), or no device state. */
 static int state_in(struct devstate **ds, const char *path, struct cli_err *err)
 {
 	if (!path)
-		return ds_none(ds, CLI_ERR_BUF(err));
-	return strcmp(path, "-") ? ds_src_file(ds, path, CLI_ERR_BUF(err)) :
-				   ds_src_stdin(ds, CLI_ERR_BUF(err));
+		return ds_none(ds, err);
+	return strcmp(path, "-") ? ds_src_file(ds, path, err) :
+				   ds_src_stdin(ds, err);
 }
 
 static int map_sources(struct src_ends *e, struct cli_err *err)
@@ -112,9 +112,8 @@ static int open_kind(struct src_ends *e, const struct src_spec *s, const struct 
 {
 	if (e->q)
 		return wl_open_qemu(&e->wl, proc, e->q, paths, lens, e->nrams, &s->track,
-				    s->timeout_ms, CLI_ERR_BUF(err));
-	return wl_open_process(&e->wl, proc, paths, lens, e->nrams, &s->track, s->timeout_ms,
-			       CLI_ERR_BUF(err));
+				    s->timeout_ms, err);
+	return wl_open_process(&e->wl, proc, paths, lens, e->nrams, &s->track, s->timeout_ms,err);
 }
 
 /* The process writing the blocks, held by identity: a pid reused by
@@ -138,7 +137,7 @@ static int open_workload(struct src_ends *e, const struct src_spec *s, struct cl
 	if (!rc && open_kind(e, s, proc, paths, lens, &why))
 		rc = cli_err_set(err, -EINVAL, "cannot track the writes of %s %d: %s",
 				 e->q ? "QEMU" : "process", (int)proc->pid, why.msg);
-	if (!rc && s->throttle && wl_throttle_open(e->wl, why.msg, sizeof(why.msg)))
+	if (!rc && s->throttle && wl_throttle_open(e->wl, &why))
 		rc = cli_err_set(err, -ENOTSUP, "--auto-converge: %s", why.msg);
 	proc_close(&own);
 	free(paths);
@@ -167,7 +166,7 @@ void ends_close_source(struct src_ends *e)
 {
 	unsigned i;
 
-	ds_close(e->ds, NULL, 0);
+	ds_close(e->ds, NULL);
 	wl_close(e->wl);
 	qmp_close(e->q);
 	for (i = 0; i < e->nrams; i++)
@@ -261,12 +260,12 @@ int ends_dest_state(const struct dst_ends *e, const char *path, struct devstate 
 	int rc;
 
 	if (e->q)
-		rc = ds_dst_qemu(out, e->q, e->start, e->timeout_ms, CLI_ERR_BUF(err));
+		rc = ds_dst_qemu(out, e->q, e->start, e->timeout_ms, err);
 	else if (!path)
-		rc = ds_none(out, CLI_ERR_BUF(err));
+		rc = ds_none(out, err);
 	else
-		rc = strcmp(path, "-") ? ds_dst_file(out, path, CLI_ERR_BUF(err)) :
-					 ds_dst_stdout(out, CLI_ERR_BUF(err));
+		rc = strcmp(path, "-") ? ds_dst_file(out, path, err) :
+					 ds_dst_stdout(out, err);
 
 	if (!rc)
 		ds_limit(*out, e->max_state);

@@ -76,13 +76,13 @@ static void *run_round(void *arg)
  * frozen in between, as a round does it.  @bytes: what it wrote. */
 static int sample(struct workload *w, struct sampler *sp, uint64_t *bytes, struct cli_err *err)
 {
-	int rc = wl_freeze(w, NULL, NULL, CLI_ERR_BUF(err));
+	int rc = wl_freeze(w, NULL, NULL, err);
 
 	*bytes = 0;
 	if (!rc && sp)
-		rc = wl_collect_dirty(w, mark, sp, bytes, CLI_ERR_BUF(err));
+		rc = wl_collect_dirty(w, mark, sp, bytes, err);
 	if (!rc)
-		rc = wl_clear_dirty(w, CLI_ERR_BUF(err));
+		rc = wl_clear_dirty(w, err);
 	wl_thaw(w);
 	return rc;
 }

@@ -201,7 +201,7 @@ static int claim_state(struct mig *m, struct cli_err *err)
 		p = path;
 	}
 	rc = ends_dest_state(&m->app->e, p, &m->ds, err);
-	return rc ? rc : ds_prepare(m->ds, CLI_ERR_BUF(err));
+	return rc ? rc : ds_prepare(m->ds, err);
 }
 
 int recv_files_claim(struct mig *m, struct cli_err *err)
@@ -310,11 +310,12 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 static int state_cb(void *ctx, const void *data, size_t len, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
+	struct cli_err err;
+	int rc = m->ds ? ds_write(m->ds, data, len, &err) :
+			 cli_err_set(&err, -EPROTO, "device state before the migration was "
+				     "admitted");
 
-	if (!m->ds)
-		return cli_errf(errbuf, errlen, -EPROTO, "device state before the migration was "
-				"admitted");
-	return ds_write(m->ds, data, len, errbuf, errlen);
+	return cli_err_give(rc, &err, errbuf, errlen);
 }
 
 /* After the block map: every --ram block must have been announced. */
@@ -379,7 +380,7 @@ static int sync_files(struct mig *m, struct cli_err *err)
 int recv_files_finish(struct mig *m, struct cli_err *err)
 {
 	unsigned i;
-	int rc = ds_finish(m->ds, CLI_ERR_BUF(err));
+	int rc = ds_finish(m->ds, err);
 
 	for (i = 0; !rc && i < m->nfiles; i++)
 		rc = img_complete(&m->files[i], CLI_ERR_BUF(err));
@@ -397,7 +398,7 @@ static int commit_cb(void *ctx, char *errbuf, size_t errlen)
 	int rc = sync_files(m, &err);
 
 	if (!rc)
-		rc = ds_commit(m->ds, CLI_ERR_BUF(&err));
+		rc = ds_commit(m->ds, &err);
 	return cli_err_give(rc, &err, errbuf, errlen);
 }
 
@@ -418,14 +419,14 @@ void recv_files_hook(struct mig *m, struct rdmig_config *cfg)
 
 void recv_files_release(struct mig *m)
 {
-	char err[1024] = "";
+	struct cli_err err = { "" };
 	int i;
 
 	/* A half-written state never takes the final name. */
 	/* What could not be put back is said, unless QEMU is gone. */
-	i = ds_close(m->ds, err, sizeof(err));
+	i = ds_close(m->ds, &err);
 	if (i && i != -ECONNRESET)
-		cli_err("warning: %s", err);
+		cli_err("warning: %s", err.msg);
 	for (i = 0; i < (int)m->nfiles; i++) {
 		fg_unwatch(m->files[i].guard - 1);
 		img_close(&m->files[i], m->discard);

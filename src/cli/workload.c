@@ -26,21 +26,21 @@ struct workload *wl_alloc(size_t size, const struct workload_ops *ops)
 
 int wl_init(struct workload **out, struct workload *w, const struct proc_ref *proc,
 	    const char *const *paths, const uint64_t *lens, unsigned n,
-	    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen)
+	    const struct dirty_opts *track, int timeout_ms, struct cli_err *err)
 {
 	int rc;
 
 	*out = NULL;
 	if (!w)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	w->pid = proc->pid;
 	w->timeout_ms = timeout_ms;
 	w->proc = (struct proc_ref)PROC_REF_INIT;
-	rc = proc_dup(&w->proc, proc, err, errlen);
+	rc = proc_dup(&w->proc, proc, CLI_ERR_BUF(err));
 	if (!rc && w->ops->check)
-		rc = w->ops->check(w, err, errlen);
+		rc = w->ops->check(w, err);
 	if (!rc)
-		rc = dirty_open(&w->ds, &w->proc, paths, lens, n, track, err, errlen);
+		rc = dirty_open(&w->ds, &w->proc, paths, lens, n, track, CLI_ERR_BUF(err));
 	if (rc) {
 		wl_close(w);
 		return rc;
@@ -76,7 +76,7 @@ static int all_stopped(const struct proc_ref *p)
 	return proc_each_thread(p, stopped_thread, NULL);
 }
 
-int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t errlen)
+int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, struct cli_err *err)
 {
 	uint64_t deadline = cli_now_ms() + (uint64_t)w->timeout_ms;
 	int rc;
@@ -85,21 +85,21 @@ int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t 
 	throttle_frozen(w->thr, true);
 	rc = proc_signal(&w->proc, SIGSTOP);
 	if (rc)
-		return cli_errf(err, errlen, rc, "cannot stop process %d: %s", (int)w->pid,
-				rc == -ESRCH ? "it exited" : strerror(-rc));
+		return cli_err_set(err, rc, "cannot stop process %d: %s", (int)w->pid,
+				   rc == -ESRCH ? "it exited" : strerror(-rc));
 	w->frozen = true;
 	w->frozen_ms = cli_now_ms();
 	while ((rc = all_stopped(&w->proc)) == 1) {
 		if (cli_now_ms() > deadline)
-			return cli_errf(err, errlen, -ETIMEDOUT, "process %d did not stop within "
-				      "%d ms", (int)w->pid, w->timeout_ms);
+			return cli_err_set(err, -ETIMEDOUT, "process %d did not stop within "
+					   "%d ms", (int)w->pid, w->timeout_ms);
 		rc = idle ? idle(ctx) : 0;
 		if (rc)
 			return rc;
 		usleep(500);
 	}
 	if (rc < 0)
-		return cli_errf(err, errlen, rc, "process %d exited", (int)w->pid);
+		return cli_err_set(err, rc, "process %d exited", (int)w->pid);
 	return 0;
 }
 
@@ -114,9 +114,9 @@ void wl_thaw(struct workload *w)
 
 /* ---- what it wrote ----------------------------------------------------------- */
 
-int wl_clear_dirty(struct workload *w, char *err, size_t errlen)
+int wl_clear_dirty(struct workload *w, struct cli_err *err)
 {
-	return dirty_clear(w->ds, err, errlen);
+	return dirty_clear(w->ds, CLI_ERR_BUF(err));
 }
 
 struct mark_ctx {
@@ -134,11 +134,11 @@ static int mark_run(void *ctx, unsigned file, uint64_t off, uint64_t len)
 }
 
 int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *bytes,
-		     char *err, size_t errlen)
+		     struct cli_err *err)
 {
 	struct mark_ctx c = { .mark = mark, .ctx = ctx, .bytes = bytes };
 
-	return dirty_collect(w->ds, mark_run, &c, err, errlen);
+	return dirty_collect(w->ds, mark_run, &c, CLI_ERR_BUF(err));
 }
 
 void wl_tracking(const struct workload *w, const char **method, const char **why_not,
@@ -151,10 +151,10 @@ void wl_tracking(const struct workload *w, const char **method, const char **why
 
 /* ---- the stop, and after ------------------------------------------------------- */
 
-int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, size_t errlen)
+int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, struct cli_err *err)
 {
 	*stop_ms = w->frozen_ms;
-	return w->ops->begin_stop(w, now, err, errlen);
+	return w->ops->begin_stop(w, now, err);
 }
 
 const char *wl_kind(const struct workload *w)
@@ -177,12 +177,12 @@ const char *wl_runs_again(const struct workload *w)
 	return w->ops->runs_again;
 }
 
-int wl_recheck(struct workload *w, char *err, size_t errlen)
+int wl_recheck(struct workload *w, struct cli_err *err)
 {
 	if (proc_signal(&w->proc, 0) == -ESRCH)
-		return cli_errf(err, errlen, -ESRCH, "%s %d exited while the migration waited "
-				"for start", w->ops->name, (int)w->pid);
-	return w->ops->check ? w->ops->check(w, err, errlen) : 0;
+		return cli_err_set(err, -ESRCH, "%s %d exited while the migration waited "
+				   "for start", w->ops->name, (int)w->pid);
+	return w->ops->check ? w->ops->check(w, err) : 0;
 }
 
 bool wl_untouched(struct workload *w, char *msg, size_t len)
@@ -194,47 +194,47 @@ bool wl_untouched(struct workload *w, char *msg, size_t len)
 	return w->ops->untouched(w, msg, len);
 }
 
-int wl_resume(struct workload *w, char *err, size_t errlen)
+int wl_resume(struct workload *w, struct cli_err *err)
 {
 	char why[512];
 
 	if (proc_signal(&w->proc, 0) == -ESRCH)
-		return cli_errf(err, errlen, -ESRCH, "%s %d has exited", w->ops->name,
-				(int)w->pid);
+		return cli_err_set(err, -ESRCH, "%s %d has exited", w->ops->name,
+				   (int)w->pid);
 	/* Unthrottled before it runs on. */
 	if (throttle_pct(w->thr) && throttle_set(w->thr, 0, why, sizeof(why))) {
 		wl_thaw(w);
-		return cli_errf(err, errlen, -EIO, "the %s runs, but its throttle could not be "
-				"released: %s", wl_kind(w), why);
+		return cli_err_set(err, -EIO, "the %s runs, but its throttle could not be "
+				   "released: %s", wl_kind(w), why);
 	}
 	wl_thaw(w);
-	return w->ops->resume ? w->ops->resume(w, err, errlen) : 0;
+	return w->ops->resume ? w->ops->resume(w, err) : 0;
 }
 
 /* ---- the throttle ---------------------------------------------------------------- */
 
-int wl_throttle_open(struct workload *w, char *err, size_t errlen)
+int wl_throttle_open(struct workload *w, struct cli_err *err)
 {
 	pid_t *tids = NULL;
 	unsigned n = 0;
 	char what[64];
 	struct thr_target t = { .proc = &w->proc, .what = what };
-	int rc = w->ops->throttle_target(w, &tids, &n, what, sizeof(what), err, errlen);
+	int rc = w->ops->throttle_target(w, &tids, &n, what, sizeof(what), err);
 
 	t.tids = tids;
 	t.ntids = n;
 	if (!rc)
-		rc = throttle_open(&w->thr, &t, err, errlen);
+		rc = throttle_open(&w->thr, &t, CLI_ERR_BUF(err));
 	free(tids);
 	return rc;
 }
 
-int wl_throttle(struct workload *w, unsigned pct, char *err, size_t errlen)
+int wl_throttle(struct workload *w, unsigned pct, struct cli_err *err)
 {
 	if (!w->thr)
-		return pct ? cli_errf(err, errlen, -EINVAL, "the %s cannot be throttled: no "
-				      "throttle was opened", wl_kind(w)) : 0;
-	return throttle_set(w->thr, pct, err, errlen);
+		return pct ? cli_err_set(err, -EINVAL, "the %s cannot be throttled: no "
+					 "throttle was opened", wl_kind(w)) : 0;
+	return throttle_set(w->thr, pct, CLI_ERR_BUF(err));
 }
 
 void wl_throttle_aside(struct workload *w)

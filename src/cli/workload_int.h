@@ -21,6 +21,7 @@
 #include "dirty.h"
 #include "proc.h"
 
+struct cli_err;
 struct workload;
 struct throttle;
 
@@ -35,20 +36,20 @@ struct workload_ops {
 	/* When opened and again when a deferred migration begins (the
 	 * process still exists): whether it can be migrated now.  NULL: it
 	 * can. */
-	int (*check)(struct workload *w, char *err, size_t errlen);
+	int (*check)(struct workload *w, struct cli_err *err);
 	/* wl_begin_stop, frozen with the last pages collected: *@now true
 	 * when it stays frozen for the last round. */
-	int (*begin_stop)(struct workload *w, bool *now, char *err, size_t errlen);
+	int (*begin_stop)(struct workload *w, bool *now, struct cli_err *err);
 	/* wl_left. */
 	void (*left)(const struct workload *w, char *buf, size_t len);
 	/* wl_untouched, once the process is known to exist. */
 	bool (*untouched)(struct workload *w, char *msg, size_t len);
 	/* wl_resume, thawed and unthrottled.  NULL: it runs. */
-	int (*resume)(struct workload *w, char *err, size_t errlen);
+	int (*resume)(struct workload *w, struct cli_err *err);
 	/* What the throttle slows down: *@tids (calloc'ed, freed by the
 	 * caller; NULL with *@n 0: every thread) and @what for its messages. */
 	int (*throttle_target)(struct workload *w, pid_t **tids, unsigned *n, char *what,
-			       size_t whatlen, char *err, size_t errlen);
+			       size_t whatlen, struct cli_err *err);
 };
 
 /* What every workload has. */
@@ -71,6 +72,6 @@ struct workload *wl_alloc(size_t size, const struct workload_ops *ops);
  * the tracking.  On failure @w is closed; *@out is set on success only. */
 int wl_init(struct workload **out, struct workload *w, const struct proc_ref *proc,
 	    const char *const *paths, const uint64_t *lens, unsigned n,
-	    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen);
+	    const struct dirty_opts *track, int timeout_ms, struct cli_err *err);
 
 #endif

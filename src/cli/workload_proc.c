@@ -10,11 +10,11 @@
 #include "workload_int.h"
 
 /* It stays frozen: the last round holds what was collected. */
-static int proc_begin_stop(struct workload *w, bool *now, char *err, size_t errlen)
+static int proc_begin_stop(struct workload *w, bool *now, struct cli_err *err)
 {
 	*now = true;
 	if (!w->frozen)
-		return cli_errf(err, errlen, -EINVAL, "the process is not frozen");
+		return cli_err_set(err, -EINVAL, "the process is not frozen");
 	throttle_hold(w->thr);
 	return 0;
 }
@@ -33,12 +33,11 @@ static bool proc_untouched(struct workload *w, char *msg, size_t len)
 
 /* Every thread it has. */
 static int proc_throttle_target(struct workload *w, pid_t **tids, unsigned *n, char *what,
-				size_t whatlen, char *err, size_t errlen)
+				size_t whatlen, struct cli_err *err)
 {
 	(void)tids;
 	(void)n;
 	(void)err;
-	(void)errlen;
 	snprintf(what, whatlen, "process %d", (int)w->pid);
 	return 0;
 }
@@ -56,8 +55,8 @@ static const struct workload_ops proc_ops = {
 
 int wl_open_process(struct workload **out, const struct proc_ref *proc,
 		    const char *const *paths, const uint64_t *lens, unsigned n,
-		    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen)
+		    const struct dirty_opts *track, int timeout_ms, struct cli_err *err)
 {
 	return wl_init(out, wl_alloc(sizeof(struct workload), &proc_ops), proc, paths, lens, n,
-		       track, timeout_ms, err, errlen);
+		       track, timeout_ms, err);
 }

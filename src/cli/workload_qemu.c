@@ -31,29 +31,29 @@ static struct wl_qemu *wl_qemu(const struct workload *w)
 
 /* A guest we can migrate runs or is paused; anything else (already migrated,
  * shut down, still waiting for its own incoming migration) is refused. */
-static int guest_state(struct workload *w, char *err, size_t errlen)
+static int guest_state(struct workload *w, struct cli_err *err)
 {
 	struct wl_qemu *g = wl_qemu(w);
 	char st[32];
-	int rc = qmp_status(g->q, st, sizeof(st), err, errlen);
+	int rc = qmp_status(g->q, st, sizeof(st), CLI_ERR_BUF(err));
 
 	if (rc)
 		return rc;
 	g->was_running = !strcmp(st, "running");
 	if (!g->was_running && strcmp(st, "paused") && strcmp(st, "prelaunch"))
-		return cli_errf(err, errlen, -EINVAL, "QEMU's guest is %s: only a running or "
-			      "paused guest can be migrated", st);
+		return cli_err_set(err, -EINVAL, "QEMU's guest is %s: only a running or "
+				   "paused guest can be migrated", st);
 	return 0;
 }
 
 /* Its bits are cleared and it runs on: from here on the guest's writes are
  * the last round's. */
-static int guest_begin_stop(struct workload *w, bool *now, char *err, size_t errlen)
+static int guest_begin_stop(struct workload *w, bool *now, struct cli_err *err)
 {
 	int rc;
 
 	*now = false;
-	rc = wl_clear_dirty(w, err, errlen);
+	rc = wl_clear_dirty(w, err);
 	wl_thaw(w);
 	return rc;
 }
@@ -76,41 +76,40 @@ static bool guest_untouched(struct workload *w, char *msg, size_t len)
 	return !strcmp(st, "running");
 }
 
-static int guest_resume(struct workload *w, char *err, size_t errlen)
+static int guest_resume(struct workload *w, struct cli_err *err)
 {
 	struct wl_qemu *g = wl_qemu(w);
 	char why[512], st[32] = "";
 	int rc = qmp_status(g->q, st, sizeof(st), why, sizeof(why));
 
 	if (rc)
-		return cli_errf(err, errlen, rc, "the guest's state is unknown: %s", why);
+		return cli_err_set(err, rc, "the guest's state is unknown: %s", why);
 	if (!g->was_running)
-		return cli_errf(err, errlen, -EAGAIN, "the guest was paused before the migration "
-				"and stays paused on the source (QEMU status %s%s)", st,
-				strcmp(st, "postmigrate") ? "" : "; `cont` resumes it there");
+		return cli_err_set(err, -EAGAIN, "the guest was paused before the migration "
+				   "and stays paused on the source (QEMU status %s%s)", st,
+				   strcmp(st, "postmigrate") ? "" : "; `cont` resumes it there");
 	if (!strcmp(st, "running"))
 		return 0;
 	/* QEMU stopped it for its switch-over (from 8.2 on a failed migration
 	 * leaves it paused, before that in postmigrate): it runs again. */
 	rc = qmp_cont(g->q, why, sizeof(why));
-	return rc ? cli_errf(err, errlen, rc, "the guest (QEMU status %s) could not be resumed: "
-			     "%s", st, why) : 0;
+	return rc ? cli_err_set(err, rc, "the guest (QEMU status %s) could not be resumed: "
+				"%s", st, why) : 0;
 }
 
 /* QEMU's vCPU threads, from QEMU: each must be a thread of that QEMU. */
-static int vcpu_threads(struct workload *w, pid_t *tids, unsigned *n, char *err,
-			size_t errlen)
+static int vcpu_threads(struct workload *w, pid_t *tids, unsigned *n, struct cli_err *err)
 {
 	char task[32];
 	unsigned i;
-	int rc = qmp_vcpu_threads(wl_qemu(w)->q, tids, MAX_VCPUS, n, err, errlen), fd;
+	int rc = qmp_vcpu_threads(wl_qemu(w)->q, tids, MAX_VCPUS, n, CLI_ERR_BUF(err)), fd;
 
 	for (i = 0; !rc && i < *n; i++) {
 		snprintf(task, sizeof(task), "task/%d", (int)tids[i]);
 		fd = proc_openat(&w->proc, task, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0)
-			rc = cli_errf(err, errlen, -ESRCH, "QEMU names thread %d as a vCPU's, but "
-				      "it is no thread of QEMU %d", (int)tids[i], (int)w->pid);
+			rc = cli_err_set(err, -ESRCH, "QEMU names thread %d as a vCPU's, but "
+					 "it is no thread of QEMU %d", (int)tids[i], (int)w->pid);
 		else
 			close(fd);
 	}
@@ -118,14 +117,14 @@ static int vcpu_threads(struct workload *w, pid_t *tids, unsigned *n, char *err,
 }
 
 static int guest_throttle_target(struct workload *w, pid_t **tids, unsigned *n, char *what,
-				 size_t whatlen, char *err, size_t errlen)
+				 size_t whatlen, struct cli_err *err)
 {
 	int rc;
 
 	*tids = calloc(MAX_VCPUS, sizeof(**tids));
 	if (!*tids)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	rc = vcpu_threads(w, *tids, n, err, errlen);
+		return cli_err_set(err, -ENOMEM, "out of memory");
+	rc = vcpu_threads(w, *tids, n, err);
 	snprintf(what, whatlen, "QEMU's %u vCPU thread%s", *n, *n == 1 ? "" : "s");
 	return rc;
 }
@@ -145,11 +144,11 @@ static const struct workload_ops qemu_ops = {
 
 int wl_open_qemu(struct workload **out, const struct proc_ref *proc, struct qmp *q,
 		 const char *const *paths, const uint64_t *lens, unsigned n,
-		 const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen)
+		 const struct dirty_opts *track, int timeout_ms, struct cli_err *err)
 {
 	struct workload *w = wl_alloc(sizeof(struct wl_qemu), &qemu_ops);
 
 	if (w)
 		wl_qemu(w)->q = q;
-	return wl_init(out, w, proc, paths, lens, n, track, timeout_ms, err, errlen);
+	return wl_init(out, w, proc, paths, lens, n, track, timeout_ms, err);
 }
