@@ -30,7 +30,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct cli_err;
+#include "clierr.h"
+
 struct qmp;
 struct devstate;
 

@@ -22,7 +22,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct cli_err;
+#include "clierr.h"
+
 struct devstate;
 
 /* The kind's object of type @type around @ds (its member d). */

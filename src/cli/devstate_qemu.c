@@ -37,7 +37,7 @@ static int qemu_new(struct devstate **out, const struct devstate_ops *ops, struc
 
 static int qemu_close(struct devstate *d, struct cli_err *err)
 {
-	return vms_close(ds_qemu(d)->vms, CLI_ERR_BUF(err));
+	return vms_close(ds_qemu(d)->vms, err);
 }
 
 /* ---- the source ------------------------------------------------------------ */
@@ -50,22 +50,22 @@ static uint64_t src_bytes(const struct devstate *d)
 
 static int src_prepare(struct devstate *d, struct cli_err *err)
 {
-	return vms_prepare(&ds_qemu(d)->vms, ds_qemu(d)->q, true, CLI_ERR_BUF(err));
+	return vms_prepare(&ds_qemu(d)->vms, ds_qemu(d)->q, true, err);
 }
 
 static int src_start(struct devstate *d, struct cli_err *err)
 {
-	return vms_begin(ds_qemu(d)->vms, CLI_ERR_BUF(err));
+	return vms_begin(ds_qemu(d)->vms, err);
 }
 
 static int src_stopped(struct devstate *d, uint64_t *stop_ms, struct cli_err *err)
 {
-	return vms_stopped(ds_qemu(d)->vms, stop_ms, CLI_ERR_BUF(err));
+	return vms_stopped(ds_qemu(d)->vms, stop_ms, err);
 }
 
 static int src_release(struct devstate *d, struct cli_err *err)
 {
-	return vms_release(ds_qemu(d)->vms, CLI_ERR_BUF(err));
+	return vms_release(ds_qemu(d)->vms, err);
 }
 
 static int src_fd(const struct devstate *d)
@@ -78,12 +78,12 @@ static ssize_t src_read(struct devstate *d, void *buf, size_t len, struct cli_er
 	struct ds_qemu *m = ds_qemu(d);
 
 	/* Nothing comes before QEMU's migration was prepared. */
-	return m->vms ? vms_read(m->vms, buf, len, CLI_ERR_BUF(err)) : -EAGAIN;
+	return m->vms ? vms_read(m->vms, buf, len, err) : -EAGAIN;
 }
 
 static int src_commit(struct devstate *d, struct cli_err *err)
 {
-	return vms_save_finish(ds_qemu(d)->vms, d->timeout_ms, CLI_ERR_BUF(err));
+	return vms_save_finish(ds_qemu(d)->vms, d->timeout_ms, err);
 }
 
 static const struct devstate_ops src_qemu_ops = {
@@ -111,12 +111,12 @@ static int dst_prepare(struct devstate *d, struct cli_err *err)
 {
 	struct ds_qemu *m = ds_qemu(d);
 	char st[32] = "";
-	int rc = qmp_status(m->q, st, sizeof(st), CLI_ERR_BUF(err));
+	int rc = qmp_status(m->q, st, sizeof(st), err);
 
 	if (!rc && strcmp(st, "inmigrate"))
 		rc = cli_err_set(err, -EBUSY, "the destination QEMU is %s, not waiting for "
 				 "an incoming migration", st);
-	return rc ? rc : vms_prepare(&m->vms, m->q, false, CLI_ERR_BUF(err));
+	return rc ? rc : vms_prepare(&m->vms, m->q, false, err);
 }
 
 static int dst_write(struct devstate *d, const void *data, size_t len, struct cli_err *err)
@@ -124,10 +124,10 @@ static int dst_write(struct devstate *d, const void *data, size_t len, struct cl
 	struct ds_qemu *m = ds_qemu(d);
 	/* The first bytes start QEMU's incoming migration (prepared at
 	 * admission, so this is one QMP command). */
-	int rc = vms_begin(m->vms, CLI_ERR_BUF(err));
+	int rc = vms_begin(m->vms, err);
 
 	m->got = true;
-	return rc ? rc : vms_write(m->vms, data, len, d->timeout_ms, CLI_ERR_BUF(err));
+	return rc ? rc : vms_write(m->vms, data, len, d->timeout_ms, err);
 }
 
 /* The source hears "completed" only once its guest runs here (or, without
@@ -142,13 +142,13 @@ static int dst_commit(struct devstate *d, struct cli_err *err)
 	if (!m->got)
 		return cli_err_set(err, -EPROTO, "the source sent no device state for QEMU "
 				   "(is it migrate-send --qmp?)");
-	rc = vms_load_finish(m->vms, d->timeout_ms * 3 / 4, CLI_ERR_BUF(err));
+	rc = vms_load_finish(m->vms, d->timeout_ms * 3 / 4, err);
 	if (!rc && m->start) {
-		char why[512];
+		struct cli_err why;
 
-		rc = qmp_cont(m->q, why, sizeof(why));
+		rc = qmp_cont(m->q, &why);
 		if (rc)
-			cli_err_set(err, rc, "%s", why);
+			cli_err_set(err, rc, "%s", why.msg);
 		m->started = rc == 0;
 	}
 	return rc;
@@ -159,12 +159,12 @@ static int dst_commit(struct devstate *d, struct cli_err *err)
 static void dst_abort(struct devstate *d, char *note, size_t len)
 {
 	struct ds_qemu *m = ds_qemu(d);
-	char why[512];
+	struct cli_err why;
 
 	if (!m->started)
 		return;
-	if (qmp_stop(m->q, why, sizeof(why)))
-		snprintf(note, len, "; the guest here could not be paused again: %s", why);
+	if (qmp_stop(m->q, &why))
+		snprintf(note, len, "; the guest here could not be paused again: %s", why.msg);
 	else
 		snprintf(note, len, "; the source was not told, so the guest here was paused again");
 	m->started = false;

@@ -22,14 +22,15 @@
 static int open_qmp(struct qmp **q, const char *sock, const struct qemu_id *id,
 		    int timeout_ms, struct cli_err *err)
 {
-	char why[1024], uuid[64];
-	int rc = qmp_open_as(q, sock, id->pid, id->start, timeout_ms, why, sizeof(why));
+	struct cli_err why;
+	char uuid[64];
+	int rc = qmp_open_as(q, sock, id->pid, id->start, timeout_ms, &why);
 
-	if (!rc && id->uuid && (rc = qmp_uuid(*q, uuid, sizeof(uuid), why, sizeof(why))) == 0 &&
+	if (!rc && id->uuid && (rc = qmp_uuid(*q, uuid, sizeof(uuid), &why)) == 0 &&
 	    strcasecmp(uuid, id->uuid))
-		rc = cli_errf(why, sizeof(why), -EPERM, "the QEMU on it (pid %d) says UUID %s, "
+		rc = cli_errf(why.msg, sizeof(why.msg), -EPERM, "the QEMU on it (pid %d) says UUID %s, "
 			      "not %s (--qmp-uuid)", (int)qmp_pid(*q), uuid, id->uuid);
-	return rc ? cli_err_set(err, rc, "--qmp %s: %s", sock, why) : 0;
+	return rc ? cli_err_set(err, rc, "--qmp %s: %s", sock, why.msg) : 0;
 }
 
 /* --ram NAME=PATH with --qmp names the file of QEMU's backend NAME: it is
@@ -40,7 +41,7 @@ static int qemu_given(struct qmp *q, struct cli_ram *rams, unsigned n, struct cl
 	struct qram_backend *b = NULL;
 	size_t nb = 0, j;
 	unsigned i;
-	int rc = qram_backends(q, &b, &nb, CLI_ERR_BUF(err));
+	int rc = qram_backends(q, &b, &nb, err);
 
 	for (i = 0; !rc && i < n; i++) {
 		for (j = 0; j < nb && strcmp(b[j].id, rams[i].name); j++)
@@ -65,7 +66,7 @@ static int qemu_rams(struct qmp *q, const char *sock, struct cli_ram **rams, uns
 {
 	struct cli_err why;
 	int rc = *n ? qemu_given(q, *rams, *n, &why) :
-		      qram_blocks(q, rams, n, why.msg, sizeof(why.msg));
+		      qram_blocks(q, rams, n, &why);
 
 	return rc ? cli_err_set(err, rc == -ENOENT ? rc : -ENOTSUP, "--qmp %s: %s", sock,
 				why.msg) : 0;
@@ -179,11 +180,12 @@ void ends_close_source(struct src_ends *e)
 
 static int dest_qemu(struct dst_ends *e, const struct dst_spec *s, struct cli_err *err)
 {
-	char why[1024], st[32];
+	struct cli_err why;
+	char st[32];
 	int rc = open_qmp(&e->q, s->qmp, &s->qemu, s->timeout_ms, err);
 
-	if (!rc && qmp_status(e->q, st, sizeof(st), why, sizeof(why)))
-		rc = cli_err_set(err, -EIO, "--qmp %s: %s", s->qmp, why);
+	if (!rc && qmp_status(e->q, st, sizeof(st), &why))
+		rc = cli_err_set(err, -EIO, "--qmp %s: %s", s->qmp, why.msg);
 	else if (!rc && strcmp(st, "inmigrate"))
 		rc = cli_err_set(err, -EBUSY, "--qmp %s: QEMU is %s, not waiting for an "
 				 "incoming migration: start it with -incoming defer", s->qmp, st);

@@ -12,9 +12,9 @@
 
 #include <stdint.h>
 
+#include "clierr.h"
 #include "rdmig.h"
 
-struct cli_err;
 struct workload;
 
 struct est_measure {

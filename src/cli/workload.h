@@ -19,10 +19,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clierr.h"
 #include "dirty.h"
 #include "proc.h"
 
-struct cli_err;
 struct qmp;
 struct workload;
 

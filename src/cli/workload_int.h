@@ -18,10 +18,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clierr.h"
 #include "dirty.h"
 #include "proc.h"
 
-struct cli_err;
 struct workload;
 struct throttle;
 

@@ -35,7 +35,7 @@ static int guest_state(struct workload *w, struct cli_err *err)
 {
 	struct wl_qemu *g = wl_qemu(w);
 	char st[32];
-	int rc = qmp_status(g->q, st, sizeof(st), CLI_ERR_BUF(err));
+	int rc = qmp_status(g->q, st, sizeof(st), err);
 
 	if (rc)
 		return rc;
@@ -66,10 +66,11 @@ static void guest_left(const struct workload *w, char *buf, size_t len)
 
 static bool guest_untouched(struct workload *w, char *msg, size_t len)
 {
-	char st[32] = "", why[256];
+	struct cli_err why;
+	char st[32] = "";
 
-	if (qmp_status(wl_qemu(w)->q, st, sizeof(st), why, sizeof(why))) {
-		snprintf(msg, len, "the guest was not touched; its state is unknown: %s", why);
+	if (qmp_status(wl_qemu(w)->q, st, sizeof(st), &why)) {
+		snprintf(msg, len, "the guest was not touched; its state is unknown: %s", why.msg);
 		return false;
 	}
 	snprintf(msg, len, "the guest was not touched (QEMU status %s)", st);
@@ -79,11 +80,12 @@ static bool guest_untouched(struct workload *w, char *msg, size_t len)
 static int guest_resume(struct workload *w, struct cli_err *err)
 {
 	struct wl_qemu *g = wl_qemu(w);
-	char why[512], st[32] = "";
-	int rc = qmp_status(g->q, st, sizeof(st), why, sizeof(why));
+	struct cli_err why;
+	char st[32] = "";
+	int rc = qmp_status(g->q, st, sizeof(st), &why);
 
 	if (rc)
-		return cli_err_set(err, rc, "the guest's state is unknown: %s", why);
+		return cli_err_set(err, rc, "the guest's state is unknown: %s", why.msg);
 	if (!g->was_running)
 		return cli_err_set(err, -EAGAIN, "the guest was paused before the migration "
 				   "and stays paused on the source (QEMU status %s%s)", st,
@@ -92,9 +94,9 @@ static int guest_resume(struct workload *w, struct cli_err *err)
 		return 0;
 	/* QEMU stopped it for its switch-over (from 8.2 on a failed migration
 	 * leaves it paused, before that in postmigrate): it runs again. */
-	rc = qmp_cont(g->q, why, sizeof(why));
+	rc = qmp_cont(g->q, &why);
 	return rc ? cli_err_set(err, rc, "the guest (QEMU status %s) could not be resumed: "
-				"%s", st, why) : 0;
+				"%s", st, why.msg) : 0;
 }
 
 /* QEMU's vCPU threads, from QEMU: each must be a thread of that QEMU. */
@@ -102,7 +104,7 @@ static int vcpu_threads(struct workload *w, pid_t *tids, unsigned *n, struct cli
 {
 	char task[32];
 	unsigned i;
-	int rc = qmp_vcpu_threads(wl_qemu(w)->q, tids, MAX_VCPUS, n, CLI_ERR_BUF(err)), fd;
+	int rc = qmp_vcpu_threads(wl_qemu(w)->q, tids, MAX_VCPUS, n, err), fd;
 
 	for (i = 0; !rc && i < *n; i++) {
 		snprintf(task, sizeof(task), "task/%d", (int)tids[i]);
