@@ -26,6 +26,7 @@
 #include <sys/ioctl.h>
 #include <sys/types.h>
 
+#include "clierr.h"
 #include "proc.h"
 
 #define PM_SOFT_DIRTY (1ull << 55)
@@ -102,7 +103,7 @@ struct worker {
 	bool started;
 	void *buf;  /* PM_BATCH pagemap entries or PM_REGIONS page_regions */
 	int rc;
-	char err[512];
+	struct cli_err err;  /* why rc */
 };
 
 struct dirty_set {

@@ -40,7 +40,7 @@ static int clear_refs_fd(int fd)
 /* Proves soft-dirty works on this process's own page: clear, expect the bit
  * off, write, expect it on.  A kernel without CONFIG_MEM_SOFT_DIRTY accepts
  * "4" and does nothing, so a successful write to clear_refs proves nothing. */
-static int probe_soft_dirty(uint64_t psz, char *err, size_t errlen)
+static int probe_soft_dirty(uint64_t psz, struct cli_err *err)
 {
 	volatile char *page;
 	uint64_t before = 0, after = 0;
@@ -48,21 +48,21 @@ static int probe_soft_dirty(uint64_t psz, char *err, size_t errlen)
 
 	page = mmap(NULL, psz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (page == MAP_FAILED)
-		return cli_errf(err, errlen, -errno, "cannot map a probe page: %s", strerror(errno));
+		return cli_err_set(err, -errno, "cannot map a probe page: %s", strerror(errno));
 	page[0] = 1;
 	cfd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
 	pfd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (cfd < 0 || pfd < 0) {
-		ret = cli_errf(err, errlen, -EOPNOTSUPP,
-			       "soft-dirty tracking is not supported by this kernel (cannot open /proc/self/%s: %s)",
-			       cfd < 0 ? "clear_refs" : "pagemap", strerror(errno));
+		ret = cli_err_set(err, -EOPNOTSUPP,
+				  "soft-dirty tracking is not supported by this kernel (cannot open /proc/self/%s: %s)",
+				  cfd < 0 ? "clear_refs" : "pagemap", strerror(errno));
 		goto out;
 	}
 	ret = clear_refs_fd(cfd);
 	if (ret) {
-		ret = cli_errf(err, errlen, -EOPNOTSUPP,
-			       "soft-dirty tracking is not supported by this kernel (writing 4 to /proc/self/clear_refs failed: %s)",
-			       strerror(-ret));
+		ret = cli_err_set(err, -EOPNOTSUPP,
+				  "soft-dirty tracking is not supported by this kernel (writing 4 to /proc/self/clear_refs failed: %s)",
+				  strerror(-ret));
 		goto out;
 	}
 	ret = self_pm(pfd, page, psz, &before);
@@ -70,12 +70,12 @@ static int probe_soft_dirty(uint64_t psz, char *err, size_t errlen)
 	if (!ret)
 		ret = self_pm(pfd, page, psz, &after);
 	if (ret) {
-		ret = cli_errf(err, errlen, ret, "cannot read /proc/self/pagemap: %s", strerror(-ret));
+		ret = cli_err_set(err, ret, "cannot read /proc/self/pagemap: %s", strerror(-ret));
 		goto out;
 	}
 	if ((before & PM_SOFT_DIRTY) || !(after & PM_SOFT_DIRTY))
-		ret = cli_errf(err, errlen, -EOPNOTSUPP,
-			       "soft-dirty tracking is not supported by this kernel (after writing 4 to /proc/self/clear_refs, a written page shows no soft-dirty bit in /proc/self/pagemap: the kernel needs CONFIG_MEM_SOFT_DIRTY=y)");
+		ret = cli_err_set(err, -EOPNOTSUPP,
+				  "soft-dirty tracking is not supported by this kernel (after writing 4 to /proc/self/clear_refs, a written page shows no soft-dirty bit in /proc/self/pagemap: the kernel needs CONFIG_MEM_SOFT_DIRTY=y)");
 out:
 	if (cfd >= 0)
 		close(cfd);
@@ -129,24 +129,24 @@ static int probe_wp_async(char *why, size_t len)
 
 /* ---- the files and the process ---------------------------------------------------- */
 
-int dirty_probe_file(struct dirty_file *f, char *err, size_t errlen)
+int dirty_probe_file(struct dirty_file *f, struct cli_err *err)
 {
 	struct statfs sfs;
 	struct stat st;
 
 	if (stat(f->path, &st))
-		return cli_errf(err, errlen, -errno, "cannot stat %s: %s", f->path, strerror(errno));
+		return cli_err_set(err, -errno, "cannot stat %s: %s", f->path, strerror(errno));
 	if (!statfs(f->path, &sfs) && (uint32_t)sfs.f_type == HUGETLBFS_MAGIC_)
-		return cli_errf(err, errlen, -EOPNOTSUPP,
-				"%s is on hugetlbfs, whose pages carry no soft-dirty bits: use a file on tmpfs (e.g. /dev/shm) for live migration",
-				f->path);
+		return cli_err_set(err, -EOPNOTSUPP,
+				   "%s is on hugetlbfs, whose pages carry no soft-dirty bits: use a file on tmpfs (e.g. /dev/shm) for live migration",
+				   f->path);
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
 	f->real = realpath(f->path, NULL);
 	return 0;
 }
 
-int dirty_probe_pagemap(struct dirty_set *s, char *err, size_t errlen)
+int dirty_probe_pagemap(struct dirty_set *s, struct cli_err *err)
 {
 	int e;
 
@@ -155,15 +155,15 @@ int dirty_probe_pagemap(struct dirty_set *s, char *err, size_t errlen)
 		return 0;
 	e = -s->pagemap_fd;
 	if (e == EACCES || e == EPERM)
-		return cli_errf(err, errlen, -e,
-				"permission denied reading /proc/%d/pagemap (run as root, or as the owner of process %d with ptrace access to it)",
-				(int)s->pid, (int)s->pid);
-	return cli_errf(err, errlen, -e, "cannot open /proc/%d/pagemap: %s", (int)s->pid,
-			strerror(e));
+		return cli_err_set(err, -e,
+				   "permission denied reading /proc/%d/pagemap (run as root, or as the owner of process %d with ptrace access to it)",
+				   (int)s->pid, (int)s->pid);
+	return cli_err_set(err, -e, "cannot open /proc/%d/pagemap: %s", (int)s->pid,
+			   strerror(e));
 }
 
 /* Only checks the permission now; the clear itself is dirty_clear's. */
-static int check_clear_refs(struct dirty_set *s, char *err, size_t errlen)
+static int check_clear_refs(struct dirty_set *s, struct cli_err *err)
 {
 	int fd = proc_openat(&s->proc, "clear_refs", O_WRONLY), e;
 
@@ -173,11 +173,11 @@ static int check_clear_refs(struct dirty_set *s, char *err, size_t errlen)
 	}
 	e = -fd;
 	if (e == EACCES || e == EPERM)
-		return cli_errf(err, errlen, -e,
-				"permission denied writing /proc/%d/clear_refs (run as root or as the owner of process %d)",
-				(int)s->pid, (int)s->pid);
-	return cli_errf(err, errlen, -e, "cannot open /proc/%d/clear_refs: %s", (int)s->pid,
-			strerror(e));
+		return cli_err_set(err, -e,
+				   "permission denied writing /proc/%d/clear_refs (run as root or as the owner of process %d)",
+				   (int)s->pid, (int)s->pid);
+	return cli_err_set(err, -e, "cannot open /proc/%d/clear_refs: %s", (int)s->pid,
+			   strerror(e));
 }
 
 /* ---- wp-async --------------------------------------------------------------------- */
@@ -279,12 +279,12 @@ int dirty_probe_wp(struct dirty_set *s, bool forced, char *why, size_t len)
 	return rc;
 }
 
-int dirty_probe_soft(struct dirty_set *s, char *err, size_t errlen)
+int dirty_probe_soft(struct dirty_set *s, struct cli_err *err)
 {
-	int rc = probe_soft_dirty(s->psz, err, errlen);
+	int rc = probe_soft_dirty(s->psz, err);
 
 	if (!rc)
-		rc = check_clear_refs(s, err, errlen);
+		rc = check_clear_refs(s, err);
 	if (rc)
 		return rc;
 	s->method = probe_scan(s->psz, PAGE_IS_SOFT_DIRTY_) ? M_SOFT_DIRTY : M_SOFT_DIRTY_SCAN;
@@ -293,7 +293,7 @@ int dirty_probe_soft(struct dirty_set *s, char *err, size_t errlen)
 
 /* ---- soft-dirty's clear ----------------------------------------------------------- */
 
-int dirty_probe_clear_refs(struct dirty_set *s, char *err, size_t errlen)
+int dirty_probe_clear_refs(struct dirty_set *s, struct cli_err *err)
 {
 	char path[48];
 	int fd, ret;
@@ -302,22 +302,22 @@ int dirty_probe_clear_refs(struct dirty_set *s, char *err, size_t errlen)
 	fd = proc_openat(&s->proc, "clear_refs", O_WRONLY);
 	if (fd < 0) {
 		if (fd == -ENOENT || fd == -ESRCH)
-			return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)s->pid);
+			return cli_err_set(err, -ESRCH, "process %d exited", (int)s->pid);
 		if (fd == -EACCES || fd == -EPERM)
-			return cli_errf(err, errlen, fd,
-					"permission denied writing %s (run as root or as the owner of process %d)",
-					path, (int)s->pid);
-		return cli_errf(err, errlen, fd, "cannot open %s: %s", path, strerror(-fd));
+			return cli_err_set(err, fd,
+					   "permission denied writing %s (run as root or as the owner of process %d)",
+					   path, (int)s->pid);
+		return cli_err_set(err, fd, "cannot open %s: %s", path, strerror(-fd));
 	}
 	ret = clear_refs_fd(fd);
 	close(fd);
 	if (ret == -EINVAL)
-		return cli_errf(err, errlen, -EOPNOTSUPP,
-				"soft-dirty tracking is not supported by this kernel (writing 4 to %s failed: %s)",
-				path, strerror(EINVAL));
+		return cli_err_set(err, -EOPNOTSUPP,
+				   "soft-dirty tracking is not supported by this kernel (writing 4 to %s failed: %s)",
+				   path, strerror(EINVAL));
 	if (ret == -ESRCH)
-		return cli_errf(err, errlen, ret, "process %d exited", (int)s->pid);
+		return cli_err_set(err, ret, "process %d exited", (int)s->pid);
 	if (ret)
-		return cli_errf(err, errlen, ret, "writing 4 to %s failed: %s", path, strerror(-ret));
+		return cli_err_set(err, ret, "writing 4 to %s failed: %s", path, strerror(-ret));
 	return 0;
 }

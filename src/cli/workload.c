@@ -40,7 +40,7 @@ int wl_init(struct workload **out, struct workload *w, const struct proc_ref *pr
 	if (!rc && w->ops->check)
 		rc = w->ops->check(w, err);
 	if (!rc)
-		rc = dirty_open(&w->ds, &w->proc, paths, lens, n, track, CLI_ERR_BUF(err));
+		rc = dirty_open(&w->ds, &w->proc, paths, lens, n, track, err);
 	if (rc) {
 		wl_close(w);
 		return rc;
@@ -116,7 +116,7 @@ void wl_thaw(struct workload *w)
 
 int wl_clear_dirty(struct workload *w, struct cli_err *err)
 {
-	return dirty_clear(w->ds, CLI_ERR_BUF(err));
+	return dirty_clear(w->ds, err);
 }
 
 struct mark_ctx {
@@ -138,7 +138,7 @@ int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *b
 {
 	struct mark_ctx c = { .mark = mark, .ctx = ctx, .bytes = bytes };
 
-	return dirty_collect(w->ds, mark_run, &c, CLI_ERR_BUF(err));
+	return dirty_collect(w->ds, mark_run, &c, err);
 }
 
 void wl_tracking(const struct workload *w, const char **method, const char **why_not,
