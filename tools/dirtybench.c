@@ -176,7 +176,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	t0 = now_ms();
-	rc = proc_open(&pr, pid, err.msg, sizeof(err.msg));
+	rc = proc_open(&pr, pid, &err);
 	if (!rc)
 		rc = dirty_open(&s, &pr, (const char *const[]){ file }, &size, 1, &o, &err);
 	proc_close(&pr);

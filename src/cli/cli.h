@@ -103,7 +103,7 @@ struct cli_ram {
  * ino is set (a block whose file QEMU named) that very file, -ESTALE
  * naming both otherwise.  On failure writes the reason to @err and returns
  * -errno.  The destination's files are image.h's. */
-int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen);
+int cli_ram_map_ro(struct cli_ram *r, struct cli_err *err);
 void cli_ram_unmap(struct cli_ram *r);
 
 /* ---- JSON events: one object per line on stdout ---------------------- */

@@ -30,8 +30,7 @@ int ds_src_file(struct devstate **out, const char *path, struct cli_err *err)
 
 	if (rc)
 		return rc;
-	fd = sopen_file(path, &(struct sopen_how){ .flags = O_RDONLY, .follow = true }, &st,
-			CLI_ERR_BUF(err));
+	fd = sopen_file(path, &(struct sopen_how){ .flags = O_RDONLY, .follow = true }, &st,err);
 	if (fd < 0)
 		return fd;
 	rc = ds_slurp(*out, fd);

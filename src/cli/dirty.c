@@ -99,7 +99,7 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 	s->proc = (struct proc_ref)PROC_REF_INIT;
 	s->pagemap_fd = s->uffd = -1;
 	s->nfiles = n;
-	ret = proc_dup(&s->proc, proc, CLI_ERR_BUF(err));
+	ret = proc_dup(&s->proc, proc, err);
 	if (!ret)
 		ret = init_files(s, paths, lens, err);
 	if (!ret)

@@ -205,14 +205,14 @@ static int make_uffd(struct dirty_set *s, bool forced, char *why, size_t len)
 {
 	struct uffdio_api api = { .api = UFFD_API,
 				  .features = UFFD_FEATURE_WP_ASYNC_ | UFFD_FEATURE_WP_UNPOPULATED_ };
-	char inj[512];
+	struct cli_err inj;
 	int rc;
 
 	rc = inject_userfaultfd(&s->proc, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY_, forced,
-				&s->uffd, inj, sizeof(inj));
+				&s->uffd, &inj);
 	if (rc)
 		return cli_errf(why, len, rc, "cannot make a userfaultfd in process %d: %s", (int)s->pid,
-				inj);
+				inj.msg);
 	/* WP_UNPOPULATED protects pages never touched too (needed for
 	 * anonymous memory; shmem has it anyway): asked for, not required. */
 	if (ioctl(s->uffd, UFFDIO_API, &api)) {

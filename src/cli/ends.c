@@ -98,12 +98,12 @@ static int state_in(struct devstate **ds, const char *path, struct cli_err *err)
 
 static int map_sources(struct src_ends *e, struct cli_err *err)
 {
-	char why[512];
+	struct cli_err why;
 	unsigned i;
 
 	for (i = 0; i < e->nrams; i++)
-		if (cli_ram_map_ro(&e->rams[i], why, sizeof(why)))
-			return cli_err_set(err, -EINVAL, "--ram %s: %s", e->rams[i].name, why);
+		if (cli_ram_map_ro(&e->rams[i], &why))
+			return cli_err_set(err, -EINVAL, "--ram %s: %s", e->rams[i].name, why.msg);
 	return 0;
 }
 
@@ -129,7 +129,7 @@ static int open_workload(struct src_ends *e, const struct src_spec *s, struct cl
 	unsigned i;
 	int rc = paths && lens ? 0 : cli_err_set(err, -ENOMEM, "out of memory");
 
-	if (!rc && !e->q && proc_open(&own, s->pid, why.msg, sizeof(why.msg)))
+	if (!rc && !e->q && proc_open(&own, s->pid, &why))
 		rc = cli_err_set(err, -ESRCH, "--pid %d: %s", (int)s->pid, why.msg);
 	for (i = 0; !rc && i < e->nrams; i++) {
 		paths[i] = e->rams[i].path;
@@ -197,7 +197,8 @@ static int dest_qemu(struct dst_ends *e, const struct dst_spec *s, struct cli_er
  * them, safe from other local users (image.h). */
 static int new_file_dir(const struct cli_ram *r, struct cli_err *err)
 {
-	char tmp[4096], why[4400];
+	struct cli_err why;
+	char tmp[4096];
 	const char *dir;
 
 	snprintf(tmp, sizeof(tmp), "%s", r->path);
@@ -205,8 +206,8 @@ static int new_file_dir(const struct cli_ram *r, struct cli_err *err)
 	if (access(dir, W_OK | X_OK))
 		return cli_err_set(err, -errno, "--ram %s: directory %s: %s", r->path, dir,
 				   strerror(errno));
-	if (img_safe_dir(dir, why, sizeof(why)))
-		return cli_err_set(err, -EPERM, "--ram %s: %s", r->path, why);
+	if (img_safe_dir(dir, &why))
+		return cli_err_set(err, -EPERM, "--ram %s: %s", r->path, why.msg);
 	return 0;
 }
 
@@ -215,7 +216,7 @@ static int new_file_dir(const struct cli_ram *r, struct cli_err *err)
  * may be another local user's, made to receive the guest (image.h). */
 static int map_existing(struct dst_ends *e, const struct dst_spec *s, struct cli_err *err)
 {
-	char why[8192];
+	struct cli_err why;
 	struct stat st;
 	unsigned i;
 
@@ -231,9 +232,9 @@ static int map_existing(struct dst_ends *e, const struct dst_spec *s, struct cli
 			return cli_err_set(err, -EEXIST, "--ram %s: %s already exists: remove "
 					   "it, or give --use-existing to receive into it", r->name,
 					   r->path);
-		if (img_open(r, 0, s->qmp ? IMG_QEMU : IMG_EXISTING, why, sizeof(why)))
+		if (img_open(r, 0, s->qmp ? IMG_QEMU : IMG_EXISTING, &why))
 			return cli_err_set(err, -EINVAL, "%s %s: %s", s->qmp ? "--qmp block" :
-					   "--ram", r->name, why);
+					   "--ram", r->name, why.msg);
 	}
 	return 0;
 }

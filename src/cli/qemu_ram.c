@@ -299,7 +299,7 @@ static bool is_mapped_file(const struct qram_backend *b, const char *path)
 {
 	struct stat st;
 
-	return !sopen_stat(path, &st, NULL, 0) && st.st_dev == b->dev && st.st_ino == b->ino;
+	return !sopen_stat(path, &st, NULL) && st.st_dev == b->dev && st.st_ino == b->ino;
 }
 
 /* Where we reach the file QEMU maps: its mem-path in our root (the name the
@@ -363,7 +363,7 @@ static void resolve_plain_file(struct qram_backend *b)
 {
 	struct stat st;
 
-	if (sopen_stat(b->mem_path, &st, NULL, 0))
+	if (sopen_stat(b->mem_path, &st, NULL))
 		return;
 	snprintf(b->path, sizeof(b->path), "%s", b->mem_path);
 	b->dev = st.st_dev;

@@ -34,7 +34,7 @@ static pid_t peer_pid(int fd)
 void qmp_peer_hold(struct qmp_peer *p, int fd)
 {
 	p->pid = peer_pid(fd);
-	if (p->pid > 0 && proc_open(&p->proc, p->pid, NULL, 0))
+	if (p->pid > 0 && proc_open(&p->proc, p->pid, NULL))
 		p->pid = 0;
 }
 

@@ -28,12 +28,12 @@
  * other local users (image.h). */
 static int check_dir(const char *what, const char *path, const char *dir)
 {
-	char err[4400];
+	struct cli_err err;
 
 	if (access(dir, W_OK | X_OK))
 		return cli_usage("%s %s: directory %s: %s", what, path, dir, strerror(errno));
-	if (img_safe_dir(dir, err, sizeof(err)))
-		return cli_usage("%s %s: %s", what, path, err);
+	if (img_safe_dir(dir, &err))
+		return cli_usage("%s %s: %s", what, path, err.msg);
 	return 0;
 }
 
@@ -179,7 +179,7 @@ static int claim_files(struct mig *m, struct cli_err *err)
 		snprintf(m->dir, sizeof(m->dir), "%s", a->o.ram_dir);
 	}
 	for (i = 0; i < m->nfiles; i++) {
-		rc = a->e.markers ? img_mark_incomplete(&m->files[i], CLI_ERR_BUF(err)) : 0;
+		rc = a->e.markers ? img_mark_incomplete(&m->files[i], err) : 0;
 		if (!rc)
 			rc = guard_file(m, &m->files[i], err);
 		if (rc)
@@ -284,9 +284,9 @@ static int map_file(struct mig *m, const char *name, uint64_t length, void **hos
 		return cli_err_set(err, -ENOMEM, "out of memory");
 	/* Every file made here is new (O_EXCL): nobody else's, and known to be
 	 * all zero, which spares sending zero pages. */
-	rc = img_open(f, length, IMG_NEW, CLI_ERR_BUF(err));
+	rc = img_open(f, length, IMG_NEW, err);
 	if (!rc)
-		rc = img_mark_incomplete(f, CLI_ERR_BUF(err));
+		rc = img_mark_incomplete(f, err);
 	if (!rc)
 		rc = guard_file(m, f, err);
 	if (rc)
@@ -371,7 +371,7 @@ static int sync_files(struct mig *m, struct cli_err *err)
 	int rc = recv_files_check_faults(m, err);
 
 	for (i = 0; !rc && i < m->nfiles; i++)
-		rc = img_sync(&m->files[i], CLI_ERR_BUF(err));
+		rc = img_sync(&m->files[i], err);
 	return rc;
 }
 
@@ -383,7 +383,7 @@ int recv_files_finish(struct mig *m, struct cli_err *err)
 	int rc = ds_finish(m->ds, err);
 
 	for (i = 0; !rc && i < m->nfiles; i++)
-		rc = img_complete(&m->files[i], CLI_ERR_BUF(err));
+		rc = img_complete(&m->files[i], err);
 	return rc;
 }
 

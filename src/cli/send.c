@@ -209,7 +209,7 @@ static void watch(struct sender *x)
 
 static int prepare(struct sender *x)
 {
-	char err[512];
+	struct cli_err err;
 	int rc;
 
 	cli_bar_init(&x->bar, x->o.json);
@@ -234,8 +234,8 @@ static int prepare(struct sender *x)
 	signal(SIGPIPE, SIG_IGN);
 	watch(x);
 	if (x->o.control &&
-	    ctl_open(&x->ctl, x->loop, x->o.control, send_on_command, x, err, sizeof(err)))
-		return cli_usage("%s", err);
+	    ctl_open(&x->ctl, x->loop, x->o.control, send_on_command, x, &err))
+		return cli_usage("%s", err.msg);
 	return 0;
 }
 

@@ -36,7 +36,7 @@ int wl_init(struct workload **out, struct workload *w, const struct proc_ref *pr
 	w->pid = proc->pid;
 	w->timeout_ms = timeout_ms;
 	w->proc = (struct proc_ref)PROC_REF_INIT;
-	rc = proc_dup(&w->proc, proc, CLI_ERR_BUF(err));
+	rc = proc_dup(&w->proc, proc, err);
 	if (!rc && w->ops->check)
 		rc = w->ops->check(w, err);
 	if (!rc)
@@ -196,16 +196,16 @@ bool wl_untouched(struct workload *w, char *msg, size_t len)
 
 int wl_resume(struct workload *w, struct cli_err *err)
 {
-	char why[512];
+	struct cli_err why;
 
 	if (proc_signal(&w->proc, 0) == -ESRCH)
 		return cli_err_set(err, -ESRCH, "%s %d has exited", w->ops->name,
 				   (int)w->pid);
 	/* Unthrottled before it runs on. */
-	if (throttle_pct(w->thr) && throttle_set(w->thr, 0, why, sizeof(why))) {
+	if (throttle_pct(w->thr) && throttle_set(w->thr, 0, &why)) {
 		wl_thaw(w);
 		return cli_err_set(err, -EIO, "the %s runs, but its throttle could not be "
-				   "released: %s", wl_kind(w), why);
+				   "released: %s", wl_kind(w), why.msg);
 	}
 	wl_thaw(w);
 	return w->ops->resume ? w->ops->resume(w, err) : 0;
@@ -224,7 +224,7 @@ int wl_throttle_open(struct workload *w, struct cli_err *err)
 	t.tids = tids;
 	t.ntids = n;
 	if (!rc)
-		rc = throttle_open(&w->thr, &t, CLI_ERR_BUF(err));
+		rc = throttle_open(&w->thr, &t, err);
 	free(tids);
 	return rc;
 }
@@ -234,7 +234,7 @@ int wl_throttle(struct workload *w, unsigned pct, struct cli_err *err)
 	if (!w->thr)
 		return pct ? cli_err_set(err, -EINVAL, "the %s cannot be throttled: no "
 					 "throttle was opened", wl_kind(w)) : 0;
-	return throttle_set(w->thr, pct, CLI_ERR_BUF(err));
+	return throttle_set(w->thr, pct, err);
 }
 
 void wl_throttle_aside(struct workload *w)

@@ -104,7 +104,7 @@ static int open_files(struct dirty_set **m, pid_t pid, const char *const *paths,
 {
 	struct dirty_opts o = { .mode = mode, .threads = test_threads };
 	struct proc_ref p;
-	int ret = proc_open(&p, pid, CLI_ERR_BUF(err));
+	int ret = proc_open(&p, pid, err);
 
 	*m = NULL;
 	if (!ret)

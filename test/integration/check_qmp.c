@@ -374,7 +374,7 @@ START_TEST(swapped_ram_file_refused)
 	ck_assert_int_eq(ftruncate(fd, 64 << 20), 0);
 	close(fd);
 	ck_assert_int_eq(rename(other, ram), 0);
-	r = cli_ram_map_ro(&rams[0], err.msg, sizeof(err.msg));
+	r = cli_ram_map_ro(&rams[0], &err);
 	if (!r)
 		cli_ram_unmap(&rams[0]);
 	ck_assert_msg(r == -ESTALE, "a swapped file was mapped: %d %s", r, err.msg);
