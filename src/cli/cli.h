@@ -10,7 +10,7 @@
 #include <json-c/json.h>
 
 #include "rdmig.h"
-#include "clierr.h" /* cli_errf, which every module here uses */
+#include "clierr.h" /* struct cli_err, which every module here uses */
 
 /* Exit codes of both commands; the man pages and --help list the same. */
 enum cli_exit {

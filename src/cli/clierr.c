@@ -21,15 +21,3 @@ int cli_err_give(int code, const struct cli_err *e, char *buf, size_t len)
 		snprintf(buf, len, "%s", e->msg);
 	return code;
 }
-
-int cli_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}

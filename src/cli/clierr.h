@@ -27,21 +27,4 @@ int cli_err_set(struct cli_err *e, int code, const char *fmt, ...)
  * (rdmig.h): @e's message when @code is a failure.  Returns @code. */
 int cli_err_give(int code, const struct cli_err *e, char *buf, size_t len);
 
-/* Writes a message into @err (when it has room) and returns @code: the
- * convention of the modules not moved to struct cli_err yet. */
-int cli_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-/* Such a module's (char *, size_t) arguments from a struct cli_err. */
-static inline char *cli_err_buf_(struct cli_err *e)
-{
-	return e ? e->msg : NULL;
-}
-
-static inline size_t cli_err_len_(const struct cli_err *e)
-{
-	return e ? sizeof(e->msg) : 0;
-}
-
-#define CLI_ERR_BUF(e) cli_err_buf_(e), cli_err_len_(e)
-
 #endif

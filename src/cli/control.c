@@ -236,7 +236,8 @@ static int clear_stale(const struct sockaddr_un *sa, struct cli_err *err)
 	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
 	close(fd);
 	if (rc == 0)
-		return cli_err_set(err, -EADDRINUSE, "control socket %s is in use by another process",
+		return cli_err_set(err, -EADDRINUSE,
+				   "control socket %s is in use by another process",
 				   sa->sun_path);
 	unlink(sa->sun_path);
 	return 0;
@@ -252,7 +253,8 @@ int ctl_open(struct ctl_server **out, struct ev_loop *loop, const char *path,
 
 	*out = NULL;
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return cli_err_set(err, -ENAMETOOLONG, "control socket path %s is longer than %zu bytes", path,
+		return cli_err_set(err, -ENAMETOOLONG,
+				   "control socket path %s is longer than %zu bytes", path,
 				   sizeof(sa.sun_path) - 1);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	rc = clear_stale(&sa, err);

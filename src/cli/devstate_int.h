@@ -12,7 +12,8 @@
  * kind (say a Cloud Hypervisor endpoint) is one new file.
  *
  * A kind's object starts with a struct devstate named d (ds_close frees
- * it as one), and gets back from it with ds_kind().  Types and the face's helpers for the kinds only;
+ * it as one),
+ and gets back from it with ds_kind().  Types and the face's helpers for the kinds only;
  * nothing outside the endpoints includes it. */
 #ifndef RDMIG_CLI_DEVSTATE_INT_H
 #define RDMIG_CLI_DEVSTATE_INT_H

@@ -166,7 +166,8 @@ static void dst_abort(struct devstate *d, char *note, size_t len)
 	if (qmp_stop(m->q, &why))
 		snprintf(note, len, "; the guest here could not be paused again: %s", why.msg);
 	else
-		snprintf(note, len, "; the source was not told, so the guest here was paused again");
+		snprintf(note, len,
+			 "; the source was not told, so the guest here was paused again");
 	m->started = false;
 }
 

@@ -41,20 +41,18 @@ static unsigned pick_threads(const struct dirty_opts *o)
  * the reason kept for the operator (dirty_why_not). */
 static int choose_method(struct dirty_set *s, enum dirty_mode mode, struct cli_err *err)
 {
-	char why[640];
 	int rc;
 
 	if (mode == DIRTY_SOFT_DIRTY) {
-		snprintf(s->why_not, sizeof(s->why_not), "soft-dirty was asked for");
+		cli_err_set(&s->why_not, 0, "soft-dirty was asked for");
 		return dirty_probe_soft(s, err);
 	}
-	rc = dirty_probe_wp(s, mode == DIRTY_WP_ASYNC, why, sizeof(why));
+	rc = dirty_probe_wp(s, mode == DIRTY_WP_ASYNC, &s->why_not);
 	if (!rc)
 		return 0;
 	if (mode == DIRTY_WP_ASYNC)
 		return cli_err_set(err, rc, "wp-async tracking is not possible: %s (auto "
-				   "falls back to soft-dirty)", why);
-	snprintf(s->why_not, sizeof(s->why_not), "%s", why);
+				   "falls back to soft-dirty)", s->why_not.msg);
 	return dirty_probe_soft(s, err);
 }
 
@@ -159,8 +157,10 @@ static int report_runs(struct dirty_set *s, dirty_run_fn cb, void *ctx, struct c
 			end = b * s->psz < f->len ? b * s->psz : f->len;
 			ret = cb(ctx, i, off, end - off);
 			if (ret < 0)
-				return cli_err_set(err, ret, "handling dirty pages at offset %" PRIu64
-						   " of %s failed: %s", off, f->path, strerror(-ret));
+				return cli_err_set(err, ret,
+						   "handling dirty pages at offset %" PRIu64
+						   " of %s failed: %s", off, f->path,
+						   strerror(-ret));
 		}
 	}
 	return 0;
@@ -194,7 +194,7 @@ const char *dirty_method(const struct dirty_set *s)
 
 const char *dirty_why_not(const struct dirty_set *s)
 {
-	return s->method == M_WP_ASYNC ? "" : s->why_not;
+	return s->method == M_WP_ASYNC ? "" : s->why_not.msg;
 }
 
 unsigned dirty_threads(const struct dirty_set *s)

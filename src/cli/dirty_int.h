@@ -112,7 +112,7 @@ struct dirty_set {
 	int pagemap_fd;         /* reads 0 bytes once the process's memory is gone */
 	int uffd;               /* wp-async: ours, registered in its mm; else -1 */
 	enum method method;
-	char why_not[640];
+	struct cli_err why_not;
 	bool armed;             /* dirty_clear ran once */
 	uint64_t psz;
 	struct dirty_file *files;

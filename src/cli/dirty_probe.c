@@ -112,17 +112,18 @@ static int probe_scan(uint64_t psz, uint64_t category)
 
 /* Whether userfaultfd has asynchronous write-protection here, asked of a
  * userfaultfd of our own. */
-static int probe_wp_async(char *why, size_t len)
+static int probe_wp_async(struct cli_err *why)
 {
 	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC_ };
 	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY_), ret = 0;
 
 	if (fd < 0)
-		return cli_errf(why, len, -errno, "userfaultfd(2) failed here (%s%s)", strerror(errno),
-				errno == ENOSYS ? ": the kernel is built without CONFIG_USERFAULTFD" : "");
+		return cli_err_set(why, -errno, "userfaultfd(2) failed here (%s%s)",
+				   strerror(errno),
+				   errno == ENOSYS ? ": the kernel is built without CONFIG_USERFAULTFD" : "");
 	if (ioctl(fd, UFFDIO_API, &api))
-		ret = cli_errf(why, len, -EOPNOTSUPP, "userfaultfd has no asynchronous write-protect "
-			       "in this kernel (UFFD_FEATURE_WP_ASYNC: %s)", strerror(errno));
+		ret = cli_err_set(why, -EOPNOTSUPP, "userfaultfd has no asynchronous write-protect "
+				  "in this kernel (UFFD_FEATURE_WP_ASYNC: %s)", strerror(errno));
 	close(fd);
 	return ret;
 }
@@ -183,25 +184,25 @@ static int check_clear_refs(struct dirty_set *s, struct cli_err *err)
 /* ---- wp-async --------------------------------------------------------------------- */
 
 /* PAGEMAP_SCAN and asynchronous write-protection, asked of this process. */
-static int probe_wp(uint64_t psz, char *why, size_t len)
+static int probe_wp(uint64_t psz, struct cli_err *why)
 {
 	struct utsname u;
 	int rc = probe_scan(psz, PAGE_IS_WRITTEN_);
 
 	if (rc == -ENOTTY || rc == -EINVAL) {
 		uname(&u);
-		return cli_errf(why, len, -EOPNOTSUPP, "PAGEMAP_SCAN is not in this kernel (%s; "
-				"Linux 6.7 added it)", u.release);
+		return cli_err_set(why, -EOPNOTSUPP, "PAGEMAP_SCAN is not in this kernel (%s; "
+				   "Linux 6.7 added it)", u.release);
 	}
 	if (rc)
-		return cli_errf(why, len, rc, "PAGEMAP_SCAN on /proc/self/pagemap failed: %s",
-				strerror(-rc));
-	return probe_wp_async(why, len);
+		return cli_err_set(why, rc, "PAGEMAP_SCAN on /proc/self/pagemap failed: %s",
+				   strerror(-rc));
+	return probe_wp_async(why);
 }
 
 /* A userfaultfd made inside the process (a userfaultfd belongs to the mm
  * that created it), with asynchronous write-protection. */
-static int make_uffd(struct dirty_set *s, bool forced, char *why, size_t len)
+static int make_uffd(struct dirty_set *s, bool forced, struct cli_err *why)
 {
 	struct uffdio_api api = { .api = UFFD_API,
 				  .features = UFFD_FEATURE_WP_ASYNC_ | UFFD_FEATURE_WP_UNPOPULATED_ };
@@ -211,22 +212,23 @@ static int make_uffd(struct dirty_set *s, bool forced, char *why, size_t len)
 	rc = inject_userfaultfd(&s->proc, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY_, forced,
 				&s->uffd, &inj);
 	if (rc)
-		return cli_errf(why, len, rc, "cannot make a userfaultfd in process %d: %s", (int)s->pid,
-				inj.msg);
+		return cli_err_set(why, rc, "cannot make a userfaultfd in process %d: %s",
+				   (int)s->pid,
+				   inj.msg);
 	/* WP_UNPOPULATED protects pages never touched too (needed for
 	 * anonymous memory; shmem has it anyway): asked for, not required. */
 	if (ioctl(s->uffd, UFFDIO_API, &api)) {
 		api = (struct uffdio_api){ .api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC_ };
 		if (ioctl(s->uffd, UFFDIO_API, &api))
-			return cli_errf(why, len, -errno, "UFFDIO_API with UFFD_FEATURE_WP_ASYNC on "
-					"process %d's userfaultfd failed: %s", (int)s->pid,
-					strerror(errno));
+			return cli_err_set(why, -errno, "UFFDIO_API with UFFD_FEATURE_WP_ASYNC on "
+					   "process %d's userfaultfd failed: %s", (int)s->pid,
+					   strerror(errno));
 	}
 	return 0;
 }
 
 /* Every mapping of every file, registered for write-protection. */
-static int register_wp(struct dirty_set *s, char *why, size_t len)
+static int register_wp(struct dirty_set *s, struct cli_err *why)
 {
 	unsigned i;
 	size_t k;
@@ -243,31 +245,31 @@ static int register_wp(struct dirty_set *s, char *why, size_t len)
 			if (!ioctl(s->uffd, UFFDIO_REGISTER, &reg))
 				continue;
 			rc = -errno;
-			return cli_errf(why, len, rc, "registering process %d's mapping of %s "
-					"(%#" PRIx64 "-%#" PRIx64 ") for write-protection failed: %s",
-					(int)s->pid, s->files[i].path, v->start, v->end,
-					rc == -EBUSY ? "another userfaultfd has it (QEMU's postcopy?)" :
-					strerror(-rc));
+			return cli_err_set(why, rc, "registering process %d's mapping of %s "
+					   "(%#" PRIx64 "-%#" PRIx64 ") for write-protection failed: %s",
+					   (int)s->pid, s->files[i].path, v->start, v->end,
+					   rc == -EBUSY ? "another userfaultfd has it (QEMU's postcopy?)" :
+					   strerror(-rc));
 		}
 	return 0;
 }
 
 /* wp-async: a userfaultfd made inside the process, its ranges registered
  * for asynchronous write-protection.  Fails with the reason in @why. */
-static int setup_wp(struct dirty_set *s, bool forced, char *why, size_t len)
+static int setup_wp(struct dirty_set *s, bool forced, struct cli_err *why)
 {
-	int rc = probe_wp(s->psz, why, len);
+	int rc = probe_wp(s->psz, why);
 
 	if (!rc)
-		rc = make_uffd(s, forced, why, len);
-	return rc ? rc : register_wp(s, why, len);
+		rc = make_uffd(s, forced, why);
+	return rc ? rc : register_wp(s, why);
 }
 
 /* ---- the methods ------------------------------------------------------------------ */
 
-int dirty_probe_wp(struct dirty_set *s, bool forced, char *why, size_t len)
+int dirty_probe_wp(struct dirty_set *s, bool forced, struct cli_err *why)
 {
-	int rc = setup_wp(s, forced, why, len);
+	int rc = setup_wp(s, forced, why);
 
 	if (!rc) {
 		s->method = M_WP_ASYNC;

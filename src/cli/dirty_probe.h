@@ -19,7 +19,7 @@ int dirty_probe_pagemap(struct dirty_set *s, struct cli_err *err);
  * inside the process (@forced: even past a seccomp filter, inject.h), the
  * mappings registered.  Fails with the reason in @why and nothing left
  * behind. */
-int dirty_probe_wp(struct dirty_set *s, bool forced, char *why, size_t len);
+int dirty_probe_wp(struct dirty_set *s, bool forced, struct cli_err *why);
 /* Sets up soft-dirty, proved to work here, read as ranges where the
  * kernel's PAGEMAP_SCAN knows the category (soft-dirty-scan). */
 int dirty_probe_soft(struct dirty_set *s, struct cli_err *err);

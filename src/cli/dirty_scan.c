@@ -73,11 +73,13 @@ static int slice_scan(struct worker *w, const struct slice *sl, enum op op)
 		if (n < 0 && errno == EPERM)
 			return cli_err_set(&w->err, -ESTALE, "process %d's mapping at %#"
 					   PRIx64 " is no longer registered for write-protection "
-					   "(remapped?): pages it dirtied may be missed", (int)s->pid,
+					   "(remapped?): pages it dirtied may be missed",
+					   (int)s->pid,
 					   a.start);
 		if (n < 0)
 			return cli_err_set(&w->err, errno == ESRCH ? -ESRCH : -errno,
-					   "PAGEMAP_SCAN of /proc/%d/pagemap failed: %s", (int)s->pid,
+					   "PAGEMAP_SCAN of /proc/%d/pagemap failed: %s",
+					   (int)s->pid,
 					   strerror(errno));
 		for (i = 0; i < n; i++)
 			dirty_bits_mark(s, sl, vec[i].start, vec[i].end);

@@ -28,8 +28,8 @@ static int open_qmp(struct qmp **q, const char *sock, const struct qemu_id *id,
 
 	if (!rc && id->uuid && (rc = qmp_uuid(*q, uuid, sizeof(uuid), &why)) == 0 &&
 	    strcasecmp(uuid, id->uuid))
-		rc = cli_errf(why.msg, sizeof(why.msg), -EPERM, "the QEMU on it (pid %d) says UUID %s, "
-			      "not %s (--qmp-uuid)", (int)qmp_pid(*q), uuid, id->uuid);
+		rc = cli_err_set(&why, -EPERM, "the QEMU on it (pid %d) says UUID %s, "
+				 "not %s (--qmp-uuid)", (int)qmp_pid(*q), uuid, id->uuid);
 	return rc ? cli_err_set(err, rc, "--qmp %s: %s", sock, why.msg) : 0;
 }
 

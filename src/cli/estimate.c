@@ -311,10 +311,10 @@ int est_report(const struct est_measure *m, const struct rdmig_config *cfg, int 
 		.working_set = m->working_set, .round_cost_ms = m->round_cost_ms,
 	};
 	struct rdmig_forecast f = { .size = sizeof(f) };
-	char err[256];
+	struct cli_err err;
 
-	if (rdmig_forecast(cfg, &in, &f, err, sizeof(err))) {
-		cli_err("cannot forecast: %s", err);
+	if (rdmig_forecast(cfg, &in, &f, err.msg, sizeof(err.msg))) {
+		cli_err("cannot forecast: %s", err.msg);
 		return CLI_EX_INTERNAL;
 	}
 	if (json)

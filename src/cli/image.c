@@ -34,13 +34,16 @@ static int dir_ok(const char *dir, struct cli_err *err)
 	if (stat(dir, &st))
 		return sys_fail(-1, err, "examine", dir);
 	if (st.st_uid != 0 && st.st_uid != geteuid())
-		return cli_err_set(err, -EPERM, "directory %s belongs to uid %u, who could replace the image "
+		return cli_err_set(err, -EPERM,
+				   "directory %s belongs to uid %u, who could replace the image "
 				   "files in it: use a directory of root's or your own", dir,
 				   (unsigned)st.st_uid);
 	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-		return cli_err_set(err, -EPERM, "directory %s can be written by other users (mode %04o) and "
+		return cli_err_set(err, -EPERM,
+				   "directory %s can be written by other users (mode %04o) and "
 				   "has no sticky bit, so they could replace the image files in it: run "
-				   "chmod go-w %s (or chmod +t %s)", dir, (unsigned)(st.st_mode & 07777), dir,
+				   "chmod go-w %s (or chmod +t %s)", dir,
+				   (unsigned)(st.st_mode & 07777), dir,
 				   dir);
 	return 0;
 }
@@ -61,8 +64,10 @@ static int links_ours(const char *dir, struct cli_err *err)
 			*slash = '\0';
 		if (!lstat(p, &st) && S_ISLNK(st.st_mode) && st.st_uid != 0 &&
 		    st.st_uid != geteuid()) {
-			return cli_err_set(err, -EPERM, "%s is a symbolic link of uid %u, who could point it "
-					   "elsewhere: give the path it points to", p, (unsigned)st.st_uid);
+			return cli_err_set(err, -EPERM,
+					   "%s is a symbolic link of uid %u, who could point it "
+					   "elsewhere: give the path it points to", p,
+					   (unsigned)st.st_uid);
 		}
 		if (!slash)
 			return 0;
@@ -119,7 +124,8 @@ static int open_file(struct cli_ram *r, enum img_mode mode, struct stat *st, str
 	}
 	fd = open(r->path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
 	if (fd < 0 && errno == EEXIST)
-		return cli_err_set(err, -EEXIST, "%s already exists: remove it, or receive into it with "
+		return cli_err_set(err, -EEXIST,
+				   "%s already exists: remove it, or receive into it with "
 				   "--ram NAME=%s --use-existing", r->path, r->path);
 	if (fd < 0)
 		return sys_fail(-1, err, "create", r->path);
@@ -129,7 +135,8 @@ static int open_file(struct cli_ram *r, enum img_mode mode, struct stat *st, str
 	return fd;
 }
 
-static int map_fd(int fd, struct cli_ram *r, uint64_t len, const struct stat *st, struct cli_err *err)
+static int map_fd(int fd, struct cli_ram *r, uint64_t len, const struct stat *st,
+		  struct cli_err *err)
 {
 	void *p;
 
@@ -212,7 +219,8 @@ static int stale_marker_ours(const char *m, struct cli_err *err)
 		return sys_fail(-1, err, "examine", m);
 	if (S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1)
 		return 0;
-	return cli_err_set(err, -EEXIST, "%s already exists and is not a marker of ours (uid %u, %s): "
+	return cli_err_set(err, -EEXIST,
+			   "%s already exists and is not a marker of ours (uid %u, %s): "
 			   "remove it", m, (unsigned)st.st_uid, S_ISREG(st.st_mode) ? "a file" :
 			   S_ISLNK(st.st_mode) ? "a symbolic link" : "not a plain file");
 }

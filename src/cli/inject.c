@@ -232,7 +232,8 @@ int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_secc
 	if (ptrace(PTRACE_SEIZE, t.tid, NULL, NULL)) {
 		e = errno;
 		return cli_err_set(err, -e, "cannot ptrace process %d (%s): %s", (int)p->pid,
-				   strerror(e), e == EPERM ? "another tracer holds it, or it is not ours "
+				   strerror(e),
+				   e == EPERM ? "another tracer holds it, or it is not ours "
 				   "to trace (root can; its owner only with kernel.yama.ptrace_scope 0)" :
 				   "it exited");
 	}
@@ -288,7 +289,8 @@ int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_secc
 		close(*fd);
 		*fd = -1;
 		return cli_err_set(err, perr ? perr : (int)r, "closing descriptor %ld in process "
-				   "%d again failed: %s", rfd, (int)p->pid, strerror(perr ? -perr : (int)-r));
+				   "%d again failed: %s", rfd, (int)p->pid,
+				   strerror(perr ? -perr : (int)-r));
 	}
 	return 0;
 }

@@ -89,7 +89,8 @@ static int list_backends(struct qmp *q, struct qram_backend **out, size_t *n,
 	enum qram_kind kind;
 	size_t i, len;
 	const char *name, *type;
-	int r = qmp_call(q, "qom-list", args1("path", json_object_new_string("/objects")), &ret, err);
+	int r = qmp_call(q, "qom-list", args1("path", json_object_new_string("/objects")), &ret,
+			 err);
 
 	*n = 0;
 	if (r < 0)
@@ -104,7 +105,8 @@ static int list_backends(struct qmp *q, struct qram_backend **out, size_t *n,
 		if (!name || !type || !backend_kind(type, &kind))
 			continue;
 		if (strlen(name) >= sizeof(b->id))
-			r = cli_err_set(err, -ENAMETOOLONG, "backend id %.32s... is too long", name);
+			r = cli_err_set(err, -ENAMETOOLONG, "backend id %.32s... is too long",
+					name);
 		snprintf(b[*n].id, sizeof(b->id), "%s", name);
 		b[(*n)++].kind = kind;
 	}
@@ -236,7 +238,8 @@ static int find_mapping(const struct proc_ref *p, const char *id, uint64_t hva, 
 			continue;
 		if (perms[3] != 's' || !inode)
 			r = cli_err_set(err, -ENOTSUP,
-					"backend %s: QEMU maps it without a shared file behind it", id);
+					"backend %s: QEMU maps it without a shared file behind it",
+					id);
 		else if (perms[1] != 'w')
 			r = cli_err_set(err, -EACCES,
 					"backend %s: QEMU maps its file read-only (%s at 0x%" PRIx64 "): "
@@ -332,10 +335,12 @@ static int path_for_file(struct qram_backend *b, const struct proc_ref *p, struc
 				   b->id, major(b->dev), minor(b->dev), (unsigned long long)b->ino,
 				   b->mem_path, (int)p->pid, b->mem_path);
 	if (r == -ENOENT)
-		return cli_err_set(err, r, "backend %s: QEMU (pid %d) holds no fd to the file it maps",
+		return cli_err_set(err, r,
+				   "backend %s: QEMU (pid %d) holds no fd to the file it maps",
 				   b->id, (int)p->pid);
 	if (r < 0)
-		return cli_err_set(err, r, "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
+		return cli_err_set(err, r,
+				   "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
 				   (int)p->pid, strerror(-r));
 	return 0;
 }
@@ -463,7 +468,8 @@ int qram_backends(struct qmp *q, struct qram_backend **out, size_t *n,
 	*n = 0;
 	r = list_backends(q, &b, n, err);
 	if (r == 0 && *n && !qmp_proc(q))
-		r = cli_err_set(err, -ESRCH, "QEMU's pid is not visible from here (another pid namespace?)");
+		r = cli_err_set(err, -ESRCH,
+				"QEMU's pid is not visible from here (another pid namespace?)");
 	if (r == 0 && *n)
 		r = qmp_hmp(q, "info mtree -f", &mtree, err);
 	for (i = 0; r == 0 && i < *n; i++) {
@@ -540,7 +546,8 @@ int qram_check(struct qmp *q, const struct qram_backend *b, size_t n,
 		if (!b[i].shared || !*b[i].path)
 			return cli_err_set(err, -ENOTSUP,
 					   "guest RAM is not shared: backend %s is a %s with share=%s; " SHARED_FIX,
-					   b[i].id, kind_name(b[i].kind), b[i].shared ? "on" : "off");
+					   b[i].id, kind_name(b[i].kind),
+					   b[i].shared ? "on" : "off");
 		r = skipped_by_qemu(&b[i], &v, err);
 		if (r)
 			return r;

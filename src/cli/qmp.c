@@ -117,7 +117,8 @@ static int parse_front(struct qmp *q, struct json_object **msg, struct cli_err *
 		return 0;
 	if (je != json_tokener_success || !json_object_is_type(o, json_type_object)) {
 		json_object_put(o);
-		return cli_err_set(err, -EPROTO, "QEMU sent something that is not a QMP message: %s",
+		return cli_err_set(err, -EPROTO,
+				   "QEMU sent something that is not a QMP message: %s",
 				   je != json_tokener_success ? json_tokener_error_desc(je) : "not an object");
 	}
 	memmove(q->buf, q->buf + end, q->len - end);
@@ -156,9 +157,11 @@ static int read_more(struct qmp *q, const struct qmp_waitfor *w, struct cli_err 
 		return r;
 	r = poll(&pfd, 1, qmp_ms_left(w));
 	if (r < 0)
-		return errno == EINTR ? 0 : cli_err_set(err, -errno, "poll on QMP: %s", strerror(errno));
+		return errno == EINTR ? 0 : cli_err_set(err, -errno, "poll on QMP: %s",
+							strerror(errno));
 	if (r == 0)
-		return cli_err_set(err, -ETIMEDOUT, "no %s from QEMU within %d ms (is QEMU stopped?)",
+		return cli_err_set(err, -ETIMEDOUT,
+				   "no %s from QEMU within %d ms (is QEMU stopped?)",
 				   w->what, w->ms);
 	n = read(q->fd, q->buf + q->len, q->cap - q->len);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
@@ -230,7 +233,8 @@ static int send_all(struct qmp *q, const char *data, size_t len, int fd,
 					   strerror(errno));
 		if (poll(&pfd, 1, qmp_ms_left(w)) == 0)
 			return cli_err_set(err, -ETIMEDOUT,
-					   "QEMU took no command for %d ms (is QEMU stopped?)", w->ms);
+					   "QEMU took no command for %d ms (is QEMU stopped?)",
+					   w->ms);
 	}
 	return 0;
 }
@@ -294,7 +298,8 @@ static int unpack_reply(struct json_object *reply, const char *cmd,
 	if (json_object_object_get_ex(reply, "error", &e)) {
 		desc = qmp_jstr(e, "desc");
 		if (!desc)
-			return cli_err_set(err, -EREMOTEIO, "QEMU refused %s without saying why", cmd);
+			return cli_err_set(err, -EREMOTEIO, "QEMU refused %s without saying why",
+					   cmd);
 		return qmp_qerr_text(err, -EREMOTEIO, desc);
 	}
 	json_object_object_get_ex(reply, "return", &v);
@@ -439,7 +444,8 @@ static int connect_unix(const char *path, int *out, struct cli_err *err)
 	int fd, e;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return cli_err_set(err, -ENAMETOOLONG, "QMP socket path %s is longer than %zu bytes",
+		return cli_err_set(err, -ENAMETOOLONG,
+				   "QMP socket path %s is longer than %zu bytes",
 				   path, sizeof(sa.sun_path) - 1);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

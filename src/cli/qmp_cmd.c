@@ -30,7 +30,8 @@ static struct json_object *args1(const char *key, struct json_object *val)
 
 int qmp_getfd(struct qmp *q, int fd, const char *name, struct cli_err *err)
 {
-	return qmp_call_fd(q, "getfd", args1("fdname", json_object_new_string(name)), fd, NULL, err);
+	return qmp_call_fd(q, "getfd", args1("fdname", json_object_new_string(name)), fd, NULL,
+			   err);
 }
 
 int qmp_closefd(struct qmp *q, const char *name, struct cli_err *err)
@@ -107,7 +108,8 @@ int qmp_migrate(struct qmp *q, const char *uri, struct cli_err *err)
 
 int qmp_migrate_incoming(struct qmp *q, const char *uri, struct cli_err *err)
 {
-	return qmp_call(q, "migrate-incoming", args1("uri", json_object_new_string(uri)), NULL, err);
+	return qmp_call(q, "migrate-incoming", args1("uri", json_object_new_string(uri)), NULL,
+			err);
 }
 
 int qmp_migrate_cancel(struct qmp *q, struct cli_err *err)
@@ -148,7 +150,8 @@ int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 	for (;;) {
 		r = qmp_migrate_query(q, m, err);
 		if (r == -ECONNRESET)
-			return cli_err_set(err, r, "QEMU closed its QMP socket during the migration "
+			return cli_err_set(err, r,
+					   "QEMU closed its QMP socket during the migration "
 					   "(a destination QEMU exits when loading fails: see its output)");
 		if (r < 0)
 			return r;
@@ -156,7 +159,8 @@ int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 			return 0;
 		if (!strcmp(m->status, "failed"))
 			return *m->error ? qmp_qerr_text(err, -EIO, m->error)
-					 : cli_err_set(err, -EIO, "migration failed (QEMU gave no reason)");
+					 : cli_err_set(err, -EIO,
+						       "migration failed (QEMU gave no reason)");
 		if (!strcmp(m->status, "cancelled"))
 			return cli_err_set(err, -EIO, "migration was cancelled");
 		if (!qmp_ms_left(&w))

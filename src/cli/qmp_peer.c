@@ -120,7 +120,8 @@ int qmp_peer_accepted_by(const struct qmp_peer *p, int fd, const char *path, str
 	if (!r)
 		return cli_err_set(err, -EPERM, "%s is answered by a process other than pid "
 				   "%d, the one its peer credentials name (the socket's listener "
-				   "exited and its pid went to pid %d's process): refusing it", path,
+				   "exited and its pid went to pid %d's process): refusing it",
+				   path,
 				   (int)p->pid, (int)p->pid);
 	return 0;
 }

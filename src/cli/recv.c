@@ -41,7 +41,8 @@ static int setup(struct app *a)
 
 	cli_bar_init(&a->bar, a->o.json);
 	/* A migration has at most 1024 blocks (rdmig(7)). */
-	if (fg_install((unsigned)(a->o.daemon ? a->o.max_migrations : 1) * 1024 + a->o.nrams + 1, &err))
+	if (fg_install((unsigned)(a->o.daemon ? a->o.max_migrations : 1) * 1024 + a->o.nrams + 1,
+		       &err))
 		return cli_usage("%s", err.msg);
 	rc = recv_files_prepare(a);
 	if (rc)

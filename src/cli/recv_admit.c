@@ -22,9 +22,11 @@ int recv_admit(struct mig *m, uint64_t image_bytes, struct cli_err *err)
 
 	recv_room_measure(m, image_bytes, state_dir, sizeof(state_dir));
 	if (!a->o.daemon && a->admitted)
-		return cli_err_set(err, -EBUSY, "busy: another source is migrating to this destination");
+		return cli_err_set(err, -EBUSY,
+				   "busy: another source is migrating to this destination");
 	if (a->o.daemon && a->admitted >= a->o.max_migrations)
-		return cli_err_set(err, -EBUSY, "busy: %u migrations are in progress (--max-migrations)",
+		return cli_err_set(err, -EBUSY,
+				   "busy: %u migrations are in progress (--max-migrations)",
 				   a->admitted);
 	rc = recv_room_weigh(m, state_dir, err);
 	if (rc) {

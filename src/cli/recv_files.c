@@ -170,9 +170,10 @@ static int claim_files(struct mig *m, struct cli_err *err)
 			if (!mkdir(m->dir, 0700))
 				break;
 			if (errno != EEXIST) {
-				snprintf(CLI_ERR_BUF(err), "cannot create %s: %s", m->dir, strerror(errno));
+				rc = cli_err_set(err, -errno, "cannot create %s: %s", m->dir,
+						 strerror(errno));
 				m->id = 0;
-				return -errno;
+				return rc;
 			}
 		}
 	} else if (a->o.ram_dir) {
@@ -338,7 +339,8 @@ int recv_files_check_set(struct mig *m, struct cli_err *err)
 			if (!strcmp(m->files[j].name, name))
 				break;
 		if (j == m->nfiles)
-			return cli_err_set(err, -ENOENT, "block \"%s\" was not sent by the source", name);
+			return cli_err_set(err, -ENOENT, "block \"%s\" was not sent by the source",
+					   name);
 	}
 	return 0;
 }

@@ -62,10 +62,13 @@ int recv_room_check(struct mig *m, const char *dir, const char *what, uint64_t n
 	other = promised(m->app, dev);
 	if (other <= avail && need <= avail - other)
 		return 0;
-	return cli_err_set(err, -ENOSPC, "no room for %s: it needs %s, %s has %s free%s%s%s; free space, "
+	return cli_err_set(err, -ENOSPC,
+			   "no room for %s: it needs %s, %s has %s free%s%s%s; free space, "
 			   "or put the images on a larger tmpfs or hugetlbfs", what,
-			   cli_fmt_bytes(need, n, sizeof(n)), dir, cli_fmt_bytes(avail, f, sizeof(f)),
-			   other ? " of which " : "", other ? cli_fmt_bytes(other, p, sizeof(p)) : "",
+			   cli_fmt_bytes(need, n, sizeof(n)), dir, cli_fmt_bytes(avail, f,
+										 sizeof(f)),
+			   other ? " of which " : "", other ? cli_fmt_bytes(other, p,
+									    sizeof(p)) : "",
 			   other ? " are promised to images in progress" : "");
 }
 
@@ -98,11 +101,13 @@ static int check_totals(struct mig *m, struct cli_err *err)
 		return cli_err_set(err, -ENOSPC, "busy: this image of %s and those in progress "
 				   "would hold %s, more than --max-total-image %s",
 				   cli_fmt_bytes(m->image_bytes, x, sizeof(x)),
-				   cli_fmt_bytes(img, y, sizeof(y)), cli_fmt_bytes(max_img, z, sizeof(z)));
+				   cli_fmt_bytes(img, y, sizeof(y)), cli_fmt_bytes(max_img, z,
+										   sizeof(z)));
 	if (a->o.total_pinned && pin > a->o.total_pinned)
 		return cli_err_set(err, -ENOSPC, "busy: this migration (up to %s pinned) and "
 				   "those in progress could pin %s, more than --max-total-pinned %s",
-				   cli_fmt_bytes(m->pin_bytes, x, sizeof(x)), cli_fmt_bytes(pin, y, sizeof(y)),
+				   cli_fmt_bytes(m->pin_bytes, x, sizeof(x)), cli_fmt_bytes(pin, y,
+											    sizeof(y)),
 				   cli_fmt_bytes(a->o.total_pinned, z, sizeof(z)));
 	return 0;
 }

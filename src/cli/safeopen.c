@@ -127,7 +127,8 @@ static int check(int fd, const char *path, const struct sopen_how *how, struct s
 	if (how && how->ours && st->st_uid != geteuid())
 		return cli_err_set(err, -EPERM, "%s belongs to uid %u, not to us (uid %u): "
 				   "another user's file is never written into; remove it or give a "
-				   "path of your own", path, (unsigned)st->st_uid, (unsigned)geteuid());
+				   "path of your own", path, (unsigned)st->st_uid,
+				   (unsigned)geteuid());
 	/* A second name elsewhere could be another user's way in (a hard
 	 * link they made to our file, where protected_hardlinks is off). */
 	if (how && how->ours && st->st_nlink != 1)

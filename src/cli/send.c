@@ -82,7 +82,7 @@ static void src_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct sender *x = w->data;
-	char err[256];
+	struct cli_err err;
 
 	(void)loop;
 	(void)revents;
@@ -93,9 +93,9 @@ static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (x->cancelled) {
 		send_local_fail(x, -ECANCELED, "cancelled");
 	} else if (cli_now_ms() > x->state_deadline) {
-		snprintf(err, sizeof(err), "the device state did not move for %" PRIu64 " s "
-			 "(--timeout): its source stalled", x->o.timeout_s);
-		send_local_fail(x, -ETIMEDOUT, err);
+		cli_err_set(&err, -ETIMEDOUT, "the device state did not move for %" PRIu64 " s "
+			    "(--timeout): its source stalled", x->o.timeout_s);
+		send_local_fail(x, -ETIMEDOUT, err.msg);
 	}
 }
 

@@ -249,8 +249,8 @@ void send_check_stopped(struct sender *x)
 		return;
 	}
 	if (cli_now_ms() > x->stop_deadline) {
-		snprintf(err.msg, sizeof(err.msg), "the %s was not stopped for the switch-over within %"
-			 PRIu64 " s (--timeout)", wl_kind(x->e.wl), x->o.timeout_s);
+		cli_err_set(&err, -ETIMEDOUT, "the %s was not stopped for the switch-over within %"
+			    PRIu64 " s (--timeout)", wl_kind(x->e.wl), x->o.timeout_s);
 		send_local_fail(x, -ETIMEDOUT, err.msg);
 	}
 }

@@ -174,7 +174,8 @@ static int thread_cgroup(struct cg *c, pid_t tid, char *rel, size_t len, struct 
 	fd = proc_openat(c->proc, file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return cli_err_set(err, fd, "thread %d of process %d: %s", (int)tid,
-				   (int)c->proc->pid, fd == -ENOENT ? "no such thread" : strerror(-fd));
+				   (int)c->proc->pid,
+				   fd == -ENOENT ? "no such thread" : strerror(-fd));
 	n = read(fd, text, sizeof(text) - 1);
 	close(fd);
 	if (n < 0)
@@ -190,7 +191,8 @@ static int thread_cgroup(struct cg *c, pid_t tid, char *rel, size_t len, struct 
 	if (strcmp(c->mroot, "/")) {
 		if (strncmp(path, c->mroot, mlen) || (path[mlen] && path[mlen] != '/'))
 			return cli_err_set(err, -ENOTSUP, "thread %d's cgroup %s is outside "
-					   "the cgroup2 mount %s (root %s)", (int)tid, path, c->mount,
+					   "the cgroup2 mount %s (root %s)", (int)tid, path,
+					   c->mount,
 					   c->mroot);
 		path += mlen;
 	}
@@ -268,7 +270,8 @@ static int check_dir(int fd, const char *path, struct cli_err *err)
 	if (!has_word(ctl, "cpu"))
 		return cli_err_set(err, -ENOTSUP, "cgroup %s has no cpu controller (its "
 				   "parent does not delegate it: enable it in the parent's "
-				   "cgroup.subtree_control, or Delegate=yes for a systemd unit)", path);
+				   "cgroup.subtree_control, or Delegate=yes for a systemd unit)",
+				   path);
 	if (!strncmp(type, "domain invalid", 14))
 		return cli_err_set(err, -ENOTSUP, "cgroup %s is of type \"domain invalid\"",
 				   path);

@@ -145,7 +145,8 @@ static int read_caps(struct vmstate *v, struct cli_err *err)
 	int rc = qmp_call(v->q, "query-migrate-capabilities", NULL, &ret, &why);
 
 	if (rc)
-		return cli_err_set(err, rc, "cannot read QEMU's migration capabilities: %s", why.msg);
+		return cli_err_set(err, rc, "cannot read QEMU's migration capabilities: %s",
+				   why.msg);
 	rc = json_object_is_type(ret, json_type_array) ? plan_caps(v, ret, err) :
 		cli_err_set(err, -EPROTO, "query-migrate-capabilities answered no list");
 	json_object_put(ret);
@@ -209,7 +210,8 @@ static int apply(struct vmstate *v, struct cli_err *err)
 				   "pipe migration: %s", why.msg);
 	}
 	if (v->params_now)
-		rc = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_now), NULL, &why);
+		rc = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_now), NULL,
+			      &why);
 	if (rc) {
 		json_object_put(v->params_was);
 		v->params_was = NULL;
@@ -235,7 +237,8 @@ static int restore(struct vmstate *v, struct cli_err *err)
 			v->ncaps = 0;
 	}
 	if (v->params_was && json_object_object_length(v->params_was)) {
-		r = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_was), NULL, &why);
+		r = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_was), NULL,
+			     &why);
 		if (r && !rc)
 			rc = cli_err_set(err, r, "QEMU's migration parameters could not be "
 					 "restored: %s", why.msg);
@@ -404,7 +407,8 @@ int vms_release(struct vmstate *v, struct cli_err *err)
 	json_object_object_add(a, "state", json_object_new_string("pre-switchover"));
 	rc = qmp_call(v->q, "migrate-continue", a, NULL, &why);
 	if (rc)
-		return cli_err_set(err, rc, "QEMU would not go on with its switch-over: %s", why.msg);
+		return cli_err_set(err, rc, "QEMU would not go on with its switch-over: %s",
+				   why.msg);
 	v->released = true;
 	return 0;
 }
@@ -453,7 +457,8 @@ static int wait_end(struct vmstate *v, int timeout_ms, struct cli_err *err)
 			return cli_err_set(err, -ETIMEDOUT, "migration still %s after %d ms",
 					   status, timeout_ms);
 		/* Asked again now and then, should an event not come. */
-		rc = qmp_event_wait(v->q, "MIGRATION", end - now < 50 ? (int)(end - now) : 50, &ev, err);
+		rc = qmp_event_wait(v->q, "MIGRATION", end - now < 50 ? (int)(end - now) : 50, &ev,
+				    err);
 		if (rc == -ETIMEDOUT) {
 			rc = qmp_migrate_query(v->q, &m, err);
 			snprintf(status, sizeof(status), "%s", m.status);
@@ -484,7 +489,8 @@ static int finish(struct vmstate *v, int timeout_ms, struct cli_err *err)
 
 	if (rc == -ECONNRESET)
 		return cli_err_set(err, rc, "QEMU exited while %s the device state%s",
-				   v->source ? "saving" : "loading", v->source ? "" : ": it rejected "
+				   v->source ? "saving" : "loading",
+				   v->source ? "" : ": it rejected "
 				   "it (another machine type, devices or RAM layout than the source's?)");
 	if (rc)
 		return cli_err_set(err, rc, "QEMU could not %s the device state: %s",

@@ -8,7 +8,8 @@
  * asks the kind's table where they differ, so a new kind is one new file.
  *
  * A kind's object starts with a struct workload named w (wl_close frees
- * it as one), and gets back from it with wl_kind_of().  Types and the face's helpers for the kinds only;
+ * it as one),
+ and gets back from it with wl_kind_of().  Types and the face's helpers for the kinds only;
  * nothing outside the workloads includes it. */
 #ifndef RDMIG_CLI_WORKLOAD_INT_H
 #define RDMIG_CLI_WORKLOAD_INT_H

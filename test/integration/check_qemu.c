@@ -700,7 +700,8 @@ START_TEST(memfd_by_version)
 	guest_wait_markers(f.dst_serial, 1, m0 + 1, 120000, "destination guest");
 	ck_assert_msg(qmp_stop(f.dst.q, &line) == 0, "stop: %s", line.msg);
 	memfd_of(f.dst.p.pid, ram, sizeof(ram));
-	ck_assert_msg(guest_check(ram, line.msg, sizeof(line.msg)) == 0, "destination RAM: %s", line.msg);
+	ck_assert_msg(guest_check(ram, line.msg, sizeof(line.msg)) == 0, "destination RAM: %s",
+		      line.msg);
 	printf("qemu: QEMU %s: memfd RAM migrated live; destination %s\n", f.src.version, line.msg);
 	qfx_free(&f);
 }

@@ -378,7 +378,8 @@ START_TEST(swapped_ram_file_refused)
 	if (!r)
 		cli_ram_unmap(&rams[0]);
 	ck_assert_msg(r == -ESTALE, "a swapped file was mapped: %d %s", r, err.msg);
-	ck_assert_msg(strstr(err.msg, ram) && strstr(err.msg, "no longer the file QEMU maps"), "%s", err.msg);
+	ck_assert_msg(strstr(err.msg, ram) && strstr(err.msg, "no longer the file QEMU maps"), "%s",
+		      err.msg);
 	fprintf(stderr, "qmp: swapped file: %s\n", err.msg);
 	free(rams);
 	vm_stop(&v);
