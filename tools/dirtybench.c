@@ -116,7 +116,8 @@ int main(int argc, char **argv)
 	uint64_t size = 0, psz = (uint64_t)sysconf(_SC_PAGESIZE), npages, per_round, *marks, w;
 	double percent = 1, coll[MAX_ROUNDS], clr[MAX_ROUNDS], tot[MAX_ROUNDS], t0, t1, t2;
 	int rounds = 5, i, fd, down[2], up[2], st, rc = 0;
-	char err[1024] = "", c;
+	struct cli_err err = { "" };
+	char c;
 	struct dirty_set *s;
 	struct proc_ref pr;
 	struct seen seen;
@@ -175,12 +176,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	t0 = now_ms();
-	rc = proc_open(&pr, pid, err, sizeof(err));
+	rc = proc_open(&pr, pid, &err);
 	if (!rc)
-		rc = dirty_open(&s, &pr, (const char *const[]){ file }, &size, 1, &o, err, sizeof(err));
+		rc = dirty_open(&s, &pr, (const char *const[]){ file }, &size, 1, &o, &err);
 	proc_close(&pr);
 	if (rc) {
-		fprintf(stderr, "dirtybench: %s\n", err);
+		fprintf(stderr, "dirtybench: %s\n", err.msg);
 		kill(pid, SIGKILL);
 		free(seen.bits);
 		return 1;
@@ -190,7 +191,7 @@ int main(int argc, char **argv)
 	       dirty_method(s), dirty_threads(s), npages, per_round, t1 - t0);
 	if (dirty_why_not(s)[0])
 		printf("why_not %s\n", dirty_why_not(s));
-	rc = dirty_clear(s, err, sizeof(err));
+	rc = dirty_clear(s, &err);
 	printf("arm_ms %.3f\n", now_ms() - t1);
 	for (i = 0; !rc && i < rounds; i++) {
 		if (write(down[1], "W", 1) != 1 || read(up[0], &c, 1) != 1) {
@@ -201,10 +202,10 @@ int main(int argc, char **argv)
 		memset(seen.bits, 0, (npages / 64 + 1) * 8);
 		seen.reported = 0;
 		t0 = now_ms();
-		rc = dirty_collect(s, on_run, &seen, err, sizeof(err));
+		rc = dirty_collect(s, on_run, &seen, &err);
 		t1 = now_ms();
 		if (!rc)
-			rc = dirty_clear(s, err, sizeof(err));
+			rc = dirty_clear(s, &err);
 		t2 = now_ms();
 		if (rc)
 			break;
@@ -222,8 +223,8 @@ int main(int argc, char **argv)
 		printf("round %d collect_ms %.3f clear_ms %.3f reported %" PRIu64 "\n", i, coll[i],
 		       clr[i], seen.reported);
 	}
-	if (rc && err[0] && rc != 1)
-		fprintf(stderr, "dirtybench: %s\n", err);
+	if (rc && err.msg[0] && rc != 1)
+		fprintf(stderr, "dirtybench: %s\n", err.msg);
 	if (!rc)
 		printf("collect_ms %.3f\nclear_ms %.3f\nround_ms %.3f\n", bench_median(coll, rounds),
 		       bench_median(clr, rounds), bench_median(tot, rounds));

@@ -207,17 +207,16 @@ int cli_parse_ram(const char *s, char *name, size_t namelen, const char **path)
 
 /* ---- RAM files ------------------------------------------------------------ */
 
-static int map_fail(int fd, char *err, size_t errlen, const char *fmt, const char *path)
+static int map_fail(int fd, struct cli_err *err, const char *fmt, const char *path)
 {
 	int e = errno;
 
 	if (fd >= 0)
 		close(fd);
-	snprintf(err, errlen, fmt, path, strerror(e));
-	return -e;
+	return cli_err_set(err, -e, fmt, path, strerror(e));
 }
 
-int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
+int cli_ram_map_ro(struct cli_ram *r, struct cli_err *err)
 {
 	struct sopen_how how = { .flags = O_RDWR, .dev = r->dev, .ino = r->ino };
 	int prot = PROT_READ | PROT_WRITE;
@@ -228,22 +227,21 @@ int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen)
 	/* An RDMA WRITE source needs local read access only, but rxe (Linux
 	 * 6.1) refuses to register a read-only mapping (EFAULT): map it
 	 * writable when the file allows, read-only otherwise. */
-	fd = sopen_file(r->path, &how, &st, err, errlen);
+	fd = sopen_file(r->path, &how, &st, err);
 	if (fd == -EACCES || fd == -EROFS || fd == -EPERM) {
 		prot = PROT_READ;
 		how.flags = O_RDONLY;
-		fd = sopen_file(r->path, &how, &st, err, errlen);
+		fd = sopen_file(r->path, &how, &st, err);
 	}
 	if (fd < 0)
 		return fd;
 	if (st.st_size <= 0) {
 		close(fd);
-		snprintf(err, errlen, "%s is empty", r->path);
-		return -EINVAL;
+		return cli_err_set(err, -EINVAL, "%s is empty", r->path);
 	}
 	p = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
-		return map_fail(fd, err, errlen, "cannot map %s: %s", r->path);
+		return map_fail(fd, err, "cannot map %s: %s", r->path);
 	close(fd);
 	r->host = p;
 	r->len = (uint64_t)st.st_size;
@@ -409,16 +407,15 @@ uint64_t cli_now_ms(void)
 
 int cli_read_key(const char *path, uint8_t **key, size_t *len)
 {
-	char why[PATH_MAX + 200];
+	struct cli_err why;
 	struct stat st;
 	uint8_t *buf;
 	ssize_t n;
 	int fd;
 
-	fd = sopen_file(path, &(struct sopen_how){ .flags = O_RDONLY, .follow = true }, &st,
-			why, sizeof(why));
+	fd = sopen_file(path, &(struct sopen_how){ .flags = O_RDONLY, .follow = true }, &st, &why);
 	if (fd < 0)
-		return cli_usage("key file: %s", why);
+		return cli_usage("key file: %s", why.msg);
 	/* A key of another user's (reached through a link they control, say)
 	 * is one they know. */
 	if (st.st_uid != 0 && st.st_uid != geteuid()) {

@@ -10,7 +10,7 @@
 #include <json-c/json.h>
 
 #include "rdmig.h"
-#include "clierr.h" /* cli_errf, which every module here uses */
+#include "clierr.h" /* struct cli_err, which every module here uses */
 
 /* Exit codes of both commands; the man pages and --help list the same. */
 enum cli_exit {
@@ -103,7 +103,7 @@ struct cli_ram {
  * ino is set (a block whose file QEMU named) that very file, -ESTALE
  * naming both otherwise.  On failure writes the reason to @err and returns
  * -errno.  The destination's files are image.h's. */
-int cli_ram_map_ro(struct cli_ram *r, char *err, size_t errlen);
+int cli_ram_map_ro(struct cli_ram *r, struct cli_err *err);
 void cli_ram_unmap(struct cli_ram *r);
 
 /* ---- JSON events: one object per line on stdout ---------------------- */

@@ -3,14 +3,21 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-int cli_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+int cli_err_set(struct cli_err *e, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err && errlen) {
+	if (e) {
 		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
+		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 		va_end(ap);
 	}
+	return code;
+}
+
+int cli_err_give(int code, const struct cli_err *e, char *buf, size_t len)
+{
+	if (code && buf && len)
+		snprintf(buf, len, "%s", e->msg);
 	return code;
 }

@@ -216,7 +216,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 /* A socket file left by a process that is gone may be replaced; a live one
  * or any other file may not. */
-static int clear_stale(const struct sockaddr_un *sa, char *err, size_t errlen)
+static int clear_stale(const struct sockaddr_un *sa, struct cli_err *err)
 {
 	struct stat st;
 	int fd, rc;
@@ -224,31 +224,27 @@ static int clear_stale(const struct sockaddr_un *sa, char *err, size_t errlen)
 	if (lstat(sa->sun_path, &st)) {
 		if (errno == ENOENT)
 			return 0;
-		snprintf(err, errlen, "cannot use control socket %s: %s", sa->sun_path,
-			 strerror(errno));
-		return -errno;
+		return cli_err_set(err, -errno, "cannot use control socket %s: %s", sa->sun_path,
+				   strerror(errno));
 	}
-	if (!S_ISSOCK(st.st_mode)) {
-		snprintf(err, errlen, "control socket %s: a file that is not a socket "
-			 "is in the way", sa->sun_path);
-		return -EEXIST;
-	}
+	if (!S_ISSOCK(st.st_mode))
+		return cli_err_set(err, -EEXIST, "control socket %s: a file that is not a socket "
+				   "is in the way", sa->sun_path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
 	close(fd);
-	if (rc == 0) {
-		snprintf(err, errlen, "control socket %s is in use by another process",
-			 sa->sun_path);
-		return -EADDRINUSE;
-	}
+	if (rc == 0)
+		return cli_err_set(err, -EADDRINUSE,
+				   "control socket %s is in use by another process",
+				   sa->sun_path);
 	unlink(sa->sun_path);
 	return 0;
 }
 
 int ctl_open(struct ctl_server **out, struct ev_loop *loop, const char *path,
-	     ctl_handler_fn fn, void *ctx, char *err, size_t errlen)
+	     ctl_handler_fn fn, void *ctx, struct cli_err *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct ctl_server *s;
@@ -256,20 +252,17 @@ int ctl_open(struct ctl_server **out, struct ev_loop *loop, const char *path,
 	int rc;
 
 	*out = NULL;
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "control socket path %s is longer than %zu bytes", path,
-			 sizeof(sa.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return cli_err_set(err, -ENAMETOOLONG,
+				   "control socket path %s is longer than %zu bytes", path,
+				   sizeof(sa.sun_path) - 1);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	rc = clear_stale(&sa, err, errlen);
+	rc = clear_stale(&sa, err);
 	if (rc)
 		return rc;
 	s = calloc(1, sizeof(*s));
-	if (!s) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
+	if (!s)
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0)
 		goto fail_errno;
@@ -300,13 +293,11 @@ fail_close:
 	rc = -errno;
 	close(s->fd);
 	free(s);
-	snprintf(err, errlen, "cannot listen on control socket %s: %s", path, strerror(-rc));
-	return rc;
+	return cli_err_set(err, rc, "cannot listen on control socket %s: %s", path, strerror(-rc));
 fail_errno:
 	rc = -errno;
 	free(s);
-	snprintf(err, errlen, "cannot create control socket %s: %s", path, strerror(-rc));
-	return rc;
+	return cli_err_set(err, rc, "cannot create control socket %s: %s", path, strerror(-rc));
 }
 
 void ctl_close(struct ctl_server *s)

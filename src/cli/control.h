@@ -9,6 +9,8 @@
 #include <ev.h>
 #include <json-c/json.h>
 
+#include "clierr.h"
+
 struct ctl_server;
 
 /* Returns the reply (ownership passes to the server), or NULL for an
@@ -19,7 +21,7 @@ typedef struct json_object *(*ctl_handler_fn)(void *ctx, const char *command,
 /* Binds and listens on @path (a stale socket file nobody listens on is
  * replaced; anything else there is an error).  0 or -errno with @err set. */
 int ctl_open(struct ctl_server **out, struct ev_loop *loop, const char *path,
-	     ctl_handler_fn fn, void *ctx, char *err, size_t errlen);
+	     ctl_handler_fn fn, void *ctx, struct cli_err *err);
 /* Stops every watcher, closes the clients and removes the socket file.
  * Call on the loop's thread (or after the loop stopped).  NULL is fine. */
 void ctl_close(struct ctl_server *s);

@@ -1,60 +1,31 @@
+/* The face of the device-state endpoints: each call goes to the kind's
+ * table (devstate_int.h), with what every kind shares kept here. */
 #include "devstate.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "qmp.h"
-#include "safeopen.h"
-#include "vmstate.h"
+#include "devstate_int.h"
 
-enum ds_kind { DS_SRC_FILE, DS_SRC_QEMU, DS_DST_FILE, DS_DST_QEMU };
+/* ---- for the kinds ---------------------------------------------------------- */
 
-struct devstate {
-	enum ds_kind kind;
-	int timeout_ms;
-	/* files */
-	char path[4096], part[4200];  /* dest: FILE and FILE.part, "" for stdout */
-	int fd;                       /* dest: where the state goes, -1 none */
-	bool none;                    /* no state at all */
-	char *data;                   /* source: the whole file */
-	size_t len, off;
-	bool released;
-	/* QEMU */
-	struct qmp *q;
-	struct vmstate *vms;
-	bool start, started;          /* dest: cont wanted, done */
-	bool got;                     /* dest: some state arrived */
-	uint64_t written, max;        /* dest: state taken, and at most */
-};
-
-static int alloc(struct devstate **out, enum ds_kind kind, int timeout_ms, char *err,
-		 size_t errlen)
+int ds_new(struct devstate **out, size_t size, const struct devstate_ops *ops,
+	   int timeout_ms, struct cli_err *err)
 {
-	struct devstate *d = calloc(1, sizeof(*d));
+	struct devstate *d = calloc(1, size);
 
 	*out = d;
 	if (!d)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
-	d->kind = kind;
-	d->fd = -1;
+		return cli_err_set(err, -ENOMEM, "out of memory");
+	d->ops = ops;
 	d->timeout_ms = timeout_ms;
 	return 0;
 }
 
-static bool is_qemu(const struct devstate *d)
-{
-	return d->kind == DS_SRC_QEMU || d->kind == DS_DST_QEMU;
-}
-
-/* ---- construction ---------------------------------------------------------- */
-
-static int read_all(int fd, char **out, size_t *outlen)
+int ds_slurp(struct devstate *d, int fd)
 {
 	size_t cap = 1 << 16, len = 0;
 	char *buf = malloc(cap), *nb;
@@ -84,75 +55,53 @@ static int read_all(int fd, char **out, size_t *outlen)
 			break;
 		len += (size_t)n;
 	}
-	*out = buf;
-	*outlen = len;
+	d->data = buf;
+	d->len = len;
 	return 0;
 }
 
-int ds_src_file(struct devstate **out, const char *path, char *err, size_t errlen)
+uint64_t ds_slurp_bytes(const struct devstate *d)
 {
-	struct stat st;
-	struct devstate *d;
-	int fd, rc = alloc(out, DS_SRC_FILE, 0, err, errlen);
-
-	if (rc)
-		return rc;
-	d = *out;
-	d->none = !path;
-	if (!path)
-		return 0;
-	fd = strcmp(path, "-") ? sopen_file(path, &(struct sopen_how){ .flags = O_RDONLY,
-					     .follow = true }, &st, err, errlen) : 0;
-	if (fd < 0)
-		return fd;
-	rc = read_all(fd, &d->data, &d->len);
-	if (fd)
-		close(fd);
-	return rc ? cli_errf(err, errlen, rc, "cannot read state file %s: %s", path,
-			     strerror(-rc)) : 0;
+	return d->len;
 }
 
-int ds_src_qemu(struct devstate **out, struct qmp *q, int timeout_ms, char *err,
-		size_t errlen)
+ssize_t ds_slurp_read(struct devstate *d, void *buf, size_t len, struct cli_err *err)
 {
-	int rc = alloc(out, DS_SRC_QEMU, timeout_ms, err, errlen);
+	size_t n;
 
-	if (!rc)
-		(*out)->q = q;
-	return rc;
+	(void)err;
+	/* The state follows the memory: nothing before the release. */
+	if (!d->released)
+		return -EAGAIN;
+	n = d->len - d->off < len ? d->len - d->off : len;
+	if (n)
+		memcpy(buf, d->data + d->off, n);
+	d->off += n;
+	return (ssize_t)n;
 }
 
-int ds_dst_file(struct devstate **out, const char *path, char *err, size_t errlen)
+int ds_write_fd(int fd, const void *data, size_t len, const char *what, struct cli_err *err)
 {
-	struct devstate *d;
-	int rc = alloc(out, DS_DST_FILE, 0, err, errlen);
+	const char *p = data;
+	ssize_t n;
 
-	if (rc)
-		return rc;
-	d = *out;
-	d->none = !path;
-	if (path && strcmp(path, "-")) {
-		snprintf(d->path, sizeof(d->path), "%s", path);
-		snprintf(d->part, sizeof(d->part), "%s.part", path);
+	while (len) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return cli_err_set(err, -errno, "writing %s: %s", what, strerror(errno));
+		p += n;
+		len -= (size_t)n;
 	}
 	return 0;
 }
 
-int ds_dst_qemu(struct devstate **out, struct qmp *q, bool start, int timeout_ms,
-		char *err, size_t errlen)
-{
-	int rc = alloc(out, DS_DST_QEMU, timeout_ms, err, errlen);
-
-	if (!rc) {
-		(*out)->q = q;
-		(*out)->start = start;
-	}
-	return rc;
-}
+/* ---- the face --------------------------------------------------------------- */
 
 bool ds_takes_state(const struct devstate *d)
 {
-	return !d->none;
+	return d->ops->takes_state;
 }
 
 void ds_limit(struct devstate *d, uint64_t max)
@@ -162,283 +111,89 @@ void ds_limit(struct devstate *d, uint64_t max)
 
 uint64_t ds_bytes(const struct devstate *d)
 {
-	switch (d->kind) {
-	case DS_SRC_FILE: return d->none ? 0 : (uint64_t)d->len;
-	case DS_SRC_QEMU: return UINT64_MAX;
-	default: return d->written;
-	}
+	return d->ops->bytes ? d->ops->bytes(d) : d->written;
 }
 
-/* ---- preparation ------------------------------------------------------------- */
-
-/* FILE.part, made by us alone (O_EXCL): one another user made first would
- * receive the device state.  A leftover of ours from a failed run goes. */
-static int create_part(const char *part, char *err, size_t errlen)
+int ds_prepare(struct devstate *d, struct cli_err *err)
 {
-	int fd = -1, tries;
-	struct stat st;
-
-	for (tries = 0; tries < 2; tries++) {
-		fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-		if (lstat(part, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-		    unlink(part))
-			return cli_errf(err, errlen, -EEXIST, "%s already exists and is not a "
-					"leftover of ours: remove it", part);
-	}
-	if (fd < 0)
-		return cli_errf(err, errlen, -errno, "cannot create %s: %s", part, strerror(errno));
-	return fd;
+	return d->ops->prepare ? d->ops->prepare(d, err) : 0;
 }
 
-/* FILE.part becomes FILE at the end: a FILE there already must be ours, or
- * the rename would fail after the source handed over (or, run as root,
- * replace another user's file). */
-static int final_ours(const char *path, char *err, size_t errlen)
+int ds_start(struct devstate *d, struct cli_err *err)
 {
-	struct stat st;
-
-	if (lstat(path, &st))
-		return 0;
-	if (S_ISREG(st.st_mode) && st.st_uid == geteuid())
-		return 0;
-	return cli_errf(err, errlen, -EEXIST, "%s already exists and is not a file of ours "
-			"(uid %u): remove it", path, (unsigned)st.st_uid);
+	return d->ops->start ? d->ops->start(d, err) : 0;
 }
 
-/* A destination QEMU must be waiting for its incoming migration. */
-static int qemu_waits(struct devstate *d, char *err, size_t errlen)
+int ds_stopped(struct devstate *d, uint64_t *stop_ms, struct cli_err *err)
 {
-	char st[32] = "";
-	int rc = qmp_status(d->q, st, sizeof(st), err, errlen);
-
-	if (!rc && strcmp(st, "inmigrate"))
-		rc = cli_errf(err, errlen, -EBUSY, "the destination QEMU is %s, not waiting for "
-			      "an incoming migration", st);
-	return rc;
+	return d->ops->stopped ? d->ops->stopped(d, stop_ms, err) : -ENOTSUP;
 }
 
-int ds_prepare(struct devstate *d, char *err, size_t errlen)
-{
-	int rc;
-
-	switch (d->kind) {
-	case DS_SRC_FILE:
-		return 0;
-	case DS_SRC_QEMU:
-		return vms_prepare(&d->vms, d->q, true, err, errlen);
-	case DS_DST_FILE:
-		if (d->none)
-			return 0;
-		if (!d->part[0]) {
-			d->fd = 1;
-			return 0;
-		}
-		rc = final_ours(d->path, err, errlen);
-		if (!rc)
-			rc = create_part(d->part, err, errlen);
-		if (rc < 0)
-			return rc;
-		d->fd = rc;
-		return 0;
-	case DS_DST_QEMU:
-		rc = qemu_waits(d, err, errlen);
-		return rc ? rc : vms_prepare(&d->vms, d->q, false, err, errlen);
-	}
-	return -EINVAL;
-}
-
-/* ---- the source side ----------------------------------------------------------- */
-
-int ds_start(struct devstate *d, char *err, size_t errlen)
-{
-	return d->kind == DS_SRC_QEMU ? vms_begin(d->vms, err, errlen) : 0;
-}
-
-int ds_stopped(struct devstate *d, uint64_t *stop_ms, char *err, size_t errlen)
-{
-	return d->kind == DS_SRC_QEMU ? vms_stopped(d->vms, stop_ms, err, errlen) : -ENOTSUP;
-}
-
-int ds_release(struct devstate *d, char *err, size_t errlen)
+int ds_release(struct devstate *d, struct cli_err *err)
 {
 	d->released = true;
-	return d->kind == DS_SRC_QEMU ? vms_release(d->vms, err, errlen) : 0;
+	return d->ops->release ? d->ops->release(d, err) : 0;
 }
 
 int ds_fd(const struct devstate *d)
 {
-	return d->kind == DS_SRC_QEMU && d->vms ? vms_fd(d->vms) : -1;
+	return d->ops->fd ? d->ops->fd(d) : -1;
 }
 
-ssize_t ds_read(struct devstate *d, void *buf, size_t len, char *err, size_t errlen)
+ssize_t ds_read(struct devstate *d, void *buf, size_t len, struct cli_err *err)
 {
-	size_t n;
-
-	/* Nothing comes before QEMU's migration was prepared. */
-	if (d->kind == DS_SRC_QEMU)
-		return d->vms ? vms_read(d->vms, buf, len, err, errlen) : -EAGAIN;
-	/* A file's state follows the memory: nothing before the release. */
-	if (!d->released)
-		return -EAGAIN;
-	n = d->len - d->off < len ? d->len - d->off : len;
-	memcpy(buf, d->data + d->off, n);
-	d->off += n;
-	return (ssize_t)n;
+	return d->ops->read ? d->ops->read(d, buf, len, err) : -EAGAIN;
 }
 
-/* ---- the destination side --------------------------------------------------------- */
-
-int ds_write(struct devstate *d, const void *data, size_t len, char *err, size_t errlen)
+int ds_write(struct devstate *d, const void *data, size_t len, struct cli_err *err)
 {
-	const char *p = data;
-	ssize_t n;
-	int rc;
-
-	d->got = true;
 	/* A source that sends state without end must not fill the filesystem
 	 * (or QEMU's memory). */
 	if (d->max && len > d->max - (d->written < d->max ? d->written : d->max))
-		return cli_errf(err, errlen, -EFBIG, "the device state is larger than this "
-				"destination takes (%llu bytes, --max-state)",
-				(unsigned long long)d->max);
+		return cli_err_set(err, -EFBIG, "the device state is larger than this "
+				   "destination takes (%llu bytes, --max-state)",
+				   (unsigned long long)d->max);
 	d->written += len;
-	if (d->kind == DS_DST_QEMU) {
-		/* The first bytes start QEMU's incoming migration (prepared at
-		 * admission, so this is one QMP command). */
-		rc = vms_begin(d->vms, err, errlen);
-		return rc ? rc : vms_write(d->vms, data, len, d->timeout_ms, err, errlen);
-	}
-	if (d->fd < 0)
-		return cli_errf(err, errlen, -EBADF, "no state sink");
-	while (len) {
-		n = write(d->fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return cli_errf(err, errlen, -errno, "writing %s: %s", d->part[0] ? d->part :
-					"the state", strerror(errno));
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	if (!d->ops->write)
+		return cli_err_set(err, -EBADF, "no state sink");
+	return d->ops->write(d, data, len, err);
 }
 
-static int commit_file(struct devstate *d, char *err, size_t errlen)
+int ds_commit(struct devstate *d, struct cli_err *err)
 {
-	if (d->fd == 1 && fflush(stdout))
-		return cli_errf(err, errlen, -EIO, "cannot write the state to standard output: %s",
-				strerror(errno));
-	if (d->fd > 1 && fsync(d->fd))
-		return cli_errf(err, errlen, -EIO, "cannot write %s: %s", d->part, strerror(errno));
-	return 0;
+	return d->ops->commit ? d->ops->commit(d, err) : 0;
 }
 
-/* The source hears "completed" only once its guest runs here (or, without
- * start, is loaded and paused).  The source waits its timeout for our
- * answer from the keepalive sent before this: QEMU must be done well
- * within that, or it gives up while the guest starts here. */
-static int commit_qemu(struct devstate *d, char *err, size_t errlen)
+int ds_finish(struct devstate *d, struct cli_err *err)
 {
-	int rc;
-
-	if (!d->got)
-		return cli_errf(err, errlen, -EPROTO, "the source sent no device state for QEMU "
-				"(is it migrate-send --qmp?)");
-	rc = vms_load_finish(d->vms, d->timeout_ms * 3 / 4, err, errlen);
-	if (!rc && d->start) {
-		char why[512];
-
-		rc = qmp_cont(d->q, why, sizeof(why));
-		if (rc)
-			cli_errf(err, errlen, rc, "%s", why);
-		d->started = rc == 0;
-	}
-	return rc;
-}
-
-int ds_commit(struct devstate *d, char *err, size_t errlen)
-{
-	switch (d->kind) {
-	case DS_SRC_FILE:
-		return 0;
-	case DS_SRC_QEMU:
-		return vms_save_finish(d->vms, d->timeout_ms, err, errlen);
-	case DS_DST_FILE:
-		return commit_file(d, err, errlen);
-	case DS_DST_QEMU:
-		return commit_qemu(d, err, errlen);
-	}
-	return -EINVAL;
-}
-
-int ds_finish(struct devstate *d, char *err, size_t errlen)
-{
-	if (d->kind != DS_DST_FILE || !d->part[0] || d->fd < 0)
-		return 0;
-	if (close(d->fd)) {
-		d->fd = -1;
-		return cli_errf(err, errlen, -EIO, "cannot write %s: %s", d->part, strerror(errno));
-	}
-	d->fd = -1;
-	if (rename(d->part, d->path))
-		return cli_errf(err, errlen, -EIO, "cannot rename %s to %s: %s", d->part, d->path,
-				strerror(errno));
-	d->part[0] = '\0';
-	return 0;
+	return d->ops->finish ? d->ops->finish(d, err) : 0;
 }
 
 void ds_abort(struct devstate *d, char *note, size_t len)
 {
-	char why[512];
-
 	note[0] = '\0';
-	if (d->kind == DS_DST_FILE && d->part[0] && d->fd > 1) {
-		close(d->fd);
-		d->fd = -1;
-		unlink(d->part);
-		d->part[0] = '\0';
-	}
-	if (d->kind != DS_DST_QEMU || !d->started)
-		return;
-	/* The source was not told it completed, so it resumes its guest: this
-	 * copy must not run on beside it. */
-	if (qmp_stop(d->q, why, sizeof(why)))
-		snprintf(note, len, "; the guest here could not be paused again: %s", why);
-	else
-		snprintf(note, len, "; the source was not told, so the guest here was paused again");
-	d->started = false;
+	if (d->ops->abort)
+		d->ops->abort(d, note, len);
 }
 
 const char *ds_outcome(const struct devstate *d)
 {
-	if (d->kind != DS_DST_QEMU)
-		return "";
-	return d->started ? "; the guest runs here" :
-			    "; the guest is loaded and paused (--no-start)";
+	return d->ops->outcome ? d->ops->outcome(d) : "";
 }
 
 const char *ds_guest(const struct devstate *d)
 {
-	if (d->kind != DS_DST_QEMU)
-		return NULL;
-	return d->started ? "running" : "paused";
+	return d->ops->guest ? d->ops->guest(d) : NULL;
 }
 
-int ds_close(struct devstate *d, char *err, size_t errlen)
+int ds_close(struct devstate *d, struct cli_err *err)
 {
-	char note[8];
 	int rc = 0;
 
 	if (!d)
 		return 0;
-	if (d->kind == DS_DST_FILE)
-		ds_abort(d, note, sizeof(note));
-	if (d->fd > 1)
-		close(d->fd);
-	if (is_qemu(d))
-		rc = vms_close(d->vms, err, errlen);
+	if (d->ops->close)
+		rc = d->ops->close(d, err);
 	free(d->data);
 	free(d);
 	return rc;

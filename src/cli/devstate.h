@@ -30,22 +30,28 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clierr.h"
+
 struct qmp;
 struct devstate;
 
-/* Source: the file at @path ("-": standard input; NULL: no device state),
- * read whole when opened. */
-int ds_src_file(struct devstate **out, const char *path, char *err, size_t errlen);
-/* Source: the device state of the QEMU behind @q (borrowed). */
-int ds_src_qemu(struct devstate **out, struct qmp *q, int timeout_ms, char *err,
-		size_t errlen);
-/* Destination: into the file @path ("-": standard output; NULL: none,
- * and a source that sends state fails). */
-int ds_dst_file(struct devstate **out, const char *path, char *err, size_t errlen);
-/* Destination: into the QEMU behind @q (borrowed), started with -incoming
- * defer; @start: `cont` it once loaded (else it stays paused). */
+/* The kinds of endpoint, one file each (devstate_int.h says how to add
+ * one).  The file at @path, read whole when opened (source), or written
+ * through @path.part (destination): */
+int ds_src_file(struct devstate **out, const char *path, struct cli_err *err);
+int ds_dst_file(struct devstate **out, const char *path, struct cli_err *err);
+/* Standard input, read whole when opened; standard output: */
+int ds_src_stdin(struct devstate **out, struct cli_err *err);
+int ds_dst_stdout(struct devstate **out, struct cli_err *err);
+/* No device state: a source sends none; a destination takes none, and a
+ * source that sends some fails. */
+int ds_none(struct devstate **out, struct cli_err *err);
+/* The device state of the QEMU behind @q (borrowed); at the destination it
+ * was started with -incoming defer, and @start: `cont` it once loaded
+ * (else it stays paused). */
+int ds_src_qemu(struct devstate **out, struct qmp *q, int timeout_ms, struct cli_err *err);
 int ds_dst_qemu(struct devstate **out, struct qmp *q, bool start, int timeout_ms,
-		char *err, size_t errlen);
+		struct cli_err *err);
 
 /* Whether this endpoint takes state at all (a destination without one
  * refuses the source's). */
@@ -57,22 +63,22 @@ void ds_limit(struct devstate *d, uint64_t max);
  * Destination: the bytes taken so far. */
 uint64_t ds_bytes(const struct devstate *d);
 
-int ds_prepare(struct devstate *d, char *err, size_t errlen);
-int ds_start(struct devstate *d, char *err, size_t errlen);
+int ds_prepare(struct devstate *d, struct cli_err *err);
+int ds_start(struct devstate *d, struct cli_err *err);
 /* 1 with @stop_ms (CLOCK_MONOTONIC ms) once the endpoint stopped the
  * workload; 0 not yet; -ENOTSUP when it never does (the command stops the
  * workload itself); a negative errno when it failed. */
-int ds_stopped(struct devstate *d, uint64_t *stop_ms, char *err, size_t errlen);
-int ds_release(struct devstate *d, char *err, size_t errlen);
+int ds_stopped(struct devstate *d, uint64_t *stop_ms, struct cli_err *err);
+int ds_release(struct devstate *d, struct cli_err *err);
 /* An fd that becomes readable when ds_read has bytes, or -1 when ds_read
  * never answers -EAGAIN. */
 int ds_fd(const struct devstate *d);
 /* Bytes read, 0 at end of stream, -EAGAIN when none are there yet (or not
  * released yet). */
-ssize_t ds_read(struct devstate *d, void *buf, size_t len, char *err, size_t errlen);
-int ds_write(struct devstate *d, const void *data, size_t len, char *err, size_t errlen);
-int ds_commit(struct devstate *d, char *err, size_t errlen);
-int ds_finish(struct devstate *d, char *err, size_t errlen);
+ssize_t ds_read(struct devstate *d, void *buf, size_t len, struct cli_err *err);
+int ds_write(struct devstate *d, const void *data, size_t len, struct cli_err *err);
+int ds_commit(struct devstate *d, struct cli_err *err);
+int ds_finish(struct devstate *d, struct cli_err *err);
 /* After a failure: a destination guest that was started is paused again
  * (the source was not told, so it resumes its own); a half-written file
  * is removed.  What was done goes to @note ("" when nothing). */
@@ -86,6 +92,6 @@ const char *ds_guest(const struct devstate *d);
 /* Frees @d (NULL is fine); for QEMU its migration is cancelled if it still
  * runs and every setting goes back.  What could not be restored is
  * returned, with @err. */
-int ds_close(struct devstate *d, char *err, size_t errlen);
+int ds_close(struct devstate *d, struct cli_err *err);
 
 #endif

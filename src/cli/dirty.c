@@ -39,28 +39,26 @@ static unsigned pick_threads(const struct dirty_opts *o)
 
 /* The method @mode asks for: wp-async where possible, else soft-dirty with
  * the reason kept for the operator (dirty_why_not). */
-static int choose_method(struct dirty_set *s, enum dirty_mode mode, char *err, size_t errlen)
+static int choose_method(struct dirty_set *s, enum dirty_mode mode, struct cli_err *err)
 {
-	char why[640];
 	int rc;
 
 	if (mode == DIRTY_SOFT_DIRTY) {
-		snprintf(s->why_not, sizeof(s->why_not), "soft-dirty was asked for");
-		return dirty_probe_soft(s, err, errlen);
+		cli_err_set(&s->why_not, 0, "soft-dirty was asked for");
+		return dirty_probe_soft(s, err);
 	}
-	rc = dirty_probe_wp(s, mode == DIRTY_WP_ASYNC, why, sizeof(why));
+	rc = dirty_probe_wp(s, mode == DIRTY_WP_ASYNC, &s->why_not);
 	if (!rc)
 		return 0;
 	if (mode == DIRTY_WP_ASYNC)
-		return cli_errf(err, errlen, rc, "wp-async tracking is not possible: %s (auto "
-				"falls back to soft-dirty)", why);
-	snprintf(s->why_not, sizeof(s->why_not), "%s", why);
-	return dirty_probe_soft(s, err, errlen);
+		return cli_err_set(err, rc, "wp-async tracking is not possible: %s (auto "
+				   "falls back to soft-dirty)", s->why_not.msg);
+	return dirty_probe_soft(s, err);
 }
 
 /* Each file's length, path, bitmap and identity. */
 static int init_files(struct dirty_set *s, const char *const *paths, const uint64_t *lens,
-		      char *err, size_t errlen)
+		      struct cli_err *err)
 {
 	unsigned i;
 	int ret = 0;
@@ -72,16 +70,15 @@ static int init_files(struct dirty_set *s, const char *const *paths, const uint6
 		f->npages = f->len / s->psz + (f->len % s->psz != 0);
 		f->path = strdup(paths[i]);
 		f->bits = calloc(f->npages / 64 + 1, sizeof(*f->bits));
-		ret = f->path && f->bits ? dirty_probe_file(f, err, errlen) :
-		      cli_errf(err, errlen, -ENOMEM, "cannot allocate a dirty bitmap of %" PRIu64
-			       " pages for %s", f->npages, paths[i]);
+		ret = f->path && f->bits ? dirty_probe_file(f, err) :
+		      cli_err_set(err, -ENOMEM, "cannot allocate a dirty bitmap of %" PRIu64
+				  " pages for %s", f->npages, paths[i]);
 	}
 	return ret;
 }
 
 int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *const *paths,
-	       const uint64_t *lens, unsigned n, const struct dirty_opts *o, char *err,
-	       size_t errlen)
+	       const uint64_t *lens, unsigned n, const struct dirty_opts *o, struct cli_err *err)
 {
 	long psz = sysconf(_SC_PAGESIZE);
 	struct dirty_set *s;
@@ -92,30 +89,30 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 	s = calloc(1, sizeof(*s));
 	if (!s || !n || !(s->files = calloc(n, sizeof(*s->files)))) {
 		free(s);
-		return cli_errf(err, errlen, n ? -ENOMEM : -EINVAL, n ? "out of memory" :
-				"no RAM file to track");
+		return cli_err_set(err, n ? -ENOMEM : -EINVAL, n ? "out of memory" :
+				   "no RAM file to track");
 	}
 	s->pid = proc->pid;
 	s->psz = (uint64_t)psz;
 	s->proc = (struct proc_ref)PROC_REF_INIT;
 	s->pagemap_fd = s->uffd = -1;
 	s->nfiles = n;
-	ret = proc_dup(&s->proc, proc, err, errlen);
+	ret = proc_dup(&s->proc, proc, err);
 	if (!ret)
-		ret = init_files(s, paths, lens, err, errlen);
+		ret = init_files(s, paths, lens, err);
 	if (!ret)
-		ret = dirty_probe_pagemap(s, err, errlen);
+		ret = dirty_probe_pagemap(s, err);
 	if (!ret)
-		ret = dirty_maps_find(s, err, errlen);
+		ret = dirty_maps_find(s, err);
 	if (!ret)
-		ret = choose_method(s, o ? o->mode : DIRTY_AUTO, err, errlen);
+		ret = choose_method(s, o ? o->mode : DIRTY_AUTO, err);
 	threads = pick_threads(o);
 	if (!ret)
-		ret = dirty_scan_cut(s, threads, err, errlen);
+		ret = dirty_scan_cut(s, threads, err);
 	/* No more threads than slices: one would only wait. */
 	if (!ret)
 		ret = dirty_pool_start(s, threads < s->nslices ? threads :
-				       s->nslices ? (unsigned)s->nslices : 1, err, errlen);
+				       s->nslices ? (unsigned)s->nslices : 1, err);
 	if (ret) {
 		dirty_close(s);
 		return ret;
@@ -126,16 +123,16 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
 
 /* ---- rounds ----------------------------------------------------------------------- */
 
-int dirty_clear(struct dirty_set *s, char *err, size_t errlen)
+int dirty_clear(struct dirty_set *s, struct cli_err *err)
 {
 	int ret;
 
 	if (s->method != M_WP_ASYNC) {
-		ret = dirty_probe_clear_refs(s, err, errlen);
+		ret = dirty_probe_clear_refs(s, err);
 	} else {
 		/* Protected once; from then on every collect protects again
 		 * what it reports, so forgetting is all that is left. */
-		ret = s->armed ? 0 : dirty_pool_run(s, OP_ARM, err, errlen);
+		ret = s->armed ? 0 : dirty_pool_run(s, OP_ARM, err);
 		dirty_bits_zero(s);
 	}
 	if (!ret)
@@ -144,8 +141,7 @@ int dirty_clear(struct dirty_set *s, char *err, size_t errlen)
 }
 
 /* Hands @cb the runs of set bits, file by file, in file order. */
-static int report_runs(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err,
-		       size_t errlen)
+static int report_runs(struct dirty_set *s, dirty_run_fn cb, void *ctx, struct cli_err *err)
 {
 	uint64_t a, b, off, end;
 	unsigned i;
@@ -161,17 +157,19 @@ static int report_runs(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *er
 			end = b * s->psz < f->len ? b * s->psz : f->len;
 			ret = cb(ctx, i, off, end - off);
 			if (ret < 0)
-				return cli_errf(err, errlen, ret, "handling dirty pages at offset %" PRIu64
-						" of %s failed: %s", off, f->path, strerror(-ret));
+				return cli_err_set(err, ret,
+						   "handling dirty pages at offset %" PRIu64
+						   " of %s failed: %s", off, f->path,
+						   strerror(-ret));
 		}
 	}
 	return 0;
 }
 
-int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, size_t errlen)
+int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, struct cli_err *err)
 {
 	unsigned i;
-	int ret = dirty_maps_recheck(s, err, errlen);
+	int ret = dirty_maps_recheck(s, err);
 
 	if (ret)
 		return ret;
@@ -179,12 +177,12 @@ int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, si
 		for (i = 0; i < s->nfiles; i++)
 			dirty_bits_set(s->files[i].bits, 0, s->files[i].npages);
 	} else if (s->method == M_WP_ASYNC) {
-		ret = dirty_pool_run(s, OP_SCAN_WP, err, errlen);
+		ret = dirty_pool_run(s, OP_SCAN_WP, err);
 	} else {
 		dirty_bits_zero(s);
-		ret = dirty_pool_run(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err, errlen);
+		ret = dirty_pool_run(s, s->method == M_SOFT_DIRTY ? OP_READ : OP_SCAN_SD, err);
 	}
-	return ret ? ret : report_runs(s, cb, ctx, err, errlen);
+	return ret ? ret : report_runs(s, cb, ctx, err);
 }
 
 /* ---- what it is ------------------------------------------------------------------ */
@@ -196,7 +194,7 @@ const char *dirty_method(const struct dirty_set *s)
 
 const char *dirty_why_not(const struct dirty_set *s)
 {
-	return s->method == M_WP_ASYNC ? "" : s->why_not;
+	return s->method == M_WP_ASYNC ? "" : s->why_not.msg;
 }
 
 unsigned dirty_threads(const struct dirty_set *s)

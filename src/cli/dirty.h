@@ -71,6 +71,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clierr.h"
 #include "proc.h"
 
 #define DIRTY_MAX_THREADS 16
@@ -109,8 +110,7 @@ typedef int (*dirty_run_fn)(void *ctx, unsigned file, uint64_t off, uint64_t len
  * mapping of a file is tracked, whole or partial, each at its own offset.
  */
 int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *const *paths,
-	       const uint64_t *lens, unsigned n, const struct dirty_opts *o, char *err,
-	       size_t errlen);
+	       const uint64_t *lens, unsigned n, const struct dirty_opts *o, struct cli_err *err);
 
 /**
  * dirty_clear - forget what was written until now
@@ -120,7 +120,7 @@ int dirty_open(struct dirty_set **out, const struct proc_ref *proc, const char *
  * collect protected again already.  soft-dirty: writes "4" to
  * /proc/PID/clear_refs, which clears the bits of every page of the process.
  */
-int dirty_clear(struct dirty_set *s, char *err, size_t errlen);
+int dirty_clear(struct dirty_set *s, struct cli_err *err);
 
 /**
  * dirty_collect - report the pages written since the last clear
@@ -135,7 +135,7 @@ int dirty_clear(struct dirty_set *s, char *err, size_t errlen);
  * of a file since dirty_open (pages written through a mapping that is gone
  * cannot be seen any more), and with -ESRCH when it has exited.
  */
-int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, char *err, size_t errlen);
+int dirty_collect(struct dirty_set *s, dirty_run_fn cb, void *ctx, struct cli_err *err);
 
 /* "wp-async", "soft-dirty-scan" or "soft-dirty". */
 const char *dirty_method(const struct dirty_set *s);

@@ -26,6 +26,7 @@
 #include <sys/ioctl.h>
 #include <sys/types.h>
 
+#include "clierr.h"
 #include "proc.h"
 
 #define PM_SOFT_DIRTY (1ull << 55)
@@ -102,7 +103,7 @@ struct worker {
 	bool started;
 	void *buf;  /* PM_BATCH pagemap entries or PM_REGIONS page_regions */
 	int rc;
-	char err[512];
+	struct cli_err err;  /* why rc */
 };
 
 struct dirty_set {
@@ -111,7 +112,7 @@ struct dirty_set {
 	int pagemap_fd;         /* reads 0 bytes once the process's memory is gone */
 	int uffd;               /* wp-async: ours, registered in its mm; else -1 */
 	enum method method;
-	char why_not[640];
+	struct cli_err why_not;
 	bool armed;             /* dirty_clear ran once */
 	uint64_t psz;
 	struct dirty_file *files;

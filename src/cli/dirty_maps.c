@@ -125,32 +125,32 @@ static void free_lists(struct vma_list *l, unsigned n)
 	free(l);
 }
 
-int dirty_maps_find(struct dirty_set *s, char *err, size_t errlen)
+int dirty_maps_find(struct dirty_set *s, struct cli_err *err)
 {
 	struct vma_list *l = calloc(s->nfiles, sizeof(*l));
 	unsigned i;
 	int ret;
 
 	if (!l)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	ret = scan_maps(s, l);
 	if (ret == -ESRCH || (!ret && !l[0].n && proc_gone(s))) {
 		free_lists(l, s->nfiles);
-		return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)s->pid);
+		return cli_err_set(err, -ESRCH, "process %d exited", (int)s->pid);
 	}
 	if (ret) {
 		free_lists(l, s->nfiles);
-		return cli_errf(err, errlen, ret, "cannot read /proc/%d/maps: %s", (int)s->pid,
-				strerror(-ret));
+		return cli_err_set(err, ret, "cannot read /proc/%d/maps: %s", (int)s->pid,
+				   strerror(-ret));
 	}
 	for (i = 0; !ret && i < s->nfiles; i++) {
 		if (!l[i].n && l[i].nprivate)
-			ret = cli_errf(err, errlen, -EINVAL,
-				       "process %d maps %s only privately (MAP_PRIVATE): its writes do not reach the file",
-				       (int)s->pid, s->files[i].path);
+			ret = cli_err_set(err, -EINVAL,
+					  "process %d maps %s only privately (MAP_PRIVATE): its writes do not reach the file",
+					  (int)s->pid, s->files[i].path);
 		else if (!l[i].n)
-			ret = cli_errf(err, errlen, -ENOENT, "process %d does not map %s",
-				       (int)s->pid, s->files[i].path);
+			ret = cli_err_set(err, -ENOENT, "process %d does not map %s",
+					  (int)s->pid, s->files[i].path);
 	}
 	for (i = 0; !ret && i < s->nfiles; i++) {
 		s->files[i].vmas = l[i].v;
@@ -175,29 +175,29 @@ static int same_mappings(const struct dirty_file *f, const struct vma_list *l)
 	return 1;
 }
 
-int dirty_maps_recheck(struct dirty_set *s, char *err, size_t errlen)
+int dirty_maps_recheck(struct dirty_set *s, struct cli_err *err)
 {
 	struct vma_list *l = calloc(s->nfiles, sizeof(*l));
 	unsigned i, changed = s->nfiles;
 	int ret;
 
 	if (!l)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	ret = scan_maps(s, l);
 	for (i = 0; !ret && i < s->nfiles && changed == s->nfiles; i++)
 		if (!same_mappings(&s->files[i], &l[i]))
 			changed = i;
 	free_lists(l, s->nfiles);
 	if (ret == -ESRCH)
-		return cli_errf(err, errlen, ret, "process %d exited", (int)s->pid);
+		return cli_err_set(err, ret, "process %d exited", (int)s->pid);
 	if (ret)
-		return cli_errf(err, errlen, ret, "cannot read /proc/%d/maps: %s", (int)s->pid,
-				strerror(-ret));
+		return cli_err_set(err, ret, "cannot read /proc/%d/maps: %s", (int)s->pid,
+				   strerror(-ret));
 	if (changed < s->nfiles && proc_gone(s))
-		return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)s->pid);
+		return cli_err_set(err, -ESRCH, "process %d exited", (int)s->pid);
 	if (changed < s->nfiles)
-		return cli_errf(err, errlen, -ESTALE,
-				"process %d changed its mappings of %s while it was being tracked: pages it dirtied may be missed",
-				(int)s->pid, s->files[changed].path);
+		return cli_err_set(err, -ESTALE,
+				   "process %d changed its mappings of %s while it was being tracked: pages it dirtied may be missed",
+				   (int)s->pid, s->files[changed].path);
 	return 0;
 }

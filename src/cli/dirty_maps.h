@@ -6,13 +6,14 @@
 
 #include <stddef.h>
 
+#include "clierr.h"
 #include "dirty_int.h"
 
 /* Fills each file's vmas; fails when a file is mapped only privately, or
  * not at all. */
-int dirty_maps_find(struct dirty_set *s, char *err, size_t errlen);
+int dirty_maps_find(struct dirty_set *s, struct cli_err *err);
 /* -ESTALE when any file's mappings differ from what dirty_maps_find()
  * found. */
-int dirty_maps_recheck(struct dirty_set *s, char *err, size_t errlen);
+int dirty_maps_recheck(struct dirty_set *s, struct cli_err *err);
 
 #endif

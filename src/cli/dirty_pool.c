@@ -47,7 +47,7 @@ static void *worker_main(void *arg)
 }
 
 /* Runs @op over every slice on every thread; the first failure is returned. */
-int dirty_pool_run(struct dirty_set *s, enum op op, char *err, size_t errlen)
+int dirty_pool_run(struct dirty_set *s, enum op op, struct cli_err *err)
 {
 	unsigned i;
 
@@ -65,12 +65,12 @@ int dirty_pool_run(struct dirty_set *s, enum op op, char *err, size_t errlen)
 	pthread_mutex_unlock(&s->mu);
 	for (i = 0; i < s->nworkers; i++)
 		if (s->workers[i].rc)
-			return cli_errf(err, errlen, s->workers[i].rc, "%s", s->workers[i].err);
+			return cli_err_set(err, s->workers[i].rc, "%s", s->workers[i].err.msg);
 	return 0;
 }
 
 /* The threads, and each one's buffer: all made here, none on the way. */
-int dirty_pool_start(struct dirty_set *s, unsigned threads, char *err, size_t errlen)
+int dirty_pool_start(struct dirty_set *s, unsigned threads, struct cli_err *err)
 {
 	size_t bufsz = PM_BATCH * sizeof(uint64_t) > PM_REGIONS * sizeof(struct page_region_) ?
 		       PM_BATCH * sizeof(uint64_t) : PM_REGIONS * sizeof(struct page_region_);
@@ -79,23 +79,23 @@ int dirty_pool_start(struct dirty_set *s, unsigned threads, char *err, size_t er
 
 	if (pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->go, NULL) ||
 	    pthread_cond_init(&s->done, NULL))
-		return cli_errf(err, errlen, -ENOMEM, "cannot make the collecting threads' locks");
+		return cli_err_set(err, -ENOMEM, "cannot make the collecting threads' locks");
 	s->sync_ready = true;
 	s->workers = calloc(threads, sizeof(*s->workers));
 	if (!s->workers)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	s->nworkers = threads;
 	for (i = 0; i < threads; i++) {
 		s->workers[i].s = s;
 		s->workers[i].buf = malloc(bufsz);
 		if (!s->workers[i].buf)
-			return cli_errf(err, errlen, -ENOMEM, "out of memory");
+			return cli_err_set(err, -ENOMEM, "out of memory");
 	}
 	for (i = 1; i < threads; i++) {
 		rc = pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]);
 		if (rc)
-			return cli_errf(err, errlen, -rc, "cannot start a collecting thread: %s",
-					strerror(rc));
+			return cli_err_set(err, -rc, "cannot start a collecting thread: %s",
+					   strerror(rc));
 		s->workers[i].started = true;
 	}
 	return 0;

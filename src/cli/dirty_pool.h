@@ -4,14 +4,15 @@
 
 #include <stddef.h>
 
+#include "clierr.h"
 #include "dirty_int.h"
 
 /* Makes @threads workers (the caller is the first, so at least 1) and
  * their buffers. */
-int dirty_pool_start(struct dirty_set *s, unsigned threads, char *err, size_t errlen);
+int dirty_pool_start(struct dirty_set *s, unsigned threads, struct cli_err *err);
 /* Runs @op over every slice on every thread; the first failure is
  * returned. */
-int dirty_pool_run(struct dirty_set *s, enum op op, char *err, size_t errlen);
+int dirty_pool_run(struct dirty_set *s, enum op op, struct cli_err *err);
 /* Ends the threads and frees what dirty_pool_start() made, as far as it
  * got. */
 void dirty_pool_stop(struct dirty_set *s);

@@ -28,16 +28,16 @@ static int slice_read(struct worker *w, const struct slice *sl)
 			want = PM_BATCH;
 		r = pread(s->pagemap_fd, buf, want * sizeof(*buf), (off_t)(at / s->psz * sizeof(*buf)));
 		if (r == 0)
-			return cli_errf(w->err, sizeof(w->err), -ESRCH, "process %d exited", (int)s->pid);
+			return cli_err_set(&w->err, -ESRCH, "process %d exited", (int)s->pid);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
-			return cli_errf(w->err, sizeof(w->err), -errno, "cannot read /proc/%d/pagemap: %s",
-					(int)s->pid, strerror(errno));
+			return cli_err_set(&w->err, -errno, "cannot read /proc/%d/pagemap: %s",
+					   (int)s->pid, strerror(errno));
 		want = (uint64_t)r / sizeof(*buf);
 		if (!want)
-			return cli_errf(w->err, sizeof(w->err), -EIO, "short read from /proc/%d/pagemap",
-					(int)s->pid);
+			return cli_err_set(&w->err, -EIO, "short read from /proc/%d/pagemap",
+					   (int)s->pid);
 		for (i = 0; i < want; i++)
 			if (buf[i] & PM_SOFT_DIRTY)
 				dirty_bits_mark(s, sl, at + i * s->psz, at + (i + 1) * s->psz);
@@ -71,19 +71,21 @@ static int slice_scan(struct worker *w, const struct slice *sl, enum op op)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EPERM)
-			return cli_errf(w->err, sizeof(w->err), -ESTALE, "process %d's mapping at %#"
-					PRIx64 " is no longer registered for write-protection "
-					"(remapped?): pages it dirtied may be missed", (int)s->pid,
-					a.start);
+			return cli_err_set(&w->err, -ESTALE, "process %d's mapping at %#"
+					   PRIx64 " is no longer registered for write-protection "
+					   "(remapped?): pages it dirtied may be missed",
+					   (int)s->pid,
+					   a.start);
 		if (n < 0)
-			return cli_errf(w->err, sizeof(w->err), errno == ESRCH ? -ESRCH : -errno,
-					"PAGEMAP_SCAN of /proc/%d/pagemap failed: %s", (int)s->pid,
-					strerror(errno));
+			return cli_err_set(&w->err, errno == ESRCH ? -ESRCH : -errno,
+					   "PAGEMAP_SCAN of /proc/%d/pagemap failed: %s",
+					   (int)s->pid,
+					   strerror(errno));
 		for (i = 0; i < n; i++)
 			dirty_bits_mark(s, sl, vec[i].start, vec[i].end);
 		if (a.walk_end <= a.start)
-			return cli_errf(w->err, sizeof(w->err), -EIO, "PAGEMAP_SCAN of /proc/%d/pagemap "
-					"made no progress at %#" PRIx64, (int)s->pid, a.start);
+			return cli_err_set(&w->err, -EIO, "PAGEMAP_SCAN of /proc/%d/pagemap "
+					   "made no progress at %#" PRIx64, (int)s->pid, a.start);
 		a.start = a.walk_end;
 	}
 	return 0;
@@ -119,7 +121,7 @@ static uint64_t total_pages(const struct dirty_set *s)
 }
 
 /* Cuts every mapping's part below its file's length into slices. */
-int dirty_scan_cut(struct dirty_set *s, unsigned threads, char *err, size_t errlen)
+int dirty_scan_cut(struct dirty_set *s, unsigned threads, struct cli_err *err)
 {
 	uint64_t total = total_pages(s), per = total / (8ull * threads), at, end;
 	size_t k, cap = 0;
@@ -132,7 +134,7 @@ int dirty_scan_cut(struct dirty_set *s, unsigned threads, char *err, size_t errl
 	cap += total / per + 1;
 	s->slices = calloc(cap, sizeof(*s->slices));
 	if (!s->slices)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	for (i = 0; i < s->nfiles; i++)
 		for (k = 0; k < s->files[i].nvmas; k++) {
 			const struct dirty_vma *v = &s->files[i].vmas[k];
@@ -140,7 +142,7 @@ int dirty_scan_cut(struct dirty_set *s, unsigned threads, char *err, size_t errl
 			end = v->start + vma_pages(s, i, v) * s->psz;
 			for (at = v->start; at < end; at += per * s->psz) {
 				if (s->nslices == cap)
-					return cli_errf(err, errlen, -EOVERFLOW, "slice count");
+					return cli_err_set(err, -EOVERFLOW, "slice count");
 				s->slices[s->nslices++] = (struct slice){
 					i, v, at, end - at < per * s->psz ? end : at + per * s->psz
 				};

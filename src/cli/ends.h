@@ -43,7 +43,7 @@ struct src_ends {
 /* Takes over @rams (from --ram; QEMU's are added), maps them, and opens the
  * workload and the device-state endpoint. */
 int ends_open_source(struct src_ends *e, const struct src_spec *s, struct cli_ram *rams,
-		     unsigned nrams, char *err, size_t errlen);
+		     unsigned nrams, struct cli_err *err);
 void ends_close_source(struct src_ends *e);
 
 /* What migrate-recv's options name. */
@@ -73,11 +73,11 @@ struct dst_ends {
 /* Takes over @rams (from --ram; with --qmp and none given, QEMU's guest RAM
  * is found) and maps the ones that exist already. */
 int ends_open_dest(struct dst_ends *e, const struct dst_spec *s, struct cli_ram *rams,
-		   unsigned nrams, char *err, size_t errlen);
+		   unsigned nrams, struct cli_err *err);
 /* One migration's device-state endpoint: QEMU's, or the file @path ("-":
  * standard output, NULL: none). */
 int ends_dest_state(const struct dst_ends *e, const char *path, struct devstate **out,
-		    char *err, size_t errlen);
+		    struct cli_err *err);
 void ends_close_dest(struct dst_ends *e);
 
 #endif

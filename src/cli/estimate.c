@@ -74,16 +74,15 @@ static void *run_round(void *arg)
 
 /* One sample: what the workload wrote since the last clear, then a clear;
  * frozen in between, as a round does it.  @bytes: what it wrote. */
-static int sample(struct workload *w, struct sampler *sp, uint64_t *bytes, char *err,
-		  size_t errlen)
+static int sample(struct workload *w, struct sampler *sp, uint64_t *bytes, struct cli_err *err)
 {
-	int rc = wl_freeze(w, NULL, NULL, err, errlen);
+	int rc = wl_freeze(w, NULL, NULL, err);
 
 	*bytes = 0;
 	if (!rc && sp)
-		rc = wl_collect_dirty(w, mark, sp, bytes, err, errlen);
+		rc = wl_collect_dirty(w, mark, sp, bytes, err);
 	if (!rc)
-		rc = wl_clear_dirty(w, err, errlen);
+		rc = wl_clear_dirty(w, err);
 	wl_thaw(w);
 	return rc;
 }
@@ -105,8 +104,7 @@ static uint64_t median(uint64_t *v, unsigned n)
  * into @rates (room for @cap), the freeze-collect-clear times into
  * @costs. */
 static int track(struct workload *w, struct sampler *sp, uint64_t t0, uint64_t ms,
-		 uint64_t *rates, uint64_t *costs, unsigned cap, unsigned *n, char *err,
-		 size_t errlen)
+		 uint64_t *rates, uint64_t *costs, unsigned cap, unsigned *n, struct cli_err *err)
 {
 	uint64_t last = t0;
 	int rc;
@@ -119,7 +117,7 @@ static int track(struct workload *w, struct sampler *sp, uint64_t t0, uint64_t m
 			wait = ms - (cli_now_ms() - t0);
 		usleep((useconds_t)(wait * 1000));
 		t1 = cli_now_ms();
-		rc = sample(w, sp, &bytes, err, errlen);
+		rc = sample(w, sp, &bytes, err);
 		if (rc)
 			return rc;
 		t2 = cli_now_ms();
@@ -130,13 +128,13 @@ static int track(struct workload *w, struct sampler *sp, uint64_t t0, uint64_t m
 		}
 		last = t2;
 	}
-	return interrupted ? cli_errf(err, errlen, -EINTR, "interrupted") : 0;
+	return interrupted ? cli_err_set(err, -EINTR, "interrupted") : 0;
 }
 
 /* The first round's figures at the end: the link's rate, and how long the
  * whole round takes (measured, or at the rate it covered the image). */
 static int link_figures(struct rdmig_source *s, uint64_t t0, const struct round1 *r,
-			struct est_measure *m, char *err, size_t errlen)
+			struct est_measure *m, struct cli_err *err)
 {
 	struct rdmig_stats st = { .size = sizeof(st) };
 	bool done = r->rc == 0;
@@ -145,9 +143,9 @@ static int link_figures(struct rdmig_source *s, uint64_t t0, const struct round1
 	rdmig_source_stats(s, &st);
 	covered = st.normal_bytes + st.zero_pages * PAGE;
 	if (st.normal_bytes < LINK_MIN_BYTES || !wall)
-		return cli_errf(err, errlen, -EAGAIN, "the link was not measured: %llu bytes of "
-				"page data moved in %llu ms; give --estimate more time",
-				(unsigned long long)st.normal_bytes, (unsigned long long)wall);
+		return cli_err_set(err, -EAGAIN, "the link was not measured: %llu bytes of "
+				   "page data moved in %llu ms; give --estimate more time",
+				   (unsigned long long)st.normal_bytes, (unsigned long long)wall);
 	m->link_rate = st.normal_bytes * 1000 / (st.data_time_ms ? st.data_time_ms : wall);
 	m->first_round_done = done;
 	m->first_round_ms = done || covered >= m->image ? wall :
@@ -157,7 +155,7 @@ static int link_figures(struct rdmig_source *s, uint64_t t0, const struct round1
 
 static int measure(struct rdmig_source *s, struct workload *w, struct sampler *sp,
 		   const char *host, const char *port, uint64_t ms, struct est_measure *m,
-		   char *err, size_t errlen)
+		   struct cli_err *err)
 {
 	unsigned cap = (unsigned)(ms / SAMPLE_MS) + 2, n = 0;
 	uint64_t *rates = calloc(cap, sizeof(*rates)), *costs = calloc(cap, sizeof(*costs));
@@ -167,38 +165,38 @@ static int measure(struct rdmig_source *s, struct workload *w, struct sampler *s
 	int rc;
 
 	if (!rates || !costs) {
-		rc = cli_errf(err, errlen, -ENOMEM, "out of memory");
+		rc = cli_err_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
 	rc = rdmig_source_connect(s, host, port);
 	if (rc) {
-		rc = cli_errf(err, errlen, rc, "%s", rdmig_source_error(s));
+		rc = cli_err_set(err, rc, "%s", rdmig_source_error(s));
 		goto out;
 	}
 	m->connected = 1;
 	/* Tracking starts from a clear, the workload frozen, as a first round
 	 * does. */
-	rc = sample(w, NULL, &dummy, err, errlen);
+	rc = sample(w, NULL, &dummy, err);
 	if (rc)
 		goto out;
 	rdmig_source_mark_all(s);
 	t0 = cli_now_ms();
 	rc = pthread_create(&th, NULL, run_round, &r);
 	if (rc) {
-		rc = cli_errf(err, errlen, -rc, "cannot start the first round: %s", strerror(rc));
+		rc = cli_err_set(err, -rc, "cannot start the first round: %s", strerror(rc));
 		goto out;
 	}
-	rc = track(w, sp, t0, ms, rates, costs, cap, &n, err, errlen);
+	rc = track(w, sp, t0, ms, rates, costs, cap, &n, err);
 	if (!r.done)
 		rdmig_source_cancel(s);
 	pthread_join(th, NULL);
 	if (!rc && r.rc && r.rc != -ECANCELED)
-		rc = cli_errf(err, errlen, r.rc, "the first round failed: %s",
-			      rdmig_source_error(s));
+		rc = cli_err_set(err, r.rc, "the first round failed: %s",
+				 rdmig_source_error(s));
 	if (!rc && !n)
-		rc = cli_errf(err, errlen, -EAGAIN, "no sample taken; give --estimate more time");
+		rc = cli_err_set(err, -EAGAIN, "no sample taken; give --estimate more time");
 	if (!rc)
-		rc = link_figures(s, t0, &r, m, err, errlen);
+		rc = link_figures(s, t0, &r, m, err);
 	if (rc)
 		goto out;
 	m->duration_ms = cli_now_ms() - t0;
@@ -216,7 +214,7 @@ out:
 
 int est_measure(struct rdmig_source *s, struct workload *w, const uint64_t *lens, unsigned n,
 		const char *host, const char *port, uint64_t ms, struct est_measure *m,
-		char *err, size_t errlen)
+		struct cli_err *err)
 {
 	struct sampler sp = { .lens = lens, .n = n };
 	struct sigaction sa = { .sa_handler = on_signal }, old[2];
@@ -232,7 +230,7 @@ int est_measure(struct rdmig_source *s, struct workload *w, const uint64_t *lens
 			rc = -ENOMEM;
 	}
 	if (!sp.seen || rc) {
-		rc = cli_errf(err, errlen, -ENOMEM, "out of memory");
+		rc = cli_err_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
 	/* A signal ends the tracking with the workload thawed, never between
@@ -240,7 +238,7 @@ int est_measure(struct rdmig_source *s, struct workload *w, const uint64_t *lens
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old[0]);
 	sigaction(SIGTERM, &sa, &old[1]);
-	rc = measure(s, w, &sp, host, port, ms, m, err, errlen);
+	rc = measure(s, w, &sp, host, port, ms, m, err);
 	sigaction(SIGINT, &old[0], NULL);
 	sigaction(SIGTERM, &old[1], NULL);
 out:
@@ -313,10 +311,10 @@ int est_report(const struct est_measure *m, const struct rdmig_config *cfg, int 
 		.working_set = m->working_set, .round_cost_ms = m->round_cost_ms,
 	};
 	struct rdmig_forecast f = { .size = sizeof(f) };
-	char err[256];
+	struct cli_err err;
 
-	if (rdmig_forecast(cfg, &in, &f, err, sizeof(err))) {
-		cli_err("cannot forecast: %s", err);
+	if (rdmig_forecast(cfg, &in, &f, err.msg, sizeof(err.msg))) {
+		cli_err("cannot forecast: %s", err.msg);
 		return CLI_EX_INTERNAL;
 	}
 	if (json)

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "clierr.h"
 #include "rdmig.h"
 
 struct workload;
@@ -37,7 +38,7 @@ struct est_measure {
  * runs, thawed, either way. */
 int est_measure(struct rdmig_source *s, struct workload *w, const uint64_t *lens, unsigned n,
 		const char *host, const char *port, uint64_t ms, struct est_measure *m,
-		char *err, size_t errlen);
+		struct cli_err *err);
 
 /* Prints the measure and the forecast of @cfg's policy (text, or one
  * "estimate" event with @json) and returns the exit status a migration

@@ -49,24 +49,20 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	signal(sig, SIG_DFL);
 }
 
-int fg_install(unsigned capacity, char *err, size_t errlen)
+int fg_install(unsigned capacity, struct cli_err *err)
 {
 	struct sigaction sa;
 
 	slots = calloc(capacity, sizeof(*slots));
-	if (!slots) {
-		snprintf(err, errlen, "out of memory for %u watched ranges", capacity);
-		return -ENOMEM;
-	}
+	if (!slots)
+		return cli_err_set(err, -ENOMEM, "out of memory for %u watched ranges", capacity);
 	nslots = capacity;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_sigbus;
 	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGBUS, &sa, NULL)) {
-		snprintf(err, errlen, "cannot catch SIGBUS: %s", strerror(errno));
-		return -errno;
-	}
+	if (sigaction(SIGBUS, &sa, NULL))
+		return cli_err_set(err, -errno, "cannot catch SIGBUS: %s", strerror(errno));
 	return 0;
 }
 

@@ -18,8 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clierr.h"
+
 /* Installs the SIGBUS handler with room for @capacity ranges. */
-int fg_install(unsigned capacity, char *err, size_t errlen);
+int fg_install(unsigned capacity, struct cli_err *err);
 /* Watches [@start, @start + @len) mapped with pages of @pgsz bytes, for
  * @owner.  Returns a slot (>= 0) for fg_unwatch, or -ENOSPC. */
 int fg_watch(void *start, uint64_t len, uint64_t pgsz, const void *owner);

@@ -16,59 +16,58 @@
 
 #define HUGETLBFS_MAGIC_ 0x958458f6
 
-static int sys_fail(int fd, char *err, size_t errlen, const char *what, const char *path)
+static int sys_fail(int fd, struct cli_err *err, const char *what, const char *path)
 {
 	int e = errno;
 
 	if (fd >= 0)
 		close(fd);
-	snprintf(err, errlen, "cannot %s %s: %s", what, path, strerror(e));
-	return -e;
+	return cli_err_set(err, -e, "cannot %s %s: %s", what, path, strerror(e));
 }
 
 /* One directory of the chain: root's or ours, and only we (or root) may
  * rename and remove entries in it. */
-static int dir_ok(const char *dir, char *err, size_t errlen)
+static int dir_ok(const char *dir, struct cli_err *err)
 {
 	struct stat st;
 
 	if (stat(dir, &st))
-		return sys_fail(-1, err, errlen, "examine", dir);
-	if (st.st_uid != 0 && st.st_uid != geteuid()) {
-		snprintf(err, errlen, "directory %s belongs to uid %u, who could replace the image "
-			 "files in it: use a directory of root's or your own", dir,
-			 (unsigned)st.st_uid);
-		return -EPERM;
-	}
-	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-		snprintf(err, errlen, "directory %s can be written by other users (mode %04o) and "
-			 "has no sticky bit, so they could replace the image files in it: run "
-			 "chmod go-w %s (or chmod +t %s)", dir, (unsigned)(st.st_mode & 07777), dir,
-			 dir);
-		return -EPERM;
-	}
+		return sys_fail(-1, err, "examine", dir);
+	if (st.st_uid != 0 && st.st_uid != geteuid())
+		return cli_err_set(err, -EPERM,
+				   "directory %s belongs to uid %u, who could replace the image "
+				   "files in it: use a directory of root's or your own", dir,
+				   (unsigned)st.st_uid);
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+		return cli_err_set(err, -EPERM,
+				   "directory %s can be written by other users (mode %04o) and "
+				   "has no sticky bit, so they could replace the image files in it: run "
+				   "chmod go-w %s (or chmod +t %s)", dir,
+				   (unsigned)(st.st_mode & 07777), dir,
+				   dir);
 	return 0;
 }
 
 /* A symbolic link in the path as given that another user owns could be
  * pointed elsewhere after the check: each file is made through the path
  * again. */
-static int links_ours(const char *dir, char *err, size_t errlen)
+static int links_ours(const char *dir, struct cli_err *err)
 {
 	char p[PATH_MAX], *slash;
 	struct stat st;
 
 	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
-		return sys_fail(-1, err, errlen, "resolve", dir);
+		return sys_fail(-1, err, "resolve", dir);
 	/* Every prefix of the path as given, the whole path last. */
 	for (slash = strchr(p + 1, '/');; slash = strchr(slash + 1, '/')) {
 		if (slash)
 			*slash = '\0';
 		if (!lstat(p, &st) && S_ISLNK(st.st_mode) && st.st_uid != 0 &&
 		    st.st_uid != geteuid()) {
-			snprintf(err, errlen, "%s is a symbolic link of uid %u, who could point it "
-				 "elsewhere: give the path it points to", p, (unsigned)st.st_uid);
-			return -EPERM;
+			return cli_err_set(err, -EPERM,
+					   "%s is a symbolic link of uid %u, who could point it "
+					   "elsewhere: give the path it points to", p,
+					   (unsigned)st.st_uid);
 		}
 		if (!slash)
 			return 0;
@@ -76,19 +75,19 @@ static int links_ours(const char *dir, char *err, size_t errlen)
 	}
 }
 
-int img_safe_dir(const char *dir, char *err, size_t errlen)
+int img_safe_dir(const char *dir, struct cli_err *err)
 {
 	char real[PATH_MAX], *slash;
-	int rc = links_ours(dir, err, errlen);
+	int rc = links_ours(dir, err);
 
 	if (rc)
 		return rc;
 	if (!realpath(dir, real))
-		return sys_fail(-1, err, errlen, "resolve", dir);
+		return sys_fail(-1, err, "resolve", dir);
 	/* From the directory up to /: a writable parent could move the whole
 	 * subtree aside and put its own in place. */
 	for (;;) {
-		rc = dir_ok(real[0] ? real : "/", err, errlen);
+		rc = dir_ok(real[0] ? real : "/", err);
 		if (rc || !real[0])
 			return rc;
 		slash = strrchr(real, '/');
@@ -110,53 +109,50 @@ static int page_size_of(int fd, uint64_t *psz)
  * things (img_safe_dir).  An existing one is opened the one safe way
  * (safeopen.h): the operator's must be ours, QEMU's the very file QEMU
  * maps. */
-static int open_file(struct cli_ram *r, enum img_mode mode, struct stat *st, char *err,
-		     size_t errlen)
+static int open_file(struct cli_ram *r, enum img_mode mode, struct stat *st, struct cli_err *err)
 {
 	struct sopen_how how = { .flags = O_RDWR, .ours = mode == IMG_EXISTING };
 	int fd;
 
 	if (mode == IMG_QEMU && !r->ino)
-		return cli_errf(err, errlen, -EINVAL, "%s: which file QEMU maps is not known, so "
-				"it cannot be checked", r->path);
+		return cli_err_set(err, -EINVAL, "%s: which file QEMU maps is not known, so "
+				   "it cannot be checked", r->path);
 	if (mode != IMG_NEW) {
 		how.dev = r->dev;
 		how.ino = r->ino;
-		return sopen_file(r->path, &how, st, err, errlen);
+		return sopen_file(r->path, &how, st, err);
 	}
 	fd = open(r->path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		snprintf(err, errlen, "%s already exists: remove it, or receive into it with "
-			 "--ram NAME=%s --use-existing", r->path, r->path);
-		return -EEXIST;
-	}
+	if (fd < 0 && errno == EEXIST)
+		return cli_err_set(err, -EEXIST,
+				   "%s already exists: remove it, or receive into it with "
+				   "--ram NAME=%s --use-existing", r->path, r->path);
 	if (fd < 0)
-		return sys_fail(-1, err, errlen, "create", r->path);
+		return sys_fail(-1, err, "create", r->path);
 	r->created = 1;
 	if (fstat(fd, st))
-		return sys_fail(fd, err, errlen, "examine", r->path);
+		return sys_fail(fd, err, "examine", r->path);
 	return fd;
 }
 
-static int map_fd(int fd, struct cli_ram *r, uint64_t len, const struct stat *st, char *err,
-		  size_t errlen)
+static int map_fd(int fd, struct cli_ram *r, uint64_t len, const struct stat *st,
+		  struct cli_err *err)
 {
 	void *p;
 
 	r->zeroed = st->st_size == 0;
 	if (!len && st->st_size <= 0) {
 		close(fd);
-		snprintf(err, errlen, "%s is empty", r->path);
-		return -EINVAL;
+		return cli_err_set(err, -EINVAL, "%s is empty", r->path);
 	}
 	if (!len)
 		len = (uint64_t)st->st_size;
 	else if ((uint64_t)st->st_size != len && ftruncate(fd, (off_t)len))
-		return sys_fail(fd, err, errlen, "resize", r->path);
+		return sys_fail(fd, err, "resize", r->path);
 	page_size_of(fd, &r->pgsz);
 	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
-		return sys_fail(fd, err, errlen, "map", r->path);
+		return sys_fail(fd, err, "map", r->path);
 	close(fd);
 	r->host = p;
 	r->len = len;
@@ -165,14 +161,14 @@ static int map_fd(int fd, struct cli_ram *r, uint64_t len, const struct stat *st
 	return 0;
 }
 
-int img_open(struct cli_ram *r, uint64_t len, enum img_mode mode, char *err, size_t errlen)
+int img_open(struct cli_ram *r, uint64_t len, enum img_mode mode, struct cli_err *err)
 {
 	struct stat st;
-	int fd = open_file(r, mode, &st, err, errlen), rc;
+	int fd = open_file(r, mode, &st, err), rc;
 
 	if (fd < 0)
 		return fd;
-	rc = map_fd(fd, r, len, &st, err, errlen);
+	rc = map_fd(fd, r, len, &st, err);
 	/* Without its marker a file we just made would look like a complete
 	 * image, and a retry would find it in the way. */
 	if (rc && r->created) {
@@ -215,21 +211,21 @@ static void marker_path(const struct cli_ram *r, char *buf, size_t len)
 }
 
 /* A marker left by an earlier run of ours says what ours would say. */
-static int stale_marker_ours(const char *m, char *err, size_t errlen)
+static int stale_marker_ours(const char *m, struct cli_err *err)
 {
 	struct stat st;
 
 	if (lstat(m, &st))
-		return sys_fail(-1, err, errlen, "examine", m);
+		return sys_fail(-1, err, "examine", m);
 	if (S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1)
 		return 0;
-	snprintf(err, errlen, "%s already exists and is not a marker of ours (uid %u, %s): "
-		 "remove it", m, (unsigned)st.st_uid, S_ISREG(st.st_mode) ? "a file" :
-		 S_ISLNK(st.st_mode) ? "a symbolic link" : "not a plain file");
-	return -EEXIST;
+	return cli_err_set(err, -EEXIST,
+			   "%s already exists and is not a marker of ours (uid %u, %s): "
+			   "remove it", m, (unsigned)st.st_uid, S_ISREG(st.st_mode) ? "a file" :
+			   S_ISLNK(st.st_mode) ? "a symbolic link" : "not a plain file");
 }
 
-int img_mark_incomplete(struct cli_ram *r, char *err, size_t errlen)
+int img_mark_incomplete(struct cli_ram *r, struct cli_err *err)
 {
 	char m[sizeof(r->path) + 16];
 	int fd, rc;
@@ -237,27 +233,27 @@ int img_mark_incomplete(struct cli_ram *r, char *err, size_t errlen)
 	marker_path(r, m, sizeof(m));
 	fd = open(m, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 && errno == EEXIST) {
-		rc = stale_marker_ours(m, err, errlen);
+		rc = stale_marker_ours(m, err);
 		if (rc)
 			return rc;
 		r->marker = 1;
 		return 0;
 	}
 	if (fd < 0)
-		return sys_fail(-1, err, errlen, "create", m);
+		return sys_fail(-1, err, "create", m);
 	close(fd);
 	r->marker = 1;
 	return 0;
 }
 
-int img_sync(struct cli_ram *r, char *err, size_t errlen)
+int img_sync(struct cli_ram *r, struct cli_err *err)
 {
 	if (r->host && msync(r->host, (size_t)r->len, MS_SYNC))
-		return sys_fail(-1, err, errlen, "sync", r->path);
+		return sys_fail(-1, err, "sync", r->path);
 	return 0;
 }
 
-int img_complete(struct cli_ram *r, char *err, size_t errlen)
+int img_complete(struct cli_ram *r, struct cli_err *err)
 {
 	char m[sizeof(r->path) + 16];
 
@@ -267,7 +263,7 @@ int img_complete(struct cli_ram *r, char *err, size_t errlen)
 	}
 	marker_path(r, m, sizeof(m));
 	if (unlink(m) && errno != ENOENT)
-		return sys_fail(-1, err, errlen, "remove", m);
+		return sys_fail(-1, err, "remove", m);
 	r->marker = 0;
 	r->complete = 1;
 	return 0;

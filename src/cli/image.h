@@ -43,13 +43,12 @@ enum img_mode {
  * written by others unless it has the sticky bit (as /tmp and /dev/shm
  * do), where nobody can remove or rename what another user made.  -EPERM
  * naming the directory and the fix otherwise. */
-int img_safe_dir(const char *dir, char *err, size_t errlen);
+int img_safe_dir(const char *dir, struct cli_err *err);
 
 /* Opens (or for IMG_NEW creates) @r->path and maps it read-write.  @len 0:
  * the file's length is used (it must not be empty); otherwise the file gets
  * that length.  A file created here is removed again when this fails. */
-int img_open(struct cli_ram *r, uint64_t len, enum img_mode mode, char *err,
-	     size_t errlen);
+int img_open(struct cli_ram *r, uint64_t len, enum img_mode mode, struct cli_err *err);
 /* Bytes @r's file may still claim from its filesystem as data lands: its
  * length less what it holds.  The whole length when the file at the path
  * is not the one we mapped any more. */
@@ -59,11 +58,11 @@ int img_fs_free(const char *path, uint64_t *bytes, dev_t *dev);
 
 /* Creates PATH.incomplete (O_EXCL|O_NOFOLLOW); a marker already there is
  * kept only when it is a plain file of ours (a failed earlier run's). */
-int img_mark_incomplete(struct cli_ram *r, char *err, size_t errlen);
+int img_mark_incomplete(struct cli_ram *r, struct cli_err *err);
 /* Writes the mapped data back (msync). */
-int img_sync(struct cli_ram *r, char *err, size_t errlen);
+int img_sync(struct cli_ram *r, struct cli_err *err);
 /* Removes the marker: the image is complete. */
-int img_complete(struct cli_ram *r, char *err, size_t errlen);
+int img_complete(struct cli_ram *r, struct cli_err *err);
 /* Unmaps @r; with @discard, also removes the file and its marker when this
  * run created them (a failed daemon migration gives its space back).  A
  * file made here that has no marker and was never completed is removed

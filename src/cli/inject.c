@@ -36,12 +36,12 @@ static int seccomp_mode(const struct proc_ref *p)
 }
 
 /* The calling process needs no injection: its own userfaultfd is the one. */
-static int own_userfaultfd(int flags, int *fd, char *err, size_t errlen)
+static int own_userfaultfd(int flags, int *fd, struct cli_err *err)
 {
 	*fd = (int)syscall(SYS_userfaultfd, flags);
 	if (*fd >= 0)
 		return 0;
-	return cli_errf(err, errlen, -errno, "userfaultfd(2) failed: %s", strerror(errno));
+	return cli_err_set(err, -errno, "userfaultfd(2) failed: %s", strerror(errno));
 }
 
 #if defined(__x86_64__)
@@ -209,7 +209,7 @@ static void release(struct tracee *t, bool restore)
 }
 
 int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_seccomp, int *fd,
-		       char *err, size_t errlen)
+		       struct cli_err *err)
 {
 	struct tracee t = { .pid = p->pid };
 	int st, rc, sm, perr, e;
@@ -217,30 +217,31 @@ int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_secc
 
 	*fd = -1;
 	if (p->pid == getpid())
-		return own_userfaultfd(uffd_flags, fd, err, errlen);
+		return own_userfaultfd(uffd_flags, fd, err);
 	sm = seccomp_mode(p);
 	if (sm < 0)
-		return cli_errf(err, errlen, sm, "cannot read /proc/%d/status: %s", (int)p->pid,
-				strerror(-sm));
+		return cli_err_set(err, sm, "cannot read /proc/%d/status: %s", (int)p->pid,
+				   strerror(-sm));
 	if (sm > 0 && !under_seccomp)
-		return cli_errf(err, errlen, -EPERM, "process %d runs under a seccomp filter (Seccomp: "
-				"%d in /proc/%d/status), which might kill it for a userfaultfd(2) "
-				"made inside it", (int)p->pid, sm, (int)p->pid);
+		return cli_err_set(err, -EPERM, "process %d runs under a seccomp filter (Seccomp: "
+				   "%d in /proc/%d/status), which might kill it for a userfaultfd(2) "
+				   "made inside it", (int)p->pid, sm, (int)p->pid);
 	t.tid = pick_thread(p);
 	if (t.tid < 0)
-		return cli_errf(err, errlen, -ESRCH, "process %d exited", (int)p->pid);
+		return cli_err_set(err, -ESRCH, "process %d exited", (int)p->pid);
 	if (ptrace(PTRACE_SEIZE, t.tid, NULL, NULL)) {
 		e = errno;
-		return cli_errf(err, errlen, -e, "cannot ptrace process %d (%s): %s", (int)p->pid,
-				strerror(e), e == EPERM ? "another tracer holds it, or it is not ours "
-				"to trace (root can; its owner only with kernel.yama.ptrace_scope 0)" :
-				"it exited");
+		return cli_err_set(err, -e, "cannot ptrace process %d (%s): %s", (int)p->pid,
+				   strerror(e),
+				   e == EPERM ? "another tracer holds it, or it is not ours "
+				   "to trace (root can; its owner only with kernel.yama.ptrace_scope 0)" :
+				   "it exited");
 	}
 	rc = ptrace(PTRACE_INTERRUPT, t.tid, NULL, NULL) ? -errno : wait_stop(&t, &st);
 	if (rc) {
 		ptrace(PTRACE_DETACH, t.tid, NULL, NULL);
-		return cli_errf(err, errlen, -ESRCH, "process %d did not stop for ptrace (%s)",
-				(int)p->pid, strerror(-rc));
+		return cli_err_set(err, -ESRCH, "process %d did not stop for ptrace (%s)",
+				   (int)p->pid, strerror(-rc));
 	}
 	/* A signal-delivery stop came first: the signal is the thread's. */
 	if ((st >> 16) != PTRACE_EVENT_STOP)
@@ -248,33 +249,33 @@ int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_secc
 	if (ptrace(PTRACE_GETREGS, t.tid, NULL, &t.saved)) {
 		e = errno;
 		release(&t, false);
-		return cli_errf(err, errlen, -e, "cannot read the registers of process %d: %s",
-				(int)p->pid, strerror(e));
+		return cli_err_set(err, -e, "cannot read the registers of process %d: %s",
+				   (int)p->pid, strerror(e));
 	}
 	/* 0x33: the 64-bit user code segment; a 32-bit process has others
 	 * system call numbers and registers. */
 	if (t.saved.cs != 0x33) {
 		release(&t, false);
-		return cli_errf(err, errlen, -EOPNOTSUPP, "process %d is a 32-bit process",
-				(int)p->pid);
+		return cli_err_set(err, -EOPNOTSUPP, "process %d is a 32-bit process",
+				   (int)p->pid);
 	}
 	rc = find_syscall_insn(p, &t);
 	if (rc) {
 		release(&t, false);
-		return cli_errf(err, errlen, rc, "no syscall instruction found in process %d's "
-				"vDSO: %s", (int)p->pid, strerror(-rc));
+		return cli_err_set(err, rc, "no syscall instruction found in process %d's "
+				   "vDSO: %s", (int)p->pid, strerror(-rc));
 	}
 	rfd = remote_syscall(&t, SYS_userfaultfd, uffd_flags, &perr);
 	if (perr) {
 		release(&t, true);
-		return cli_errf(err, errlen, perr, "running userfaultfd(2) in process %d failed: %s",
-				(int)p->pid, strerror(-perr));
+		return cli_err_set(err, perr, "running userfaultfd(2) in process %d failed: %s",
+				   (int)p->pid, strerror(-perr));
 	}
 	if (rfd < 0) {
 		release(&t, true);
-		return cli_errf(err, errlen, (int)rfd, "userfaultfd(2) in process %d failed: %s%s",
-				(int)p->pid, strerror((int)-rfd), rfd == -ENOSYS ?
-				" (the kernel is built without CONFIG_USERFAULTFD)" : "");
+		return cli_err_set(err, (int)rfd, "userfaultfd(2) in process %d failed: %s%s",
+				   (int)p->pid, strerror((int)-rfd), rfd == -ENOSYS ?
+				   " (the kernel is built without CONFIG_USERFAULTFD)" : "");
 	}
 	*fd = (int)syscall(SYS_pidfd_getfd, p->pidfd, (int)rfd, 0);
 	e = errno;
@@ -282,13 +283,14 @@ int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_secc
 	r = remote_syscall(&t, SYS_close, rfd, &perr);
 	release(&t, true);
 	if (*fd < 0)
-		return cli_errf(err, errlen, -e, "pidfd_getfd(2) of process %d's descriptor %ld "
-				"failed: %s", (int)p->pid, rfd, strerror(e));
+		return cli_err_set(err, -e, "pidfd_getfd(2) of process %d's descriptor %ld "
+				   "failed: %s", (int)p->pid, rfd, strerror(e));
 	if (perr || r) {
 		close(*fd);
 		*fd = -1;
-		return cli_errf(err, errlen, perr ? perr : (int)r, "closing descriptor %ld in process "
-				"%d again failed: %s", rfd, (int)p->pid, strerror(perr ? -perr : (int)-r));
+		return cli_err_set(err, perr ? perr : (int)r, "closing descriptor %ld in process "
+				   "%d again failed: %s", rfd, (int)p->pid,
+				   strerror(perr ? -perr : (int)-r));
 	}
 	return 0;
 }
@@ -296,15 +298,15 @@ int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_secc
 #else /* !__x86_64__ */
 
 int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_seccomp, int *fd,
-		       char *err, size_t errlen)
+		       struct cli_err *err)
 {
 	(void)under_seccomp;
 	(void)seccomp_mode;
 	*fd = -1;
 	if (p->pid == getpid())
-		return own_userfaultfd(uffd_flags, fd, err, errlen);
-	return cli_errf(err, errlen, -EOPNOTSUPP, "making a userfaultfd inside process %d is "
-			"only implemented for x86-64", (int)p->pid);
+		return own_userfaultfd(uffd_flags, fd, err);
+	return cli_err_set(err, -EOPNOTSUPP, "making a userfaultfd inside process %d is "
+			   "only implemented for x86-64", (int)p->pid);
 }
 
 #endif

@@ -36,9 +36,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "clierr.h"
 #include "proc.h"
 
 int inject_userfaultfd(const struct proc_ref *p, int uffd_flags, bool under_seccomp, int *fd,
-		       char *err, size_t errlen);
+		       struct cli_err *err);
 
 #endif

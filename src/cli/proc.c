@@ -24,7 +24,7 @@ static int pidfd_signal_(int pidfd, int sig)
 	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
-int proc_open(struct proc_ref *p, pid_t pid, char *err, size_t errlen)
+int proc_open(struct proc_ref *p, pid_t pid, struct cli_err *err)
 {
 	char dir[32];
 	int e;
@@ -32,12 +32,12 @@ int proc_open(struct proc_ref *p, pid_t pid, char *err, size_t errlen)
 	p->pid = pid;
 	p->pidfd = p->dirfd = -1;
 	if (pid <= 0)
-		return cli_errf(err, errlen, -EINVAL, "invalid process id %d", (int)pid);
+		return cli_err_set(err, -EINVAL, "invalid process id %d", (int)pid);
 	p->pidfd = pidfd_open_(pid);
 	if (p->pidfd < 0) {
 		e = errno;
-		return cli_errf(err, errlen, -e, "no process %d (%s)", (int)pid,
-				e == ESRCH ? "it does not exist" : strerror(e));
+		return cli_err_set(err, -e, "no process %d (%s)", (int)pid,
+				   e == ESRCH ? "it does not exist" : strerror(e));
 	}
 	snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
 	p->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -47,13 +47,13 @@ int proc_open(struct proc_ref *p, pid_t pid, char *err, size_t errlen)
 		if (p->dirfd >= 0)
 			e = errno;
 		proc_close(p);
-		return cli_errf(err, errlen, e == ENOENT || e == ESRCH ? -ESRCH : -e,
-				"no process %d (%s: %s)", (int)pid, dir, strerror(e));
+		return cli_err_set(err, e == ENOENT || e == ESRCH ? -ESRCH : -e,
+				   "no process %d (%s: %s)", (int)pid, dir, strerror(e));
 	}
 	return 0;
 }
 
-int proc_dup(struct proc_ref *to, const struct proc_ref *from, char *err, size_t errlen)
+int proc_dup(struct proc_ref *to, const struct proc_ref *from, struct cli_err *err)
 {
 	to->pid = from->pid;
 	to->pidfd = fcntl(from->pidfd, F_DUPFD_CLOEXEC, 0);
@@ -61,7 +61,7 @@ int proc_dup(struct proc_ref *to, const struct proc_ref *from, char *err, size_t
 	if (to->dirfd >= 0)
 		return 0;
 	proc_close(to);
-	return cli_errf(err, errlen, -errno, "cannot duplicate a descriptor: %s", strerror(errno));
+	return cli_err_set(err, -errno, "cannot duplicate a descriptor: %s", strerror(errno));
 }
 
 void proc_close(struct proc_ref *p)

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "clierr.h"
+
 struct proc_ref {
 	pid_t pid;   /* for messages */
 	int pidfd;   /* -1 when not open */
@@ -26,9 +28,9 @@ struct proc_ref {
 /* Takes hold of @pid.  The caller vouches that @pid is the process meant at
  * this moment (it was just named by the operator, or by the peer of a
  * socket that is still connected): after this, no reuse can mislead us. */
-int proc_open(struct proc_ref *p, pid_t pid, char *err, size_t errlen);
+int proc_open(struct proc_ref *p, pid_t pid, struct cli_err *err);
 /* A second, independent hold on the same process. */
-int proc_dup(struct proc_ref *to, const struct proc_ref *from, char *err, size_t errlen);
+int proc_dup(struct proc_ref *to, const struct proc_ref *from, struct cli_err *err);
 void proc_close(struct proc_ref *p);
 
 /* Sends @sig; -ESRCH once the process is gone. */

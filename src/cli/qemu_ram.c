@@ -43,7 +43,7 @@ static struct json_object *args1(const char *key, struct json_object *val)
 
 
 static int qom_get(struct qmp *q, const char *id, const char *prop,
-		   struct json_object **ret, char *err, size_t errlen)
+		   struct json_object **ret, struct cli_err *err)
 {
 	char path[192];
 	struct json_object *a = json_object_new_object();
@@ -51,7 +51,7 @@ static int qom_get(struct qmp *q, const char *id, const char *prop,
 	snprintf(path, sizeof(path), "/objects/%s", id);
 	json_object_object_add(a, "path", json_object_new_string(path));
 	json_object_object_add(a, "property", json_object_new_string(prop));
-	return qmp_call(q, "qom-get", a, ret, err, errlen);
+	return qmp_call(q, "qom-get", a, ret, err);
 }
 
 static int backend_kind(const char *type, enum qram_kind *kind)
@@ -82,7 +82,7 @@ static const char *kind_name(enum qram_kind kind)
 
 /* The backends among /objects, with id and kind only. */
 static int list_backends(struct qmp *q, struct qram_backend **out, size_t *n,
-			 char *err, size_t errlen)
+			 struct cli_err *err)
 {
 	struct json_object *ret, *o;
 	struct qram_backend *b = NULL;
@@ -90,14 +90,14 @@ static int list_backends(struct qmp *q, struct qram_backend **out, size_t *n,
 	size_t i, len;
 	const char *name, *type;
 	int r = qmp_call(q, "qom-list", args1("path", json_object_new_string("/objects")), &ret,
-			 err, errlen);
+			 err);
 
 	*n = 0;
 	if (r < 0)
 		return r;
 	len = json_object_is_type(ret, json_type_array) ? json_object_array_length(ret) : 0;
 	if (len && !(b = calloc(len, sizeof(*b))))
-		r = cli_errf(err, errlen, -ENOMEM, "out of memory for %zu objects", len);
+		r = cli_err_set(err, -ENOMEM, "out of memory for %zu objects", len);
 	for (i = 0; i < len && r == 0; i++) {
 		o = json_object_array_get_idx(ret, i);
 		name = jstr(o, "name");
@@ -105,7 +105,8 @@ static int list_backends(struct qmp *q, struct qram_backend **out, size_t *n,
 		if (!name || !type || !backend_kind(type, &kind))
 			continue;
 		if (strlen(name) >= sizeof(b->id))
-			r = cli_errf(err, errlen, -ENAMETOOLONG, "backend id %.32s... is too long", name);
+			r = cli_err_set(err, -ENAMETOOLONG, "backend id %.32s... is too long",
+					name);
 		snprintf(b[*n].id, sizeof(b->id), "%s", name);
 		b[(*n)++].kind = kind;
 	}
@@ -119,16 +120,16 @@ static int list_backends(struct qmp *q, struct qram_backend **out, size_t *n,
 	return r;
 }
 
-static int fetch_props(struct qmp *q, struct qram_backend *b, char *err, size_t errlen)
+static int fetch_props(struct qmp *q, struct qram_backend *b, struct cli_err *err)
 {
 	struct json_object *v;
-	int r = qom_get(q, b->id, "size", &v, err, errlen);
+	int r = qom_get(q, b->id, "size", &v, err);
 
 	if (r < 0)
 		return r;
 	b->size = (uint64_t)json_object_get_int64(v);
 	json_object_put(v);
-	r = qom_get(q, b->id, "share", &v, err, errlen);
+	r = qom_get(q, b->id, "share", &v, err);
 	if (r < 0)
 		return r;
 	b->shared = json_object_get_boolean(v);
@@ -136,7 +137,7 @@ static int fetch_props(struct qmp *q, struct qram_backend *b, char *err, size_t 
 	b->mem_path[0] = '\0';
 	if (b->kind != QRAM_FILE)
 		return 0;
-	r = qom_get(q, b->id, "mem-path", &v, err, errlen);
+	r = qom_get(q, b->id, "mem-path", &v, err);
 	if (r < 0)
 		return r;
 	snprintf(b->mem_path, sizeof(b->mem_path), "%s", json_object_get_string(v));
@@ -188,13 +189,13 @@ static int find_in_flatview(const char *mtree, const char *id, uint64_t *gpa, ui
 }
 
 static int gpa_to_hva(struct qmp *q, const char *id, uint64_t gpa, uint64_t *hva,
-		      char *err, size_t errlen)
+		      struct cli_err *err)
 {
 	char cmd[64], *text, *is;
 	int r;
 
 	snprintf(cmd, sizeof(cmd), "gpa2hva 0x%" PRIx64, gpa);
-	r = qmp_hmp(q, cmd, &text, err, errlen);
+	r = qmp_hmp(q, cmd, &text, err);
 	if (r < 0)
 		return r;
 	/* "Host virtual address for 0x100000000 (extra) is 0x7f54037fe000" */
@@ -202,8 +203,8 @@ static int gpa_to_hva(struct qmp *q, const char *id, uint64_t gpa, uint64_t *hva
 	if (is)
 		*hva = strtoull(is + 5, NULL, 16);
 	else
-		r = cli_errf(err, errlen, -EPROTO, "backend %s: %s: %.*s", id, cmd,
-			 (int)strcspn(text, "\r\n"), text);
+		r = cli_err_set(err, -EPROTO, "backend %s: %s: %.*s", id, cmd,
+				(int)strcspn(text, "\r\n"), text);
 	free(text);
 	return r;
 }
@@ -213,7 +214,7 @@ static int gpa_to_hva(struct qmp *q, const char *id, uint64_t gpa, uint64_t *hva
  * (r--s) names a file QEMU may only read, which we would otherwise reopen
  * with our own, often root, rights and write the source's memory into. */
 static int find_mapping(const struct proc_ref *p, const char *id, uint64_t hva, dev_t *dev,
-			ino_t *ino, uint64_t *off, char *err, size_t errlen)
+			ino_t *ino, uint64_t *off, struct cli_err *err)
 {
 	char path[64], line[512], perms[8];
 	unsigned long long inode;
@@ -228,21 +229,22 @@ static int find_mapping(const struct proc_ref *p, const char *id, uint64_t hva, 
 	if (!f) {
 		if (fd >= 0)
 			close(fd);
-		return cli_errf(err, errlen, fd < 0 ? fd : -ENOMEM, "Unable to read %s: %s (run as "
-				"QEMU's user or root)", path, strerror(fd < 0 ? -fd : ENOMEM));
+		return cli_err_set(err, fd < 0 ? fd : -ENOMEM, "Unable to read %s: %s (run as "
+				   "QEMU's user or root)", path, strerror(fd < 0 ? -fd : ENOMEM));
 	}
 	while (r == -ENOENT && fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %llu", &s, &e, perms,
 			   &pgoff, &maj, &min, &inode) != 7 || hva < s || hva >= e)
 			continue;
 		if (perms[3] != 's' || !inode)
-			r = cli_errf(err, errlen, -ENOTSUP,
-				 "backend %s: QEMU maps it without a shared file behind it", id);
+			r = cli_err_set(err, -ENOTSUP,
+					"backend %s: QEMU maps it without a shared file behind it",
+					id);
 		else if (perms[1] != 'w')
-			r = cli_errf(err, errlen, -EACCES,
-				 "backend %s: QEMU maps its file read-only (%s at 0x%" PRIx64 "): "
-				 "guest RAM must be a file QEMU can write (share=on, not readonly)",
-				 id, perms, s);
+			r = cli_err_set(err, -EACCES,
+					"backend %s: QEMU maps its file read-only (%s at 0x%" PRIx64 "): "
+					"guest RAM must be a file QEMU can write (share=on, not readonly)",
+					id, perms, s);
 		else
 			r = 0;
 		*dev = makedev(maj, min);
@@ -251,7 +253,7 @@ static int find_mapping(const struct proc_ref *p, const char *id, uint64_t hva, 
 	}
 	fclose(f);
 	if (r == -ENOENT)
-		r = cli_errf(err, errlen, r, "backend %s: nothing in %s at 0x%" PRIx64, id, path, hva);
+		r = cli_err_set(err, r, "backend %s: nothing in %s at 0x%" PRIx64, id, path, hva);
 	return r;
 }
 
@@ -300,15 +302,14 @@ static bool is_mapped_file(const struct qram_backend *b, const char *path)
 {
 	struct stat st;
 
-	return !sopen_stat(path, &st, NULL, 0) && st.st_dev == b->dev && st.st_ino == b->ino;
+	return !sopen_stat(path, &st, NULL) && st.st_dev == b->dev && st.st_ino == b->ino;
 }
 
 /* Where we reach the file QEMU maps: its mem-path in our root (the name the
  * operator knows), the same in QEMU's root (a chroot, a container), else
  * QEMU's own fd to it (a memfd; a mem-path that is a directory holds an
  * unlinked file of QEMU's). */
-static int path_for_file(struct qram_backend *b, const struct proc_ref *p, char *err,
-			 size_t errlen)
+static int path_for_file(struct qram_backend *b, const struct proc_ref *p, struct cli_err *err)
 {
 	char in_root[PATH_MAX];
 	int r;
@@ -328,44 +329,46 @@ static int path_for_file(struct qram_backend *b, const struct proc_ref *p, char 
 	}
 	r = find_fd(p, b->dev, b->ino, b->path, sizeof(b->path));
 	if (r == -ENOENT && b->kind == QRAM_FILE && b->mem_path[0])
-		return cli_errf(err, errlen, -ESTALE, "backend %s: QEMU maps a file (device %u:%u, "
-				"inode %llu) that is neither %s here nor /proc/%d/root%s in QEMU's "
-				"root, and holds no fd to it (was it replaced since QEMU opened it?)",
-				b->id, major(b->dev), minor(b->dev), (unsigned long long)b->ino,
-				b->mem_path, (int)p->pid, b->mem_path);
+		return cli_err_set(err, -ESTALE, "backend %s: QEMU maps a file (device %u:%u, "
+				   "inode %llu) that is neither %s here nor /proc/%d/root%s in QEMU's "
+				   "root, and holds no fd to it (was it replaced since QEMU opened it?)",
+				   b->id, major(b->dev), minor(b->dev), (unsigned long long)b->ino,
+				   b->mem_path, (int)p->pid, b->mem_path);
 	if (r == -ENOENT)
-		return cli_errf(err, errlen, r, "backend %s: QEMU (pid %d) holds no fd to the file it maps",
-			    b->id, (int)p->pid);
+		return cli_err_set(err, r,
+				   "backend %s: QEMU (pid %d) holds no fd to the file it maps",
+				   b->id, (int)p->pid);
 	if (r < 0)
-		return cli_errf(err, errlen, r, "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
-			    (int)p->pid, strerror(-r));
+		return cli_err_set(err, r,
+				   "Unable to read /proc/%d/fd: %s (run as QEMU's user or root)",
+				   (int)p->pid, strerror(-r));
 	return 0;
 }
 
 /* A backend in guest memory: where QEMU maps it names the file exactly. */
 static int resolve_in_guest(struct qmp *q, struct qram_backend *b, uint64_t gpa, uint64_t off,
-			    char *err, size_t errlen)
+			    struct cli_err *err)
 {
 	const struct proc_ref *p = qmp_proc(q);
 	uint64_t hva = 0, foff;
-	int r = gpa_to_hva(q, b->id, gpa, &hva, err, errlen);
+	int r = gpa_to_hva(q, b->id, gpa, &hva, err);
 
 	if (r == 0)
-		r = find_mapping(p, b->id, hva, &b->dev, &b->ino, &foff, err, errlen);
+		r = find_mapping(p, b->id, hva, &b->dev, &b->ino, &foff, err);
 	if (r < 0)
 		return r;
 	if (foff != off)
-		return cli_errf(err, errlen, -EPROTO,
-			    "backend %s: QEMU maps its offset 0x%" PRIx64 " from file offset 0x%" PRIx64,
-			    b->id, off, foff);
-	return path_for_file(b, p, err, errlen);
+		return cli_err_set(err, -EPROTO,
+				   "backend %s: QEMU maps its offset 0x%" PRIx64 " from file offset 0x%" PRIx64,
+				   b->id, off, foff);
+	return path_for_file(b, p, err);
 }
 
 static void resolve_plain_file(struct qram_backend *b)
 {
 	struct stat st;
 
-	if (sopen_stat(b->mem_path, &st, NULL, 0))
+	if (sopen_stat(b->mem_path, &st, NULL))
 		return;
 	snprintf(b->path, sizeof(b->path), "%s", b->mem_path);
 	b->dev = st.st_dev;
@@ -373,7 +376,7 @@ static void resolve_plain_file(struct qram_backend *b)
 }
 
 static int resolve_one(struct qmp *q, struct qram_backend *b, const char *mtree,
-		       char *err, size_t errlen)
+		       struct cli_err *err)
 {
 	uint64_t gpa, off;
 
@@ -381,7 +384,7 @@ static int resolve_one(struct qmp *q, struct qram_backend *b, const char *mtree,
 	if (!b->shared || b->kind == QRAM_RAM)
 		return 0;
 	if (b->in_guest)
-		return resolve_in_guest(q, b, gpa, off, err, errlen);
+		return resolve_in_guest(q, b, gpa, off, err);
 	if (b->kind == QRAM_FILE)
 		resolve_plain_file(b);
 	return 0;
@@ -454,7 +457,7 @@ static void resolve_spare_memfds(const struct proc_ref *p, struct qram_backend *
 }
 
 int qram_backends(struct qmp *q, struct qram_backend **out, size_t *n,
-		 char *err, size_t errlen)
+		 struct cli_err *err)
 {
 	struct qram_backend *b;
 	char *mtree = NULL;
@@ -463,15 +466,16 @@ int qram_backends(struct qmp *q, struct qram_backend **out, size_t *n,
 
 	*out = NULL;
 	*n = 0;
-	r = list_backends(q, &b, n, err, errlen);
+	r = list_backends(q, &b, n, err);
 	if (r == 0 && *n && !qmp_proc(q))
-		r = cli_errf(err, errlen, -ESRCH, "QEMU's pid is not visible from here (another pid namespace?)");
+		r = cli_err_set(err, -ESRCH,
+				"QEMU's pid is not visible from here (another pid namespace?)");
 	if (r == 0 && *n)
-		r = qmp_hmp(q, "info mtree -f", &mtree, err, errlen);
+		r = qmp_hmp(q, "info mtree -f", &mtree, err);
 	for (i = 0; r == 0 && i < *n; i++) {
-		r = fetch_props(q, &b[i], err, errlen);
+		r = fetch_props(q, &b[i], err);
 		if (r == 0)
-			r = resolve_one(q, &b[i], mtree, err, errlen);
+			r = resolve_one(q, &b[i], mtree, err);
 	}
 	if (r == 0 && *n)
 		resolve_spare_memfds(qmp_proc(q), b, *n);
@@ -488,10 +492,10 @@ int qram_backends(struct qmp *q, struct qram_backend **out, size_t *n,
 #define SHARED_FIX "start QEMU with -object memory-backend-file,id=mem,size=SIZE," \
 		   "mem-path=FILE,share=on -machine memory-backend=mem"
 
-static int guest_ram_size(struct qmp *q, uint64_t *size, char *err, size_t errlen)
+static int guest_ram_size(struct qmp *q, uint64_t *size, struct cli_err *err)
 {
 	struct json_object *ret, *v;
-	int r = qmp_call(q, "query-memory-size-summary", NULL, &ret, err, errlen);
+	int r = qmp_call(q, "query-memory-size-summary", NULL, &ret, err);
 
 	if (r < 0)
 		return r;
@@ -510,68 +514,68 @@ static int guest_ram_size(struct qmp *q, uint64_t *size, char *err, size_t errle
  * stopping the guest, a downtime growing with the RAM (38.8 s for 128 MiB
  * in our bed on QEMU 10.0). */
 static int skipped_by_qemu(const struct qram_backend *b, const struct qmp_version *v,
-			   char *err, size_t errlen)
+			   struct cli_err *err)
 {
 	char sz[32];
 
 	if (b->kind != QRAM_MEMFD || !qmp_version_ge(v, 8, 1))
 		return 0;
-	return cli_errf(err, errlen, -ENOTSUP, "backend %s is a memory-backend-memfd, which "
-			"QEMU %d.%d migrates itself after stopping the guest (x-ignore-shared "
-			"skips only file-backed RAM from QEMU 8.1 on): start QEMU with -object "
-			"memory-backend-file,id=%s,size=%s,mem-path=/dev/shm/FILE,share=on (a file "
-			"on tmpfs or hugetlbfs) instead", b->id, v->major, v->minor, b->id,
-			cli_fmt_bytes(b->size, sz, sizeof(sz)));
+	return cli_err_set(err, -ENOTSUP, "backend %s is a memory-backend-memfd, which "
+			   "QEMU %d.%d migrates itself after stopping the guest (x-ignore-shared "
+			   "skips only file-backed RAM from QEMU 8.1 on): start QEMU with -object "
+			   "memory-backend-file,id=%s,size=%s,mem-path=/dev/shm/FILE,share=on (a file "
+			   "on tmpfs or hugetlbfs) instead", b->id, v->major, v->minor, b->id,
+			   cli_fmt_bytes(b->size, sz, sizeof(sz)));
 }
 
 int qram_check(struct qmp *q, const struct qram_backend *b, size_t n,
-	       char *err, size_t errlen)
+	       struct cli_err *err)
 {
 	uint64_t guest, carried = 0;
 	struct qmp_version v;
 	size_t i;
-	int r = guest_ram_size(q, &guest, err, errlen);
+	int r = guest_ram_size(q, &guest, err);
 
 	if (!r)
-		r = qmp_version(q, &v, err, errlen);
+		r = qmp_version(q, &v, err);
 	if (r < 0)
 		return r;
 	for (i = 0; i < n; i++) {
 		if (!b[i].in_guest)
 			continue;
 		if (!b[i].shared || !*b[i].path)
-			return cli_errf(err, errlen, -ENOTSUP,
-				    "guest RAM is not shared: backend %s is a %s with share=%s; " SHARED_FIX,
-				    b[i].id, kind_name(b[i].kind), b[i].shared ? "on" : "off");
-		r = skipped_by_qemu(&b[i], &v, err, errlen);
+			return cli_err_set(err, -ENOTSUP,
+					   "guest RAM is not shared: backend %s is a %s with share=%s; " SHARED_FIX,
+					   b[i].id, kind_name(b[i].kind),
+					   b[i].shared ? "on" : "off");
+		r = skipped_by_qemu(&b[i], &v, err);
 		if (r)
 			return r;
 		carried += b[i].size;
 	}
 	if (carried < guest)
-		return cli_errf(err, errlen, -ENOTSUP,
-			    "guest RAM is not shared: %" PRIu64 " of its %" PRIu64
-			    " bytes are in no shared memory backend; " SHARED_FIX,
-			    guest - carried, guest);
+		return cli_err_set(err, -ENOTSUP,
+				   "guest RAM is not shared: %" PRIu64 " of its %" PRIu64
+				   " bytes are in no shared memory backend; " SHARED_FIX,
+				   guest - carried, guest);
 	return 0;
 }
 
-int qram_blocks(struct qmp *q, struct cli_ram **rams, unsigned *nrams, char *err,
-		size_t errlen)
+int qram_blocks(struct qmp *q, struct cli_ram **rams, unsigned *nrams, struct cli_err *err)
 {
 	struct qram_backend *b = NULL;
 	struct cli_ram *r;
 	size_t n = 0, i;
-	int rc = qram_backends(q, &b, &n, err, errlen);
+	int rc = qram_backends(q, &b, &n, err);
 
 	if (!rc)
-		rc = qram_check(q, b, n, err, errlen);
+		rc = qram_check(q, b, n, err);
 	for (i = 0; !rc && i < n; i++) {
 		if (!b[i].in_guest)
 			continue;
 		r = realloc(*rams, (*nrams + 1) * sizeof(*r));
 		if (!r) {
-			rc = cli_errf(err, errlen, -ENOMEM, "out of memory");
+			rc = cli_err_set(err, -ENOMEM, "out of memory");
 			break;
 		}
 		*rams = r;
@@ -584,7 +588,7 @@ int qram_blocks(struct qmp *q, struct cli_ram **rams, unsigned *nrams, char *err
 	}
 	free(b);
 	if (!rc && !*nrams)
-		rc = cli_errf(err, errlen, -ENOTSUP, "QEMU has no guest RAM in a shared memory "
-			      "backend; " SHARED_FIX);
+		rc = cli_err_set(err, -ENOTSUP, "QEMU has no guest RAM in a shared memory "
+				 "backend; " SHARED_FIX);
 	return rc;
 }

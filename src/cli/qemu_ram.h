@@ -71,7 +71,7 @@ struct qram_backend {
  * QEMU's, with no fd of QEMU's to it either, is -ESTALE naming the paths.
  */
 int qram_backends(struct qmp *q, struct qram_backend **out, size_t *n,
-		  char *err, size_t errlen);
+		  struct cli_err *err);
 
 /**
  * qram_check - whether rdmig can carry all of the guest's RAM
@@ -83,14 +83,13 @@ int qram_backends(struct qmp *q, struct qram_backend **out, size_t *n,
  * what to change.
  */
 int qram_check(struct qmp *q, const struct qram_backend *b, size_t n,
-	       char *err, size_t errlen);
+	       struct cli_err *err);
 
 /**
  * qram_blocks - the guest's RAM as blocks to map: qram_backends and
  * qram_check, then one cli_ram per backend in guest memory (name: its id,
  * path: where we reach QEMU's file), appended to *@rams.
  */
-int qram_blocks(struct qmp *q, struct cli_ram **rams, unsigned *n, char *err,
-		size_t errlen);
+int qram_blocks(struct qmp *q, struct cli_ram **rams, unsigned *n, struct cli_err *err);
 
 #endif

@@ -39,18 +39,22 @@ struct qmp {
 };
 
 /* QEMU's text, kept to one line as our messages are. */
-int qmp_qerr_text(char *err, size_t errlen, int code, const char *text)
+void qmp_one_line(char *out, size_t len, const char *text)
 {
 	size_t i;
 
-	if (!err || !errlen)
-		return code;
-	snprintf(err, errlen, "%s", text);
-	for (i = 0; err[i]; i++)
-		if (iscntrl((unsigned char)err[i]))
-			err[i] = ' ';
-	for (; i > 0 && err[i - 1] == ' '; i--)
-		err[i - 1] = '\0';
+	snprintf(out, len, "%s", text);
+	for (i = 0; out[i]; i++)
+		if (iscntrl((unsigned char)out[i]))
+			out[i] = ' ';
+	for (; i > 0 && out[i - 1] == ' '; i--)
+		out[i - 1] = '\0';
+}
+
+int qmp_qerr_text(struct cli_err *err, int code, const char *text)
+{
+	if (err)
+		qmp_one_line(err->msg, sizeof(err->msg), text);
 	return code;
 }
 
@@ -89,7 +93,7 @@ const char *qmp_jstr(struct json_object *o, const char *key)
 
 /* 1 and *msg when a whole JSON object heads the buffer, 0 when more bytes
  * are needed. */
-static int parse_front(struct qmp *q, struct json_object **msg, char *err, size_t errlen)
+static int parse_front(struct qmp *q, struct json_object **msg, struct cli_err *err)
 {
 	struct json_tokener *tok;
 	struct json_object *o;
@@ -104,7 +108,7 @@ static int parse_front(struct qmp *q, struct json_object **msg, char *err, size_
 	}
 	tok = json_tokener_new();
 	if (!tok)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory parsing QMP");
+		return cli_err_set(err, -ENOMEM, "out of memory parsing QMP");
 	o = json_tokener_parse_ex(tok, q->buf + skip, (int)(q->len - skip));
 	je = json_tokener_get_error(tok);
 	end = skip + json_tokener_get_parse_end(tok);
@@ -113,8 +117,9 @@ static int parse_front(struct qmp *q, struct json_object **msg, char *err, size_
 		return 0;
 	if (je != json_tokener_success || !json_object_is_type(o, json_type_object)) {
 		json_object_put(o);
-		return cli_errf(err, errlen, -EPROTO, "QEMU sent something that is not a QMP message: %s",
-			    je != json_tokener_success ? json_tokener_error_desc(je) : "not an object");
+		return cli_err_set(err, -EPROTO,
+				   "QEMU sent something that is not a QMP message: %s",
+				   je != json_tokener_success ? json_tokener_error_desc(je) : "not an object");
 	}
 	memmove(q->buf, q->buf + end, q->len - end);
 	q->len -= end;
@@ -122,19 +127,19 @@ static int parse_front(struct qmp *q, struct json_object **msg, char *err, size_
 	return 1;
 }
 
-static int grow(struct qmp *q, char *err, size_t errlen)
+static int grow(struct qmp *q, struct cli_err *err)
 {
 	size_t cap = q->cap ? q->cap * 2 : BUF_MIN;
 	char *nb;
 
 	if (q->cap >= QMP_MAX_MSG)
-		return cli_errf(err, errlen, -EMSGSIZE, "QEMU sent a QMP message longer than %u MiB",
-			    QMP_MAX_MSG >> 20);
+		return cli_err_set(err, -EMSGSIZE, "QEMU sent a QMP message longer than %u MiB",
+				   QMP_MAX_MSG >> 20);
 	if (cap > QMP_MAX_MSG)
 		cap = QMP_MAX_MSG;
 	nb = realloc(q->buf, cap);
 	if (!nb)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory for a %zu byte QMP message", cap);
+		return cli_err_set(err, -ENOMEM, "out of memory for a %zu byte QMP message", cap);
 	q->buf = nb;
 	q->cap = cap;
 	return 0;
@@ -142,42 +147,44 @@ static int grow(struct qmp *q, char *err, size_t errlen)
 
 /* Reads what QEMU has sent; 1 when a newline came with it (only then can a
  * message have been completed), else 0. */
-static int read_more(struct qmp *q, const struct qmp_waitfor *w, char *err, size_t errlen)
+static int read_more(struct qmp *q, const struct qmp_waitfor *w, struct cli_err *err)
 {
 	struct pollfd pfd = { .fd = q->fd, .events = POLLIN };
 	ssize_t n;
 	int r;
 
-	if (q->len == q->cap && (r = grow(q, err, errlen)) < 0)
+	if (q->len == q->cap && (r = grow(q, err)) < 0)
 		return r;
 	r = poll(&pfd, 1, qmp_ms_left(w));
 	if (r < 0)
-		return errno == EINTR ? 0 : cli_errf(err, errlen, -errno, "poll on QMP: %s", strerror(errno));
+		return errno == EINTR ? 0 : cli_err_set(err, -errno, "poll on QMP: %s",
+							strerror(errno));
 	if (r == 0)
-		return cli_errf(err, errlen, -ETIMEDOUT, "no %s from QEMU within %d ms (is QEMU stopped?)",
-			    w->what, w->ms);
+		return cli_err_set(err, -ETIMEDOUT,
+				   "no %s from QEMU within %d ms (is QEMU stopped?)",
+				   w->what, w->ms);
 	n = read(q->fd, q->buf + q->len, q->cap - q->len);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (n < 0 && errno != ECONNRESET)
-		return cli_errf(err, errlen, -errno, "reading QMP: %s", strerror(errno));
+		return cli_err_set(err, -errno, "reading QMP: %s", strerror(errno));
 	if (n <= 0)
-		return cli_errf(err, errlen, -ECONNRESET,
-			    "QEMU closed the QMP connection while we waited for %s (has it exited?)",
-			    w->what);
+		return cli_err_set(err, -ECONNRESET,
+				   "QEMU closed the QMP connection while we waited for %s (has it exited?)",
+				   w->what);
 	q->len += (size_t)n;
 	return memchr(q->buf + q->len - n, '\n', (size_t)n) != NULL;
 }
 
 static int read_msg(struct qmp *q, const struct qmp_waitfor *w, struct json_object **msg,
-		    char *err, size_t errlen)
+		    struct cli_err *err)
 {
-	int r = parse_front(q, msg, err, errlen);
+	int r = parse_front(q, msg, err);
 
 	while (r == 0) {
-		r = read_more(q, w, err, errlen);
+		r = read_more(q, w, err);
 		if (r == 1)
-			r = parse_front(q, msg, err, errlen);
+			r = parse_front(q, msg, err);
 	}
 	return r < 0 ? r : 0;
 }
@@ -185,7 +192,7 @@ static int read_msg(struct qmp *q, const struct qmp_waitfor *w, struct json_obje
 /* @fd, when not -1, travels with the first bytes: QEMU takes the fds that
  * arrive with a command as that command's. */
 static int send_all(struct qmp *q, const char *data, size_t len, int fd,
-		    const struct qmp_waitfor *w, char *err, size_t errlen)
+		    const struct qmp_waitfor *w, struct cli_err *err)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -219,14 +226,15 @@ static int send_all(struct qmp *q, const char *data, size_t len, int fd,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-			return cli_errf(err, errlen, -ECONNRESET,
-				    "QEMU closed the QMP connection (has it exited?)");
+			return cli_err_set(err, -ECONNRESET,
+					   "QEMU closed the QMP connection (has it exited?)");
 		if (n < 0 && errno != EAGAIN)
-			return cli_errf(err, errlen, -errno, "Unable to send a QMP command: %s",
-				    strerror(errno));
+			return cli_err_set(err, -errno, "Unable to send a QMP command: %s",
+					   strerror(errno));
 		if (poll(&pfd, 1, qmp_ms_left(w)) == 0)
-			return cli_errf(err, errlen, -ETIMEDOUT,
-				    "QEMU took no command for %d ms (is QEMU stopped?)", w->ms);
+			return cli_err_set(err, -ETIMEDOUT,
+					   "QEMU took no command for %d ms (is QEMU stopped?)",
+					   w->ms);
 	}
 	return 0;
 }
@@ -260,13 +268,13 @@ static int is_our_reply(struct json_object *msg, int64_t id)
 }
 
 static int await_reply(struct qmp *q, int64_t id, const struct qmp_waitfor *w,
-		       struct json_object **reply, char *err, size_t errlen)
+		       struct json_object **reply, struct cli_err *err)
 {
 	struct json_object *msg;
 	int r;
 
 	for (;;) {
-		r = read_msg(q, w, &msg, err, errlen);
+		r = read_msg(q, w, &msg, err);
 		if (r < 0)
 			return r;
 		if (qmp_jstr(msg, "event")) {
@@ -282,7 +290,7 @@ static int await_reply(struct qmp *q, int64_t id, const struct qmp_waitfor *w,
 }
 
 static int unpack_reply(struct json_object *reply, const char *cmd,
-			struct json_object **ret, char *err, size_t errlen)
+			struct json_object **ret, struct cli_err *err)
 {
 	struct json_object *e, *v;
 	const char *desc;
@@ -290,8 +298,9 @@ static int unpack_reply(struct json_object *reply, const char *cmd,
 	if (json_object_object_get_ex(reply, "error", &e)) {
 		desc = qmp_jstr(e, "desc");
 		if (!desc)
-			return cli_errf(err, errlen, -EREMOTEIO, "QEMU refused %s without saying why", cmd);
-		return qmp_qerr_text(err, errlen, -EREMOTEIO, desc);
+			return cli_err_set(err, -EREMOTEIO, "QEMU refused %s without saying why",
+					   cmd);
+		return qmp_qerr_text(err, -EREMOTEIO, desc);
 	}
 	json_object_object_get_ex(reply, "return", &v);
 	if (ret)
@@ -300,7 +309,7 @@ static int unpack_reply(struct json_object *reply, const char *cmd,
 }
 
 static int call(struct qmp *q, const char *cmd, struct json_object *args, int fd,
-		struct json_object **ret, char *err, size_t errlen)
+		struct json_object **ret, struct cli_err *err)
 {
 	struct json_object *req = json_object_new_object(), *reply = NULL;
 	int64_t id = q->next_id++;
@@ -319,33 +328,33 @@ static int call(struct qmp *q, const char *cmd, struct json_object *args, int fd
 	json_object_object_add(req, "id", json_object_new_int64(id));
 	if (asprintf(&line, "%s\n", json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN)) < 0) {
 		json_object_put(req);
-		return cli_errf(err, errlen, -ENOMEM, "out of memory for QMP command %s", cmd);
+		return cli_err_set(err, -ENOMEM, "out of memory for QMP command %s", cmd);
 	}
 	json_object_put(req);
-	r = send_all(q, line, strlen(line), fd, &w, err, errlen);
+	r = send_all(q, line, strlen(line), fd, &w, err);
 	free(line);
 	if (r == 0)
-		r = await_reply(q, id, &w, &reply, err, errlen);
+		r = await_reply(q, id, &w, &reply, err);
 	if (r == 0)
-		r = unpack_reply(reply, cmd, ret, err, errlen);
+		r = unpack_reply(reply, cmd, ret, err);
 	json_object_put(reply);
 	return r;
 }
 
 int qmp_call(struct qmp *q, const char *cmd, struct json_object *args,
-	     struct json_object **ret, char *err, size_t errlen)
+	     struct json_object **ret, struct cli_err *err)
 {
-	return call(q, cmd, args, -1, ret, err, errlen);
+	return call(q, cmd, args, -1, ret, err);
 }
 
 int qmp_call_fd(struct qmp *q, const char *cmd, struct json_object *args,
-		int fd, struct json_object **ret, char *err, size_t errlen)
+		int fd, struct json_object **ret, struct cli_err *err)
 {
 	if (fd < 0) {
 		json_object_put(args);
-		return cli_errf(err, errlen, -EBADF, "no fd to pass with %s", cmd);
+		return cli_err_set(err, -EBADF, "no fd to pass with %s", cmd);
 	}
-	return call(q, cmd, args, fd, ret, err, errlen);
+	return call(q, cmd, args, fd, ret, err);
 }
 
 int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev)
@@ -370,10 +379,10 @@ int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev)
 
 /* Reads one message outside a command: events are kept, a late reply to a
  * command that timed out is dropped. */
-static int read_one(struct qmp *q, const struct qmp_waitfor *w, char *err, size_t errlen)
+static int read_one(struct qmp *q, const struct qmp_waitfor *w, struct cli_err *err)
 {
 	struct json_object *msg;
-	int r = read_msg(q, w, &msg, err, errlen);
+	int r = read_msg(q, w, &msg, err);
 
 	if (r < 0)
 		return r;
@@ -385,7 +394,7 @@ static int read_one(struct qmp *q, const struct qmp_waitfor *w, char *err, size_
 }
 
 int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
-		   struct json_object **ev, char *err, size_t errlen)
+		   struct json_object **ev, struct cli_err *err)
 {
 	char what[96];
 	struct qmp_waitfor w;
@@ -394,7 +403,7 @@ int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
 	snprintf(what, sizeof(what), "event %s", name);
 	w = qmp_wait_for(what, timeout_ms);
 	while (!qmp_event_take(q, name, ev)) {
-		r = read_one(q, &w, err, errlen);
+		r = read_one(q, &w, err);
 		if (r < 0)
 			return r;
 	}
@@ -405,20 +414,20 @@ int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
  * the caller's loop. */
 #define PUMP_MAX 64
 
-int qmp_pump(struct qmp *q, char *err, size_t errlen)
+int qmp_pump(struct qmp *q, struct cli_err *err)
 {
 	struct qmp_waitfor w = qmp_wait_for("event", 0);
 	int r, n = 0;
 
 	do
-		r = read_one(q, &w, err, errlen);
+		r = read_one(q, &w, err);
 	while (!r && ++n < PUMP_MAX);
 	if (!r)
 		return 0;
 	if (r != -ETIMEDOUT)
 		return r;
-	if (err && errlen)
-		err[0] = '\0';
+	if (err)
+		err->msg[0] = '\0';
 	return 0; /* all there was */
 }
 
@@ -429,25 +438,26 @@ int qmp_fd(const struct qmp *q)
 
 /* ---- connection ---------------------------------------------------------- */
 
-static int connect_unix(const char *path, int *out, char *err, size_t errlen)
+static int connect_unix(const char *path, int *out, struct cli_err *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, e;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return cli_errf(err, errlen, -ENAMETOOLONG, "QMP socket path %s is longer than %zu bytes",
-			    path, sizeof(sa.sun_path) - 1);
+		return cli_err_set(err, -ENAMETOOLONG,
+				   "QMP socket path %s is longer than %zu bytes",
+				   path, sizeof(sa.sun_path) - 1);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return cli_errf(err, errlen, -errno, "socket: %s", strerror(errno));
+		return cli_err_set(err, -errno, "socket: %s", strerror(errno));
 	/* A unix connect does not wait even on a blocking socket: it succeeds
 	 * into the listen backlog (even of a stopped QEMU) or fails at once. */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		e = errno;
 		close(fd);
-		return cli_errf(err, errlen, -e, "Unable to connect to QMP socket %s: %s", path,
-			    strerror(e));
+		return cli_err_set(err, -e, "Unable to connect to QMP socket %s: %s", path,
+				   strerror(e));
 	}
 	*out = fd;
 	return 0;
@@ -455,55 +465,55 @@ static int connect_unix(const char *path, int *out, char *err, size_t errlen)
 
 /* The greeting, then a check that it came from the process held, then
  * command mode. */
-static int greet(struct qmp *q, const char *path, char *err, size_t errlen)
+static int greet(struct qmp *q, const char *path, struct cli_err *err)
 {
 	struct qmp_waitfor w = qmp_wait_for("QMP greeting", q->timeout_ms);
 	struct json_object *msg = NULL;
-	int r = read_msg(q, &w, &msg, err, errlen);
+	int r = read_msg(q, &w, &msg, err);
 
 	if (r == -EPROTO)
-		return cli_errf(err, errlen, r, "%s does not speak QMP (an HMP monitor?)", path);
+		return cli_err_set(err, r, "%s does not speak QMP (an HMP monitor?)", path);
 	if (r == -ETIMEDOUT)
-		return cli_errf(err, errlen, r,
-			    "no QMP greeting on %s within %d ms (QEMU stopped, or another client connected?)",
-			    path, q->timeout_ms);
+		return cli_err_set(err, r,
+				   "no QMP greeting on %s within %d ms (QEMU stopped, or another client connected?)",
+				   path, q->timeout_ms);
 	if (r < 0)
 		return r;
 	r = json_object_object_get_ex(msg, "QMP", NULL);
 	json_object_put(msg);
 	if (!r)
-		return cli_errf(err, errlen, -EPROTO, "%s does not speak QMP: no greeting", path);
-	r = qmp_peer_accepted_by(&q->peer, q->fd, path, err, errlen);
-	return r ? r : qmp_call(q, "qmp_capabilities", NULL, NULL, err, errlen);
+		return cli_err_set(err, -EPROTO, "%s does not speak QMP: no greeting", path);
+	r = qmp_peer_accepted_by(&q->peer, q->fd, path, err);
+	return r ? r : qmp_call(q, "qmp_capabilities", NULL, NULL, err);
 }
 
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
-	     char *err, size_t errlen)
+	     struct cli_err *err)
 {
-	return qmp_open_as(out, path, 0, 0, timeout_ms, err, errlen);
+	return qmp_open_as(out, path, 0, 0, timeout_ms, err);
 }
 
 int qmp_open_as(struct qmp **out, const char *path, pid_t expect, unsigned long long start,
-		int timeout_ms, char *err, size_t errlen)
+		int timeout_ms, struct cli_err *err)
 {
 	struct qmp *q = calloc(1, sizeof(*q));
 	int r;
 
 	*out = NULL;
 	if (!q)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	q->fd = -1;
 	q->peer = (struct qmp_peer)QMP_PEER_INIT;
 	q->timeout_ms = timeout_ms;
 	q->next_id = 1;
-	r = connect_unix(path, &q->fd, err, errlen);
+	r = connect_unix(path, &q->fd, err);
 	if (r == 0) {
 		qmp_peer_hold(&q->peer, q->fd);
-		r = qmp_peer_expect(&q->peer, q->fd, path, expect, err, errlen);
+		r = qmp_peer_expect(&q->peer, q->fd, path, expect, err);
 		if (!r)
-			r = qmp_peer_started_at(&q->peer, path, start, err, errlen);
+			r = qmp_peer_started_at(&q->peer, path, start, err);
 		if (!r)
-			r = greet(q, path, err, errlen);
+			r = greet(q, path, err);
 	}
 	if (r < 0) {
 		qmp_close(q);

@@ -29,6 +29,8 @@
 #include <sys/types.h>
 #include <json-c/json.h>
 
+#include "clierr.h"
+
 #define QMP_EVENTS_KEPT 64
 /* The longest message accepted from QEMU; "info mtree" of a big machine
  * is some 100 KiB. */
@@ -46,7 +48,7 @@ struct qmp;
  * and this fails with -ETIMEDOUT.
  */
 int qmp_open(struct qmp **out, const char *path, int timeout_ms,
-	     char *err, size_t errlen);
+	     struct cli_err *err);
 /* The same, but only with the QEMU of pid @expect (0: any), started at
  * @start (field 22 of /proc/PID/stat; 0: not checked), at the other end:
  * its peer credentials are checked on this connection before anything is
@@ -54,7 +56,7 @@ int qmp_open(struct qmp **out, const char *path, int timeout_ms,
  * process the peer credentials name must be the one that accepted the
  * connection (it holds the other end), or the open fails with -EPERM. */
 int qmp_open_as(struct qmp **out, const char *path, pid_t expect, unsigned long long start,
-		int timeout_ms, char *err, size_t errlen);
+		int timeout_ms, struct cli_err *err);
 /* Closes the connection and frees the kept events.  NULL is fine. */
 void qmp_close(struct qmp *q);
 
@@ -75,17 +77,17 @@ void qmp_set_timeout(struct qmp *q, int timeout_ms);
  * @ret:  receives the "return" value (json_object_put it), or NULL
  */
 int qmp_call(struct qmp *q, const char *cmd, struct json_object *args,
-	     struct json_object **ret, char *err, size_t errlen);
+	     struct json_object **ret, struct cli_err *err);
 /* The same with @fd sent along (SCM_RIGHTS) with the bytes of the command,
  * as getfd and add-fd want it.  @fd stays ours: QEMU gets a copy. */
 int qmp_call_fd(struct qmp *q, const char *cmd, struct json_object *args,
-		int fd, struct json_object **ret, char *err, size_t errlen);
+		int fd, struct json_object **ret, struct cli_err *err);
 
 /* getfd: QEMU keeps a copy of @fd under @name (for "fd:NAME" URIs); a name
  * in use is replaced.  closefd: QEMU closes the copy it has not used up.
  * migrate and migrate-incoming consume the fd they name. */
-int qmp_getfd(struct qmp *q, int fd, const char *name, char *err, size_t errlen);
-int qmp_closefd(struct qmp *q, const char *name, char *err, size_t errlen);
+int qmp_getfd(struct qmp *q, int fd, const char *name, struct cli_err *err);
+int qmp_closefd(struct qmp *q, const char *name, struct cli_err *err);
 
 /**
  * qmp_event_take - remove the oldest kept event named @name
@@ -98,35 +100,35 @@ int qmp_event_take(struct qmp *q, const char *name, struct json_object **ev);
 /* As qmp_event_take, reading from QEMU until such an event arrives or
  * @timeout_ms passes (-ETIMEDOUT). */
 int qmp_event_wait(struct qmp *q, const char *name, int timeout_ms,
-		   struct json_object **ev, char *err, size_t errlen);
+		   struct json_object **ev, struct cli_err *err);
 
 /* Reads what QEMU has sent without waiting and keeps the events among it
  * (for qmp_event_take): for an event loop watching qmp_fd(). */
-int qmp_pump(struct qmp *q, char *err, size_t errlen);
+int qmp_pump(struct qmp *q, struct cli_err *err);
 /* The socket, to watch for reading. */
 int qmp_fd(const struct qmp *q);
 
 /* query-status: "running", "paused", "inmigrate", "postmigrate",
  * "finish-migrate", "prelaunch", "shutdown", ... */
-int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen);
+int qmp_status(struct qmp *q, char *status, size_t len, struct cli_err *err);
 /* stop / cont.  QEMU 7.2 accepts cont on an "inmigrate" QEMU: it only
  * makes the guest run once the incoming migration has completed. */
-int qmp_stop(struct qmp *q, char *err, size_t errlen);
-int qmp_cont(struct qmp *q, char *err, size_t errlen);
+int qmp_stop(struct qmp *q, struct cli_err *err);
+int qmp_cont(struct qmp *q, struct cli_err *err);
 
 /* One migration capability ("x-ignore-shared", "events", ...).  -ENOENT
  * when this QEMU has no capability of that name. */
 int qmp_migrate_cap_get(struct qmp *q, const char *cap, bool *on,
-			char *err, size_t errlen);
+			struct cli_err *err);
 int qmp_migrate_cap_set(struct qmp *q, const char *cap, bool on,
-			char *err, size_t errlen);
+			struct cli_err *err);
 
 /* migrate / migrate-incoming (the destination must have been started with
  * -incoming defer) / migrate_cancel.  Each returns once QEMU has accepted
  * the command; the migration itself runs on in QEMU. */
-int qmp_migrate(struct qmp *q, const char *uri, char *err, size_t errlen);
-int qmp_migrate_incoming(struct qmp *q, const char *uri, char *err, size_t errlen);
-int qmp_migrate_cancel(struct qmp *q, char *err, size_t errlen);
+int qmp_migrate(struct qmp *q, const char *uri, struct cli_err *err);
+int qmp_migrate_incoming(struct qmp *q, const char *uri, struct cli_err *err);
+int qmp_migrate_cancel(struct qmp *q, struct cli_err *err);
 
 struct qmp_migration {
 	/* "none" until there is something to report, then "setup", "active",
@@ -139,7 +141,7 @@ struct qmp_migration {
 };
 
 int qmp_migrate_query(struct qmp *q, struct qmp_migration *m,
-		      char *err, size_t errlen);
+		      struct cli_err *err);
 /**
  * qmp_migrate_wait - poll query-migrate until a terminal status
  *
@@ -149,10 +151,10 @@ int qmp_migrate_query(struct qmp *q, struct qmp_migration *m,
  * the last status read.
  */
 int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
-		     char *err, size_t errlen);
+		     struct cli_err *err);
 
 /* human-monitor-command: @out receives HMP's text (free() it). */
-int qmp_hmp(struct qmp *q, const char *line, char **out, char *err, size_t errlen);
+int qmp_hmp(struct qmp *q, const char *line, char **out, struct cli_err *err);
 
 struct qmp_version {
 	int major, minor, micro;
@@ -160,17 +162,16 @@ struct qmp_version {
 
 /* query-uuid: the UUID QEMU was started with (-uuid; libvirt's domain's),
  * lower case, "00000000-0000-0000-0000-000000000000" when none. */
-int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen);
+int qmp_uuid(struct qmp *q, char *uuid, size_t len, struct cli_err *err);
 
 /* query-cpus-fast: the host thread of each vCPU, in vCPU order, into
  * @tids (at most @max; *@n gets how many, duplicates dropped: a QEMU
  * running every vCPU on one thread, as single-threaded TCG does, has
  * one).  The ids are QEMU's word: check that they are its threads. */
-int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char *err,
-		     size_t errlen);
+int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, struct cli_err *err);
 
 /* query-version: QEMU's own version. */
-int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen);
+int qmp_version(struct qmp *q, struct qmp_version *v, struct cli_err *err);
 /* Whether @v is at least @major.@minor. */
 static inline bool qmp_version_ge(const struct qmp_version *v, int major, int minor)
 {

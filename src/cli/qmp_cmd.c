@@ -28,23 +28,23 @@ static struct json_object *args1(const char *key, struct json_object *val)
 	return a;
 }
 
-int qmp_getfd(struct qmp *q, int fd, const char *name, char *err, size_t errlen)
+int qmp_getfd(struct qmp *q, int fd, const char *name, struct cli_err *err)
 {
 	return qmp_call_fd(q, "getfd", args1("fdname", json_object_new_string(name)), fd, NULL,
-			   err, errlen);
+			   err);
 }
 
-int qmp_closefd(struct qmp *q, const char *name, char *err, size_t errlen)
+int qmp_closefd(struct qmp *q, const char *name, struct cli_err *err)
 {
-	return qmp_call(q, "closefd", args1("fdname", json_object_new_string(name)), NULL, err,
-			errlen);
+	return qmp_call(q, "closefd", args1("fdname", json_object_new_string(name)), NULL,
+			err);
 }
 
-int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen)
+int qmp_status(struct qmp *q, char *status, size_t len, struct cli_err *err)
 {
 	struct json_object *ret;
 	const char *s;
-	int r = qmp_call(q, "query-status", NULL, &ret, err, errlen);
+	int r = qmp_call(q, "query-status", NULL, &ret, err);
 
 	if (r < 0)
 		return r;
@@ -52,25 +52,25 @@ int qmp_status(struct qmp *q, char *status, size_t len, char *err, size_t errlen
 	if (s)
 		snprintf(status, len, "%s", s);
 	json_object_put(ret);
-	return s ? 0 : cli_errf(err, errlen, -EPROTO, "query-status answered without a status");
+	return s ? 0 : cli_err_set(err, -EPROTO, "query-status answered without a status");
 }
 
-int qmp_stop(struct qmp *q, char *err, size_t errlen)
+int qmp_stop(struct qmp *q, struct cli_err *err)
 {
-	return qmp_call(q, "stop", NULL, NULL, err, errlen);
+	return qmp_call(q, "stop", NULL, NULL, err);
 }
 
-int qmp_cont(struct qmp *q, char *err, size_t errlen)
+int qmp_cont(struct qmp *q, struct cli_err *err)
 {
-	return qmp_call(q, "cont", NULL, NULL, err, errlen);
+	return qmp_call(q, "cont", NULL, NULL, err);
 }
 
 int qmp_migrate_cap_get(struct qmp *q, const char *cap, bool *on,
-			char *err, size_t errlen)
+			struct cli_err *err)
 {
 	struct json_object *ret, *c, *state;
 	size_t i, n;
-	int r = qmp_call(q, "query-migrate-capabilities", NULL, &ret, err, errlen);
+	int r = qmp_call(q, "query-migrate-capabilities", NULL, &ret, err);
 
 	if (r < 0)
 		return r;
@@ -85,51 +85,51 @@ int qmp_migrate_cap_get(struct qmp *q, const char *cap, bool *on,
 	}
 	json_object_put(ret);
 	if (r == -ENOENT)
-		return cli_errf(err, errlen, r, "QEMU has no migration capability %s", cap);
+		return cli_err_set(err, r, "QEMU has no migration capability %s", cap);
 	return 0;
 }
 
 int qmp_migrate_cap_set(struct qmp *q, const char *cap, bool on,
-			char *err, size_t errlen)
+			struct cli_err *err)
 {
 	struct json_object *c = json_object_new_object(), *list = json_object_new_array();
 
 	json_object_object_add(c, "capability", json_object_new_string(cap));
 	json_object_object_add(c, "state", json_object_new_boolean(on));
 	json_object_array_add(list, c);
-	return qmp_call(q, "migrate-set-capabilities", args1("capabilities", list), NULL, err,
-			errlen);
+	return qmp_call(q, "migrate-set-capabilities", args1("capabilities", list), NULL,
+			err);
 }
 
-int qmp_migrate(struct qmp *q, const char *uri, char *err, size_t errlen)
+int qmp_migrate(struct qmp *q, const char *uri, struct cli_err *err)
 {
-	return qmp_call(q, "migrate", args1("uri", json_object_new_string(uri)), NULL, err, errlen);
+	return qmp_call(q, "migrate", args1("uri", json_object_new_string(uri)), NULL, err);
 }
 
-int qmp_migrate_incoming(struct qmp *q, const char *uri, char *err, size_t errlen)
+int qmp_migrate_incoming(struct qmp *q, const char *uri, struct cli_err *err)
 {
 	return qmp_call(q, "migrate-incoming", args1("uri", json_object_new_string(uri)), NULL,
-			err, errlen);
+			err);
 }
 
-int qmp_migrate_cancel(struct qmp *q, char *err, size_t errlen)
+int qmp_migrate_cancel(struct qmp *q, struct cli_err *err)
 {
-	return qmp_call(q, "migrate_cancel", NULL, NULL, err, errlen);
+	return qmp_call(q, "migrate_cancel", NULL, NULL, err);
 }
 
 int qmp_migrate_query(struct qmp *q, struct qmp_migration *m,
-		      char *err, size_t errlen)
+		      struct cli_err *err)
 {
 	struct json_object *ret;
 	const char *s;
-	int r = qmp_call(q, "query-migrate", NULL, &ret, err, errlen);
+	int r = qmp_call(q, "query-migrate", NULL, &ret, err);
 
 	if (r < 0)
 		return r;
 	s = qmp_jstr(ret, "status");
 	snprintf(m->status, sizeof(m->status), "%s", s ? s : "none");
 	s = qmp_jstr(ret, "error-desc");
-	qmp_qerr_text(m->error, sizeof(m->error), 0, s ? s : "");
+	qmp_one_line(m->error, sizeof(m->error), s ? s : "");
 	json_object_put(ret);
 	return 0;
 }
@@ -142,28 +142,30 @@ static void sleep_ms(int ms)
 }
 
 int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
-		     char *err, size_t errlen)
+		     struct cli_err *err)
 {
 	struct qmp_waitfor w = qmp_wait_for("migration", timeout_ms);
 	int r, step = MIG_POLL_FIRST_MS;
 
 	for (;;) {
-		r = qmp_migrate_query(q, m, err, errlen);
+		r = qmp_migrate_query(q, m, err);
 		if (r == -ECONNRESET)
-			return cli_errf(err, errlen, r, "QEMU closed its QMP socket during the migration "
-				    "(a destination QEMU exits when loading fails: see its output)");
+			return cli_err_set(err, r,
+					   "QEMU closed its QMP socket during the migration "
+					   "(a destination QEMU exits when loading fails: see its output)");
 		if (r < 0)
 			return r;
 		if (!strcmp(m->status, "completed"))
 			return 0;
 		if (!strcmp(m->status, "failed"))
-			return *m->error ? qmp_qerr_text(err, errlen, -EIO, m->error)
-					 : cli_errf(err, errlen, -EIO, "migration failed (QEMU gave no reason)");
+			return *m->error ? qmp_qerr_text(err, -EIO, m->error)
+					 : cli_err_set(err, -EIO,
+						       "migration failed (QEMU gave no reason)");
 		if (!strcmp(m->status, "cancelled"))
-			return cli_errf(err, errlen, -EIO, "migration was cancelled");
+			return cli_err_set(err, -EIO, "migration was cancelled");
 		if (!qmp_ms_left(&w))
-			return cli_errf(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
-				    m->status, timeout_ms);
+			return cli_err_set(err, -ETIMEDOUT, "migration still %s after %d ms",
+					   m->status, timeout_ms);
 		sleep_ms(qmp_ms_left(&w) < step ? qmp_ms_left(&w) : step);
 		step = step * 2 > MIG_POLL_MS ? MIG_POLL_MS : step * 2;
 	}
@@ -171,30 +173,30 @@ int qmp_migrate_wait(struct qmp *q, int timeout_ms, struct qmp_migration *m,
 
 /* ---- monitor commands --------------------------------------------------- */
 
-int qmp_hmp(struct qmp *q, const char *line, char **out, char *err, size_t errlen)
+int qmp_hmp(struct qmp *q, const char *line, char **out, struct cli_err *err)
 {
 	struct json_object *ret;
 	int r = qmp_call(q, "human-monitor-command",
-			 args1("command-line", json_object_new_string(line)), &ret, err, errlen);
+			 args1("command-line", json_object_new_string(line)), &ret, err);
 
 	if (r < 0)
 		return r;
 	*out = json_object_is_type(ret, json_type_string) ? strdup(json_object_get_string(ret)) : NULL;
 	json_object_put(ret);
-	return *out ? 0 : cli_errf(err, errlen, -EPROTO, "HMP %s returned no text", line);
+	return *out ? 0 : cli_err_set(err, -EPROTO, "HMP %s returned no text", line);
 }
 
-int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen)
+int qmp_version(struct qmp *q, struct qmp_version *v, struct cli_err *err)
 {
 	struct json_object *ret, *qemu, *n;
-	int r = qmp_call(q, "query-version", NULL, &ret, err, errlen);
+	int r = qmp_call(q, "query-version", NULL, &ret, err);
 
 	if (r < 0)
 		return r;
 	memset(v, 0, sizeof(*v));
 	if (!json_object_object_get_ex(ret, "qemu", &qemu)) {
 		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-version answered without a version");
+		return cli_err_set(err, -EPROTO, "query-version answered without a version");
 	}
 	if (json_object_object_get_ex(qemu, "major", &n))
 		v->major = json_object_get_int(n);
@@ -206,19 +208,19 @@ int qmp_version(struct qmp *q, struct qmp_version *v, char *err, size_t errlen)
 	return 0;
 }
 
-int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen)
+int qmp_uuid(struct qmp *q, char *uuid, size_t len, struct cli_err *err)
 {
 	struct json_object *ret, *u;
 	const char *s;
 	size_t i;
-	int r = qmp_call(q, "query-uuid", NULL, &ret, err, errlen);
+	int r = qmp_call(q, "query-uuid", NULL, &ret, err);
 
 	if (r < 0)
 		return r;
 	s = json_object_object_get_ex(ret, "UUID", &u) ? json_object_get_string(u) : NULL;
 	if (!s || strlen(s) != 36) {
 		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-uuid answered without a UUID");
+		return cli_err_set(err, -EPROTO, "query-uuid answered without a UUID");
 	}
 	for (i = 0; s[i] && i + 1 < len; i++)
 		uuid[i] = (char)tolower((unsigned char)s[i]);
@@ -228,21 +230,20 @@ int qmp_uuid(struct qmp *q, char *uuid, size_t len, char *err, size_t errlen)
 	return 0;
 }
 
-int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char *err,
-		     size_t errlen)
+int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, struct cli_err *err)
 {
 	struct json_object *ret, *cpu, *tid;
 	size_t i, len;
 	unsigned k;
 	int64_t v;
-	int r = qmp_call(q, "query-cpus-fast", NULL, &ret, err, errlen);
+	int r = qmp_call(q, "query-cpus-fast", NULL, &ret, err);
 
 	*n = 0;
 	if (r < 0)
 		return r;
 	if (!json_object_is_type(ret, json_type_array)) {
 		json_object_put(ret);
-		return cli_errf(err, errlen, -EPROTO, "query-cpus-fast answered without a list");
+		return cli_err_set(err, -EPROTO, "query-cpus-fast answered without a list");
 	}
 	len = json_object_array_length(ret);
 	for (i = 0; i < len; i++) {
@@ -251,8 +252,8 @@ int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char
 		    !json_object_is_type(tid, json_type_int) ||
 		    (v = json_object_get_int64(tid)) <= 0 || v > INT32_MAX) {
 			json_object_put(ret);
-			return cli_errf(err, errlen, -EPROTO, "query-cpus-fast: vCPU %zu has no "
-					"thread-id", i);
+			return cli_err_set(err, -EPROTO, "query-cpus-fast: vCPU %zu has no "
+					   "thread-id", i);
 		}
 		for (k = 0; k < *n && tids[k] != (pid_t)v; k++)
 			;
@@ -260,10 +261,10 @@ int qmp_vcpu_threads(struct qmp *q, pid_t *tids, unsigned max, unsigned *n, char
 			continue;
 		if (*n == max) {
 			json_object_put(ret);
-			return cli_errf(err, errlen, -E2BIG, "more than %u vCPU threads", max);
+			return cli_err_set(err, -E2BIG, "more than %u vCPU threads", max);
 		}
 		tids[(*n)++] = (pid_t)v;
 	}
 	json_object_put(ret);
-	return *n ? 0 : cli_errf(err, errlen, -EPROTO, "query-cpus-fast: no vCPU");
+	return *n ? 0 : cli_err_set(err, -EPROTO, "query-cpus-fast: no vCPU");
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <json-c/json.h>
 
+#include "clierr.h"
+
 /* What a read waits for, to name it when the deadline passes. */
 struct qmp_waitfor {
 	const char *what;
@@ -22,8 +24,10 @@ struct qmp_waitfor qmp_wait_for(const char *what, int ms);
 int qmp_ms_left(const struct qmp_waitfor *w);
 /* @o's member @key when it is a string, else NULL. */
 const char *qmp_jstr(struct json_object *o, const char *key);
-/* QEMU's @text into @err, control characters made spaces and trailing
- * ones dropped; returns @code. */
-int qmp_qerr_text(char *err, size_t errlen, int code, const char *text);
+/* QEMU's @text into @out, control characters made spaces and trailing
+ * ones dropped. */
+void qmp_one_line(char *out, size_t len, const char *text);
+/* The same into @err; returns @code. */
+int qmp_qerr_text(struct cli_err *err, int code, const char *text);
 
 #endif

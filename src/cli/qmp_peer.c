@@ -34,7 +34,7 @@ static pid_t peer_pid(int fd)
 void qmp_peer_hold(struct qmp_peer *p, int fd)
 {
 	p->pid = peer_pid(fd);
-	if (p->pid > 0 && proc_open(&p->proc, p->pid, NULL, 0))
+	if (p->pid > 0 && proc_open(&p->proc, p->pid, NULL))
 		p->pid = 0;
 }
 
@@ -101,8 +101,7 @@ static int peer_inode(int fd, unsigned long *ino)
 /* Whether the process held is the one that accepted this connection (its
  * fds hold the other end): a process that merely inherited the pid of
  * the one that called listen() does not. */
-int qmp_peer_accepted_by(const struct qmp_peer *p, int fd, const char *path, char *err,
-			 size_t errlen)
+int qmp_peer_accepted_by(const struct qmp_peer *p, int fd, const char *path, struct cli_err *err)
 {
 	unsigned long ino = 0;
 	int r;
@@ -111,35 +110,36 @@ int qmp_peer_accepted_by(const struct qmp_peer *p, int fd, const char *path, cha
 		return 0;
 	r = peer_inode(fd, &ino);
 	if (r < 0)
-		return cli_errf(err, errlen, r, "%s: cannot tell which process holds the QMP "
-				"connection (socket diagnostics: %s; load the unix_diag module)",
-				path, strerror(-r));
+		return cli_err_set(err, r, "%s: cannot tell which process holds the QMP "
+				   "connection (socket diagnostics: %s; load the unix_diag module)",
+				   path, strerror(-r));
 	r = proc_holds_socket(&p->proc, ino);
 	if (r < 0)
-		return cli_errf(err, errlen, r, "%s: cannot read the fds of pid %d: %s", path,
-				(int)p->pid, strerror(-r));
+		return cli_err_set(err, r, "%s: cannot read the fds of pid %d: %s", path,
+				   (int)p->pid, strerror(-r));
 	if (!r)
-		return cli_errf(err, errlen, -EPERM, "%s is answered by a process other than pid "
-				"%d, the one its peer credentials name (the socket's listener "
-				"exited and its pid went to pid %d's process): refusing it", path,
-				(int)p->pid, (int)p->pid);
+		return cli_err_set(err, -EPERM, "%s is answered by a process other than pid "
+				   "%d, the one its peer credentials name (the socket's listener "
+				   "exited and its pid went to pid %d's process): refusing it",
+				   path,
+				   (int)p->pid, (int)p->pid);
 	return 0;
 }
 
 /* Pid @p->pid must be the very process the caller checked: started at
  * @start (0: not checked), not a later one that took its number. */
 int qmp_peer_started_at(const struct qmp_peer *p, const char *path, unsigned long long start,
-			char *err, size_t errlen)
+			struct cli_err *err)
 {
 	unsigned long long t = 0;
 
 	if (!start || p->pid <= 0)
 		return 0;
 	if (proc_start_time(&p->proc, &t) || t != start)
-		return cli_errf(err, errlen, -EPERM, "%s: pid %d started at %llu, not at %llu as "
-				"the QEMU checked (--qmp-pid %d:%llu): that QEMU exited and another "
-				"process has its pid; refusing it", path, (int)p->pid, t, start,
-				(int)p->pid, start);
+		return cli_err_set(err, -EPERM, "%s: pid %d started at %llu, not at %llu as "
+				   "the QEMU checked (--qmp-pid %d:%llu): that QEMU exited and another "
+				   "process has its pid; refusing it", path, (int)p->pid, t, start,
+				   (int)p->pid, start);
 	return 0;
 }
 
@@ -148,18 +148,18 @@ int qmp_peer_started_at(const struct qmp_peer *p, const char *path, unsigned lon
  * it between that check and this connection.  Refused before a byte goes
  * to the impostor. */
 int qmp_peer_expect(const struct qmp_peer *p, int fd, const char *path, pid_t expect,
-		    char *err, size_t errlen)
+		    struct cli_err *err)
 {
 	pid_t got = peer_pid(fd);
 
 	if (!expect || (p->pid == expect && got == expect))
 		return 0;
 	if (got <= 0)
-		return cli_errf(err, errlen, -EPERM, "%s is answered by a process whose pid is "
-				"not visible here, not by QEMU pid %d (--qmp-pid): refusing it",
-				path, (int)expect);
-	return cli_errf(err, errlen, -EPERM, "%s is answered by pid %d, not by QEMU pid %d "
-			"(--qmp-pid): another process took the socket's path (replaced after it "
-			"was checked?); nothing was sent to pid %d", path, (int)got, (int)expect,
-			(int)got);
+		return cli_err_set(err, -EPERM, "%s is answered by a process whose pid is "
+				   "not visible here, not by QEMU pid %d (--qmp-pid): refusing it",
+				   path, (int)expect);
+	return cli_err_set(err, -EPERM, "%s is answered by pid %d, not by QEMU pid %d "
+			   "(--qmp-pid): another process took the socket's path (replaced after it "
+			   "was checked?); nothing was sent to pid %d", path, (int)got, (int)expect,
+			   (int)got);
 }

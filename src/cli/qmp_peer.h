@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "clierr.h"
 #include "proc.h"
 
 struct qmp_peer {
@@ -25,14 +26,13 @@ void qmp_peer_hold(struct qmp_peer *p, int fd);
 void qmp_peer_release(struct qmp_peer *p);
 /* The peer is pid @expect (0: any), as held and as the socket says now. */
 int qmp_peer_expect(const struct qmp_peer *p, int fd, const char *path, pid_t expect,
-		    char *err, size_t errlen);
+		    struct cli_err *err);
 /* The process held started at @start (field 22 of /proc/PID/stat; 0: not
  * checked). */
 int qmp_peer_started_at(const struct qmp_peer *p, const char *path, unsigned long long start,
-			char *err, size_t errlen);
+			struct cli_err *err);
 /* The process held holds the other end of @fd: it accepted the
  * connection.  Once the greeting came (the connection was accepted). */
-int qmp_peer_accepted_by(const struct qmp_peer *p, int fd, const char *path, char *err,
-			 size_t errlen);
+int qmp_peer_accepted_by(const struct qmp_peer *p, int fd, const char *path, struct cli_err *err);
 
 #endif

@@ -36,14 +36,14 @@
 /* Everything before the loop runs: 0, or the exit code after saying why. */
 static int setup(struct app *a)
 {
-	char err[8192];
+	struct cli_err err;
 	int rc;
 
 	cli_bar_init(&a->bar, a->o.json);
 	/* A migration has at most 1024 blocks (rdmig(7)). */
 	if (fg_install((unsigned)(a->o.daemon ? a->o.max_migrations : 1) * 1024 + a->o.nrams + 1,
-		       err, sizeof(err)))
-		return cli_usage("%s", err);
+		       &err))
+		return cli_usage("%s", err.msg);
 	rc = recv_files_prepare(a);
 	if (rc)
 		return rc;

@@ -14,23 +14,21 @@
 #include "recv_files.h"
 #include "recv_room.h"
 
-int recv_admit(struct mig *m, uint64_t image_bytes, char *err, size_t errlen)
+int recv_admit(struct mig *m, uint64_t image_bytes, struct cli_err *err)
 {
 	struct app *a = m->app;
 	char state_dir[PATH_MAX];
 	int rc;
 
 	recv_room_measure(m, image_bytes, state_dir, sizeof(state_dir));
-	if (!a->o.daemon && a->admitted) {
-		snprintf(err, errlen, "busy: another source is migrating to this destination");
-		return -EBUSY;
-	}
-	if (a->o.daemon && a->admitted >= a->o.max_migrations) {
-		snprintf(err, errlen, "busy: %u migrations are in progress (--max-migrations)",
-			 a->admitted);
-		return -EBUSY;
-	}
-	rc = recv_room_weigh(m, state_dir, err, errlen);
+	if (!a->o.daemon && a->admitted)
+		return cli_err_set(err, -EBUSY,
+				   "busy: another source is migrating to this destination");
+	if (a->o.daemon && a->admitted >= a->o.max_migrations)
+		return cli_err_set(err, -EBUSY,
+				   "busy: %u migrations are in progress (--max-migrations)",
+				   a->admitted);
+	rc = recv_room_weigh(m, state_dir, err);
 	if (rc) {
 		/* The source this run waits for sent an image that cannot be
 		 * taken here: waiting on would not change that. */
@@ -40,7 +38,7 @@ int recv_admit(struct mig *m, uint64_t image_bytes, char *err, size_t errlen)
 	/* This side's to get ready: failing that, waiting on for another
 	 * source would fail the same way.  The files first: the daemon's
 	 * DIR/N holds the state too. */
-	rc = recv_files_claim(m, err, errlen);
+	rc = recv_files_claim(m, err);
 	if (rc) {
 		m->final = m->usage_err = true;
 		return rc;

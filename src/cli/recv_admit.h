@@ -12,6 +12,6 @@
  * migration, and its files and device-state endpoint are ready.  Else a
  * negative errno with the refusal in @err; m->final says when waiting on
  * for another source would not help. */
-int recv_admit(struct mig *m, uint64_t image_bytes, char *err, size_t errlen);
+int recv_admit(struct mig *m, uint64_t image_bytes, struct cli_err *err);
 
 #endif

@@ -95,7 +95,7 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 int recv_ctl_start(struct app *a)
 {
 	static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
-	char err[8192];
+	struct cli_err err;
 	unsigned i;
 
 	for (i = 0; i < 3; i++) {
@@ -104,8 +104,8 @@ int recv_ctl_start(struct app *a)
 		ev_signal_start(a->loop, &a->sigs[i]);
 	}
 	if (a->o.control &&
-	    ctl_open(&a->ctl, a->loop, a->o.control, on_command, a, err, sizeof(err)))
-		return cli_usage("%s", err);
+	    ctl_open(&a->ctl, a->loop, a->o.control, on_command, a, &err))
+		return cli_usage("%s", err.msg);
 	return 0;
 }
 

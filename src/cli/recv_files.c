@@ -28,12 +28,12 @@
  * other local users (image.h). */
 static int check_dir(const char *what, const char *path, const char *dir)
 {
-	char err[4400];
+	struct cli_err err;
 
 	if (access(dir, W_OK | X_OK))
 		return cli_usage("%s %s: directory %s: %s", what, path, dir, strerror(errno));
-	if (img_safe_dir(dir, err, sizeof(err)))
-		return cli_usage("%s %s: %s", what, path, err);
+	if (img_safe_dir(dir, &err))
+		return cli_usage("%s %s: %s", what, path, err.msg);
 	return 0;
 }
 
@@ -84,15 +84,15 @@ int recv_files_prepare(struct app *a)
 		.state_sink = o->state_out || o->daemon, .max_state = o->max_state,
 		.timeout_ms = (int)(o->timeout_s * 1000),
 	};
-	char err[8192];
+	struct cli_err err;
 	int rc;
 
-	rc = ends_open_dest(&a->e, &sp, o->rams, o->nrams, err, sizeof(err));
+	rc = ends_open_dest(&a->e, &sp, o->rams, o->nrams, &err);
 	/* The ends own the blocks now. */
 	o->rams = NULL;
 	o->nrams = 0;
 	if (rc)
-		return cli_usage("%s", err);
+		return cli_usage("%s", err.msg);
 	if (o->ram_dir) {
 		rc = check_dir("--ram-dir", o->ram_dir, o->ram_dir);
 		if (rc)
@@ -144,12 +144,12 @@ int recv_files_lend(struct mig *m)
 
 /* Watches the file's mapping: a page its filesystem cannot provide fails
  * this migration (faultguard.h). */
-static int guard_file(struct mig *m, struct cli_ram *f, char *err, size_t errlen)
+static int guard_file(struct mig *m, struct cli_ram *f, struct cli_err *err)
 {
 	int slot = fg_watch(f->host, f->len, f->pgsz, m);
 
 	if (slot < 0)
-		return cli_errf(err, errlen, slot, "too many block files at once to watch");
+		return cli_err_set(err, slot, "too many block files at once to watch");
 	f->guard = slot + 1;
 	return 0;
 }
@@ -157,7 +157,7 @@ static int guard_file(struct mig *m, struct cli_ram *f, char *err, size_t errlen
 /* ---- admission ------------------------------------------------------------------- */
 
 /* Files, markers and the state file: only for a source that proved itself. */
-static int claim_files(struct mig *m, char *err, size_t errlen)
+static int claim_files(struct mig *m, struct cli_err *err)
 {
 	struct app *a = m->app;
 	unsigned i;
@@ -170,18 +170,19 @@ static int claim_files(struct mig *m, char *err, size_t errlen)
 			if (!mkdir(m->dir, 0700))
 				break;
 			if (errno != EEXIST) {
-				snprintf(err, errlen, "cannot create %s: %s", m->dir, strerror(errno));
+				rc = cli_err_set(err, -errno, "cannot create %s: %s", m->dir,
+						 strerror(errno));
 				m->id = 0;
-				return -errno;
+				return rc;
 			}
 		}
 	} else if (a->o.ram_dir) {
 		snprintf(m->dir, sizeof(m->dir), "%s", a->o.ram_dir);
 	}
 	for (i = 0; i < m->nfiles; i++) {
-		rc = a->e.markers ? img_mark_incomplete(&m->files[i], err, errlen) : 0;
+		rc = a->e.markers ? img_mark_incomplete(&m->files[i], err) : 0;
 		if (!rc)
-			rc = guard_file(m, &m->files[i], err, errlen);
+			rc = guard_file(m, &m->files[i], err);
 		if (rc)
 			return rc;
 	}
@@ -190,7 +191,7 @@ static int claim_files(struct mig *m, char *err, size_t errlen)
 
 /* Where this migration's device state goes: DIR/N/state for a daemon, else
  * --state-out, or the destination QEMU (which must be waiting for it). */
-static int claim_state(struct mig *m, char *err, size_t errlen)
+static int claim_state(struct mig *m, struct cli_err *err)
 {
 	char path[2100];
 	const char *p = m->app->o.state_out;
@@ -200,15 +201,15 @@ static int claim_state(struct mig *m, char *err, size_t errlen)
 		snprintf(path, sizeof(path), "%s/state", m->dir);
 		p = path;
 	}
-	rc = ends_dest_state(&m->app->e, p, &m->ds, err, errlen);
-	return rc ? rc : ds_prepare(m->ds, err, errlen);
+	rc = ends_dest_state(&m->app->e, p, &m->ds, err);
+	return rc ? rc : ds_prepare(m->ds, err);
 }
 
-int recv_files_claim(struct mig *m, char *err, size_t errlen)
+int recv_files_claim(struct mig *m, struct cli_err *err)
 {
-	int rc = claim_files(m, err, errlen);
+	int rc = claim_files(m, err);
 
-	return rc ? rc : claim_state(m, err, errlen);
+	return rc ? rc : claim_state(m, err);
 }
 
 /* ---- the blocks the source names, its state -------------------------------------- */
@@ -253,50 +254,42 @@ static const struct cli_ram *find_ram(const struct dst_ends *e, const char *name
 }
 
 /* Only called for an admitted source: every block it names gets a file. */
-static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_size,
-		  void **host, int *zeroed, char *errbuf, size_t errlen)
+static int map_file(struct mig *m, const char *name, uint64_t length, void **host,
+		    int *zeroed, struct cli_err *err)
 {
-	struct mig *m = ctx;
 	struct cli_ram *f;
 	char path[4096], dir[4096];
 	const char *why;
 	int rc;
 
-	(void)page_size;
 	m->usage_err = true; /* until it worked: every failure here is ours */
 	if (m->dir[0]) {
 		why = dir_path(m, name, path, sizeof(path));
-		if (why) {
-			snprintf(errbuf, errlen, "the name %s", why);
-			return -EINVAL;
-		}
+		if (why)
+			return cli_err_set(err, -EINVAL, "the name %s", why);
 	} else {
 		const struct cli_ram *given = find_ram(&m->app->e, name);
 
-		if (!given) {
-			snprintf(errbuf, errlen, "not configured on the destination (no --ram %s=PATH)",
-				 name);
-			return -ENOENT;
-		}
+		if (!given)
+			return cli_err_set(err, -ENOENT, "not configured on the destination (no "
+					   "--ram %s=PATH)", name);
 		snprintf(path, sizeof(path), "%s", given->path);
 	}
 	/* --ram-dir: the whole image was weighed at admission. */
 	snprintf(dir, sizeof(dir), "%s", path);
-	rc = m->dir[0] ? 0 : recv_room_check(m, dirname(dir), path, length, errbuf, errlen);
+	rc = m->dir[0] ? 0 : recv_room_check(m, dirname(dir), path, length, err);
 	if (rc)
 		return rc;
 	f = mig_add_file(m, name, path);
-	if (!f) {
-		snprintf(errbuf, errlen, "out of memory");
-		return -ENOMEM;
-	}
+	if (!f)
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	/* Every file made here is new (O_EXCL): nobody else's, and known to be
 	 * all zero, which spares sending zero pages. */
-	rc = img_open(f, length, IMG_NEW, errbuf, errlen);
+	rc = img_open(f, length, IMG_NEW, err);
 	if (!rc)
-		rc = img_mark_incomplete(f, errbuf, errlen);
+		rc = img_mark_incomplete(f, err);
 	if (!rc)
-		rc = guard_file(m, f, errbuf, errlen);
+		rc = guard_file(m, f, err);
 	if (rc)
 		return rc; /* the file goes with the migration (mig_free) */
 	*host = f->host;
@@ -305,18 +298,29 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 	return 0;
 }
 
-static int state_cb(void *ctx, const void *data, size_t len, char *err, size_t errlen)
+static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_size,
+		  void **host, int *zeroed, char *errbuf, size_t errlen)
+{
+	struct cli_err err;
+
+	(void)page_size;
+	return cli_err_give(map_file(ctx, name, length, host, zeroed, &err), &err, errbuf,
+			    errlen);
+}
+
+static int state_cb(void *ctx, const void *data, size_t len, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
+	struct cli_err err;
+	int rc = m->ds ? ds_write(m->ds, data, len, &err) :
+			 cli_err_set(&err, -EPROTO, "device state before the migration was "
+				     "admitted");
 
-	if (!m->ds)
-		return cli_errf(err, errlen, -EPROTO, "device state before the migration was "
-				"admitted");
-	return ds_write(m->ds, data, len, err, errlen);
+	return cli_err_give(rc, &err, errbuf, errlen);
 }
 
 /* After the block map: every --ram block must have been announced. */
-int recv_files_check_set(struct mig *m, char *err, size_t errlen)
+int recv_files_check_set(struct mig *m, struct cli_err *err)
 {
 	const struct recv_opts *o = &m->app->o;
 	struct rdmig_stats st = { .size = sizeof(st) };
@@ -334,27 +338,26 @@ int recv_files_check_set(struct mig *m, char *err, size_t errlen)
 		for (j = 0; j < m->nfiles; j++)
 			if (!strcmp(m->files[j].name, name))
 				break;
-		if (j == m->nfiles) {
-			snprintf(err, errlen, "block \"%s\" was not sent by the source", name);
-			return -ENOENT;
-		}
+		if (j == m->nfiles)
+			return cli_err_set(err, -ENOENT, "block \"%s\" was not sent by the source",
+					   name);
 	}
 	return 0;
 }
 
 /* Whether a page of this migration's files could not be provided
  * (faultguard.h): the image is not whole, the migration fails. */
-int recv_files_check_faults(struct mig *m, char *err, size_t errlen)
+int recv_files_check_faults(struct mig *m, struct cli_err *err)
 {
 	uint64_t off;
 	unsigned i;
 
 	for (i = 0; i < m->nfiles; i++)
 		if (fg_faulted(m->files[i].guard - 1, &off))
-			return cli_errf(err, errlen, -ENOSPC, "%s lost a page at offset %" PRIu64
-					" (SIGBUS): its filesystem could not provide it (full?) or "
-					"the file was cut short; the image is not whole",
-					m->files[i].path, off);
+			return cli_err_set(err, -ENOSPC, "%s lost a page at offset %" PRIu64
+					   " (SIGBUS): its filesystem could not provide it (full?) or "
+					   "the file was cut short; the image is not whole",
+					   m->files[i].path, off);
 	return 0;
 }
 
@@ -364,25 +367,25 @@ int recv_files_check_faults(struct mig *m, char *err, size_t errlen)
  * nothing says "usable" yet (markers stay, the state keeps its .part name),
  * so a confirmation that never reaches the source leaves no image that
  * looks complete next to a source that resumed. */
-static int sync_files(struct mig *m, char *err, size_t errlen)
+static int sync_files(struct mig *m, struct cli_err *err)
 {
 	unsigned i;
-	int rc = recv_files_check_faults(m, err, errlen);
+	int rc = recv_files_check_faults(m, err);
 
 	for (i = 0; !rc && i < m->nfiles; i++)
-		rc = img_sync(&m->files[i], err, errlen);
+		rc = img_sync(&m->files[i], err);
 	return rc;
 }
 
 /* The source holds the confirmation: the image becomes usable, the state
  * first, then the markers go. */
-int recv_files_finish(struct mig *m, char *err, size_t errlen)
+int recv_files_finish(struct mig *m, struct cli_err *err)
 {
 	unsigned i;
-	int rc = ds_finish(m->ds, err, errlen);
+	int rc = ds_finish(m->ds, err);
 
 	for (i = 0; !rc && i < m->nfiles; i++)
-		rc = img_complete(&m->files[i], err, errlen);
+		rc = img_complete(&m->files[i], err);
 	return rc;
 }
 
@@ -393,9 +396,12 @@ int recv_files_finish(struct mig *m, char *err, size_t errlen)
 static int commit_cb(void *ctx, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
-	int rc = sync_files(m, errbuf, errlen);
+	struct cli_err err;
+	int rc = sync_files(m, &err);
 
-	return rc ? rc : ds_commit(m->ds, errbuf, errlen);
+	if (!rc)
+		rc = ds_commit(m->ds, &err);
+	return cli_err_give(rc, &err, errbuf, errlen);
 }
 
 void recv_files_hook(struct mig *m, struct rdmig_config *cfg)
@@ -415,14 +421,14 @@ void recv_files_hook(struct mig *m, struct rdmig_config *cfg)
 
 void recv_files_release(struct mig *m)
 {
-	char err[1024] = "";
+	struct cli_err err = { "" };
 	int i;
 
 	/* A half-written state never takes the final name. */
 	/* What could not be put back is said, unless QEMU is gone. */
-	i = ds_close(m->ds, err, sizeof(err));
+	i = ds_close(m->ds, &err);
 	if (i && i != -ECONNRESET)
-		cli_err("warning: %s", err);
+		cli_err("warning: %s", err.msg);
 	for (i = 0; i < (int)m->nfiles; i++) {
 		fg_unwatch(m->files[i].guard - 1);
 		img_close(&m->files[i], m->discard);

@@ -21,14 +21,14 @@ void recv_files_hook(struct mig *m, struct rdmig_config *cfg);
 int recv_files_lend(struct mig *m);
 /* Admission: the daemon's DIR/N, markers and fault watches on the lent
  * files, and the device state's endpoint, ready. */
-int recv_files_claim(struct mig *m, char *err, size_t errlen);
+int recv_files_claim(struct mig *m, struct cli_err *err);
 /* After the block map: every --ram block must have been announced. */
-int recv_files_check_set(struct mig *m, char *err, size_t errlen);
+int recv_files_check_set(struct mig *m, struct cli_err *err);
 /* Whether a page of the files could not be provided (SIGBUS caught by
  * faultguard.h): the image is not whole. */
-int recv_files_check_faults(struct mig *m, char *err, size_t errlen);
+int recv_files_check_faults(struct mig *m, struct cli_err *err);
 /* The source holds the confirmation: the image becomes usable. */
-int recv_files_finish(struct mig *m, char *err, size_t errlen);
+int recv_files_finish(struct mig *m, struct cli_err *err);
 /* Closes the state endpoint and the files (removed when m->discard), says
  * what could not be put back; the daemon's empty DIR/N goes. */
 void recv_files_release(struct mig *m);

@@ -168,12 +168,12 @@ static void listen_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 int recv_listen_start(struct app *a)
 {
-	char err[8192];
+	struct cli_err err;
 	int rc;
 
-	rc = rdmig_listener_create(&a->l, a->o.host, a->o.port, err, sizeof(err));
+	rc = rdmig_listener_create(&a->l, a->o.host, a->o.port, err.msg, sizeof(err.msg));
 	if (rc) {
-		cli_err("Unable to listen on %s:%s: %s", a->o.host, a->o.port, err);
+		cli_err("Unable to listen on %s:%s: %s", a->o.host, a->o.port, err.msg);
 		return rc == -ETIMEDOUT ? CLI_EX_TIMEOUT : CLI_EX_CONNECT;
 	}
 	ev_io_init(&a->listen_w, listen_cb, rdmig_listener_fd(a->l), EV_READ);

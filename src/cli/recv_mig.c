@@ -248,20 +248,20 @@ static void mig_failed(struct mig *m, int rc)
 
 static void mig_step(struct mig *m)
 {
-	char err[8192];
+	struct cli_err err;
 	int rc = rdmig_dest_process(m->d);
 
-	if (rc >= 0 && recv_files_check_faults(m, err, sizeof(err))) {
-		rdmig_dest_cancel(m->d, err);
-		recv_mig_end(m, CLI_EX_TRANSFER, err);
+	if (rc >= 0 && recv_files_check_faults(m, &err)) {
+		rdmig_dest_cancel(m->d, err.msg);
+		recv_mig_end(m, CLI_EX_TRANSFER, err.msg);
 		return;
 	}
 
 	if (rc == 0) {
-		rc = recv_files_check_set(m, err, sizeof(err));
+		rc = recv_files_check_set(m, &err);
 		if (rc) {
-			rdmig_dest_cancel(m->d, err); /* the source learns why */
-			recv_mig_end(m, CLI_EX_USAGE, err);
+			rdmig_dest_cancel(m->d, err.msg); /* the source learns why */
+			recv_mig_end(m, CLI_EX_USAGE, err.msg);
 			return;
 		}
 		mig_arm_timer(m);
@@ -273,12 +273,12 @@ static void mig_step(struct mig *m)
 	}
 	/* The source holds the confirmation: only now is the image usable. */
 	m->handed_over = true;
-	rc = recv_files_finish(m, err, sizeof(err));
+	rc = recv_files_finish(m, &err);
 	if (rc) {
 		char line[8400];
 
 		snprintf(line, sizeof(line), "the source handed over, but the image cannot be "
-			 "marked complete: %s", err);
+			 "marked complete: %s", err.msg);
 		recv_mig_end(m, CLI_EX_INTERNAL, line);
 		return;
 	}
@@ -307,10 +307,11 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 {
 	struct mig *m = ctx;
 	struct app *a = m->app;
-	int rc = recv_admit(m, image_bytes, errbuf, errlen);
+	struct cli_err err;
+	int rc = recv_admit(m, image_bytes, &err);
 
 	if (rc)
-		return rc;
+		return cli_err_give(rc, &err, errbuf, errlen);
 	if (!a->o.daemon)
 		drop_handshakes(a, m, "another source was admitted first");
 	if (a->o.json) {

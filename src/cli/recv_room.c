@@ -51,7 +51,7 @@ static uint64_t promised(const struct app *a, dev_t dev)
  * what is promised to the images in progress; the refusal names the
  * numbers.  A full tmpfs would otherwise be found by a SIGBUS mid-way. */
 int recv_room_check(struct mig *m, const char *dir, const char *what, uint64_t need,
-		    char *err, size_t errlen)
+		    struct cli_err *err)
 {
 	uint64_t avail, other;
 	char n[32], f[32], p[32];
@@ -62,12 +62,14 @@ int recv_room_check(struct mig *m, const char *dir, const char *what, uint64_t n
 	other = promised(m->app, dev);
 	if (other <= avail && need <= avail - other)
 		return 0;
-	snprintf(err, errlen, "no room for %s: it needs %s, %s has %s free%s%s%s; free space, "
-		 "or put the images on a larger tmpfs or hugetlbfs", what,
-		 cli_fmt_bytes(need, n, sizeof(n)), dir, cli_fmt_bytes(avail, f, sizeof(f)),
-		 other ? " of which " : "", other ? cli_fmt_bytes(other, p, sizeof(p)) : "",
-		 other ? " are promised to images in progress" : "");
-	return -ENOSPC;
+	return cli_err_set(err, -ENOSPC,
+			   "no room for %s: it needs %s, %s has %s free%s%s%s; free space, "
+			   "or put the images on a larger tmpfs or hugetlbfs", what,
+			   cli_fmt_bytes(need, n, sizeof(n)), dir, cli_fmt_bytes(avail, f,
+										 sizeof(f)),
+			   other ? " of which " : "", other ? cli_fmt_bytes(other, p,
+									    sizeof(p)) : "",
+			   other ? " are promised to images in progress" : "");
 }
 
 static uint64_t host_memory(void)
@@ -79,7 +81,7 @@ static uint64_t host_memory(void)
 
 /* --daemon: what all migrations at once may hold; the refusal names the
  * limit and its option. */
-static int check_totals(struct mig *m, char *err, size_t errlen)
+static int check_totals(struct mig *m, struct cli_err *err)
 {
 	const struct app *a = m->app;
 	uint64_t img = m->image_bytes, pin = m->pin_bytes;
@@ -96,15 +98,17 @@ static int check_totals(struct mig *m, char *err, size_t errlen)
 		pin += o->pin_bytes;
 	}
 	if (img > max_img)
-		return cli_errf(err, errlen, -ENOSPC, "busy: this image of %s and those in progress "
-				"would hold %s, more than --max-total-image %s",
-				cli_fmt_bytes(m->image_bytes, x, sizeof(x)),
-				cli_fmt_bytes(img, y, sizeof(y)), cli_fmt_bytes(max_img, z, sizeof(z)));
+		return cli_err_set(err, -ENOSPC, "busy: this image of %s and those in progress "
+				   "would hold %s, more than --max-total-image %s",
+				   cli_fmt_bytes(m->image_bytes, x, sizeof(x)),
+				   cli_fmt_bytes(img, y, sizeof(y)), cli_fmt_bytes(max_img, z,
+										   sizeof(z)));
 	if (a->o.total_pinned && pin > a->o.total_pinned)
-		return cli_errf(err, errlen, -ENOSPC, "busy: this migration (up to %s pinned) and "
-				"those in progress could pin %s, more than --max-total-pinned %s",
-				cli_fmt_bytes(m->pin_bytes, x, sizeof(x)), cli_fmt_bytes(pin, y, sizeof(y)),
-				cli_fmt_bytes(a->o.total_pinned, z, sizeof(z)));
+		return cli_err_set(err, -ENOSPC, "busy: this migration (up to %s pinned) and "
+				   "those in progress could pin %s, more than --max-total-pinned %s",
+				   cli_fmt_bytes(m->pin_bytes, x, sizeof(x)), cli_fmt_bytes(pin, y,
+											    sizeof(y)),
+				   cli_fmt_bytes(a->o.total_pinned, z, sizeof(z)));
 	return 0;
 }
 
@@ -121,7 +125,7 @@ static dev_t fs_dev(const char *path)
  * migrations in progress: the whole image for --ram-dir, the holes of
  * files given with --ram or QEMU's, and the state's room (where the state
  * file is on an image's filesystem, both together). */
-static int admit_room(struct mig *m, const char *state_dir, char *err, size_t errlen)
+static int admit_room(struct mig *m, const char *state_dir, struct cli_err *err)
 {
 	const struct app *a = m->app;
 	uint64_t need, state = m->state_room;
@@ -135,7 +139,7 @@ static int admit_room(struct mig *m, const char *state_dir, char *err, size_t er
 			state = 0;
 		}
 		rc = recv_room_check(m, a->o.ram_dir, state == m->state_room ? "the image" :
-				     "the image and its device state", need, err, errlen);
+				     "the image and its device state", need, err);
 		if (rc)
 			return rc;
 	}
@@ -151,11 +155,11 @@ static int admit_room(struct mig *m, const char *state_dir, char *err, size_t er
 			need = sat_add(need, state);
 			state = 0;
 		}
-		rc = recv_room_check(m, m->files[i].path, "the image", need, err, errlen);
+		rc = recv_room_check(m, m->files[i].path, "the image", need, err);
 		if (rc)
 			return rc;
 	}
-	return state ? recv_room_check(m, state_dir, "the device state", state, err, errlen) :
+	return state ? recv_room_check(m, state_dir, "the device state", state, err) :
 		       0;
 }
 
@@ -187,7 +191,7 @@ static uint64_t state_room(struct mig *m, char *dir, size_t len)
 
 /* A source that announces more device state than --max-state takes is
  * refused before anything moves. */
-static int check_state_max(const struct mig *m, char *err, size_t errlen)
+static int check_state_max(const struct mig *m, struct cli_err *err)
 {
 	struct rdmig_stats st = { .size = sizeof(st) };
 	uint64_t max = m->app->o.max_state;
@@ -196,9 +200,9 @@ static int check_state_max(const struct mig *m, char *err, size_t errlen)
 	rdmig_dest_stats(m->d, &st);
 	if (!max || st.state_max == RDMIG_STATE_UNSAID || st.state_max <= max)
 		return 0;
-	return cli_errf(err, errlen, -EFBIG, "the source announces %s of device state, more "
-			"than --max-state %s", cli_fmt_bytes(st.state_max, x, sizeof(x)),
-			cli_fmt_bytes(max, y, sizeof(y)));
+	return cli_err_set(err, -EFBIG, "the source announces %s of device state, more "
+			   "than --max-state %s", cli_fmt_bytes(st.state_max, x, sizeof(x)),
+			   cli_fmt_bytes(max, y, sizeof(y)));
 }
 
 /* Registrations a migration makes besides its pages (rdmig(3)): its two
@@ -221,13 +225,13 @@ void recv_room_measure(struct mig *m, uint64_t image_bytes, char *state_dir, siz
 	m->state_dev = m->state_room ? fs_dev(state_dir) : 0;
 }
 
-int recv_room_weigh(struct mig *m, const char *state_dir, char *err, size_t errlen)
+int recv_room_weigh(struct mig *m, const char *state_dir, struct cli_err *err)
 {
-	int rc = check_state_max(m, err, errlen);
+	int rc = check_state_max(m, err);
 
 	if (!rc)
-		rc = check_totals(m, err, errlen);
+		rc = check_totals(m, err);
 	if (!rc)
-		rc = admit_room(m, state_dir, err, errlen);
+		rc = admit_room(m, state_dir, err);
 	return rc;
 }

@@ -13,13 +13,13 @@
 /* Whether the filesystem holding @dir can take @need more bytes for @what
  * besides what is promised to the admitted migrations. */
 int recv_room_check(struct mig *m, const char *dir, const char *what, uint64_t need,
-		    char *err, size_t errlen);
+		    struct cli_err *err);
 /* What a source announcing @image_bytes would claim: the image, its pins,
  * and the room for its device state, whose directory goes to @state_dir
  * (m->image_bytes, pin_bytes, state_room, state_dev). */
 void recv_room_measure(struct mig *m, uint64_t image_bytes, char *state_dir, size_t len);
 /* After recv_room_measure(): whether that fits --max-state, the daemon's
  * totals and the filesystems, beside the migrations in progress. */
-int recv_room_weigh(struct mig *m, const char *state_dir, char *err, size_t errlen);
+int recv_room_weigh(struct mig *m, const char *state_dir, struct cli_err *err);
 
 #endif

@@ -29,18 +29,18 @@ static int openat2_(int dirfd, const char *path, int flags, unsigned resolve)
 	return fd < 0 ? -errno : fd;
 }
 
-static int walk_fail(int rc, const char *path, char *err, size_t errlen)
+static int walk_fail(int rc, const char *path, struct cli_err *err)
 {
 	if (rc == -ELOOP)
-		return cli_errf(err, errlen, rc, "%s: a symbolic link is in the path (the file or "
-				"one of its directories), and none is followed: give the path "
-				"without links", path);
+		return cli_err_set(err, rc, "%s: a symbolic link is in the path (the file or "
+				   "one of its directories), and none is followed: give the path "
+				   "without links", path);
 	if (rc == -ENOSYS)
-		return cli_errf(err, errlen, rc, "%s: this kernel has no openat2 (Linux 5.6 and "
-				"later), which opening files safely needs", path);
+		return cli_err_set(err, rc, "%s: this kernel has no openat2 (Linux 5.6 and "
+				   "later), which opening files safely needs", path);
 	if (rc == -EXDEV)
-		return cli_errf(err, errlen, rc, "%s: the path leads out of QEMU's root", path);
-	return cli_errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
+		return cli_err_set(err, rc, "%s: the path leads out of QEMU's root", path);
+	return cli_err_set(err, rc, "%s: %s", path, strerror(-rc));
 }
 
 /* /proc/PID/NAME's directory, without following anything on the way. */
@@ -111,52 +111,52 @@ static const char *kind_of(mode_t m)
 
 /* What @fd (O_PATH) names must be the regular file @how wants. */
 static int check(int fd, const char *path, const struct sopen_how *how, struct stat *st,
-		 char *err, size_t errlen)
+		 struct cli_err *err)
 {
 	if (fstat(fd, st))
-		return cli_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+		return cli_err_set(err, -errno, "%s: %s", path, strerror(errno));
 	if (!S_ISREG(st->st_mode))
-		return cli_errf(err, errlen, -EINVAL, "%s is %s, not a regular file: refused "
-				"before it was opened", path, kind_of(st->st_mode));
+		return cli_err_set(err, -EINVAL, "%s is %s, not a regular file: refused "
+				   "before it was opened", path, kind_of(st->st_mode));
 	if (how && how->ino && (st->st_dev != how->dev || st->st_ino != how->ino))
-		return cli_errf(err, errlen, -ESTALE, "%s is no longer the file QEMU maps (device "
-				"%u:%u inode %llu, found device %u:%u inode %llu): it was replaced "
-				"since QEMU's RAM was looked at", path, major(how->dev),
-				minor(how->dev), (unsigned long long)how->ino, major(st->st_dev),
-				minor(st->st_dev), (unsigned long long)st->st_ino);
+		return cli_err_set(err, -ESTALE, "%s is no longer the file QEMU maps (device "
+				   "%u:%u inode %llu, found device %u:%u inode %llu): it was replaced "
+				   "since QEMU's RAM was looked at", path, major(how->dev),
+				   minor(how->dev), (unsigned long long)how->ino, major(st->st_dev),
+				   minor(st->st_dev), (unsigned long long)st->st_ino);
 	if (how && how->ours && st->st_uid != geteuid())
-		return cli_errf(err, errlen, -EPERM, "%s belongs to uid %u, not to us (uid %u): "
-				"another user's file is never written into; remove it or give a "
-				"path of your own", path, (unsigned)st->st_uid, (unsigned)geteuid());
+		return cli_err_set(err, -EPERM, "%s belongs to uid %u, not to us (uid %u): "
+				   "another user's file is never written into; remove it or give a "
+				   "path of your own", path, (unsigned)st->st_uid,
+				   (unsigned)geteuid());
 	/* A second name elsewhere could be another user's way in (a hard
 	 * link they made to our file, where protected_hardlinks is off). */
 	if (how && how->ours && st->st_nlink != 1)
-		return cli_errf(err, errlen, -EPERM, "%s has %lu names (hard links): give a file "
-				"with one", path, (unsigned long)st->st_nlink);
+		return cli_err_set(err, -EPERM, "%s has %lu names (hard links): give a file "
+				   "with one", path, (unsigned long)st->st_nlink);
 	return 0;
 }
 
-int sopen_stat(const char *path, struct stat *st, char *err, size_t errlen)
+int sopen_stat(const char *path, struct stat *st, struct cli_err *err)
 {
 	int fd = resolve(path, false), rc;
 
 	if (fd < 0)
-		return walk_fail(fd, path, err, errlen);
-	rc = check(fd, path, NULL, st, err, errlen);
+		return walk_fail(fd, path, err);
+	rc = check(fd, path, NULL, st, err);
 	close(fd);
 	return rc;
 }
 
-int sopen_file(const char *path, const struct sopen_how *how, struct stat *st, char *err,
-	       size_t errlen)
+int sopen_file(const char *path, const struct sopen_how *how, struct stat *st, struct cli_err *err)
 {
 	char self[64];
 	struct stat now;
 	int pfd = resolve(path, how->follow), fd, rc;
 
 	if (pfd < 0)
-		return walk_fail(pfd, path, err, errlen);
-	rc = check(pfd, path, how, st, err, errlen);
+		return walk_fail(pfd, path, err);
+	rc = check(pfd, path, how, st, err);
 	if (rc) {
 		close(pfd);
 		return rc;
@@ -168,10 +168,10 @@ int sopen_file(const char *path, const struct sopen_how *how, struct stat *st, c
 	rc = fd < 0 ? -errno : 0;
 	close(pfd);
 	if (rc)
-		return cli_errf(err, errlen, rc, "cannot open %s: %s", path, strerror(-rc));
+		return cli_err_set(err, rc, "cannot open %s: %s", path, strerror(-rc));
 	if (fstat(fd, &now) || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
 		close(fd);
-		return cli_errf(err, errlen, -ESTALE, "%s changed while it was opened", path);
+		return cli_err_set(err, -ESTALE, "%s changed while it was opened", path);
 	}
 	return fd;
 }

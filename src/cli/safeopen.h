@@ -29,6 +29,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "clierr.h"
+
 struct sopen_how {
 	int flags;      /* O_RDONLY or O_RDWR (O_CLOEXEC and O_NOCTTY are added) */
 	dev_t dev;      /* the file it must be, */
@@ -52,11 +54,10 @@ struct sopen_how {
  * -EACCES (and the like) from the final open, which callers may retry
  * read-only.
  */
-int sopen_file(const char *path, const struct sopen_how *how, struct stat *st, char *err,
-	       size_t errlen);
+int sopen_file(const char *path, const struct sopen_how *how, struct stat *st, struct cli_err *err);
 
 /* What @path names, resolved as sopen_file does (links not followed) but
  * without opening it: 0 with @st when it is a regular file. */
-int sopen_stat(const char *path, struct stat *st, char *err, size_t errlen);
+int sopen_stat(const char *path, struct stat *st, struct cli_err *err);
 
 #endif

@@ -82,7 +82,7 @@ static void src_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct sender *x = w->data;
-	char err[256];
+	struct cli_err err;
 
 	(void)loop;
 	(void)revents;
@@ -93,9 +93,9 @@ static void stop_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (x->cancelled) {
 		send_local_fail(x, -ECANCELED, "cancelled");
 	} else if (cli_now_ms() > x->state_deadline) {
-		snprintf(err, sizeof(err), "the device state did not move for %" PRIu64 " s "
-			 "(--timeout): its source stalled", x->o.timeout_s);
-		send_local_fail(x, -ETIMEDOUT, err);
+		cli_err_set(&err, -ETIMEDOUT, "the device state did not move for %" PRIu64 " s "
+			    "(--timeout): its source stalled", x->o.timeout_s);
+		send_local_fail(x, -ETIMEDOUT, err.msg);
 	}
 }
 
@@ -180,13 +180,13 @@ static int open_ends(struct sender *x)
 		.live = x->o.live, .timeout_ms = (int)(x->o.timeout_s * 1000),
 		.track = { .mode = x->o.track }, .throttle = x->o.auto_converge,
 	};
-	char err[2048];
-	int rc = ends_open_source(&x->e, &sp, x->o.rams, x->o.nrams, err, sizeof(err));
+	struct cli_err err;
+	int rc = ends_open_source(&x->e, &sp, x->o.rams, x->o.nrams, &err);
 
 	/* The ends own the blocks now. */
 	x->o.rams = NULL;
 	x->o.nrams = 0;
-	return rc ? cli_usage("%s", err) : 0;
+	return rc ? cli_usage("%s", err.msg) : 0;
 }
 
 static void watch(struct sender *x)
@@ -209,7 +209,7 @@ static void watch(struct sender *x)
 
 static int prepare(struct sender *x)
 {
-	char err[512];
+	struct cli_err err;
 	int rc;
 
 	cli_bar_init(&x->bar, x->o.json);
@@ -234,8 +234,8 @@ static int prepare(struct sender *x)
 	signal(SIGPIPE, SIG_IGN);
 	watch(x);
 	if (x->o.control &&
-	    ctl_open(&x->ctl, x->loop, x->o.control, send_on_command, x, err, sizeof(err)))
-		return cli_usage("%s", err);
+	    ctl_open(&x->ctl, x->loop, x->o.control, send_on_command, x, &err))
+		return cli_usage("%s", err.msg);
 	return 0;
 }
 
@@ -267,7 +267,7 @@ static int estimate(struct sender *x)
 	struct rdmig_config cfg;
 	struct est_measure m;
 	uint64_t *lens = calloc(x->e.nrams, sizeof(*lens));
-	char err[1024];
+	struct cli_err err;
 	unsigned i;
 	int rc;
 
@@ -276,15 +276,15 @@ static int estimate(struct sender *x)
 	for (i = 0; i < x->e.nrams; i++)
 		lens[i] = x->e.rams[i].len;
 	rc = est_measure(x->s, x->e.wl, lens, x->e.nrams, x->o.host, x->o.port,
-			 x->o.estimate_s * 1000, &m, err, sizeof(err));
+			 x->o.estimate_s * 1000, &m, &err);
 	free(lens);
 	if (rc) {
 		int code = rc == -EINTR ? CLI_EX_CANCELLED :
 			   m.connected ? CLI_EX_TRANSFER : CLI_EX_CONNECT;
 
-		cli_err("estimate: %s (the workload runs on, untouched)", err);
+		cli_err("estimate: %s (the workload runs on, untouched)", err.msg);
 		if (x->o.json)
-			cli_emit_failed(err, code, NULL);
+			cli_emit_failed(err.msg, code, NULL);
 		return code;
 	}
 	source_config(x, &cfg);

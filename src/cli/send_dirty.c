@@ -18,12 +18,12 @@ static int poll_source(void *ctx)
 
 int send_freeze(struct sender *x)
 {
-	char err[1024] = "";
-	int rc = wl_freeze(x->e.wl, poll_source, x, err, sizeof(err));
+	struct cli_err err = { "" };
+	int rc = wl_freeze(x->e.wl, poll_source, x, &err);
 
-	if (rc && !err[0])
+	if (rc && !err.msg[0])
 		return send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
-	return rc ? send_local_fail(x, rc, err) : 0;
+	return rc ? send_local_fail(x, rc, err.msg) : 0;
 }
 
 static int mark_range(void *ctx, unsigned block, uint64_t off, uint64_t len)
@@ -44,24 +44,24 @@ static uint64_t now_us(void)
 int send_collect(struct sender *x, uint64_t *bytes)
 {
 	uint64_t t0 = now_us();
-	char err[1024];
+	struct cli_err err;
 	int rc;
 
 	*bytes = 0;
-	rc = wl_collect_dirty(x->e.wl, mark_range, x, bytes, err, sizeof(err));
+	rc = wl_collect_dirty(x->e.wl, mark_range, x, bytes, &err);
 	x->collect_us = now_us() - t0;
-	return rc ? send_local_fail(x, rc, err) : 0;
+	return rc ? send_local_fail(x, rc, err.msg) : 0;
 }
 
 int send_clear_and_thaw(struct sender *x)
 {
 	uint64_t t0 = now_us();
-	char err[512];
-	int rc = wl_clear_dirty(x->e.wl, err, sizeof(err));
+	struct cli_err err;
+	int rc = wl_clear_dirty(x->e.wl, &err);
 
 	x->clear_us = now_us() - t0;
 	if (rc)
-		return send_local_fail(x, rc, err);
+		return send_local_fail(x, rc, err.msg);
 	x->t_clear = cli_now_ms();
 	wl_thaw(x->e.wl);
 	return 0;

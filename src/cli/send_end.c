@@ -46,31 +46,31 @@ int send_local_fail(struct sender *x, int rc, const char *msg)
  * not. */
 static void resume_workload(struct sender *x)
 {
-	char err[512];
+	struct cli_err err;
 
 	if (x->e.wl)
 		wl_thaw(x->e.wl);
-	if (ds_close(x->e.ds, err, sizeof(err)))
-		cli_err("warning: %s", err);
+	if (ds_close(x->e.ds, &err))
+		cli_err("warning: %s", err.msg);
 	x->e.ds = NULL;
 	if (!x->e.wl)
 		return;
 	if (x->o.defer && !x->begun) {
 		x->untouched = true;
-		x->resumed = wl_untouched(x->e.wl, x->resume_err, sizeof(x->resume_err));
+		x->resumed = wl_untouched(x->e.wl, x->resume_err.msg, sizeof(x->resume_err.msg));
 		return;
 	}
-	x->resumed = !wl_resume(x->e.wl, x->resume_err, sizeof(x->resume_err));
+	x->resumed = !wl_resume(x->e.wl, &x->resume_err);
 }
 
 /* The guest stopped here for good (it runs on the destination): its
  * throttle goes all the same, as after a failure (wl_resume). */
 static void release_throttle(struct sender *x)
 {
-	char err[1024];
+	struct cli_err err;
 
-	if (x->e.wl && wl_throttle(x->e.wl, 0, err, sizeof(err)))
-		cli_err("warning: %s", err);
+	if (x->e.wl && wl_throttle(x->e.wl, 0, &err))
+		cli_err("warning: %s", err.msg);
 }
 
 void send_finish(struct sender *x)

@@ -15,18 +15,18 @@
 
 int send_fwd_state(struct sender *x)
 {
-	char err[1024];
+	struct cli_err err;
 	ssize_t n;
 
 	for (;;) {
 		if (x->fwd_off == x->fwd_len) {
 			if (x->ds_eof)
 				break;
-			n = ds_read(x->e.ds, x->fwd, FWD_BUF, err, sizeof(err));
+			n = ds_read(x->e.ds, x->fwd, FWD_BUF, &err);
 			if (n == -EAGAIN)
 				break;
 			if (n < 0)
-				return send_local_fail(x, (int)n, err);
+				return send_local_fail(x, (int)n, err.msg);
 			x->fwd_off = 0;
 			x->fwd_len = (size_t)n;
 			x->ds_eof = n == 0;

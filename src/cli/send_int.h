@@ -144,7 +144,7 @@ struct sender {
 	struct failure f;
 	bool failed;
 	bool resumed;           /* after a failure: the workload runs again */
-	char resume_err[512];   /* ... or why it could not */
+	struct cli_err resume_err; /* ... or why it could not */
 	int exit_code;          /* main's, once the migration ended */
 };
 

@@ -72,7 +72,7 @@ static void round_ended(struct sender *x)
 static void converge(struct sender *x)
 {
 	uint64_t stop_ms;
-	char err[1024];
+	struct cli_err err;
 	bool now;
 	int rc = 0;
 
@@ -85,13 +85,13 @@ static void converge(struct sender *x)
 	 * shorter downtime). */
 	if (x->o.auto_converge && x->o.qmp && x->sw_throttle &&
 	    x->sw_throttle < SWITCH_THROTTLE) {
-		rc = wl_throttle(x->e.wl, SWITCH_THROTTLE, err, sizeof(err));
+		rc = wl_throttle(x->e.wl, SWITCH_THROTTLE, &err);
 		x->sw_throttle = SWITCH_THROTTLE;
 	}
 	if (!rc)
-		rc = wl_begin_stop(x->e.wl, &now, &stop_ms, err, sizeof(err));
+		rc = wl_begin_stop(x->e.wl, &now, &stop_ms, &err);
 	if (rc) {
-		send_local_fail(x, rc, err);
+		send_local_fail(x, rc, err.msg);
 		return;
 	}
 	if (!now) {
@@ -100,9 +100,9 @@ static void converge(struct sender *x)
 		start_round(x, PH_CONVERGED);
 		return;
 	}
-	rc = ds_start(x->e.ds, err, sizeof(err));
+	rc = ds_start(x->e.ds, &err);
 	if (rc) {
-		send_local_fail(x, rc, err);
+		send_local_fail(x, rc, err.msg);
 		return;
 	}
 	send_watch_state(x);
@@ -160,16 +160,16 @@ static void stopped(struct sender *x);
  * the pages written meanwhile do not pile up for the downtime. */
 static void converged_done(struct sender *x)
 {
-	char err[1024];
+	struct cli_err err;
 	int rc;
 
 	round_ended(x);
 	send_emit_iteration(x, 0, 0, NULL);
 	send_set_phase(x, PH_STOPPING);
 	if (!x->ds_started) {
-		rc = ds_start(x->e.ds, err, sizeof(err));
+		rc = ds_start(x->e.ds, &err);
 		if (rc) {
-			send_local_fail(x, rc, err);
+			send_local_fail(x, rc, err.msg);
 			return;
 		}
 		x->ds_started = true;
@@ -215,16 +215,16 @@ static void keep_up(struct sender *x)
 void send_check_stopped(struct sender *x)
 {
 	uint64_t stop_ms = 0;
-	char err[1024];
+	struct cli_err err;
 	int rc;
 
 	if (x->cancelled) {
 		send_local_fail(x, -ECANCELED, "cancelled");
 		return;
 	}
-	rc = ds_stopped(x->e.ds, &stop_ms, err, sizeof(err));
+	rc = ds_stopped(x->e.ds, &stop_ms, &err);
 	if (rc < 0) {
-		send_local_fail(x, rc, err);
+		send_local_fail(x, rc, err.msg);
 		return;
 	}
 	if (rc == 1 && !x->stopped) {
@@ -249,9 +249,9 @@ void send_check_stopped(struct sender *x)
 		return;
 	}
 	if (cli_now_ms() > x->stop_deadline) {
-		snprintf(err, sizeof(err), "the %s was not stopped for the switch-over within %"
-			 PRIu64 " s (--timeout)", wl_kind(x->e.wl), x->o.timeout_s);
-		send_local_fail(x, -ETIMEDOUT, err);
+		cli_err_set(&err, -ETIMEDOUT, "the %s was not stopped for the switch-over within %"
+			    PRIu64 " s (--timeout)", wl_kind(x->e.wl), x->o.timeout_s);
+		send_local_fail(x, -ETIMEDOUT, err.msg);
 	}
 }
 
@@ -270,7 +270,7 @@ void send_pump_state(struct sender *x)
 /* The last round is in: the rest of the device state follows it. */
 static void last_round_done(struct sender *x)
 {
-	char err[1024];
+	struct cli_err err;
 	int rc;
 
 	round_ended(x);
@@ -279,9 +279,9 @@ static void last_round_done(struct sender *x)
 	x->dt_round = cli_now_ms() - x->t_mark;
 	x->t_mark = cli_now_ms();
 	send_set_phase(x, PH_STATE);
-	rc = ds_release(x->e.ds, err, sizeof(err));
+	rc = ds_release(x->e.ds, &err);
 	if (rc) {
-		send_local_fail(x, rc, err);
+		send_local_fail(x, rc, err.msg);
 		return;
 	}
 	/* The device state must keep coming, or the workload would wait,
@@ -295,11 +295,11 @@ static void last_round_done(struct sender *x)
 
 static void state_done(struct sender *x)
 {
-	char err[1024];
-	int rc = ds_commit(x->e.ds, err, sizeof(err));
+	struct cli_err err;
+	int rc = ds_commit(x->e.ds, &err);
 
 	if (rc) {
-		send_local_fail(x, rc, err);
+		send_local_fail(x, rc, err.msg);
 		return;
 	}
 	x->dt_state = cli_now_ms() - x->t_mark;
@@ -330,13 +330,13 @@ static void completed(struct sender *x)
 int send_prepare_state(struct sender *x)
 {
 	uint64_t t0 = cli_now_ms();
-	char err[1024];
+	struct cli_err err;
 	int rc;
 
 	x->need_prepare = false;
-	rc = ds_prepare(x->e.ds, err, sizeof(err));
+	rc = ds_prepare(x->e.ds, &err);
 	if (rc)
-		return send_local_fail(x, rc, err);
+		return send_local_fail(x, rc, err.msg);
 	send_note_prepare(x, cli_now_ms() - t0);
 	return 0;
 }
@@ -344,14 +344,14 @@ int send_prepare_state(struct sender *x)
 /* The first round, or the only one of a cold migration. */
 void send_begin(struct sender *x)
 {
-	char err[512];
+	struct cli_err err;
 
 	x->begun = true;
 	x->status = ST_ACTIVE;
 	send_set_time_limits(x);
 	/* Its manager may have paused, resumed or shut it down meanwhile. */
-	if (x->o.defer && x->e.wl && wl_recheck(x->e.wl, err, sizeof(err))) {
-		send_local_fail(x, -EINVAL, err);
+	if (x->o.defer && x->e.wl && wl_recheck(x->e.wl, &err)) {
+		send_local_fail(x, -EINVAL, err.msg);
 		return;
 	}
 	rdmig_source_mark_all(x->s);

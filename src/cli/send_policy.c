@@ -14,7 +14,7 @@
 
 int send_advise(struct sender *x)
 {
-	char err[1024];
+	struct cli_err err;
 	int rc;
 
 	x->adv.size = sizeof(x->adv);
@@ -23,8 +23,8 @@ int send_advise(struct sender *x)
 		return send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
 	if (x->adv.decision != RDMIG_THROTTLE)
 		return 0;
-	rc = wl_throttle(x->e.wl, x->adv.throttle_pct, err, sizeof(err));
-	return rc ? send_local_fail(x, rc, err) : 0;
+	rc = wl_throttle(x->e.wl, x->adv.throttle_pct, &err);
+	return rc ? send_local_fail(x, rc, err.msg) : 0;
 }
 
 void send_give_up(struct sender *x)

@@ -199,16 +199,16 @@ void send_report_success(struct sender *x)
 }
 
 /* What became of the workload after a failure, for the one line. */
-static const char *workload_fate(struct sender *x, char *buf, size_t len)
+static const char *workload_fate(struct sender *x, struct cli_err *fate)
 {
-	buf[0] = '\0';
+	fate->msg[0] = '\0';
 	if (!x->e.wl)
-		return buf;
+		return fate->msg;
 	if (!x->resumed || x->untouched)
-		snprintf(buf, len, "; %s", x->resume_err);
+		cli_err_set(fate, 0, "; %s", x->resume_err.msg);
 	else
-		snprintf(buf, len, "; %s", wl_runs_again(x->e.wl));
-	return buf;
+		cli_err_set(fate, 0, "; %s", wl_runs_again(x->e.wl));
+	return fate->msg;
 }
 
 /* The exit status: the failure's, but the command's own faults are
@@ -231,9 +231,8 @@ static int failure_code(const struct sender *x)
 static void failure_line(struct sender *x, int code, char *line, size_t len)
 {
 	const struct failure *f = &x->f;
-	char fate[600];
-
-	workload_fate(x, fate, sizeof(fate));
+	struct cli_err fate_buf;
+	const char *fate = workload_fate(x, &fate_buf);
 	if (code == CLI_EX_GAVE_UP)
 		snprintf(line, len, "Migration to %s:%s %s%s%s", x->o.host, x->o.port,
 			 x->gave_up_msg, fate, x->o.auto_converge && x->resumed ? ", unthrottled" : "");

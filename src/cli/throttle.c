@@ -49,7 +49,7 @@ struct keep_req {
 
 struct keep_rep {
 	int32_t rc;
-	char msg[1020];
+	struct cli_err err;
 };
 
 struct throttle {
@@ -111,9 +111,9 @@ static void keep_only(int *fds, unsigned n)
  * throttle goes, and a workload it had frozen for a moment runs again. */
 static __attribute__((noreturn)) void keeper_end(struct throttle *t, bool frozen, bool hold)
 {
-	char why[512];
+	struct cli_err why;
 
-	t->ops->release(t->st, why, sizeof(why));
+	t->ops->release(t->st, &why);
 	if (frozen && !hold)
 		proc_signal(&t->proc, SIGCONT);
 	_exit(0);
@@ -165,8 +165,8 @@ static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, 
 		memset(&rep, 0, sizeof(rep));
 		switch (req.op) {
 		case KEEP_SET:
-			rep.rc = req.pct ? t->ops->apply(t->st, req.pct, rep.msg, sizeof(rep.msg)) :
-				 t->ops->release(t->st, rep.msg, sizeof(rep.msg));
+			rep.rc = req.pct ? t->ops->apply(t->st, req.pct, &rep.err) :
+				 t->ops->release(t->st, &rep.err);
 			on = req.pct && !rep.rc;
 			aside = false;
 			send(sock, &rep, sizeof(rep), MSG_NOSIGNAL);
@@ -174,19 +174,19 @@ static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, 
 		case KEEP_FROZEN:
 			frozen = true;
 			if (on)
-				rep.rc = t->ops->pause(t->st, true, rep.msg, sizeof(rep.msg));
+				rep.rc = t->ops->pause(t->st, true, &rep.err);
 			if (req.pct)
 				send(sock, &rep, sizeof(rep), MSG_NOSIGNAL);
 			break;
 		case KEEP_THAWED:
 			frozen = false;
 			if (on && !aside)
-				t->ops->pause(t->st, false, rep.msg, sizeof(rep.msg));
+				t->ops->pause(t->st, false, &rep.err);
 			break;
 		case KEEP_HOLD: hold = true; break;
 		case KEEP_ASIDE:
 			if (on && !aside)
-				t->ops->pause(t->st, true, rep.msg, sizeof(rep.msg));
+				t->ops->pause(t->st, true, &rep.err);
 			aside = true;
 			break;
 		default: break;
@@ -196,32 +196,32 @@ static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, 
 
 /* ---- migrate-send's side ----------------------------------------------------------- */
 
-int throttle_open(struct throttle **out, const struct thr_target *target, char *err,
-		  size_t errlen)
+int throttle_open(struct throttle **out, const struct thr_target *target, struct cli_err *err)
 {
 	struct throttle *t = calloc(1, sizeof(*t));
 	struct thr_target tt = *target;
-	char why[1024] = "", all[2200] = "";
+	struct cli_err why = { "" };
+	char all[2200] = "";
 	pid_t parent = getpid();
 	int sv[2], rc = -ENOMEM;
 	size_t i;
 
 	*out = NULL;
 	if (!t)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	t->sock = -1;
 	t->proc = (struct proc_ref)PROC_REF_INIT;
-	rc = proc_dup(&t->proc, target->proc, why, sizeof(why));
+	rc = proc_dup(&t->proc, target->proc, &why);
 	if (rc) {
 		free(t);
-		return cli_errf(err, errlen, rc, "%s", why);
+		return cli_err_set(err, rc, "%s", why.msg);
 	}
 	tt.proc = &t->proc;
 	for (i = 0; i < sizeof(mechanisms) / sizeof(mechanisms[0]); i++) {
 		t->st = calloc(1, mechanisms[i]->size);
 		if (!t->st)
 			break;
-		rc = mechanisms[i]->probe(t->st, &tt, why, sizeof(why));
+		rc = mechanisms[i]->probe(t->st, &tt, &why);
 		if (!rc) {
 			t->ops = mechanisms[i];
 			break;
@@ -230,18 +230,18 @@ int throttle_open(struct throttle **out, const struct thr_target *target, char *
 		free(t->st);
 		t->st = NULL;
 		snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", all[0] ? "; " : "",
-			 why);
+			 why.msg);
 	}
 	if (!t->ops) {
 		proc_close(&t->proc);
 		free(t);
-		return cli_errf(err, errlen, rc ? rc : -ENOMEM, "%s cannot be throttled here: %s",
-				target->what, all[0] ? all : "out of memory");
+		return cli_err_set(err, rc ? rc : -ENOMEM, "%s cannot be throttled here: %s",
+				   target->what, all[0] ? all : "out of memory");
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
 		rc = -errno;
 		throttle_close(t);
-		return cli_errf(err, errlen, rc, "socketpair: %s", strerror(-rc));
+		return cli_err_set(err, rc, "socketpair: %s", strerror(-rc));
 	}
 	t->keeper = fork();
 	if (t->keeper == 0) {
@@ -254,43 +254,43 @@ int throttle_open(struct throttle **out, const struct thr_target *target, char *
 	if (rc) {
 		t->keeper = 0;
 		throttle_close(t);
-		return cli_errf(err, errlen, rc, "cannot fork the throttle's keeper: %s",
-				strerror(-rc));
+		return cli_err_set(err, rc, "cannot fork the throttle's keeper: %s",
+				   strerror(-rc));
 	}
 	*out = t;
 	return 0;
 }
 
-static int keeper_gone(struct throttle *t, char *err, size_t errlen)
+static int keeper_gone(struct throttle *t, struct cli_err *err)
 {
 	t->gone = true;
-	return cli_errf(err, errlen, -ESRCH, "the throttle's keeper (process %d) has exited",
-			(int)t->keeper);
+	return cli_err_set(err, -ESRCH, "the throttle's keeper (process %d) has exited",
+			   (int)t->keeper);
 }
 
 /* Sends @req and waits up to @ms for the keeper's answer into @rep. */
 static int exchange(struct throttle *t, const struct keep_req *req, struct keep_rep *rep,
-		    int ms, char *err, size_t errlen)
+		    int ms, struct cli_err *err)
 {
 	struct pollfd pfd = { .fd = t->sock, .events = POLLIN };
 	ssize_t got;
 	int rc;
 
 	if (t->gone)
-		return keeper_gone(t, err, errlen);
+		return keeper_gone(t, err);
 	if (send(t->sock, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
-		return keeper_gone(t, err, errlen);
+		return keeper_gone(t, err);
 	do {
 		rc = poll(&pfd, 1, ms);
 	} while (rc < 0 && errno == EINTR);
 	if (rc == 0)
-		return cli_errf(err, errlen, -ETIMEDOUT, "the throttle's keeper (process %d) did "
-				"not answer within %d ms", (int)t->keeper, ms);
+		return cli_err_set(err, -ETIMEDOUT, "the throttle's keeper (process %d) did "
+				   "not answer within %d ms", (int)t->keeper, ms);
 	got = recv(t->sock, rep, sizeof(*rep), 0);
 	if (got != (ssize_t)sizeof(*rep))
-		return keeper_gone(t, err, errlen);
-	rep->msg[sizeof(rep->msg) - 1] = '\0';
-	return rep->rc ? cli_errf(err, errlen, rep->rc, "%s", rep->msg) : 0;
+		return keeper_gone(t, err);
+	rep->err.msg[sizeof(rep->err.msg) - 1] = '\0';
+	return rep->rc ? cli_err_set(err, rep->rc, "%s", rep->err.msg) : 0;
 }
 
 static void note(struct throttle *t, enum keep_op op)
@@ -306,12 +306,12 @@ void throttle_frozen(struct throttle *t, bool frozen)
 {
 	struct keep_req req = { .op = KEEP_FROZEN, .pct = 1 };
 	struct keep_rep rep;
-	char why[256];
+	struct cli_err why;
 
 	/* Throttled, the stop waits until the limit stepped aside (a failure
 	 * to: it stops once its next period begins). */
 	if (frozen && t && t->pct && !t->gone)
-		exchange(t, &req, &rep, REPLY_MS, why, sizeof(why));
+		exchange(t, &req, &rep, REPLY_MS, &why);
 	else
 		note(t, frozen ? KEEP_FROZEN : KEEP_THAWED);
 }
@@ -326,7 +326,7 @@ void throttle_aside(struct throttle *t)
 	note(t, KEEP_ASIDE);
 }
 
-int throttle_set(struct throttle *t, unsigned pct, char *err, size_t errlen)
+int throttle_set(struct throttle *t, unsigned pct, struct cli_err *err)
 {
 	struct keep_req req = { .op = KEEP_SET, .pct = pct };
 	struct keep_rep rep;
@@ -334,8 +334,8 @@ int throttle_set(struct throttle *t, unsigned pct, char *err, size_t errlen)
 	int rc;
 
 	if (pct > 99)
-		return cli_errf(err, errlen, -EINVAL, "throttle %u%%: at most 99", pct);
-	rc = exchange(t, &req, &rep, REPLY_MS, err, errlen);
+		return cli_err_set(err, -EINVAL, "throttle %u%%: at most 99", pct);
+	rc = exchange(t, &req, &rep, REPLY_MS, err);
 	if (rc)
 		return rc;
 	if (pct && !t->pct)
@@ -348,13 +348,13 @@ int throttle_set(struct throttle *t, unsigned pct, char *err, size_t errlen)
 
 void throttle_close(struct throttle *t)
 {
-	char why[512];
+	struct cli_err why;
 	int i;
 
 	if (!t)
 		return;
 	if (t->pct && !t->gone)
-		throttle_set(t, 0, why, sizeof(why));
+		throttle_set(t, 0, &why);
 	if (t->sock >= 0)
 		close(t->sock);
 	/* The keeper ends at the end of the stream; our event loop's SIGCHLD

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clierr.h"
 #include "proc.h"
 #include "throttle_target.h"
 
@@ -38,14 +39,14 @@ struct throttle;
 /* Finds a mechanism that can slow @t down here (nothing is changed yet:
  * the error, naming the fix, comes before the migration starts), and
  * forks the keeper. */
-int throttle_open(struct throttle **out, const struct thr_target *t, char *err, size_t errlen);
+int throttle_open(struct throttle **out, const struct thr_target *t, struct cli_err *err);
 /* Releases the throttle (if the keeper still can) and lets the keeper go.
  * NULL is fine. */
 void throttle_close(struct throttle *t);
 
 /* From now on the threads get (100 - @pct) percent of the CPU time they
  * could use (QEMU's cpu-throttle-percentage); 0 releases the throttle. */
-int throttle_set(struct throttle *t, unsigned pct, char *err, size_t errlen);
+int throttle_set(struct throttle *t, unsigned pct, struct cli_err *err);
 /* The workload is frozen by us for a moment (SIGSTOP), or runs again: the
  * keeper resumes one left frozen when migrate-send is gone.  Said before
  * the SIGSTOP and after the SIGCONT. */

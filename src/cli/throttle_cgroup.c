@@ -132,14 +132,14 @@ static void unescape(char *s)
 }
 
 /* The first cgroup2 mount of ours, and its root within the hierarchy. */
-static int find_mount(struct cg *c, char *err, size_t errlen)
+static int find_mount(struct cg *c, struct cli_err *err)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char line[4096], root[512], point[512];
 	int found = 0;
 
 	if (!f)
-		return cli_errf(err, errlen, -errno, "/proc/self/mountinfo: %s", strerror(errno));
+		return cli_err_set(err, -errno, "/proc/self/mountinfo: %s", strerror(errno));
 	while (!found && fgets(line, sizeof(line), f)) {
 		const char *dash = strstr(line, " - cgroup2 ");
 
@@ -153,17 +153,16 @@ static int find_mount(struct cg *c, char *err, size_t errlen)
 	}
 	fclose(f);
 	if (!found)
-		return cli_errf(err, errlen, -ENOENT, "cgroup v2 is not mounted (mount -t cgroup2 "
-				"none /sys/fs/cgroup, as systemd does)");
+		return cli_err_set(err, -ENOENT, "cgroup v2 is not mounted (mount -t cgroup2 "
+				   "none /sys/fs/cgroup, as systemd does)");
 	c->rootfd = open(c->mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c->rootfd < 0)
-		return cli_errf(err, errlen, -errno, "%s: %s", c->mount, strerror(errno));
+		return cli_err_set(err, -errno, "%s: %s", c->mount, strerror(errno));
 	return 0;
 }
 
 /* Thread @tid's cgroup, relative to the mount ("." for its root). */
-static int thread_cgroup(struct cg *c, pid_t tid, char *rel, size_t len, char *err,
-			 size_t errlen)
+static int thread_cgroup(struct cg *c, pid_t tid, char *rel, size_t len, struct cli_err *err)
 {
 	char file[64], text[4096], *line, *save = NULL;
 	size_t mlen = strlen(c->mroot);
@@ -174,25 +173,27 @@ static int thread_cgroup(struct cg *c, pid_t tid, char *rel, size_t len, char *e
 	snprintf(file, sizeof(file), "task/%d/cgroup", (int)tid);
 	fd = proc_openat(c->proc, file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return cli_errf(err, errlen, fd, "thread %d of process %d: %s", (int)tid,
-				(int)c->proc->pid, fd == -ENOENT ? "no such thread" : strerror(-fd));
+		return cli_err_set(err, fd, "thread %d of process %d: %s", (int)tid,
+				   (int)c->proc->pid,
+				   fd == -ENOENT ? "no such thread" : strerror(-fd));
 	n = read(fd, text, sizeof(text) - 1);
 	close(fd);
 	if (n < 0)
-		return cli_errf(err, errlen, -errno, "thread %d: %s", (int)tid, strerror(errno));
+		return cli_err_set(err, -errno, "thread %d: %s", (int)tid, strerror(errno));
 	text[n] = '\0';
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		if (!strncmp(line, "0::", 3))
 			path = line + 3;
 	if (!path)
-		return cli_errf(err, errlen, -ENOTSUP, "thread %d of process %d is in no cgroup v2 "
-				"hierarchy", (int)tid, (int)c->proc->pid);
+		return cli_err_set(err, -ENOTSUP, "thread %d of process %d is in no cgroup v2 "
+				   "hierarchy", (int)tid, (int)c->proc->pid);
 	/* A mount of a sub-tree (a container's) shows paths below its root. */
 	if (strcmp(c->mroot, "/")) {
 		if (strncmp(path, c->mroot, mlen) || (path[mlen] && path[mlen] != '/'))
-			return cli_errf(err, errlen, -ENOTSUP, "thread %d's cgroup %s is outside "
-					"the cgroup2 mount %s (root %s)", (int)tid, path, c->mount,
-					c->mroot);
+			return cli_err_set(err, -ENOTSUP, "thread %d's cgroup %s is outside "
+					   "the cgroup2 mount %s (root %s)", (int)tid, path,
+					   c->mount,
+					   c->mroot);
 		path += mlen;
 	}
 	while (*path == '/')
@@ -216,7 +217,7 @@ static int add_tid(void *ctx, pid_t tid, char state)
 
 /* The threads (all of the process's, now, when @c->all), grouped by the
  * cgroup each is in. */
-static int group_threads(struct cg *c, char *err, size_t errlen)
+static int group_threads(struct cg *c, struct cli_err *err)
 {
 	char rel[512];
 	unsigned i, k;
@@ -226,13 +227,13 @@ static int group_threads(struct cg *c, char *err, size_t errlen)
 		c->ntids = 0;
 		rc = proc_each_thread(c->proc, add_tid, c);
 		if (rc)
-			return cli_errf(err, errlen, rc, "the threads of process %d: %s",
-					(int)c->proc->pid, rc == -E2BIG ? "more than 1024" :
-					rc == -ESRCH ? "it exited" : strerror(-rc));
+			return cli_err_set(err, rc, "the threads of process %d: %s",
+					   (int)c->proc->pid, rc == -E2BIG ? "more than 1024" :
+					   rc == -ESRCH ? "it exited" : strerror(-rc));
 	}
 	c->ng = 0;
 	for (i = 0; i < c->ntids; i++) {
-		rc = thread_cgroup(c, c->tids[i], rel, sizeof(rel), err, errlen);
+		rc = thread_cgroup(c, c->tids[i], rel, sizeof(rel), err);
 		/* A thread of a whole process may end meanwhile. */
 		if (rc == -ENOENT && c->all)
 			continue;
@@ -242,8 +243,8 @@ static int group_threads(struct cg *c, char *err, size_t errlen)
 			;
 		if (k == c->ng) {
 			if (c->ng == MAX_GROUPS)
-				return cli_errf(err, errlen, -E2BIG, "the threads are in more than %d "
-						"cgroups", MAX_GROUPS);
+				return cli_err_set(err, -E2BIG, "the threads are in more than %d "
+						   "cgroups", MAX_GROUPS);
 			memset(&c->g[k], 0, sizeof(c->g[k]));
 			snprintf(c->g[k].rel, sizeof(c->g[k].rel), "%s", rel);
 			c->g[k].fd = c->g[k].child = -1;
@@ -255,48 +256,49 @@ static int group_threads(struct cg *c, char *err, size_t errlen)
 }
 
 /* What cgroup @fd (at @path) must allow, checked before anything changes. */
-static int check_dir(int fd, const char *path, char *err, size_t errlen)
+static int check_dir(int fd, const char *path, struct cli_err *err)
 {
 	char ctl[512], type[64] = "";
 	int rc = read_at(fd, "cgroup.controllers", ctl, sizeof(ctl));
 
 	if (rc)
-		return cli_errf(err, errlen, rc, "%s/cgroup.controllers: %s", path, strerror(-rc));
+		return cli_err_set(err, rc, "%s/cgroup.controllers: %s", path, strerror(-rc));
 	/* The root has no type: it can be anything. */
 	rc = read_at(fd, "cgroup.type", type, sizeof(type));
 	if (rc && rc != -ENOENT)
-		return cli_errf(err, errlen, rc, "%s/cgroup.type: %s", path, strerror(-rc));
+		return cli_err_set(err, rc, "%s/cgroup.type: %s", path, strerror(-rc));
 	if (!has_word(ctl, "cpu"))
-		return cli_errf(err, errlen, -ENOTSUP, "cgroup %s has no cpu controller (its "
-				"parent does not delegate it: enable it in the parent's "
-				"cgroup.subtree_control, or Delegate=yes for a systemd unit)", path);
+		return cli_err_set(err, -ENOTSUP, "cgroup %s has no cpu controller (its "
+				   "parent does not delegate it: enable it in the parent's "
+				   "cgroup.subtree_control, or Delegate=yes for a systemd unit)",
+				   path);
 	if (!strncmp(type, "domain invalid", 14))
-		return cli_errf(err, errlen, -ENOTSUP, "cgroup %s is of type \"domain invalid\"",
-				path);
+		return cli_err_set(err, -ENOTSUP, "cgroup %s is of type \"domain invalid\"",
+				   path);
 	if (faccessat(fd, "cgroup.subtree_control", W_OK, AT_EACCESS) ||
 	    faccessat(fd, "cgroup.threads", W_OK, AT_EACCESS))
-		return cli_errf(err, errlen, -EACCES, "cgroup %s: not writable here (root, or a "
-				"delegated cgroup, is needed)", path);
+		return cli_err_set(err, -EACCES, "cgroup %s: not writable here (root, or a "
+				   "delegated cgroup, is needed)", path);
 	return 0;
 }
 
-static int check_group(struct cg *c, const struct cg_group *g, char *err, size_t errlen)
+static int check_group(struct cg *c, const struct cg_group *g, struct cli_err *err)
 {
 	char path[800];
 	int fd = openat(c->rootfd, g->rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
 	snprintf(path, sizeof(path), "%s/%s", c->mount, g->rel);
 	if (fd < 0)
-		return cli_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
-	rc = check_dir(fd, path, err, errlen);
+		return cli_err_set(err, -errno, "%s: %s", path, strerror(errno));
+	rc = check_dir(fd, path, err);
 	close(fd);
 	return rc;
 }
 
-static int cg_probe(void *st, const struct thr_target *t, char *err, size_t errlen)
+static int cg_probe(void *st, const struct thr_target *t, struct cli_err *err)
 {
 	struct cg *c = st;
-	char why[1024];
+	struct cli_err why;
 	unsigned i;
 	int rc;
 
@@ -304,7 +306,7 @@ static int cg_probe(void *st, const struct thr_target *t, char *err, size_t errl
 	c->proc = t->proc;
 	c->all = !t->ntids;
 	if (t->ntids > MAX_TIDS)
-		return cli_errf(err, errlen, -E2BIG, "more than %d threads", MAX_TIDS);
+		return cli_err_set(err, -E2BIG, "more than %d threads", MAX_TIDS);
 	for (i = 0; i < t->ntids; i++)
 		c->tids[i] = t->tids[i];
 	c->ntids = t->ntids;
@@ -312,13 +314,13 @@ static int cg_probe(void *st, const struct thr_target *t, char *err, size_t errl
 	if (c->ncpu < 1)
 		c->ncpu = 1;
 	snprintf(c->name, sizeof(c->name), "rdmig-throttle.%d", (int)getpid());
-	rc = find_mount(c, why, sizeof(why));
+	rc = find_mount(c, &why);
 	if (!rc)
-		rc = group_threads(c, why, sizeof(why));
+		rc = group_threads(c, &why);
 	for (i = 0; !rc && i < c->ng; i++)
-		rc = check_group(c, &c->g[i], why, sizeof(why));
+		rc = check_group(c, &c->g[i], &why);
 	if (rc)
-		return cli_errf(err, errlen, rc, "cgroup v2: %s", why);
+		return cli_err_set(err, rc, "cgroup v2: %s", why.msg);
 	snprintf(c->where, sizeof(c->where), "%s%s%s/%s%s", c->mount,
 		 strcmp(c->g[0].rel, ".") ? "/" : "", strcmp(c->g[0].rel, ".") ? c->g[0].rel : "",
 		 c->name, c->ng > 1 ? " (and more)" : "");
@@ -327,7 +329,7 @@ static int cg_probe(void *st, const struct thr_target *t, char *err, size_t errl
 
 /* ---- apply and release ------------------------------------------------------ */
 
-static int set_quota(struct cg *c, struct cg_group *g, unsigned pct, char *err, size_t errlen)
+static int set_quota(struct cg *c, struct cg_group *g, unsigned pct, struct cli_err *err)
 {
 	uint64_t cpus = g->nthreads < (unsigned long)c->ncpu ? g->nthreads : (uint64_t)c->ncpu;
 	uint64_t period = (uint64_t)MIN_QUOTA_US * 100 / (100 - pct), quota;
@@ -344,52 +346,52 @@ static int set_quota(struct cg *c, struct cg_group *g, unsigned pct, char *err, 
 	snprintf(text, sizeof(text), "%llu %llu", (unsigned long long)quota,
 		 (unsigned long long)period);
 	rc = write_at(g->child, "cpu.max", text);
-	return rc ? cli_errf(err, errlen, rc, "%s/%s/%s/cpu.max: %s", c->mount, g->rel, c->name,
-			     strerror(-rc)) : 0;
+	return rc ? cli_err_set(err, rc, "%s/%s/%s/cpu.max: %s", c->mount, g->rel, c->name,
+				strerror(-rc)) : 0;
 }
 
 /* Our threaded child of @g's cgroup, with the cpu controller on. */
-static int make_child(struct cg *c, struct cg_group *g, char *err, size_t errlen)
+static int make_child(struct cg *c, struct cg_group *g, struct cli_err *err)
 {
 	char ctl[512];
 	int rc;
 
 	g->fd = openat(c->rootfd, g->rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (g->fd < 0)
-		return cli_errf(err, errlen, -errno, "%s/%s: %s", c->mount, g->rel,
-				strerror(errno));
+		return cli_err_set(err, -errno, "%s/%s: %s", c->mount, g->rel,
+				   strerror(errno));
 	/* Left by a migrate-send of the same pid that was killed with its
 	 * keeper: taken over. */
 	if (mkdirat(g->fd, c->name, 0755) && errno != EEXIST)
-		return cli_errf(err, errlen, -errno, "mkdir %s/%s/%s: %s", c->mount, g->rel, c->name,
-				strerror(errno));
+		return cli_err_set(err, -errno, "mkdir %s/%s/%s: %s", c->mount, g->rel, c->name,
+				   strerror(errno));
 	g->made = true;
 	g->child = openat(g->fd, c->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (g->child < 0)
-		return cli_errf(err, errlen, -errno, "%s/%s/%s: %s", c->mount, g->rel, c->name,
-				strerror(errno));
+		return cli_err_set(err, -errno, "%s/%s/%s: %s", c->mount, g->rel, c->name,
+				   strerror(errno));
 	rc = write_at(g->child, "cgroup.type", "threaded");
 	if (rc)
-		return cli_errf(err, errlen, rc, "%s/%s/%s: cannot make it threaded: %s (domain "
-				"controllers enabled in %s/%s?)", c->mount, g->rel, c->name,
-				strerror(-rc), c->mount, g->rel);
+		return cli_err_set(err, rc, "%s/%s/%s: cannot make it threaded: %s (domain "
+				   "controllers enabled in %s/%s?)", c->mount, g->rel, c->name,
+				   strerror(-rc), c->mount, g->rel);
 	rc = read_at(g->fd, "cgroup.subtree_control", ctl, sizeof(ctl));
 	if (!rc && !has_word(ctl, "cpu")) {
 		rc = write_at(g->fd, "cgroup.subtree_control", "+cpu");
 		g->added_cpu = !rc;
 	}
-	return rc ? cli_errf(err, errlen, rc, "%s/%s: cannot enable the cpu controller for its "
-			     "children: %s", c->mount, g->rel, strerror(-rc)) : 0;
+	return rc ? cli_err_set(err, rc, "%s/%s: cannot enable the cpu controller for its "
+				"children: %s", c->mount, g->rel, strerror(-rc)) : 0;
 }
 
-static int move_threads(struct cg *c, char *err, size_t errlen)
+static int move_threads(struct cg *c, struct cli_err *err)
 {
 	char rel[512], tid[24];
 	unsigned i, k;
 	int rc;
 
 	for (i = 0; i < c->ntids; i++) {
-		if (thread_cgroup(c, c->tids[i], rel, sizeof(rel), err, errlen))
+		if (thread_cgroup(c, c->tids[i], rel, sizeof(rel), err))
 			continue;       /* it ended */
 		for (k = 0; k < c->ng && strcmp(c->g[k].rel, rel); k++)
 			;
@@ -398,15 +400,15 @@ static int move_threads(struct cg *c, char *err, size_t errlen)
 		snprintf(tid, sizeof(tid), "%d", (int)c->tids[i]);
 		rc = write_at(c->g[k].child, "cgroup.threads", tid);
 		if (rc && rc != -ESRCH)
-			return cli_errf(err, errlen, rc, "cannot move thread %s into %s/%s/%s: %s",
-					tid, c->mount, c->g[k].rel, c->name, strerror(-rc));
+			return cli_err_set(err, rc, "cannot move thread %s into %s/%s/%s: %s",
+					   tid, c->mount, c->g[k].rel, c->name, strerror(-rc));
 	}
 	return 0;
 }
 
-static int cg_release(void *st, char *err, size_t errlen);
+static int cg_release(void *st, struct cli_err *err);
 
-static int cg_apply(void *st, unsigned pct, char *err, size_t errlen)
+static int cg_apply(void *st, unsigned pct, struct cli_err *err)
 {
 	struct cg *c = st;
 	unsigned i;
@@ -415,25 +417,25 @@ static int cg_apply(void *st, unsigned pct, char *err, size_t errlen)
 	c->pct = pct;
 	if (!c->ng || !c->g[0].made) {
 		if (c->all)
-			rc = group_threads(c, err, errlen);
+			rc = group_threads(c, err);
 		for (i = 0; !rc && i < c->ng; i++)
-			rc = make_child(c, &c->g[i], err, errlen);
+			rc = make_child(c, &c->g[i], err);
 		for (i = 0; !rc && i < c->ng; i++)
-			rc = set_quota(c, &c->g[i], pct, err, errlen);
+			rc = set_quota(c, &c->g[i], pct, err);
 		if (!rc)
-			rc = move_threads(c, err, errlen);
+			rc = move_threads(c, err);
 		if (rc)
-			cg_release(c, NULL, 0);
+			cg_release(c, NULL);
 		return rc;
 	}
 	for (i = 0; !rc && i < c->ng; i++)
-		rc = set_quota(c, &c->g[i], pct, err, errlen);
+		rc = set_quota(c, &c->g[i], pct, err);
 	return rc;
 }
 
 /* Frozen, the threads need no limit, and stop at once without one; then
  * the limit as it was. */
-static int cg_pause(void *st, bool paused, char *err, size_t errlen)
+static int cg_pause(void *st, bool paused, struct cli_err *err)
 {
 	struct cg *c = st;
 	unsigned i;
@@ -445,10 +447,10 @@ static int cg_pause(void *st, bool paused, char *err, size_t errlen)
 		if (paused) {
 			r = write_at(c->g[i].child, "cpu.max", "max");
 			if (r && !rc)
-				rc = cli_errf(err, errlen, r, "%s/%s/%s/cpu.max: %s", c->mount,
-					      c->g[i].rel, c->name, strerror(-r));
+				rc = cli_err_set(err, r, "%s/%s/%s/cpu.max: %s", c->mount,
+						 c->g[i].rel, c->name, strerror(-r));
 		} else if (!rc) {
-			rc = set_quota(c, &c->g[i], c->pct, err, errlen);
+			rc = set_quota(c, &c->g[i], c->pct, err);
 		}
 	}
 	return rc;
@@ -490,7 +492,7 @@ static bool has_children(int fd)
 	return any;
 }
 
-static int cg_release(void *st, char *err, size_t errlen)
+static int cg_release(void *st, struct cli_err *err)
 {
 	struct cg *c = st;
 	int rc = 0, r, tries;
@@ -510,8 +512,8 @@ static int cg_release(void *st, char *err, size_t errlen)
 				usleep(1000);
 			}
 			if (tries == 20 && !rc)
-				rc = cli_errf(err, errlen, r, "cannot remove %s/%s/%s: %s", c->mount,
-					      g->rel, c->name, strerror(-r));
+				rc = cli_err_set(err, r, "cannot remove %s/%s/%s: %s", c->mount,
+						 g->rel, c->name, strerror(-r));
 		} else if (g->made && g->fd >= 0) {
 			unlinkat(g->fd, c->name, AT_REMOVEDIR);
 		}

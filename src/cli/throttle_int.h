@@ -12,21 +12,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "clierr.h"
 #include "throttle_target.h"
 
 struct thr_ops {
 	const char *name;
 	size_t size;            /* of its state, zeroed before probe */
-	int (*probe)(void *st, const struct thr_target *t, char *err, size_t errlen);
+	int (*probe)(void *st, const struct thr_target *t, struct cli_err *err);
 	/* The throttle at @pct percent from now on (1..99). */
-	int (*apply)(void *st, unsigned pct, char *err, size_t errlen);
+	int (*apply)(void *st, unsigned pct, struct cli_err *err);
 	/* The workload is frozen by us (SIGSTOP) and the throttle steps aside
 	 * (@paused), or it runs again and the throttle applies as before: a
 	 * thread held by a throttle would take up to a period to stop. */
-	int (*pause)(void *st, bool paused, char *err, size_t errlen);
+	int (*pause)(void *st, bool paused, struct cli_err *err);
 	/* Everything as it was before the first apply; fine when nothing was
 	 * applied. */
-	int (*release)(void *st, char *err, size_t errlen);
+	int (*release)(void *st, struct cli_err *err);
 	/* Where it works, for the reports. */
 	const char *(*where)(const void *st);
 	/* The descriptors it holds, into @fds (at most @max): the keeper

@@ -69,7 +69,7 @@ static bool in_list(const char *name, const char *const *list, size_t n)
 /* ---- capabilities and parameters ---------------------------------------- */
 
 static int set_caps(struct qmp *q, const struct cap_change *c, unsigned n, bool restore,
-		    char *err, size_t errlen)
+		    struct cli_err *err)
 {
 	struct json_object *list = json_object_new_array(), *a = json_object_new_object();
 	unsigned i;
@@ -83,7 +83,7 @@ static int set_caps(struct qmp *q, const struct cap_change *c, unsigned n, bool 
 		json_object_array_add(list, o);
 	}
 	json_object_object_add(a, "capabilities", list);
-	return qmp_call(q, "migrate-set-capabilities", a, NULL, err, errlen);
+	return qmp_call(q, "migrate-set-capabilities", a, NULL, err);
 }
 
 /* Our table's copy of @name (the reply's strings go with the reply). */
@@ -103,7 +103,7 @@ static const char *own_name(const char *name)
 
 /* Each capability whose state must change, with the state it had.  All
  * change in one command: QEMU checks their dependencies on the result. */
-static int plan_caps(struct vmstate *v, struct json_object *caps, char *err, size_t errlen)
+static int plan_caps(struct vmstate *v, struct json_object *caps, struct cli_err *err)
 {
 	bool has_ignore = false;
 	size_t i, n = json_object_array_length(caps);
@@ -126,28 +126,29 @@ static int plan_caps(struct vmstate *v, struct json_object *caps, char *err, siz
 		if ((want_on && on) || (!want_on && !want_off) || (want_off && !on))
 			continue;
 		if (v->ncaps == MAX_CHANGES)
-			return cli_errf(err, errlen, -E2BIG, "too many capabilities to change");
+			return cli_err_set(err, -E2BIG, "too many capabilities to change");
 		v->caps[v->ncaps].name = own_name(name);
 		v->caps[v->ncaps++].was = on;
 	}
 	if (!has_ignore)
-		return cli_errf(err, errlen, -ENOTSUP, "this QEMU has no x-ignore-shared capability "
-				"(QEMU 4.0 or later is needed)");
+		return cli_err_set(err, -ENOTSUP, "this QEMU has no x-ignore-shared capability "
+				   "(QEMU 4.0 or later is needed)");
 	return 0;
 }
 
 /* Reads QEMU's capabilities and plans what must change (v->caps); nothing
  * is set yet. */
-static int read_caps(struct vmstate *v, char *err, size_t errlen)
+static int read_caps(struct vmstate *v, struct cli_err *err)
 {
 	struct json_object *ret;
-	char why[512];
-	int rc = qmp_call(v->q, "query-migrate-capabilities", NULL, &ret, why, sizeof(why));
+	struct cli_err why;
+	int rc = qmp_call(v->q, "query-migrate-capabilities", NULL, &ret, &why);
 
 	if (rc)
-		return cli_errf(err, errlen, rc, "cannot read QEMU's migration capabilities: %s", why);
-	rc = json_object_is_type(ret, json_type_array) ? plan_caps(v, ret, err, errlen) :
-		cli_errf(err, errlen, -EPROTO, "query-migrate-capabilities answered no list");
+		return cli_err_set(err, rc, "cannot read QEMU's migration capabilities: %s",
+				   why.msg);
+	rc = json_object_is_type(ret, json_type_array) ? plan_caps(v, ret, err) :
+		cli_err_set(err, -EPROTO, "query-migrate-capabilities answered no list");
 	json_object_put(ret);
 	return rc;
 }
@@ -177,14 +178,14 @@ static void plan_params(struct vmstate *v, struct json_object *cur)
 	v->params_now = now;
 }
 
-static int read_params(struct vmstate *v, char *err, size_t errlen)
+static int read_params(struct vmstate *v, struct cli_err *err)
 {
 	struct json_object *cur;
-	char why[512];
-	int rc = qmp_call(v->q, "query-migrate-parameters", NULL, &cur, why, sizeof(why));
+	struct cli_err why;
+	int rc = qmp_call(v->q, "query-migrate-parameters", NULL, &cur, &why);
 
 	if (rc)
-		return cli_errf(err, errlen, rc, "cannot read QEMU's migration parameters: %s", why);
+		return cli_err_set(err, rc, "cannot read QEMU's migration parameters: %s", why.msg);
 	plan_params(v, cur);
 	json_object_put(cur);
 	return 0;
@@ -193,54 +194,54 @@ static int read_params(struct vmstate *v, char *err, size_t errlen)
 /* What was planned is set, all capabilities in one command (QEMU checks
  * their dependencies on the result).  Only from here on is anything to be
  * put back. */
-static int apply(struct vmstate *v, char *err, size_t errlen)
+static int apply(struct vmstate *v, struct cli_err *err)
 {
-	char why[512];
+	struct cli_err why;
 	int rc = 0;
 
 	if (v->applied)
 		return 0;
 	v->applied = true;
 	if (v->ncaps)
-		rc = set_caps(v->q, v->caps, v->ncaps, false, why, sizeof(why));
+		rc = set_caps(v->q, v->caps, v->ncaps, false, &why);
 	if (rc) {
 		v->ncaps = 0;
-		return cli_errf(err, errlen, rc, "cannot set QEMU's migration capabilities for a "
-				"pipe migration: %s", why);
+		return cli_err_set(err, rc, "cannot set QEMU's migration capabilities for a "
+				   "pipe migration: %s", why.msg);
 	}
 	if (v->params_now)
 		rc = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_now), NULL,
-			      why, sizeof(why));
+			      &why);
 	if (rc) {
 		json_object_put(v->params_was);
 		v->params_was = NULL;
-		return cli_errf(err, errlen, rc, "cannot set QEMU's migration parameters: %s", why);
+		return cli_err_set(err, rc, "cannot set QEMU's migration parameters: %s", why.msg);
 	}
 	return 0;
 }
 
 /* Everything back as it was; what could not be is said in @err. */
-static int restore(struct vmstate *v, char *err, size_t errlen)
+static int restore(struct vmstate *v, struct cli_err *err)
 {
-	char why[512];
+	struct cli_err why;
 	int rc = 0, r;
 
 	if (!v->applied)
 		return 0;
 	if (v->ncaps) {
-		r = set_caps(v->q, v->caps, v->ncaps, true, why, sizeof(why));
+		r = set_caps(v->q, v->caps, v->ncaps, true, &why);
 		if (r)
-			rc = cli_errf(err, errlen, r, "QEMU's migration capabilities could not be "
-				      "restored: %s", why);
+			rc = cli_err_set(err, r, "QEMU's migration capabilities could not be "
+					 "restored: %s", why.msg);
 		else
 			v->ncaps = 0;
 	}
 	if (v->params_was && json_object_object_length(v->params_was)) {
 		r = qmp_call(v->q, "migrate-set-parameters", json_object_get(v->params_was), NULL,
-			     why, sizeof(why));
+			     &why);
 		if (r && !rc)
-			rc = cli_errf(err, errlen, r, "QEMU's migration parameters could not be "
-				      "restored: %s", why);
+			rc = cli_err_set(err, r, "QEMU's migration parameters could not be "
+					 "restored: %s", why.msg);
 	}
 	json_object_put(v->params_was);
 	json_object_put(v->params_now);
@@ -251,13 +252,13 @@ static int restore(struct vmstate *v, char *err, size_t errlen)
 
 /* ---- the pipe ----------------------------------------------------------- */
 
-static int hand_pipe(struct vmstate *v, char *err, size_t errlen)
+static int hand_pipe(struct vmstate *v, struct cli_err *err)
 {
 	int p[2], theirs, rc;
-	char why[512];
+	struct cli_err why;
 
 	if (pipe2(p, O_CLOEXEC))
-		return cli_errf(err, errlen, -errno, "pipe: %s", strerror(errno));
+		return cli_err_set(err, -errno, "pipe: %s", strerror(errno));
 	v->fd = v->source ? p[0] : p[1];
 	theirs = v->source ? p[1] : p[0];
 	fcntl(v->fd, F_SETFL, fcntl(v->fd, F_GETFL) | O_NONBLOCK);
@@ -265,13 +266,13 @@ static int hand_pipe(struct vmstate *v, char *err, size_t errlen)
 	 * wait for us.  Best effort (the default 64 KiB works too). */
 	if (v->source)
 		fcntl(v->fd, F_SETPIPE_SZ, PIPE_ROOM);
-	rc = qmp_getfd(v->q, theirs, FD_NAME, why, sizeof(why));
+	rc = qmp_getfd(v->q, theirs, FD_NAME, &why);
 	/* QEMU holds its own copy now: ours would hide the end of stream. */
 	close(theirs);
-	return rc ? cli_errf(err, errlen, rc, "QEMU refused the device state's pipe: %s", why) : 0;
+	return rc ? cli_err_set(err, rc, "QEMU refused the device state's pipe: %s", why.msg) : 0;
 }
 
-int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err, size_t errlen)
+int vms_prepare(struct vmstate **out, struct qmp *q, bool source, struct cli_err *err)
 {
 	struct vmstate *v = calloc(1, sizeof(*v));
 	struct qmp_version ver;
@@ -279,50 +280,50 @@ int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err, siz
 
 	*out = NULL;
 	if (!v)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	v->q = q;
 	v->fd = -1;
 	v->source = source;
-	rc = qmp_version(q, &ver, err, errlen);
+	rc = qmp_version(q, &ver, err);
 	if (!rc) {
 		v->exit_on_error = qmp_version_ge(&ver, 9, 1);
-		rc = read_caps(v, err, errlen);
+		rc = read_caps(v, err);
 	}
 	if (!rc)
-		rc = read_params(v, err, errlen);
+		rc = read_params(v, err);
 	/* A source QEMU keeps its own settings until its migration starts: a
 	 * migrate-send killed before that leaves nothing changed behind. */
 	if (!rc && !source)
-		rc = apply(v, err, errlen);
+		rc = apply(v, err);
 	if (!rc)
-		rc = hand_pipe(v, err, errlen);
+		rc = hand_pipe(v, err);
 	if (rc) {
-		vms_close(v, NULL, 0);
+		vms_close(v, NULL);
 		return rc;
 	}
 	*out = v;
 	return 0;
 }
 
-int vms_begin(struct vmstate *v, char *err, size_t errlen)
+int vms_begin(struct vmstate *v, struct cli_err *err)
 {
 	struct json_object *a;
-	char why[512];
+	struct cli_err why;
 	int rc;
 
 	if (v->begun)
 		return 0;
-	rc = apply(v, err, errlen);
+	rc = apply(v, err);
 	if (rc)
 		return rc;
 	a = json_object_new_object();
 	json_object_object_add(a, "uri", json_object_new_string("fd:" FD_NAME));
 	if (!v->source && v->exit_on_error)
 		json_object_object_add(a, "exit-on-error", json_object_new_boolean(false));
-	rc = qmp_call(v->q, v->source ? "migrate" : "migrate-incoming", a, NULL, why, sizeof(why));
+	rc = qmp_call(v->q, v->source ? "migrate" : "migrate-incoming", a, NULL, &why);
 	if (rc)
-		return cli_errf(err, errlen, rc, "QEMU refused to %s the device state: %s",
-				v->source ? "save" : "load", why);
+		return cli_err_set(err, rc, "QEMU refused to %s the device state: %s",
+				   v->source ? "save" : "load", why.msg);
 	v->begun = true;
 	return 0;
 }
@@ -349,11 +350,11 @@ static void note_stop(struct vmstate *v, struct json_object *ev)
 
 /* The status QEMU's migration is in, from its events, else (now and then)
  * from query-migrate; "" when nothing new is known. */
-static int migration_status(struct vmstate *v, char *st, size_t len, char *err, size_t errlen)
+static int migration_status(struct vmstate *v, char *st, size_t len, struct cli_err *err)
 {
 	struct json_object *ev, *data, *s;
 	struct qmp_migration m;
-	int rc = qmp_pump(v->q, err, errlen);
+	int rc = qmp_pump(v->q, err);
 
 	st[0] = '\0';
 	if (rc)
@@ -371,17 +372,17 @@ static int migration_status(struct vmstate *v, char *st, size_t len, char *err, 
 	if (st[0] || cli_now_ms() - v->last_query_ms < QUERY_EVERY_MS)
 		return 0;
 	v->last_query_ms = cli_now_ms();
-	rc = qmp_migrate_query(v->q, &m, err, errlen);
+	rc = qmp_migrate_query(v->q, &m, err);
 	if (!rc)
 		snprintf(st, len, "%s", m.status);
 	return rc;
 }
 
-int vms_stopped(struct vmstate *v, uint64_t *stop_ms, char *err, size_t errlen)
+int vms_stopped(struct vmstate *v, uint64_t *stop_ms, struct cli_err *err)
 {
 	struct qmp_migration m;
 	char st[32];
-	int rc = migration_status(v, st, sizeof(st), err, errlen);
+	int rc = migration_status(v, st, sizeof(st), err);
 
 	if (rc)
 		return rc;
@@ -390,23 +391,24 @@ int vms_stopped(struct vmstate *v, uint64_t *stop_ms, char *err, size_t errlen)
 		return 1;
 	}
 	if (!strcmp(st, "failed") || !strcmp(st, "cancelled") || !strcmp(st, "cancelling")) {
-		if (!qmp_migrate_query(v->q, &m, NULL, 0) && m.error[0])
-			return cli_errf(err, errlen, -EIO, "QEMU's own migration %s: %s", st, m.error);
-		return cli_errf(err, errlen, -EIO, "QEMU's own migration %s", st);
+		if (!qmp_migrate_query(v->q, &m, NULL) && m.error[0])
+			return cli_err_set(err, -EIO, "QEMU's own migration %s: %s", st, m.error);
+		return cli_err_set(err, -EIO, "QEMU's own migration %s", st);
 	}
 	return 0;
 }
 
-int vms_release(struct vmstate *v, char *err, size_t errlen)
+int vms_release(struct vmstate *v, struct cli_err *err)
 {
 	struct json_object *a = json_object_new_object();
-	char why[512];
+	struct cli_err why;
 	int rc;
 
 	json_object_object_add(a, "state", json_object_new_string("pre-switchover"));
-	rc = qmp_call(v->q, "migrate-continue", a, NULL, why, sizeof(why));
+	rc = qmp_call(v->q, "migrate-continue", a, NULL, &why);
 	if (rc)
-		return cli_errf(err, errlen, rc, "QEMU would not go on with its switch-over: %s", why);
+		return cli_err_set(err, rc, "QEMU would not go on with its switch-over: %s",
+				   why.msg);
 	v->released = true;
 	return 0;
 }
@@ -416,7 +418,7 @@ int vms_fd(const struct vmstate *v)
 	return v->fd;
 }
 
-ssize_t vms_read(struct vmstate *v, void *buf, size_t len, char *err, size_t errlen)
+ssize_t vms_read(struct vmstate *v, void *buf, size_t len, struct cli_err *err)
 {
 	ssize_t n;
 
@@ -426,8 +428,8 @@ ssize_t vms_read(struct vmstate *v, void *buf, size_t len, char *err, size_t err
 	if (n < 0 && errno == EAGAIN)
 		return -EAGAIN;
 	if (n < 0)
-		return cli_errf(err, errlen, -errno, "reading QEMU's device state: %s",
-			       strerror(errno));
+		return cli_err_set(err, -errno, "reading QEMU's device state: %s",
+				   strerror(errno));
 	return n;
 }
 
@@ -439,26 +441,26 @@ static bool final_status(const char *st)
 /* Until QEMU's migration ended, told by its MIGRATION events (on while we
  * drive it): polling query-migrate would add its interval to the
  * downtime.  0 on "completed", -EIO with QEMU's reason otherwise. */
-static int wait_end(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
+static int wait_end(struct vmstate *v, int timeout_ms, struct cli_err *err)
 {
 	uint64_t end = cli_now_ms() + (uint64_t)timeout_ms;
 	struct json_object *ev, *data, *st;
 	struct qmp_migration m;
 	char status[32];
-	int rc = qmp_migrate_query(v->q, &m, err, errlen);
+	int rc = qmp_migrate_query(v->q, &m, err);
 
 	snprintf(status, sizeof(status), "%s", m.status);
 	while (!rc && !final_status(status)) {
 		uint64_t now = cli_now_ms();
 
 		if (now >= end)
-			return cli_errf(err, errlen, -ETIMEDOUT, "migration still %s after %d ms",
-					status, timeout_ms);
+			return cli_err_set(err, -ETIMEDOUT, "migration still %s after %d ms",
+					   status, timeout_ms);
 		/* Asked again now and then, should an event not come. */
 		rc = qmp_event_wait(v->q, "MIGRATION", end - now < 50 ? (int)(end - now) : 50, &ev,
-				    err, errlen);
+				    err);
 		if (rc == -ETIMEDOUT) {
-			rc = qmp_migrate_query(v->q, &m, err, errlen);
+			rc = qmp_migrate_query(v->q, &m, err);
 			snprintf(status, sizeof(status), "%s", m.status);
 			continue;
 		}
@@ -469,52 +471,53 @@ static int wait_end(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
 			json_object_put(ev);
 	}
 	if (rc == -ECONNRESET)
-		return cli_errf(err, errlen, rc, "QEMU closed its QMP socket during the migration "
-				"(a destination QEMU exits when loading fails: see its output)");
+		return cli_err_set(err, rc, "QEMU closed its QMP socket during the migration "
+				   "(a destination QEMU exits when loading fails: see its output)");
 	if (rc || !strcmp(status, "completed"))
 		return rc;
-	if (!qmp_migrate_query(v->q, &m, NULL, 0) && m.error[0])
-		return cli_errf(err, errlen, -EIO, "%s", m.error);
-	return cli_errf(err, errlen, -EIO, "migration %s%s", status, strcmp(status, "failed") ?
-			"" : " (QEMU gave no reason)");
+	if (!qmp_migrate_query(v->q, &m, NULL) && m.error[0])
+		return cli_err_set(err, -EIO, "%s", m.error);
+	return cli_err_set(err, -EIO, "migration %s%s", status, strcmp(status, "failed") ?
+			   "" : " (QEMU gave no reason)");
 }
 
 /* Whether QEMU finished, and how; everything goes back either way. */
-static int finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
+static int finish(struct vmstate *v, int timeout_ms, struct cli_err *err)
 {
-	char why[512];
-	int rc = wait_end(v, timeout_ms, why, sizeof(why));
+	struct cli_err why;
+	int rc = wait_end(v, timeout_ms, &why);
 
 	if (rc == -ECONNRESET)
-		return cli_errf(err, errlen, rc, "QEMU exited while %s the device state%s",
-				v->source ? "saving" : "loading", v->source ? "" : ": it rejected "
-				"it (another machine type, devices or RAM layout than the source's?)");
+		return cli_err_set(err, rc, "QEMU exited while %s the device state%s",
+				   v->source ? "saving" : "loading",
+				   v->source ? "" : ": it rejected "
+				   "it (another machine type, devices or RAM layout than the source's?)");
 	if (rc)
-		return cli_errf(err, errlen, rc, "QEMU could not %s the device state: %s",
-				v->source ? "save" : "load", why);
-	return restore(v, err, errlen);
+		return cli_err_set(err, rc, "QEMU could not %s the device state: %s",
+				   v->source ? "save" : "load", why.msg);
+	return restore(v, err);
 }
 
-int vms_save_finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
+int vms_save_finish(struct vmstate *v, int timeout_ms, struct cli_err *err)
 {
-	return finish(v, timeout_ms, err, errlen);
+	return finish(v, timeout_ms, err);
 }
 
 /* The destination QEMU closed the pipe: it gave up loading.  From 9.1 on it
  * stays (exit-on-error off) and says why. */
-static int rejected(struct vmstate *v, char *err, size_t errlen)
+static int rejected(struct vmstate *v, struct cli_err *err)
 {
 	struct qmp_migration m;
 
-	if (!qmp_migrate_query(v->q, &m, NULL, 0) && m.error[0])
-		return cli_errf(err, errlen, -EPIPE, "QEMU rejected the device state: %s", m.error);
-	return cli_errf(err, errlen, -EPIPE, "QEMU stopped reading the device state (it "
-			"rejected it: another machine type, devices or RAM layout than the "
-			"source's?)");
+	if (!qmp_migrate_query(v->q, &m, NULL) && m.error[0])
+		return cli_err_set(err, -EPIPE, "QEMU rejected the device state: %s", m.error);
+	return cli_err_set(err, -EPIPE, "QEMU stopped reading the device state (it "
+			   "rejected it: another machine type, devices or RAM layout than the "
+			   "source's?)");
 }
 
 int vms_write(struct vmstate *v, const void *data, size_t len, int timeout_ms,
-	      char *err, size_t errlen)
+	      struct cli_err *err)
 {
 	uint64_t deadline = cli_now_ms() + (uint64_t)timeout_ms;
 	const char *p = data;
@@ -529,24 +532,24 @@ int vms_write(struct vmstate *v, const void *data, size_t len, int timeout_ms,
 			continue;
 		}
 		if (n < 0 && errno == EPIPE)
-			return rejected(v, err, errlen);
+			return rejected(v, err);
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
-			return cli_errf(err, errlen, -errno, "writing the device state to QEMU: %s",
-				       strerror(errno));
+			return cli_err_set(err, -errno, "writing the device state to QEMU: %s",
+					   strerror(errno));
 		if (cli_now_ms() >= deadline)
-			return cli_errf(err, errlen, -ETIMEDOUT, "QEMU did not read the device state "
-				       "within %d ms", timeout_ms);
+			return cli_err_set(err, -ETIMEDOUT, "QEMU did not read the device state "
+					   "within %d ms", timeout_ms);
 		poll(&pfd, 1, 100);
 	}
 	return 0;
 }
 
-int vms_load_finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen)
+int vms_load_finish(struct vmstate *v, int timeout_ms, struct cli_err *err)
 {
 	/* End of stream: QEMU knows the state is whole only from EOF. */
 	close(v->fd);
 	v->fd = -1;
-	return finish(v, timeout_ms, err, errlen);
+	return finish(v, timeout_ms, err);
 }
 
 /* A source QEMU's migration in any state but a final one is cancelled, and
@@ -555,17 +558,17 @@ static void cancel(struct vmstate *v)
 {
 	struct qmp_migration m;
 
-	if (!v->source || !v->begun || qmp_migrate_query(v->q, &m, NULL, 0))
+	if (!v->source || !v->begun || qmp_migrate_query(v->q, &m, NULL))
 		return;
 	if (!strcmp(m.status, "completed") || !strcmp(m.status, "failed") ||
 	    !strcmp(m.status, "cancelled") || !strcmp(m.status, "none"))
 		return;
 	if (strcmp(m.status, "cancelling"))
-		qmp_migrate_cancel(v->q, NULL, 0);
-	qmp_migrate_wait(v->q, CANCEL_MS, &m, NULL, 0);
+		qmp_migrate_cancel(v->q, NULL);
+	qmp_migrate_wait(v->q, CANCEL_MS, &m, NULL);
 }
 
-int vms_close(struct vmstate *v, char *err, size_t errlen)
+int vms_close(struct vmstate *v, struct cli_err *err)
 {
 	int rc;
 
@@ -575,13 +578,13 @@ int vms_close(struct vmstate *v, char *err, size_t errlen)
 		close(v->fd);
 	/* Prepared, never used: QEMU would keep the fd for good. */
 	if (!v->begun)
-		qmp_closefd(v->q, FD_NAME, NULL, 0);
+		qmp_closefd(v->q, FD_NAME, NULL);
 	cancel(v);
 	/* A destination's incoming migration cannot be cancelled, but the
 	 * closed pipe ends it; its settings can change only after that. */
 	if (!v->source && v->begun)
-		wait_end(v, CANCEL_MS, NULL, 0);
-	rc = restore(v, err, errlen);
+		wait_end(v, CANCEL_MS, NULL);
+	rc = restore(v, err);
 	free(v);
 	return rc;
 }

@@ -34,46 +34,47 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clierr.h"
+
 struct qmp;
 struct vmstate;
 
 /* Either side, while the guest still runs (or waits): capabilities and
  * parameters set, a pipe, QEMU's end handed over with getfd, so that only
  * vms_begin() remains.  @source: QEMU will write the pipe. */
-int vms_prepare(struct vmstate **out, struct qmp *q, bool source, char *err,
-		size_t errlen);
+int vms_prepare(struct vmstate **out, struct qmp *q, bool source, struct cli_err *err);
 /* Source: `migrate` to the pipe; with pause-before-switchover the guest
  * still runs, QEMU stops it when its own pre-copy is done (vms_stopped),
  * without it (an old QEMU) it is stopped here first.  Destination:
  * `migrate-incoming` from the pipe (on QEMU 9.1 and later with
  * exit-on-error off: a state QEMU rejects is reported, and that QEMU stays
  * to be looked at).  Once only: later calls return 0. */
-int vms_begin(struct vmstate *v, char *err, size_t errlen);
+int vms_begin(struct vmstate *v, struct cli_err *err);
 /* Source, after vms_begin, without waiting: 1 once the guest is stopped and
  * QEMU waits for vms_release, with when QEMU stopped it (our CLOCK_MONOTONIC
  * milliseconds, from QEMU's STOP event); 0 while QEMU's pre-copy goes on; a
  * negative errno when QEMU's migration failed. */
-int vms_stopped(struct vmstate *v, uint64_t *stop_ms, char *err, size_t errlen);
+int vms_stopped(struct vmstate *v, uint64_t *stop_ms, struct cli_err *err);
 /* Source: QEMU writes the rest (its last RAM, the device state) now. */
-int vms_release(struct vmstate *v, char *err, size_t errlen);
+int vms_release(struct vmstate *v, struct cli_err *err);
 /* The pipe's end, for poll(): readable (source) or writable (destination). */
 int vms_fd(const struct vmstate *v);
 /* Reads what QEMU wrote: the bytes read, 0 once QEMU closed the pipe,
  * -EAGAIN when nothing is there yet. */
-ssize_t vms_read(struct vmstate *v, void *buf, size_t len, char *err, size_t errlen);
+ssize_t vms_read(struct vmstate *v, void *buf, size_t len, struct cli_err *err);
 /* After end of stream: QEMU's "completed", or why it failed. */
-int vms_save_finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen);
+int vms_save_finish(struct vmstate *v, int timeout_ms, struct cli_err *err);
 
 /* Writes all of @data, waiting at most @timeout_ms for QEMU to read. */
 int vms_write(struct vmstate *v, const void *data, size_t len, int timeout_ms,
-	      char *err, size_t errlen);
+	      struct cli_err *err);
 /* Ends the stream and waits until QEMU has loaded it ("completed"). */
-int vms_load_finish(struct vmstate *v, int timeout_ms, char *err, size_t errlen);
+int vms_load_finish(struct vmstate *v, int timeout_ms, struct cli_err *err);
 
 /* Either side, any time: closes the pipe, cancels a source QEMU's migration
  * in whatever state it is (pre-switchover included) and waits for it to
  * end, puts every capability and parameter back, frees @v.  NULL is fine.
  * Returns what could not be restored (0 when all was): the caller says so. */
-int vms_close(struct vmstate *v, char *err, size_t errlen);
+int vms_close(struct vmstate *v, struct cli_err *err);
 
 #endif

@@ -1,9 +1,10 @@
+/* The face of the workloads: what every kind shares (write tracking,
+ * SIGSTOP freezes, the throttle, whether the process still exists), and
+ * the kind's table (workload_int.h) asked where they differ. */
 #include "workload.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,59 +12,35 @@
 
 #include "cli.h"
 #include "dirty.h"
-#include "qmp.h"
 #include "throttle.h"
+#include "workload_int.h"
 
-struct workload {
-	pid_t pid;
-	struct proc_ref proc;    /* signals and /proc reach this process only */
-	struct qmp *q;           /* borrowed; NULL for a plain process */
-	struct dirty_set *ds;    /* the RAM files' written pages */
-	int timeout_ms;
-	bool frozen;             /* SIGSTOPped by us */
-	uint64_t frozen_ms;      /* ... since */
-	bool was_running;        /* a guest: running when we started */
-	struct throttle *thr;    /* auto-converge, once opened */
-};
-
-/* QEMU's vCPUs at most that are throttled. */
-#define MAX_VCPUS 1024
-
-/* A guest we can migrate runs or is paused; anything else (already migrated,
- * shut down, still waiting for its own incoming migration) is refused. */
-static int guest_state(struct workload *w, char *err, size_t errlen)
+struct workload *wl_alloc(size_t size, const struct workload_ops *ops)
 {
-	char st[32];
-	int rc = qmp_status(w->q, st, sizeof(st), err, errlen);
+	struct workload *w = calloc(1, size);
 
-	if (rc)
-		return rc;
-	w->was_running = !strcmp(st, "running");
-	if (!w->was_running && strcmp(st, "paused") && strcmp(st, "prelaunch"))
-		return cli_errf(err, errlen, -EINVAL, "QEMU's guest is %s: only a running or "
-			      "paused guest can be migrated", st);
-	return 0;
+	if (w)
+		w->ops = ops;
+	return w;
 }
 
-int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
+int wl_init(struct workload **out, struct workload *w, const struct proc_ref *proc,
 	    const char *const *paths, const uint64_t *lens, unsigned n,
-	    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen)
+	    const struct dirty_opts *track, int timeout_ms, struct cli_err *err)
 {
-	struct workload *w = calloc(1, sizeof(*w));
 	int rc;
 
 	*out = NULL;
 	if (!w)
-		return cli_errf(err, errlen, -ENOMEM, "out of memory");
+		return cli_err_set(err, -ENOMEM, "out of memory");
 	w->pid = proc->pid;
-	w->q = q;
 	w->timeout_ms = timeout_ms;
 	w->proc = (struct proc_ref)PROC_REF_INIT;
-	rc = proc_dup(&w->proc, proc, err, errlen);
-	if (!rc && q)
-		rc = guest_state(w, err, errlen);
+	rc = proc_dup(&w->proc, proc, err);
+	if (!rc && w->ops->check)
+		rc = w->ops->check(w, err);
 	if (!rc)
-		rc = dirty_open(&w->ds, &w->proc, paths, lens, n, track, err, errlen);
+		rc = dirty_open(&w->ds, &w->proc, paths, lens, n, track, err);
 	if (rc) {
 		wl_close(w);
 		return rc;
@@ -82,6 +59,8 @@ void wl_close(struct workload *w)
 	free(w);
 }
 
+/* ---- freezing ------------------------------------------------------------------ */
+
 static int stopped_thread(void *ctx, pid_t tid, char state)
 {
 	(void)ctx;
@@ -97,7 +76,7 @@ static int all_stopped(const struct proc_ref *p)
 	return proc_each_thread(p, stopped_thread, NULL);
 }
 
-int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t errlen)
+int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, struct cli_err *err)
 {
 	uint64_t deadline = cli_now_ms() + (uint64_t)w->timeout_ms;
 	int rc;
@@ -106,21 +85,21 @@ int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t 
 	throttle_frozen(w->thr, true);
 	rc = proc_signal(&w->proc, SIGSTOP);
 	if (rc)
-		return cli_errf(err, errlen, rc, "cannot stop process %d: %s", (int)w->pid,
-				rc == -ESRCH ? "it exited" : strerror(-rc));
+		return cli_err_set(err, rc, "cannot stop process %d: %s", (int)w->pid,
+				   rc == -ESRCH ? "it exited" : strerror(-rc));
 	w->frozen = true;
 	w->frozen_ms = cli_now_ms();
 	while ((rc = all_stopped(&w->proc)) == 1) {
 		if (cli_now_ms() > deadline)
-			return cli_errf(err, errlen, -ETIMEDOUT, "process %d did not stop within "
-				      "%d ms", (int)w->pid, w->timeout_ms);
+			return cli_err_set(err, -ETIMEDOUT, "process %d did not stop within "
+					   "%d ms", (int)w->pid, w->timeout_ms);
 		rc = idle ? idle(ctx) : 0;
 		if (rc)
 			return rc;
 		usleep(500);
 	}
 	if (rc < 0)
-		return cli_errf(err, errlen, rc, "process %d exited", (int)w->pid);
+		return cli_err_set(err, rc, "process %d exited", (int)w->pid);
 	return 0;
 }
 
@@ -133,9 +112,11 @@ void wl_thaw(struct workload *w)
 	w->frozen = false;
 }
 
-int wl_clear_dirty(struct workload *w, char *err, size_t errlen)
+/* ---- what it wrote ----------------------------------------------------------- */
+
+int wl_clear_dirty(struct workload *w, struct cli_err *err)
 {
-	return dirty_clear(w->ds, err, errlen);
+	return dirty_clear(w->ds, err);
 }
 
 struct mark_ctx {
@@ -153,11 +134,11 @@ static int mark_run(void *ctx, unsigned file, uint64_t off, uint64_t len)
 }
 
 int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *bytes,
-		     char *err, size_t errlen)
+		     struct cli_err *err)
 {
 	struct mark_ctx c = { .mark = mark, .ctx = ctx, .bytes = bytes };
 
-	return dirty_collect(w->ds, mark_run, &c, err, errlen);
+	return dirty_collect(w->ds, mark_run, &c, err);
 }
 
 void wl_tracking(const struct workload *w, const char **method, const char **why_not,
@@ -168,163 +149,92 @@ void wl_tracking(const struct workload *w, const char **method, const char **why
 	*threads = dirty_threads(w->ds);
 }
 
-int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, size_t errlen)
-{
-	int rc;
+/* ---- the stop, and after ------------------------------------------------------- */
 
-	*now = !w->q;
+int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, struct cli_err *err)
+{
 	*stop_ms = w->frozen_ms;
-	if (!w->q && w->frozen)
-		throttle_hold(w->thr);
-	if (!w->q)
-		return w->frozen ? 0 : cli_errf(err, errlen, -EINVAL, "the process is not frozen");
-	/* From here on the guest's writes are the last round's. */
-	rc = wl_clear_dirty(w, err, errlen);
-	wl_thaw(w);
-	return rc;
-}
-
-bool wl_was_running(const struct workload *w)
-{
-	return w->was_running;
+	return w->ops->begin_stop(w, now, err);
 }
 
 const char *wl_kind(const struct workload *w)
 {
-	return w->q ? "guest" : "process";
+	return w->ops->kind;
 }
 
 const char *wl_running_key(const struct workload *w)
 {
-	return w->q ? "guest-running" : "workload-running";
+	return w->ops->running_key;
 }
 
 void wl_left(const struct workload *w, char *buf, size_t len)
 {
-	if (w->q)
-		snprintf(buf, len, "the guest stays paused here: it now runs on the destination");
-	else
-		snprintf(buf, len, "process %d stays stopped: it now lives on the destination",
-			 (int)w->pid);
+	w->ops->left(w, buf, len);
 }
 
 const char *wl_runs_again(const struct workload *w)
 {
-	return w->q ? "the guest runs on the source again" : "the process keeps running here";
+	return w->ops->runs_again;
 }
 
-int wl_recheck(struct workload *w, char *err, size_t errlen)
+int wl_recheck(struct workload *w, struct cli_err *err)
 {
 	if (proc_signal(&w->proc, 0) == -ESRCH)
-		return cli_errf(err, errlen, -ESRCH, "%s %d exited while the migration waited "
-				"for start", w->q ? "QEMU" : "process", (int)w->pid);
-	return w->q ? guest_state(w, err, errlen) : 0;
+		return cli_err_set(err, -ESRCH, "%s %d exited while the migration waited "
+				   "for start", w->ops->name, (int)w->pid);
+	return w->ops->check ? w->ops->check(w, err) : 0;
 }
 
 bool wl_untouched(struct workload *w, char *msg, size_t len)
 {
-	char st[32] = "", why[256];
-
 	if (proc_signal(&w->proc, 0) == -ESRCH) {
-		snprintf(msg, len, "%s %d has exited", w->q ? "QEMU" : "process", (int)w->pid);
+		snprintf(msg, len, "%s %d has exited", w->ops->name, (int)w->pid);
 		return false;
 	}
-	if (!w->q) {
-		snprintf(msg, len, "process %d was not touched and keeps running", (int)w->pid);
-		return true;
-	}
-	if (qmp_status(w->q, st, sizeof(st), why, sizeof(why))) {
-		snprintf(msg, len, "the guest was not touched; its state is unknown: %s", why);
-		return false;
-	}
-	snprintf(msg, len, "the guest was not touched (QEMU status %s)", st);
-	return !strcmp(st, "running");
+	return w->ops->untouched(w, msg, len);
 }
 
-int wl_resume(struct workload *w, char *err, size_t errlen)
+int wl_resume(struct workload *w, struct cli_err *err)
 {
-	char why[512], st[32] = "";
-	int rc;
+	struct cli_err why;
 
 	if (proc_signal(&w->proc, 0) == -ESRCH)
-		return cli_errf(err, errlen, -ESRCH, "%s %d has exited", w->q ? "QEMU" : "process",
-				(int)w->pid);
+		return cli_err_set(err, -ESRCH, "%s %d has exited", w->ops->name,
+				   (int)w->pid);
 	/* Unthrottled before it runs on. */
-	if (throttle_pct(w->thr) && throttle_set(w->thr, 0, why, sizeof(why))) {
+	if (throttle_pct(w->thr) && throttle_set(w->thr, 0, &why)) {
 		wl_thaw(w);
-		return cli_errf(err, errlen, -EIO, "the %s runs, but its throttle could not be "
-				"released: %s", wl_kind(w), why);
+		return cli_err_set(err, -EIO, "the %s runs, but its throttle could not be "
+				   "released: %s", wl_kind(w), why.msg);
 	}
 	wl_thaw(w);
-	if (!w->q)
-		return 0;
-	rc = qmp_status(w->q, st, sizeof(st), why, sizeof(why));
-	if (rc)
-		return cli_errf(err, errlen, rc, "the guest's state is unknown: %s", why);
-	if (!w->was_running)
-		return cli_errf(err, errlen, -EAGAIN, "the guest was paused before the migration "
-				"and stays paused on the source (QEMU status %s%s)", st,
-				strcmp(st, "postmigrate") ? "" : "; `cont` resumes it there");
-	if (!strcmp(st, "running"))
-		return 0;
-	/* QEMU stopped it for its switch-over (from 8.2 on a failed migration
-	 * leaves it paused, before that in postmigrate): it runs again. */
-	rc = qmp_cont(w->q, why, sizeof(why));
-	return rc ? cli_errf(err, errlen, rc, "the guest (QEMU status %s) could not be resumed: "
-			     "%s", st, why) : 0;
+	return w->ops->resume ? w->ops->resume(w, err) : 0;
 }
 
-/* QEMU's vCPU threads, from QEMU: each must be a thread of that QEMU. */
-static int vcpu_threads(struct workload *w, pid_t *tids, unsigned *n, char *err,
-			size_t errlen)
-{
-	char task[32];
-	unsigned i;
-	int rc = qmp_vcpu_threads(w->q, tids, MAX_VCPUS, n, err, errlen), fd;
+/* ---- the throttle ---------------------------------------------------------------- */
 
-	for (i = 0; !rc && i < *n; i++) {
-		snprintf(task, sizeof(task), "task/%d", (int)tids[i]);
-		fd = proc_openat(&w->proc, task, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			rc = cli_errf(err, errlen, -ESRCH, "QEMU names thread %d as a vCPU's, but "
-				      "it is no thread of QEMU %d", (int)tids[i], (int)w->pid);
-		else
-			close(fd);
-	}
-	return rc;
-}
-
-int wl_throttle_open(struct workload *w, char *err, size_t errlen)
+int wl_throttle_open(struct workload *w, struct cli_err *err)
 {
 	pid_t *tids = NULL;
 	unsigned n = 0;
 	char what[64];
 	struct thr_target t = { .proc = &w->proc, .what = what };
-	int rc = 0;
+	int rc = w->ops->throttle_target(w, &tids, &n, what, sizeof(what), err);
 
-	if (w->q) {
-		tids = calloc(MAX_VCPUS, sizeof(*tids));
-		if (!tids)
-			return cli_errf(err, errlen, -ENOMEM, "out of memory");
-		rc = vcpu_threads(w, tids, &n, err, errlen);
-		snprintf(what, sizeof(what), "QEMU's %u vCPU thread%s", n, n == 1 ? "" : "s");
-	} else {
-		snprintf(what, sizeof(what), "process %d", (int)w->pid);
-	}
 	t.tids = tids;
 	t.ntids = n;
 	if (!rc)
-		rc = throttle_open(&w->thr, &t, err, errlen);
+		rc = throttle_open(&w->thr, &t, err);
 	free(tids);
 	return rc;
 }
 
-int wl_throttle(struct workload *w, unsigned pct, char *err, size_t errlen)
+int wl_throttle(struct workload *w, unsigned pct, struct cli_err *err)
 {
 	if (!w->thr)
-		return pct ? cli_errf(err, errlen, -EINVAL, "the %s cannot be throttled: no "
-				      "throttle was opened", wl_kind(w)) : 0;
-	return throttle_set(w->thr, pct, err, errlen);
+		return pct ? cli_err_set(err, -EINVAL, "the %s cannot be throttled: no "
+					 "throttle was opened", wl_kind(w)) : 0;
+	return throttle_set(w->thr, pct, err);
 }
 
 void wl_throttle_aside(struct workload *w)

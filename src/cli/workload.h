@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clierr.h"
 #include "dirty.h"
 #include "proc.h"
 
@@ -28,30 +29,34 @@ struct workload;
 /* Called while waiting for the workload (to keep the peer from timing
  * out): 0 to go on, or a negative errno to give up with. */
 typedef int (*wl_idle_fn)(void *ctx);
-/* Receives each run of dirty pages of file @file (index into wl_open's
+/* Receives each run of dirty pages of file @file (index into wl_open_*'s
  * @paths); a negative return stops the walk and is returned. */
 typedef int (*wl_mark_fn)(void *ctx, unsigned file, uint64_t off, uint64_t len);
 
-/* Tracks @proc's writes to each of @paths (@lens bytes each) the way
- * @track asks (dirty.h; NULL: the best there is); signals go to that
- * process only (proc.h).  @q: the guest's QMP connection, borrowed (NULL
- * for a plain process). */
-int wl_open(struct workload **out, const struct proc_ref *proc, struct qmp *q,
-	    const char *const *paths, const uint64_t *lens, unsigned n,
-	    const struct dirty_opts *track, int timeout_ms, char *err, size_t errlen);
+/* The kinds of workload, one file each (workload_int.h says how to add
+ * one).  Each tracks @proc's writes to each of @paths (@lens bytes each)
+ * the way @track asks (dirty.h; NULL: the best there is); signals go to
+ * that process only (proc.h).  A plain process: */
+int wl_open_process(struct workload **out, const struct proc_ref *proc,
+		    const char *const *paths, const uint64_t *lens, unsigned n,
+		    const struct dirty_opts *track, int timeout_ms, struct cli_err *err);
+/* A QEMU guest, @q its QMP connection (borrowed): */
+int wl_open_qemu(struct workload **out, const struct proc_ref *proc, struct qmp *q,
+		 const char *const *paths, const uint64_t *lens, unsigned n,
+		 const struct dirty_opts *track, int timeout_ms, struct cli_err *err);
 void wl_close(struct workload *w);
 
 /* Freezes every thread (SIGSTOP) and waits until all are stopped. */
-int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, char *err, size_t errlen);
+int wl_freeze(struct workload *w, wl_idle_fn idle, void *ctx, struct cli_err *err);
 /* Lets a frozen workload run again. */
 void wl_thaw(struct workload *w);
 /* Clears the dirty bits (frozen: nothing may write between the collect
  * before and this). */
-int wl_clear_dirty(struct workload *w, char *err, size_t errlen);
+int wl_clear_dirty(struct workload *w, struct cli_err *err);
 /* Reports what was written since the last clear, adding its bytes to
  * *@bytes.  Does not clear. */
 int wl_collect_dirty(struct workload *w, wl_mark_fn mark, void *ctx, uint64_t *bytes,
-		     char *err, size_t errlen);
+		     struct cli_err *err);
 
 /* How its writes are tracked, for the setup event: the method, why not a
  * better one ("" if none is), and the threads a collect runs on. */
@@ -64,10 +69,7 @@ void wl_tracking(const struct workload *w, const char **method, const char **why
  * cleared and it runs on (*@now false): its QEMU stops it by itself during
  * its own migration (devstate.h), and what it wrote meanwhile is collected
  * then. */
-int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, char *err, size_t errlen);
-/* A guest: whether it was running when the migration started (one that was
- * paused stays paused after a failure). */
-bool wl_was_running(const struct workload *w);
+int wl_begin_stop(struct workload *w, bool *now, uint64_t *stop_ms, struct cli_err *err);
 /* "guest" or "process": what the reports call it. */
 const char *wl_kind(const struct workload *w);
 /* The "failed" event's key for whether it runs again: "guest-running" or
@@ -83,7 +85,7 @@ const char *wl_runs_again(const struct workload *w);
  * whoever paused it).  QEMU refuses while its own migration runs: the
  * device state's end cancels that first.  An error says why it does not
  * run (it exited, QEMU refused), or that a guest paused before stays so. */
-int wl_resume(struct workload *w, char *err, size_t errlen);
+int wl_resume(struct workload *w, struct cli_err *err);
 
 /* Auto-converge (throttle.h): from now on the workload may be throttled,
  * a guest's vCPU threads (their ids from QEMU, checked to be its threads)
@@ -91,9 +93,9 @@ int wl_resume(struct workload *w, char *err, size_t errlen);
  * here, before anything moves.  Its freezes and its stop are told to the
  * throttle's keeper, which resumes a workload left frozen by a migrate-send
  * killed with SIGKILL. */
-int wl_throttle_open(struct workload *w, char *err, size_t errlen);
+int wl_throttle_open(struct workload *w, struct cli_err *err);
 /* The throttle at @pct percent from now on (0: released). */
-int wl_throttle(struct workload *w, unsigned pct, char *err, size_t errlen);
+int wl_throttle(struct workload *w, unsigned pct, struct cli_err *err);
 /* QEMU stopped the guest for its switch-over: the throttle steps aside
  * (throttle_aside()). */
 void wl_throttle_aside(struct workload *w);
@@ -103,8 +105,8 @@ void wl_throttle_state(const struct workload *w, unsigned *pct, uint64_t *ms);
 const char *wl_throttle_method(const struct workload *w, const char **where);
 
 /* A migration that waited (--defer) begins: the workload's state is read
- * again, as wl_open read it, since its manager may have changed it. */
-int wl_recheck(struct workload *w, char *err, size_t errlen);
+ * again, as wl_open_* read it, since its manager may have changed it. */
+int wl_recheck(struct workload *w, struct cli_err *err);
 
 /* After a migration that never began: whether the workload, which we never
  * touched, runs; @msg says how it is. */

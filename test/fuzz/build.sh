@@ -66,7 +66,7 @@ $CC $common $warn $san -o "$out/fuzz_chan" test/fuzz/fuzz_chan.c src/lib/session
 cli_cflags="-Isrc/cli $(pkg-config --cflags json-c)"
 echo "  LD      $out/fuzz_control"
 $CC $common $cli_cflags $warn $san -o "$out/fuzz_control" test/fuzz/fuzz_control.c \
-	src/cli/control.c $(pkg-config --libs json-c) -lev
+	src/cli/control.c src/cli/clierr.c $(pkg-config --libs json-c) -lev
 echo "  LD      $out/fuzz_names"
 $CC $common $cli_cflags $warn $san -o "$out/fuzz_names" test/fuzz/fuzz_names.c \
 	src/cli/cli.c src/cli/safeopen.c src/cli/clierr.c src/lib/util/util.c \

@@ -204,15 +204,16 @@ static void cgroup_of(pid_t pid, pid_t tid, char *buf, size_t len)
 /* The threads to watch and their cgroups now, before any throttle. */
 static void note_threads(struct cfx *f)
 {
-	char task[64], err[256];
+	struct cli_err err;
+	char task[64];
 	struct dirent *de;
 	unsigned i;
 	DIR *d;
 
 	f->ntids = 0;
 	if (f->src.p.pid) {
-		ck_assert_msg(qmp_vcpu_threads(f->src.q, f->tids, MAX_THREADS, &f->ntids, err,
-					       sizeof(err)) == 0, "query-cpus-fast: %s", err);
+		ck_assert_msg(qmp_vcpu_threads(f->src.q, f->tids, MAX_THREADS, &f->ntids,
+					       &err) == 0, "query-cpus-fast: %s", err.msg);
 	} else {
 		snprintf(task, sizeof(task), "/proc/%d/task", (int)f->pid);
 		d = opendir(task);
@@ -498,7 +499,7 @@ static void converges(struct cfx *f)
 {
 	struct json_object *done;
 	struct peak p;
-	char line[512];
+	struct cli_err line;
 	int sc, rc;
 
 	cfx_recv(f, f->src.p.pid != 0);
@@ -543,10 +544,10 @@ static void converges(struct cfx *f)
 	vm_expect_status(&f->src, "postmigrate");
 	vm_expect_status(&f->dst_vm, "running");
 	assert_full_rate(f, true, "success, at the destination,");
-	ck_assert_msg(qmp_stop(f->dst_vm.q, line, sizeof(line)) == 0, "stop: %s", line);
-	rc = guest_check_range(f->dst_ram, GUEST_END_MIB, line, sizeof(line));
-	ck_assert_msg(rc == 0, "destination RAM: %s", line);
-	printf("converge: %s: destination %s\n", f->src.version, line);
+	ck_assert_msg(qmp_stop(f->dst_vm.q, &line) == 0, "stop: %s", line.msg);
+	rc = guest_check_range(f->dst_ram, GUEST_END_MIB, line.msg, sizeof(line.msg));
+	ck_assert_msg(rc == 0, "destination RAM: %s", line.msg);
+	printf("converge: %s: destination %s\n", f->src.version, line.msg);
 }
 
 /* How a migration under throttle ends. */

@@ -88,45 +88,44 @@ static int on_run1(void *ctx, unsigned file, uint64_t off, uint64_t len)
 
 static void collect(struct dirty_set *m, struct runs *r)
 {
-	char err[512] = "";
+	struct cli_err err = { "" };
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	ret = dirty_collect(m, on_run1, r, err, sizeof(err));
-	ck_assert_msg(ret == 0, "dirty_collect: %d %s", ret, err);
+	ret = dirty_collect(m, on_run1, r, &err);
+	ck_assert_msg(ret == 0, "dirty_collect: %d %s", ret, err.msg);
 	ck_assert_msg(!r->misordered, "runs out of order, overlapping or not merged");
 }
 
 /* The commands hold the process by identity (proc.h); so do these tests,
  * for the length of one call. */
 static int open_files(struct dirty_set **m, pid_t pid, const char *const *paths,
-		      const uint64_t *lens, unsigned n, enum dirty_mode mode, char *err,
-		      size_t errlen)
+		      const uint64_t *lens, unsigned n, enum dirty_mode mode, struct cli_err *err)
 {
 	struct dirty_opts o = { .mode = mode, .threads = test_threads };
 	struct proc_ref p;
-	int ret = proc_open(&p, pid, err, errlen);
+	int ret = proc_open(&p, pid, err);
 
 	*m = NULL;
 	if (!ret)
-		ret = dirty_open(m, &p, paths, lens, n, &o, err, errlen);
+		ret = dirty_open(m, &p, paths, lens, n, &o, err);
 	proc_close(&p);
 	return ret;
 }
 
 static int open_pid(struct dirty_set **m, pid_t pid, const char *path, uint64_t len,
-		    enum dirty_mode mode, char *err, size_t errlen)
+		    enum dirty_mode mode, struct cli_err *err)
 {
 	return open_files(m, pid, (const char *const[]){ path }, (const uint64_t[]){ len }, 1,
-			  mode, err, errlen);
+			  mode, err);
 }
 
 static void clear(struct dirty_set *m)
 {
-	char err[512] = "";
-	int ret = dirty_clear(m, err, sizeof(err));
+	struct cli_err err = { "" };
+	int ret = dirty_clear(m, &err);
 
-	ck_assert_msg(ret == 0, "dirty_clear: %d %s", ret, err);
+	ck_assert_msg(ret == 0, "dirty_clear: %d %s", ret, err.msg);
 }
 
 /* Opens @path of @pid in @mode and checks the method is the one asked for.
@@ -135,21 +134,21 @@ static void clear(struct dirty_set *m)
 static struct dirty_set *open_mode(pid_t pid, const char *path, uint64_t len,
 				   enum dirty_mode mode)
 {
-	char err[1024] = "";
+	struct cli_err err = { "" };
 	struct dirty_set *m;
 	struct utsname u;
-	int ret = open_pid(&m, pid, path, len, mode, err, sizeof(err));
+	int ret = open_pid(&m, pid, path, len, mode, &err);
 
 	fprintf(stderr, "dirty_open(%s): %d %s%s\n", mode == DIRTY_WP_ASYNC ? "wp-async" :
-		"soft-dirty", ret, ret ? err : "method ", ret ? "" : dirty_method(m));
+		"soft-dirty", ret, ret ? err.msg : "method ", ret ? "" : dirty_method(m));
 	if (mode == DIRTY_WP_ASYNC && !wp_kernel()) {
 		ck_assert_int_eq(ret, -EOPNOTSUPP);
-		ck_assert_ptr_nonnull(strstr(err, "PAGEMAP_SCAN is not in this kernel"));
+		ck_assert_ptr_nonnull(strstr(err.msg, "PAGEMAP_SCAN is not in this kernel"));
 		uname(&u);
-		ck_assert_ptr_nonnull(strstr(err, u.release));
+		ck_assert_ptr_nonnull(strstr(err.msg, u.release));
 		return NULL;
 	}
-	ck_assert_msg(ret == 0, "dirty_open: %d %s", ret, err);
+	ck_assert_msg(ret == 0, "dirty_open: %d %s", ret, err.msg);
 	if (mode == DIRTY_WP_ASYNC)
 		ck_assert_str_eq(dirty_method(m), "wp-async");
 	else
@@ -537,7 +536,8 @@ START_TEST(two_files_many_slices)
 					     { 3 * SLICE_MIN_PAGES + 7, 1 },
 					     { 6 * SLICE_MIN_PAGES - 1, 1 } };
 	uint64_t ps = (uint64_t)getpagesize(), lens[2] = { np0 * ps, np1 * ps };
-	char dir[256], p0[300], p1[300], err[1024] = "";
+	struct cli_err err = { "" };
+	char dir[256], p0[300], p1[300];
 	struct dirty_set *m;
 	struct file_runs fr;
 	struct child ch;
@@ -556,9 +556,9 @@ START_TEST(two_files_many_slices)
 	child_start(&ch, p0, np0, CH_PREFAULT, w, 5);
 	test_threads = 3;
 	ck_assert_int_eq(open_files(&m, ch.pid, (const char *const[]){ p0, p1 }, lens, 2,
-				    mode_of(_i), err, sizeof(err)), -ENOENT);
-	ck_assert_ptr_nonnull(strstr(err, "does not map"));
-	ck_assert_ptr_nonnull(strstr(err, p1));
+				    mode_of(_i), &err), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err.msg, "does not map"));
+	ck_assert_ptr_nonnull(strstr(err.msg, p1));
 	child_finish(&ch);
 
 	/* Now one process mapping both: the test's own child of a different
@@ -591,17 +591,17 @@ START_TEST(two_files_many_slices)
 	ck_assert_int_eq(read(up[0], &c, 1), 1);
 	if (mode_of(_i) == DIRTY_WP_ASYNC && !wp_kernel()) {
 		ck_assert_int_eq(open_files(&m, pid, (const char *const[]){ p0, p1 }, lens, 2,
-					    mode_of(_i), err, sizeof(err)), -EOPNOTSUPP);
+					    mode_of(_i), &err), -EOPNOTSUPP);
 	} else {
 		ck_assert_msg(!open_files(&m, pid, (const char *const[]){ p0, p1 }, lens, 2,
-					  mode_of(_i), err, sizeof(err)), "dirty_open: %s", err);
+					  mode_of(_i), &err), "dirty_open: %s", err.msg);
 		ck_assert_uint_ge(m->nslices, 7);
 		ck_assert_uint_eq(dirty_threads(m), 3);
 		clear(m);
 		ck_assert_int_eq(write(down[1], "W", 1), 1);
 		ck_assert_int_eq(read(up[0], &c, 1), 1);
 		memset(&fr, 0, sizeof(fr));
-		ck_assert_int_eq(dirty_collect(m, on_run2, &fr, err, sizeof(err)), 0);
+		ck_assert_int_eq(dirty_collect(m, on_run2, &fr, &err), 0);
 		ck_assert(!fr.out_of_order && !fr.r[0].misordered && !fr.r[1].misordered);
 		assert_runs(&fr.r[0], want0, 4, lens[0]);
 		assert_runs(&fr.r[1], (const uint64_t[][2]){ { 1, 1 }, { np1 - 1, 1 } }, 2, lens[1]);
@@ -694,7 +694,8 @@ END_TEST
 START_TEST(auto_picks_and_says_why)
 {
 	uint64_t len = NPAGES * (uint64_t)getpagesize();
-	char dir[256], path[300], err[1024];
+	struct cli_err err;
+	char dir[256], path[300];
 	struct dirty_set *m;
 	struct child ch;
 	struct utsname u;
@@ -705,7 +706,7 @@ START_TEST(auto_picks_and_says_why)
 
 	/* A plain process. */
 	child_start(&ch, path, NPAGES, CH_PREFAULT, NULL, 0);
-	ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_AUTO, err, sizeof(err)), 0);
+	ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_AUTO, &err), 0);
 	fprintf(stderr, "auto on %s: %s (%s), %u threads\n", u.release, dirty_method(m),
 		dirty_why_not(m), dirty_threads(m));
 	if (wp_kernel()) {
@@ -720,17 +721,17 @@ START_TEST(auto_picks_and_says_why)
 
 	/* Another tracer (this test) holds it. */
 	ck_assert_int_eq(ptrace(PTRACE_SEIZE, ch.pid, NULL, NULL), 0);
-	ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_AUTO, err, sizeof(err)), 0);
+	ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_AUTO, &err), 0);
 	fprintf(stderr, "auto, traced: %s (%s)\n", dirty_method(m), dirty_why_not(m));
 	ck_assert(strcmp(dirty_method(m), "wp-async"));
 	if (wp_kernel())
 		ck_assert_ptr_nonnull(strstr(dirty_why_not(m), "another tracer holds it"));
 	dirty_close(m);
 	if (wp_kernel()) {
-		ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_WP_ASYNC, err, sizeof(err)),
+		ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_WP_ASYNC, &err),
 				 -EPERM);
-		ck_assert_ptr_nonnull(strstr(err, "wp-async tracking is not possible"));
-		ck_assert_ptr_nonnull(strstr(err, "another tracer holds it"));
+		ck_assert_ptr_nonnull(strstr(err.msg, "wp-async tracking is not possible"));
+		ck_assert_ptr_nonnull(strstr(err.msg, "another tracer holds it"));
 	}
 	/* Detaching needs a stopped tracee. */
 	ck_assert_int_eq(ptrace(PTRACE_INTERRUPT, ch.pid, NULL, NULL), 0);
@@ -740,14 +741,14 @@ START_TEST(auto_picks_and_says_why)
 
 	/* Under a seccomp filter: auto does not risk it, wp-async does. */
 	child_start(&ch, path, NPAGES, CH_PREFAULT | CH_SECCOMP, NULL, 0);
-	ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_AUTO, err, sizeof(err)), 0);
+	ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_AUTO, &err), 0);
 	fprintf(stderr, "auto, seccomp: %s (%s)\n", dirty_method(m), dirty_why_not(m));
 	ck_assert(strcmp(dirty_method(m), "wp-async"));
 	if (wp_kernel())
 		ck_assert_ptr_nonnull(strstr(dirty_why_not(m), "seccomp filter"));
 	dirty_close(m);
 	if (wp_kernel()) {
-		ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_WP_ASYNC, err, sizeof(err)), 0);
+		ck_assert_int_eq(open_pid(&m, ch.pid, path, len, DIRTY_WP_ASYNC, &err), 0);
 		ck_assert_str_eq(dirty_method(m), "wp-async");
 		dirty_close(m);
 	}
@@ -758,19 +759,20 @@ END_TEST
 
 /* ---- errors ------------------------------------------------------------------- */
 
-static int open_fails(pid_t pid, const char *path, char *err, size_t errlen)
+static int open_fails(pid_t pid, const char *path, struct cli_err *err)
 {
 	struct dirty_set *m = (struct dirty_set *)1;
-	int ret = open_pid(&m, pid, path, 1 << 20, DIRTY_AUTO, err, errlen);
+	int ret = open_pid(&m, pid, path, 1 << 20, DIRTY_AUTO, err);
 
 	ck_assert_ptr_null(m);
-	fprintf(stderr, "dirty_open(%d, %s): %d %s\n", (int)pid, path, ret, err);
+	fprintf(stderr, "dirty_open(%d, %s): %d %s\n", (int)pid, path, ret, err->msg);
 	return ret;
 }
 
 START_TEST(open_errors)
 {
-	char dir[256], path[300], missing[320], err[512], want[400];
+	struct cli_err err;
+	char dir[256], path[300], missing[320], want[400];
 	void *priv;
 	int fd;
 
@@ -779,25 +781,25 @@ START_TEST(open_errors)
 	snprintf(missing, sizeof(missing), "%s/nope", dir);
 	make_file(path, 1 << 20);
 
-	ck_assert_int_eq(open_fails(getpid(), path, err, sizeof(err)), -ENOENT);
+	ck_assert_int_eq(open_fails(getpid(), path, &err), -ENOENT);
 	snprintf(want, sizeof(want), "process %d does not map %s", (int)getpid(), path);
-	ck_assert_str_eq(err, want);
+	ck_assert_str_eq(err.msg, want);
 
-	ck_assert_int_eq(open_fails(getpid(), missing, err, sizeof(err)), -ENOENT);
-	ck_assert_ptr_nonnull(strstr(err, missing));
+	ck_assert_int_eq(open_fails(getpid(), missing, &err), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err.msg, missing));
 
 	fd = open(path, O_RDWR);
 	priv = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	ck_assert_ptr_ne(priv, MAP_FAILED);
-	ck_assert_int_eq(open_fails(getpid(), path, err, sizeof(err)), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(err, "only privately"));
-	ck_assert_ptr_nonnull(strstr(err, path));
+	ck_assert_int_eq(open_fails(getpid(), path, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "only privately"));
+	ck_assert_ptr_nonnull(strstr(err.msg, path));
 	munmap(priv, 1 << 20);
 	close(fd);
 
 	/* PIDs count up from a high one only after wrapping: this one is free. */
-	ck_assert_int_eq(open_fails(0x3ffffff, path, err, sizeof(err)), -ESRCH);
-	ck_assert_ptr_nonnull(strstr(err, "no process 67108863"));
+	ck_assert_int_eq(open_fails(0x3ffffff, path, &err), -ESRCH);
+	ck_assert_ptr_nonnull(strstr(err.msg, "no process 67108863"));
 	tu_rmdir(dir);
 }
 END_TEST
@@ -808,7 +810,8 @@ END_TEST
 START_TEST(mapping_change_and_exit_fail_collect)
 {
 	uint64_t len = NPAGES * (uint64_t)getpagesize();
-	char dir[256], path[300], err[512];
+	struct cli_err err;
+	char dir[256], path[300];
 	struct dirty_set *m;
 	struct child ch;
 	struct runs r;
@@ -824,8 +827,8 @@ START_TEST(mapping_change_and_exit_fail_collect)
 		clear(m);
 		collect(m, &r);
 		munmap(p, len);
-		ck_assert_int_eq(dirty_collect(m, on_run1, &r, err, sizeof(err)), -ESTALE);
-		ck_assert_ptr_nonnull(strstr(err, "changed its mappings of"));
+		ck_assert_int_eq(dirty_collect(m, on_run1, &r, &err), -ESTALE);
+		ck_assert_ptr_nonnull(strstr(err.msg, "changed its mappings of"));
 		dirty_close(m);
 	} else {
 		munmap(p, len);
@@ -837,8 +840,8 @@ START_TEST(mapping_change_and_exit_fail_collect)
 	kill(ch.pid, SIGKILL);
 	ck_assert_int_eq(waitpid(ch.pid, &st, 0), ch.pid);
 	if (m) {
-		ck_assert_int_eq(dirty_collect(m, on_run1, &r, err, sizeof(err)), -ESRCH);
-		ck_assert_ptr_nonnull(strstr(err, "exited"));
+		ck_assert_int_eq(dirty_collect(m, on_run1, &r, &err), -ESRCH);
+		ck_assert_ptr_nonnull(strstr(err.msg, "exited"));
 		dirty_close(m);
 	}
 	close(ch.to);

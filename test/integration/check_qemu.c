@@ -243,7 +243,7 @@ static void set_libvirt_settings(struct vm *v)
 {
 	static const char *const caps[] = { "pause-before-switchover", "events", "multifd" };
 	struct json_object *list = json_object_new_array(), *c, *p;
-	char err[512];
+	struct cli_err err;
 	size_t i;
 
 	for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
@@ -253,23 +253,24 @@ static void set_libvirt_settings(struct vm *v)
 		json_object_array_add(list, c);
 	}
 	ck_assert_msg(qmp_call(v->q, "migrate-set-capabilities", vm_args1("capabilities", list),
-			       NULL, err, sizeof(err)) == 0, "%s: set capabilities: %s", v->name,
-		      err);
+			       NULL, &err) == 0, "%s: set capabilities: %s", v->name,
+		      err.msg);
 	p = vm_args1("max-bandwidth", json_object_new_int64(10 << 20));
-	ck_assert_msg(qmp_call(v->q, "migrate-set-parameters", p, NULL, err, sizeof(err)) == 0,
-		      "%s: set parameters: %s", v->name, err);
+	ck_assert_msg(qmp_call(v->q, "migrate-set-parameters", p, NULL, &err) == 0,
+		      "%s: set parameters: %s", v->name, err.msg);
 }
 
 /* Every migration capability and parameter of @v, as one string. */
 static char *settings(struct vm *v)
 {
 	struct json_object *c, *p;
-	char err[512], *out;
+	struct cli_err err;
+	char *out;
 
-	ck_assert_msg(qmp_call(v->q, "query-migrate-capabilities", NULL, &c, err,
-			       sizeof(err)) == 0, "%s: %s", v->name, err);
-	ck_assert_msg(qmp_call(v->q, "query-migrate-parameters", NULL, &p, err,
-			       sizeof(err)) == 0, "%s: %s", v->name, err);
+	ck_assert_msg(qmp_call(v->q, "query-migrate-capabilities", NULL, &c,
+			       &err) == 0, "%s: %s", v->name, err.msg);
+	ck_assert_msg(qmp_call(v->q, "query-migrate-parameters", NULL, &p,
+			       &err) == 0, "%s: %s", v->name, err.msg);
 	ck_assert(asprintf(&out, "%s %s", json_object_to_json_string(c),
 			   json_object_to_json_string(p)) > 0);
 	json_object_put(c);
@@ -290,10 +291,10 @@ static void assert_same_settings(struct vm *v, const char *before)
 static void mig_status(struct vm *v, char *st, size_t len)
 {
 	struct qmp_migration m;
-	char err[512];
+	struct cli_err err;
 
-	ck_assert_msg(qmp_migrate_query(v->q, &m, err, sizeof(err)) == 0, "%s: %s", v->name,
-		      err);
+	ck_assert_msg(qmp_migrate_query(v->q, &m, &err) == 0, "%s: %s", v->name,
+		      err.msg);
 	snprintf(st, len, "%s", m.status);
 }
 
@@ -353,7 +354,8 @@ START_TEST(live_migration_runs_on)
 	struct json_object *done, *parts, *v;
 	uint64_t dt[4], sum = 0;
 	int i;
-	char line[512], err[512];
+	struct cli_err err;
+	char line[512];
 	struct qfx f;
 	int sc, rc, m0;
 
@@ -391,7 +393,7 @@ START_TEST(live_migration_runs_on)
 	vm_expect_status(&f.dst, "running");
 	m0 = guest_markers(f.dst_serial, 1);
 	guest_wait_markers(f.dst_serial, 1, m0 + 2, 120000, "destination guest");
-	ck_assert_msg(qmp_stop(f.dst.q, err, sizeof(err)) == 0, "stop: %s", err);
+	ck_assert_msg(qmp_stop(f.dst.q, &err) == 0, "stop: %s", err.msg);
 	rc = guest_check(f.dst_ram, line, sizeof(line));
 	ck_assert_msg(rc == 0, "destination RAM: %s", line);
 	printf("qemu: QEMU %s: live migration of a running guest (128 MiB, TCG): %" PRIu64 " rounds, "
@@ -530,13 +532,13 @@ END_TEST
 START_TEST(recv_killed_paused_guest_stays_paused)
 {
 	struct json_object *ev;
-	char err[512];
+	struct cli_err err;
 	const char *msg;
 	struct qfx f;
 
 	qfx_init(&f, _i);
 	qfx_pair(&f, "pc");
-	ck_assert_msg(qmp_stop(f.src.q, err, sizeof(err)) == 0, "stop: %s", err);
+	ck_assert_msg(qmp_stop(f.src.q, &err) == 0, "stop: %s", err.msg);
 	ev = kill_recv_mid_stream(&f);
 	ck_assert_msg(!json_object_get_boolean(json_object_object_get(ev, "guest-running")),
 		      "the failed event says a paused guest runs");
@@ -651,7 +653,8 @@ END_TEST
  * migrates as file-backed RAM does. */
 START_TEST(memfd_by_version)
 {
-	char *serr, rerr[4096], line[512], ram[320];
+	struct cli_err line;
+	char *serr, rerr[4096], ram[320];
 	struct qfx f;
 	int sc, rc, m0;
 
@@ -695,10 +698,11 @@ START_TEST(memfd_by_version)
 	qfx_migrate(&f, NULL);
 	m0 = guest_markers(f.dst_serial, 1);
 	guest_wait_markers(f.dst_serial, 1, m0 + 1, 120000, "destination guest");
-	ck_assert_msg(qmp_stop(f.dst.q, line, sizeof(line)) == 0, "stop: %s", line);
+	ck_assert_msg(qmp_stop(f.dst.q, &line) == 0, "stop: %s", line.msg);
 	memfd_of(f.dst.p.pid, ram, sizeof(ram));
-	ck_assert_msg(guest_check(ram, line, sizeof(line)) == 0, "destination RAM: %s", line);
-	printf("qemu: QEMU %s: memfd RAM migrated live; destination %s\n", f.src.version, line);
+	ck_assert_msg(guest_check(ram, line.msg, sizeof(line.msg)) == 0, "destination RAM: %s",
+		      line.msg);
+	printf("qemu: QEMU %s: memfd RAM migrated live; destination %s\n", f.src.version, line.msg);
 	qfx_free(&f);
 }
 END_TEST

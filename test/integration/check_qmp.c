@@ -34,7 +34,8 @@
 /* The 32-bit word at guest-physical @gpa, read by QEMU itself (HMP xp). */
 static uint32_t guest_word(struct vm *v, uint64_t gpa)
 {
-	char cmd[64], err[512] = "";
+	struct cli_err err = { "" };
+	char cmd[64];
 	struct json_object *ret;
 	const char *text, *x;
 	uint32_t w;
@@ -42,8 +43,8 @@ static uint32_t guest_word(struct vm *v, uint64_t gpa)
 
 	snprintf(cmd, sizeof(cmd), "xp /1wx 0x%" PRIx64, gpa);
 	r = qmp_call(v->q, "human-monitor-command",
-		     vm_args1("command-line", json_object_new_string(cmd)), &ret, err, sizeof(err));
-	ck_assert_msg(r == 0, "%s: %s", cmd, err);
+		     vm_args1("command-line", json_object_new_string(cmd)), &ret, &err);
+	ck_assert_msg(r == 0, "%s: %s", cmd, err.msg);
 	text = json_object_get_string(ret);
 	x = strstr(text, ": 0x");
 	ck_assert_msg(x != NULL, "%s: %s", cmd, text);
@@ -105,7 +106,8 @@ static void poke_through(struct vm *v, const struct qram_backend *b, uint64_t of
 
 START_TEST(open_status_events_errors)
 {
-	char dir[64], obj[256], chr[300], pretty_sock[128], err[512] = "";
+	struct cli_err err = { "" };
+	char dir[64], obj[256], chr[300], pretty_sock[128];
 	/* A second monitor that spreads each message over many lines. */
 	const char *args[] = { "-machine", "pc,memory-backend=mem", "-m", "64M", "-object", obj,
 			       "-chardev", chr, "-mon", "chardev=pretty,mode=control,pretty=on", NULL };
@@ -123,45 +125,45 @@ START_TEST(open_status_events_errors)
 	ck_assert_int_eq(qmp_pid(v.q), v.p.pid);
 	vm_expect_status(&v, "running");
 
-	ck_assert_msg(qmp_open(&other, pretty_sock, 2000, err, sizeof(err)) == 0, "pretty: %s", err);
-	ck_assert_msg(qmp_call(other, "query-status", NULL, NULL, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qmp_open(&other, pretty_sock, 2000, &err) == 0, "pretty: %s", err.msg);
+	ck_assert_msg(qmp_call(other, "query-status", NULL, NULL, &err) == 0, "%s", err.msg);
 	qmp_close(other);
 	/* One client per QMP socket: a second one is never greeted. */
-	ck_assert_int_eq(qmp_open(&other, v.sock, 300, err, sizeof(err)), -ETIMEDOUT);
-	ck_assert_msg(strstr(err, "another client") != NULL, "%s", err);
+	ck_assert_int_eq(qmp_open(&other, v.sock, 300, &err), -ETIMEDOUT);
+	ck_assert_msg(strstr(err.msg, "another client") != NULL, "%s", err.msg);
 
-	ck_assert_msg(qmp_stop(v.q, err, sizeof(err)) == 0, "stop: %s", err);
+	ck_assert_msg(qmp_stop(v.q, &err) == 0, "stop: %s", err.msg);
 	vm_expect_status(&v, "paused");
-	ck_assert_msg(qmp_event_wait(v.q, "STOP", 2000, NULL, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qmp_event_wait(v.q, "STOP", 2000, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(qmp_event_take(v.q, "STOP", NULL), 0);
-	ck_assert_msg(qmp_cont(v.q, err, sizeof(err)) == 0, "cont: %s", err);
-	ck_assert_msg(qmp_event_wait(v.q, "RESUME", 2000, NULL, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qmp_cont(v.q, &err) == 0, "cont: %s", err.msg);
+	ck_assert_msg(qmp_event_wait(v.q, "RESUME", 2000, NULL, &err) == 0, "%s", err.msg);
 	vm_expect_status(&v, "running");
 
-	ck_assert_int_eq(qmp_migrate_query(v.q, &mig, err, sizeof(err)), 0);
+	ck_assert_int_eq(qmp_migrate_query(v.q, &mig, &err), 0);
 	ck_assert_str_eq(mig.status, "none");
 
 	/* QEMU's own words come back, as one line. */
-	ck_assert_int_eq(qmp_call(v.q, "no-such-command", NULL, NULL, err, sizeof(err)), -EREMOTEIO);
-	ck_assert_str_eq(err, "The command no-such-command has not been found");
-	ck_assert_int_eq(qmp_migrate(v.q, "fd:nosuch", err, sizeof(err)), -EREMOTEIO);
-	ck_assert_msg(strstr(err, "nosuch") != NULL, "migrate fd:nosuch: %s", err);
+	ck_assert_int_eq(qmp_call(v.q, "no-such-command", NULL, NULL, &err), -EREMOTEIO);
+	ck_assert_str_eq(err.msg, "The command no-such-command has not been found");
+	ck_assert_int_eq(qmp_migrate(v.q, "fd:nosuch", &err), -EREMOTEIO);
+	ck_assert_msg(strstr(err.msg, "nosuch") != NULL, "migrate fd:nosuch: %s", err.msg);
 	/* QEMU 7.2 counts a refused migrate as a failed migration. */
-	ck_assert_int_eq(qmp_migrate_query(v.q, &mig, err, sizeof(err)), 0);
+	ck_assert_int_eq(qmp_migrate_query(v.q, &mig, &err), 0);
 	fprintf(stderr, "qmp: after a refused migrate: %s \"%s\"\n", mig.status, mig.error);
 	ck_assert_str_eq(mig.status, "failed");
-	ck_assert_int_eq(qmp_closefd(v.q, "nosuch", err, sizeof(err)), -EREMOTEIO);
-	ck_assert_msg(strstr(err, "nosuch") != NULL, "closefd nosuch: %s", err);
-	ck_assert_int_eq(qmp_migrate_cap_get(v.q, "no-such-cap", &on, err, sizeof(err)), -ENOENT);
-	ck_assert_int_eq(qmp_migrate_cap_get(v.q, "x-ignore-shared", &on, err, sizeof(err)), 0);
+	ck_assert_int_eq(qmp_closefd(v.q, "nosuch", &err), -EREMOTEIO);
+	ck_assert_msg(strstr(err.msg, "nosuch") != NULL, "closefd nosuch: %s", err.msg);
+	ck_assert_int_eq(qmp_migrate_cap_get(v.q, "no-such-cap", &on, &err), -ENOENT);
+	ck_assert_int_eq(qmp_migrate_cap_get(v.q, "x-ignore-shared", &on, &err), 0);
 	ck_assert(!on);
 
 	/* getfd then closefd: the name is known, then gone. */
 	fd = open("/dev/null", O_RDONLY);
-	ck_assert_msg(qmp_getfd(v.q, fd, "spare", err, sizeof(err)) == 0, "getfd: %s", err);
+	ck_assert_msg(qmp_getfd(v.q, fd, "spare", &err) == 0, "getfd: %s", err.msg);
 	close(fd);
-	ck_assert_msg(qmp_closefd(v.q, "spare", err, sizeof(err)) == 0, "closefd: %s", err);
-	ck_assert_int_eq(qmp_closefd(v.q, "spare", err, sizeof(err)), -EREMOTEIO);
+	ck_assert_msg(qmp_closefd(v.q, "spare", &err) == 0, "closefd: %s", err.msg);
+	ck_assert_int_eq(qmp_closefd(v.q, "spare", &err), -EREMOTEIO);
 
 	vm_stop(&v);
 	tu_rmdir(dir);
@@ -170,7 +172,8 @@ END_TEST
 
 START_TEST(stopped_or_dead_qemu_fails_by_deadline)
 {
-	char dir[64], st[32], err[512] = "";
+	struct cli_err err = { "" };
+	char dir[64], st[32];
 	const char *args[] = { "-m", "64M", NULL };
 	struct vm v;
 	uint64_t t0, took;
@@ -181,24 +184,24 @@ START_TEST(stopped_or_dead_qemu_fails_by_deadline)
 	ck_assert_int_eq(kill(v.p.pid, SIGSTOP), 0);
 	qmp_set_timeout(v.q, 500);
 	t0 = tu_now_ms();
-	r = qmp_status(v.q, st, sizeof(st), err, sizeof(err));
+	r = qmp_status(v.q, st, sizeof(st), &err);
 	took = tu_now_ms() - t0;
-	ck_assert_msg(r == -ETIMEDOUT, "query-status on a stopped QEMU: %d %s", r, err);
+	ck_assert_msg(r == -ETIMEDOUT, "query-status on a stopped QEMU: %d %s", r, err.msg);
 	ck_assert_msg(took >= 450 && took < 2000, "took %" PRIu64 " ms", took);
-	ck_assert_msg(strstr(err, "500 ms") != NULL, "%s", err);
+	ck_assert_msg(strstr(err.msg, "500 ms") != NULL, "%s", err.msg);
 
 	/* The late answer to the call that timed out is dropped, not taken
 	 * for the next one's. */
 	ck_assert_int_eq(kill(v.p.pid, SIGCONT), 0);
 	qmp_set_timeout(v.q, 5000);
-	ck_assert_msg(qmp_stop(v.q, err, sizeof(err)) == 0, "stop: %s", err);
+	ck_assert_msg(qmp_stop(v.q, &err) == 0, "stop: %s", err.msg);
 	vm_expect_status(&v, "paused");
 
 	tu_kill(&v.p, SIGKILL);
 	tu_wait(&v.p, 5000);
 	t0 = tu_now_ms();
-	r = qmp_status(v.q, st, sizeof(st), err, sizeof(err));
-	ck_assert_msg(r == -ECONNRESET, "query-status on a dead QEMU: %d %s", r, err);
+	r = qmp_status(v.q, st, sizeof(st), &err);
+	ck_assert_msg(r == -ECONNRESET, "query-status on a dead QEMU: %d %s", r, err.msg);
 	ck_assert(tu_now_ms() - t0 < 1000);
 	vm_stop(&v);
 	tu_rmdir(dir);
@@ -207,7 +210,8 @@ END_TEST
 
 START_TEST(backends_found_and_mapped)
 {
-	char dir[64], mem[256], priv[256], err[512] = "", fdp[64];
+	struct cli_err err = { "" };
+	char dir[64], mem[256], priv[256], fdp[64];
 	const char *args[] = {
 		"-machine", "pc,memory-backend=mem", "-m", "64M,slots=2,maxmem=1G",
 		"-object", mem,
@@ -231,8 +235,8 @@ START_TEST(backends_found_and_mapped)
 	snprintf(mem, sizeof(mem), "memory-backend-file,id=mem,size=64M,mem-path=%s/vm.ram,share=on", dir);
 	snprintf(priv, sizeof(priv), "memory-backend-file,id=priv,size=4M,mem-path=%s/priv.ram,share=off", dir);
 	vm_start(&v, dir, "vm", args);
-	r = qram_backends(v.q, &list, &n, err, sizeof(err));
-	ck_assert_msg(r == 0, "qmp_backends: %d %s", r, err);
+	r = qram_backends(v.q, &list, &n, &err);
+	ck_assert_msg(r == 0, "qmp_backends: %d %s", r, err.msg);
 	ck_assert_uint_eq(n, 7);
 	snprintf(fdp, sizeof(fdp), "/proc/%d/fd/", (int)v.p.pid);
 
@@ -264,8 +268,8 @@ START_TEST(backends_found_and_mapped)
 	b = by_id(list, n, "priv");
 	ck_assert(b->kind == QRAM_FILE && !b->shared && !*b->path && b->size == 4 << 20);
 
-	r = qram_check(v.q, list, n, err, sizeof(err));
-	ck_assert_msg(r == 0, "qmp_guest_ram_shared: %s", err);
+	r = qram_check(v.q, list, n, &err);
+	ck_assert_msg(r == 0, "qmp_guest_ram_shared: %s", err.msg);
 	free(list);
 	vm_stop(&v);
 	tu_rmdir(dir);
@@ -275,16 +279,16 @@ END_TEST
 static void expect_not_shared(struct vm *v, const char *id)
 {
 	struct qram_backend *list;
-	char err[512] = "";
+	struct cli_err err = { "" };
 	size_t n;
-	int r = qram_backends(v->q, &list, &n, err, sizeof(err));
+	int r = qram_backends(v->q, &list, &n, &err);
 
-	ck_assert_msg(r == 0, "%s: qmp_backends: %s", v->name, err);
+	ck_assert_msg(r == 0, "%s: qmp_backends: %s", v->name, err.msg);
 	ck_assert(by_id(list, n, id)->in_guest && !by_id(list, n, id)->shared);
-	r = qram_check(v->q, list, n, err, sizeof(err));
-	ck_assert_msg(r == -ENOTSUP, "%s: qmp_guest_ram_shared: %d %s", v->name, r, err);
-	ck_assert_msg(strstr(err, id) && strstr(err, "share=on"), "%s", err);
-	fprintf(stderr, "qmp: %s: %s\n", v->name, err);
+	r = qram_check(v->q, list, n, &err);
+	ck_assert_msg(r == -ENOTSUP, "%s: qmp_guest_ram_shared: %d %s", v->name, r, err.msg);
+	ck_assert_msg(strstr(err.msg, id) && strstr(err.msg, "share=on"), "%s", err.msg);
+	fprintf(stderr, "qmp: %s: %s\n", v->name, err.msg);
 	free(list);
 }
 
@@ -316,7 +320,8 @@ END_TEST
 START_TEST(readonly_guest_ram_refused)
 {
 	const struct vm_qemu *qemu = &vm_qemus[_i];
-	char dir[64], obj[256], ram[128], inner[256], err[1024] = "";
+	struct cli_err err = { "" };
+	char dir[64], obj[256], ram[128], inner[256];
 	const char *args[] = { "-machine", "pc,memory-backend=mem", "-object", obj,
 			       "-incoming", "defer", NULL };
 	struct qram_backend *b = NULL;
@@ -333,11 +338,11 @@ START_TEST(readonly_guest_ram_refused)
 	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s,share=on,"
 		 "readonly=on", vm_inner_path(qemu, dir, "ro.ram", inner, sizeof(inner)));
 	vm_start_qemu(&v, qemu, dir, "readonly", args);
-	r = qram_backends(v.q, &b, &n, err, sizeof(err));
+	r = qram_backends(v.q, &b, &n, &err);
 	free(b);
-	ck_assert_msg(r == -EACCES, "qmp_backends: %d %s", r, err);
-	ck_assert_msg(strstr(err, "mem") && strstr(err, "read-only"), "%s", err);
-	fprintf(stderr, "qmp: readonly, QEMU %s: %s\n", v.version, err);
+	ck_assert_msg(r == -EACCES, "qmp_backends: %d %s", r, err.msg);
+	ck_assert_msg(strstr(err.msg, "mem") && strstr(err.msg, "read-only"), "%s", err.msg);
+	fprintf(stderr, "qmp: readonly, QEMU %s: %s\n", v.version, err.msg);
 	vm_stop(&v);
 	tu_rmdir(dir);
 }
@@ -348,7 +353,8 @@ END_TEST
  * it): the command must map the file QEMU maps, or refuse, naming both. */
 START_TEST(swapped_ram_file_refused)
 {
-	char dir[64], obj[256], ram[128], other[140], err[1024] = "";
+	struct cli_err err = { "" };
+	char dir[64], obj[256], ram[128], other[140];
 	const char *args[] = { "-machine", "pc,memory-backend=mem", "-object", obj, "-S", NULL };
 	struct cli_ram *rams = NULL;
 	unsigned n = 0;
@@ -360,20 +366,21 @@ START_TEST(swapped_ram_file_refused)
 	snprintf(other, sizeof(other), "%s/other.ram", dir);
 	snprintf(obj, sizeof(obj), "memory-backend-file,id=mem,size=64M,mem-path=%s,share=on", ram);
 	vm_start(&v, dir, "swap", args);
-	r = qram_blocks(v.q, &rams, &n, err, sizeof(err));
-	ck_assert_msg(r == 0 && n == 1, "qram_blocks: %d %s", r, err);
+	r = qram_blocks(v.q, &rams, &n, &err);
+	ck_assert_msg(r == 0 && n == 1, "qram_blocks: %d %s", r, err.msg);
 	/* Another file of the same size takes the name. */
 	fd = open(other, O_RDWR | O_CREAT | O_EXCL, 0600);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, 64 << 20), 0);
 	close(fd);
 	ck_assert_int_eq(rename(other, ram), 0);
-	r = cli_ram_map_ro(&rams[0], err, sizeof(err));
+	r = cli_ram_map_ro(&rams[0], &err);
 	if (!r)
 		cli_ram_unmap(&rams[0]);
-	ck_assert_msg(r == -ESTALE, "a swapped file was mapped: %d %s", r, err);
-	ck_assert_msg(strstr(err, ram) && strstr(err, "no longer the file QEMU maps"), "%s", err);
-	fprintf(stderr, "qmp: swapped file: %s\n", err);
+	ck_assert_msg(r == -ESTALE, "a swapped file was mapped: %d %s", r, err.msg);
+	ck_assert_msg(strstr(err.msg, ram) && strstr(err.msg, "no longer the file QEMU maps"), "%s",
+		      err.msg);
+	fprintf(stderr, "qmp: swapped file: %s\n", err.msg);
 	free(rams);
 	vm_stop(&v);
 	tu_rmdir(dir);
@@ -423,15 +430,15 @@ static void copy_file(const char *from, const char *to)
 static void expect_ram_file(struct vm *v, const char *file)
 {
 	struct qram_backend *list;
-	char err[512] = "";
+	struct cli_err err = { "" };
 	const char *path;
 	size_t n;
 
-	ck_assert_msg(qram_backends(v->q, &list, &n, err, sizeof(err)) == 0, "%s: %s", v->name, err);
+	ck_assert_msg(qram_backends(v->q, &list, &n, &err) == 0, "%s: %s", v->name, err.msg);
 	ck_assert_uint_eq(n, 1);
 	path = strrchr(list[0].path, '/');
 	ck_assert_msg(path && !strcmp(path + 1, file), "%s: path %s", v->name, list[0].path);
-	ck_assert_msg(qram_check(v->q, list, n, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qram_check(v->q, list, n, &err) == 0, "%s", err.msg);
 	free(list);
 }
 
@@ -449,7 +456,7 @@ static void pair_start(struct pair *p, const char *dst_size)
 	const char *dargs[] = { "-machine", "pc,memory-backend=mem", "-m", dst_size, "-object", p->dobj,
 				"-incoming", "defer", NULL };
 	struct vm *both[2] = { &p->src, &p->dst };
-	char err[512] = "";
+	struct cli_err err = { "" };
 	bool on = true;
 	int i;
 
@@ -464,11 +471,11 @@ static void pair_start(struct pair *p, const char *dst_size)
 	vm_expect_status(&p->dst, "inmigrate");
 	for (i = 0; i < 2; i++) {
 		expect_ram_file(both[i], i ? "dst.ram" : "src.ram");
-		ck_assert_int_eq(qmp_migrate_cap_get(both[i]->q, "x-ignore-shared", &on, err, sizeof(err)), 0);
+		ck_assert_int_eq(qmp_migrate_cap_get(both[i]->q, "x-ignore-shared", &on, &err), 0);
 		ck_assert(!on);
-		ck_assert_msg(qmp_migrate_cap_set(both[i]->q, "x-ignore-shared", true, err, sizeof(err)) == 0,
-			      "%s: %s", both[i]->name, err);
-		ck_assert_int_eq(qmp_migrate_cap_get(both[i]->q, "x-ignore-shared", &on, err, sizeof(err)), 0);
+		ck_assert_msg(qmp_migrate_cap_set(both[i]->q, "x-ignore-shared", true, &err) == 0,
+			      "%s: %s", both[i]->name, err.msg);
+		ck_assert_int_eq(qmp_migrate_cap_get(both[i]->q, "x-ignore-shared", &on, &err), 0);
 		ck_assert(on);
 	}
 	ck_assert(pipe2(p->a, O_CLOEXEC) == 0 && pipe2(p->b, O_CLOEXEC) == 0);
@@ -479,16 +486,16 @@ static void pair_start(struct pair *p, const char *dst_size)
 static void pair_migrate(struct pair *p)
 {
 	struct qmp_migration m;
-	char err[512] = "";
+	struct cli_err err = { "" };
 
-	ck_assert_msg(qmp_getfd(p->src.q, p->a[1], "mig", err, sizeof(err)) == 0, "src getfd: %s", err);
-	ck_assert_msg(qmp_getfd(p->dst.q, p->b[0], "mig", err, sizeof(err)) == 0, "dst getfd: %s", err);
+	ck_assert_msg(qmp_getfd(p->src.q, p->a[1], "mig", &err) == 0, "src getfd: %s", err.msg);
+	ck_assert_msg(qmp_getfd(p->dst.q, p->b[0], "mig", &err) == 0, "dst getfd: %s", err.msg);
 	close(p->a[1]);
 	close(p->b[0]);
-	ck_assert_msg(qmp_migrate_incoming(p->dst.q, "fd:mig", err, sizeof(err)) == 0, "%s", err);
-	ck_assert_int_eq(qmp_migrate_query(p->dst.q, &m, err, sizeof(err)), 0);
+	ck_assert_msg(qmp_migrate_incoming(p->dst.q, "fd:mig", &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(qmp_migrate_query(p->dst.q, &m, &err), 0);
 	ck_assert_msg(!strcmp(m.status, "none") || !strcmp(m.status, "setup"), "dst %s", m.status);
-	ck_assert_msg(qmp_migrate(p->src.q, "fd:mig", err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qmp_migrate(p->src.q, "fd:mig", &err) == 0, "%s", err.msg);
 }
 
 static void pair_stop(struct pair *p)
@@ -500,7 +507,8 @@ static void pair_stop(struct pair *p)
 
 START_TEST(fd_migration_end_to_end)
 {
-	char from[128], to[128], err[512] = "";
+	struct cli_err err = { "" };
+	char from[128], to[128];
 	struct qmp_migration m;
 	struct pair p;
 	uint32_t mark = MARK;
@@ -508,7 +516,7 @@ START_TEST(fd_migration_end_to_end)
 	int fd, r;
 
 	pair_start(&p, "64M");
-	ck_assert_msg(qmp_stop(p.src.q, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qmp_stop(p.src.q, &err) == 0, "%s", err.msg);
 	snprintf(from, sizeof(from), "%s/src.ram", p.dir);
 	snprintf(to, sizeof(to), "%s/dst.ram", p.dir);
 	fd = open(from, O_WRONLY);
@@ -522,18 +530,18 @@ START_TEST(fd_migration_end_to_end)
 	close(p.b[1]);
 	/* Device state and ROMs only: the 64 MiB of RAM stayed out. */
 	ck_assert_msg(moved > 0 && moved < (4 << 20), "relayed %ld bytes", moved);
-	r = qmp_migrate_wait(p.src.q, 10000, &m, err, sizeof(err));
-	ck_assert_msg(r == 0, "source: %s (%s)", err, m.status);
-	r = qmp_migrate_wait(p.dst.q, 10000, &m, err, sizeof(err));
-	ck_assert_msg(r == 0, "destination: %s (%s)", err, m.status);
+	r = qmp_migrate_wait(p.src.q, 10000, &m, &err);
+	ck_assert_msg(r == 0, "source: %s (%s)", err.msg, m.status);
+	r = qmp_migrate_wait(p.dst.q, 10000, &m, &err);
+	ck_assert_msg(r == 0, "destination: %s (%s)", err.msg, m.status);
 	ck_assert_str_eq(m.status, "completed");
 	vm_expect_status(&p.src, "postmigrate");
 	/* The source was paused, so the destination stays paused. */
 	vm_expect_status(&p.dst, "paused");
-	ck_assert_msg(qmp_cont(p.dst.q, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qmp_cont(p.dst.q, &err) == 0, "%s", err.msg);
 	vm_expect_status(&p.dst, "running");
 	ck_assert_uint_eq(guest_word(&p.dst, MARK_GPA), MARK);
-	ck_assert_int_eq(qmp_migrate_query(p.dst.q, &m, err, sizeof(err)), 0);
+	ck_assert_int_eq(qmp_migrate_query(p.dst.q, &m, &err), 0);
 	ck_assert_str_eq(m.status, "completed");
 	pair_stop(&p);
 }
@@ -543,25 +551,25 @@ END_TEST
  * exits: its QMP socket closes; the source reports the broken stream. */
 START_TEST(failed_incoming_load)
 {
-	char err[512] = "";
+	struct cli_err err = { "" };
 	struct qmp_migration m;
 	struct pair p;
 	int r;
 
 	signal(SIGPIPE, SIG_IGN);
 	pair_start(&p, "32M");
-	ck_assert_msg(qmp_stop(p.src.q, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(qmp_stop(p.src.q, &err) == 0, "%s", err.msg);
 	pair_migrate(&p);
 	relay(p.a[0], p.b[1], 20000);
 	close(p.a[0]);
 	close(p.b[1]);
-	r = qmp_migrate_wait(p.dst.q, 10000, &m, err, sizeof(err));
-	ck_assert_msg(r == -ECONNRESET, "destination: %d %s (%s)", r, err, m.status);
+	r = qmp_migrate_wait(p.dst.q, 10000, &m, &err);
+	ck_assert_msg(r == -ECONNRESET, "destination: %d %s (%s)", r, err.msg, m.status);
 	ck_assert_int_eq(tu_wait(&p.dst.p, 5000), 0);
 	ck_assert_int_eq(tu_exit_code(&p.dst.p), 1);
-	r = qmp_migrate_wait(p.src.q, 10000, &m, err, sizeof(err));
-	fprintf(stderr, "qmp: source after a failed load: %d %s, \"%s\"\n", r, m.status, err);
-	ck_assert_msg(r == 0 || (r == -EIO && *err), "source: %d %s", r, err);
+	r = qmp_migrate_wait(p.src.q, 10000, &m, &err);
+	fprintf(stderr, "qmp: source after a failed load: %d %s, \"%s\"\n", r, m.status, err.msg);
+	ck_assert_msg(r == 0 || (r == -EIO && *err.msg), "source: %d %s", r, err.msg);
 	pair_stop(&p);
 }
 END_TEST

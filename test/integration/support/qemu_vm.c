@@ -188,11 +188,11 @@ static void last_line(const char *path, char *buf, size_t len)
 static void check_version(struct vm *v)
 {
 	struct json_object *ret = NULL, *qemu, *x;
-	char err[512] = "";
-	int r = qmp_call(v->q, "query-version", NULL, &ret, err, sizeof(err));
+	struct cli_err err = { "" };
+	int r = qmp_call(v->q, "query-version", NULL, &ret, &err);
 	int major = -1, minor = -1, micro = -1;
 
-	ck_assert_msg(r == 0, "%s: query-version: %s", v->name, err);
+	ck_assert_msg(r == 0, "%s: query-version: %s", v->name, err.msg);
 	if (json_object_object_get_ex(ret, "qemu", &qemu)) {
 		if (json_object_object_get_ex(qemu, "major", &x))
 			major = json_object_get_int(x);
@@ -212,7 +212,8 @@ static void check_version(struct vm *v)
 void vm_start_qemu(struct vm *v, const struct vm_qemu *qemu, const char *dir,
 		   const char *name, const char *const *args)
 {
-	char bin[512], qmpopt[300], chr[320], err[512] = "", why[256];
+	struct cli_err err = { "" };
+	char bin[512], qmpopt[300], chr[320], why[256];
 	const char *argv[48] = { bin, "-accel", "tcg", "-nographic", "-nodefaults", "-qmp", qmpopt,
 				 "-chardev", chr, "-mon", "chardev=cmd,mode=control" };
 	const char *root = qemu && qemu->chrooted ? qemu_root() : NULL;
@@ -239,7 +240,7 @@ void vm_start_qemu(struct vm *v, const struct vm_qemu *qemu, const char *dir,
 	argv[n] = NULL;
 	spawn_qemu(&v->p, v->log, root, dir, (char *const *)argv);
 	do {
-		r = qmp_open(&v->q, v->sock, 5000, err, sizeof(err));
+		r = qmp_open(&v->q, v->sock, 5000, &err);
 		if (r == -ENOENT || r == -ECONNREFUSED)
 			usleep(20000);
 	} while ((r == -ENOENT || r == -ECONNREFUSED) && !vm_exited(v) && tu_now_ms() < end);
@@ -251,7 +252,7 @@ void vm_start_qemu(struct vm *v, const struct vm_qemu *qemu, const char *dir,
 				     name, qemu ? qemu->name : "QEMU", tu_exit_code(&v->p), why);
 		}
 	}
-	ck_assert_msg(r == 0, "%s: qmp_open: %d %s", name, r, err);
+	ck_assert_msg(r == 0, "%s: qmp_open: %d %s", name, r, err.msg);
 	check_version(v);
 }
 
@@ -283,10 +284,11 @@ void vm_stop(struct vm *v)
 
 void vm_expect_status(struct vm *v, const char *want)
 {
-	char st[32] = "", err[512] = "";
-	int r = qmp_status(v->q, st, sizeof(st), err, sizeof(err));
+	struct cli_err err = { "" };
+	char st[32] = "";
+	int r = qmp_status(v->q, st, sizeof(st), &err);
 
-	ck_assert_msg(r == 0, "%s: qmp_status: %s", v->name, err);
+	ck_assert_msg(r == 0, "%s: qmp_status: %s", v->name, err.msg);
 	ck_assert_msg(!strcmp(st, want), "%s: status %s, expected %s", v->name, st, want);
 }
 
