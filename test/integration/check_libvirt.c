@@ -817,8 +817,8 @@ static void expect_guest_downtime(struct dom *d, struct json_object *done,
  * domain's migration, in order, in ms; together no more than the tool's
  * wall clock @wall (they start after Python itself), and "migrate" at least
  * migrate-send's own total-time.  Printed as "name ms" pairs into @buf. */
-static const char *const lv_steps[] = { "libvirt", "destination", "listen", "migrate", "resume",
-					"source", "exit" };
+static const char *const lv_steps[] = { "libvirt", "destination", "probes", "listen", "migrate",
+					"resume", "source", "exit" };
 #define NSTEPS (sizeof(lv_steps) / sizeof(lv_steps[0]))
 
 static void expect_steps(struct json_object *done, uint64_t wall, uint64_t ms[NSTEPS],
@@ -848,8 +848,8 @@ static void expect_steps(struct json_object *done, uint64_t wall, uint64_t ms[NS
 	}
 	ck_assert_msg(!wall || sum <= wall, "steps add up to %" PRIu64 " ms, more than the tool's "
 		      "wall clock %" PRIu64 " ms: %s", sum, wall, buf);
-	ck_assert_msg(ms[3] + 50 >= tu_jnum(done, "total-time"), "step migrate %" PRIu64 " ms, "
-		      "shorter than migrate-send's total-time %" PRIu64, ms[3],
+	ck_assert_msg(ms[4] + 50 >= tu_jnum(done, "total-time"), "step migrate %" PRIu64 " ms, "
+		      "shorter than migrate-send's total-time %" PRIu64, ms[4],
 		      tu_jnum(done, "total-time"));
 }
 
