@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,7 +134,8 @@ void tu_fx_block(struct tu_fx *f, const char *name, size_t bytes, uint64_t seed)
 {
 	snprintf(f->file, sizeof(f->file), "%s/%s", f->src, name);
 	snprintf(f->ram, sizeof(f->ram), "%s=%s", name, f->file);
-	snprintf(f->mark, sizeof(f->mark), "%s/%s.incomplete", f->dst, name);
+	snprintf(f->image, sizeof(f->image), "%s/%s", f->dst, name);
+	snprintf(f->mark, sizeof(f->mark), "%s.incomplete", f->image);
 	if (bytes)
 		tu_write_random(f->file, bytes, seed);
 }
@@ -160,6 +162,18 @@ void tu_fx_load(struct tu_fx *f, const char *file, const char *size, const char 
 	tu_memload(&f->load, f->dir, f->memload, file, size, "7",
 		   (const char *[]){ "--rate", rate, NULL });
 	snprintf(f->pid, sizeof(f->pid), "%d", (int)f->load.p.pid);
+}
+
+int tu_fx_recv_term(struct tu_fx *f)
+{
+	tu_kill(&f->recv.p, SIGTERM);
+	return tu_run_finish(&f->recv, 10000);
+}
+
+void tu_fx_assert_load_runs(struct tu_fx *f)
+{
+	ck_assert_int_eq(kill(f->load.p.pid, 0), 0);
+	ck_assert_msg(tu_proc_state(f->load.p.pid, NULL) != 'T', "the workload was left stopped");
 }
 
 void tu_fx_free(struct tu_fx *f)

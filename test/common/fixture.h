@@ -45,9 +45,9 @@ struct tu_fx {
 	 * (NULL-terminated; NULL: none), "--json" say. */
 	const char *const *send_opts;
 	/* The source's block once tu_fx_block named it: DIR/src/NAME, its
-	 * --ram argument NAME=DIR/src/NAME, and DIR/dst/NAME.incomplete, the
-	 * marker of its unfinished image under --ram-dir f->dst. */
-	char file[320], ram[400], mark[330];
+	 * --ram argument NAME=DIR/src/NAME, its image under --ram-dir f->dst
+	 * (DIR/dst/NAME) and the marker of an unfinished one. */
+	char file[400], ram[420], image[400], mark[420];
 	char pid[16]; /* the workload's pid, for --pid (tu_fx_load) */
 	struct tu_run recv, send, load;
 };
@@ -64,6 +64,10 @@ void tu_fx_send(struct tu_fx *f, const char *const *pre, const char *const *args
 /* The workload: memload on @file (filled with random data first) at
  * @rate MiB/s; its pid in f->pid. */
 void tu_fx_load(struct tu_fx *f, const char *file, const char *size, const char *rate);
+/* SIGTERM to migrate-recv: its exit code (-1 if it still ran 10 s on). */
+int tu_fx_recv_term(struct tu_fx *f);
+/* The workload survived a failed migration: alive, not stopped. */
+void tu_fx_assert_load_runs(struct tu_fx *f);
 /* Stops what still runs and removes the directory. */
 void tu_fx_free(struct tu_fx *f);
 

@@ -176,6 +176,14 @@ struct json_object *tu_control_get(const char *sock, const char *line, const cha
 	return v;
 }
 
+void tu_control_expect(const char *sock, const char *line, const char *key)
+{
+	struct json_object *whole;
+
+	tu_control_get(sock, line, key, &whole);
+	json_object_put(whole);
+}
+
 int tu_has_event(const char *path, const char *event)
 {
 	struct json_object *o = tu_event_in(path, event);

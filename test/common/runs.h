@@ -62,6 +62,8 @@ struct json_object *tu_control(const char *sock, const char *line);
  * member; the whole reply in *@whole, for the caller to put. */
 struct json_object *tu_control_get(const char *sock, const char *line, const char *key,
 				   struct json_object **whole);
+/* tu_control_get for a reply that is only checked for @key. */
+void tu_control_expect(const char *sock, const char *line, const char *key);
 /* One command line on @sock, the reply line (without its newline) in
  * @out; the test fails when @sock does not take the connection.  Returns
  * how long the answer took in ms, or -1 when no whole line came within

@@ -145,13 +145,6 @@ static const char *const *stall_at(struct tu_fx *f, struct openas *oa, const cha
 	return open_as(oa, path, fifo);
 }
 
-/* The workload survived the failed migration: alive, not stopped. */
-static void assert_running(struct tu_fx *f)
-{
-	ck_assert_int_eq(kill(f->load.p.pid, 0), 0);
-	ck_assert_msg(tu_proc_state(f->load.p.pid, NULL) != 'T', "the workload was left stopped");
-}
-
 /* One "fault:" line: what, who, exit code, time to detect, the message. */
 static void report(const char *fault, const char *who, int code, uint64_t took,
 		   const char *errpath)
@@ -289,15 +282,13 @@ END_TEST
 START_TEST(recv_killed_in_block_map)
 {
 	struct tu_fx f;
-	char dfile[320];
 	struct openas oa;
 
 	fx_start(&f, 4 * MIB, 3);
-	snprintf(dfile, sizeof(dfile), "%s/a", f.dst);
 	fx_run(&f, stall_at(&f, &oa, f.mark, "marker.fifo"), NULL,
 	       (const char *[]){ "--pin-all", NULL });
 	wait_wchan(&f.recv, "migrate-recv", "wait_for_partner", "fifo_open", 20000);
-	ck_assert_msg(tu_exists(dfile), "the block file was not created before its marker");
+	ck_assert_msg(tu_exists(f.image), "the block file was not created before its marker");
 	inflict("recv killed in the block map", &f.recv, SIGKILL, &f.send, "migrate-send", 5);
 	ck_assert(!tu_has_event(f.send.out, "setup"));
 	ck_assert(!tu_has_event(f.recv.out, "completed"));
@@ -349,7 +340,7 @@ START_TEST(recv_killed_mid_stream)
 	usleep(1000 * 1000); /* inside the first round: 8 MiB at 2 MiB/s */
 	ck_assert(!tu_has_event(f.send.out, "iteration"));
 	inflict("recv killed mid-stream (live)", &f.recv, SIGKILL, &f.send, "migrate-send", 5);
-	assert_running(&f);
+	tu_fx_assert_load_runs(&f);
 	ck_assert(tu_exists(f.mark));
 	tu_fx_free(&f);
 }
@@ -424,7 +415,7 @@ static void recv_killed_late(const char *fault, size_t bytes, int complete_phase
 	json_object_put(w);
 	ck_assert_int_eq(tu_proc_state(f.load.p.pid, NULL), 'T');
 	inflict(fault, &f.recv, SIGKILL, &f.send, "migrate-send", 5);
-	assert_running(&f);
+	tu_fx_assert_load_runs(&f);
 	ck_assert(tu_exists(f.mark));
 	ck_assert(!tu_exists(state));
 	close(fd);
@@ -555,8 +546,7 @@ START_TEST(version_mismatch_daemon_survives)
 		free(a);
 		free(b);
 	}
-	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
+	ck_assert_int_eq(tu_fx_recv_term(&f), 0);
 	tu_fx_free(&f);
 }
 END_TEST
@@ -826,8 +816,7 @@ START_TEST(daemon_resources_over_50_migrations)
 	/* Under ASan freed memory sits in its quarantine (up to 256 MiB) and
 	 * looks like growth; the leak checker guards that build instead. */
 	ck_assert_int_lt(after.rss_kb - before.rss_kb, getenv("ASAN_OPTIONS") ? 300 * 1024 : 2048);
-	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
+	ck_assert_int_eq(tu_fx_recv_term(&f), 0);
 	tu_fx_free(&f);
 }
 END_TEST
@@ -1095,7 +1084,7 @@ START_TEST(dest_host_dies_mid_stream)
 	/* No disconnect ever comes: a failed WRITE (5) or the timeout (8). */
 	assert_failed("destination host killed mid-stream (two guests)", took, &f.send,
 		      "migrate-send", code == 5 ? 5 : 8, code);
-	assert_running(&f);
+	tu_fx_assert_load_runs(&f);
 	tu_fx_free(&f);
 }
 END_TEST
