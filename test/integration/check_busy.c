@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "rdmig.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -512,11 +513,10 @@ START_TEST(advice_gives_up_on_a_stall)
 }
 END_TEST
 
-TCase *embed_busy_tcase(void)
+void embed_busy_cases(Suite *s)
 {
-	TCase *tc = tcase_create("busy");
+	TCase *tc = tu_case(s, "busy", 120);
 
-	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, complete_sends_what_was_pushed);
 	tcase_add_test(tc, complete_pulls_the_log);
 	tcase_add_test(tc, complete_refuses_a_running_guest_push);
@@ -524,5 +524,4 @@ TCase *embed_busy_tcase(void)
 	tcase_add_test(tc, figures_after_a_round_pull);
 	tcase_add_test(tc, advice_throttles_until_it_fits);
 	tcase_add_test(tc, advice_gives_up_on_a_stall);
-	return tc;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "suite.h"
 #include "suites.h"
 #include "runs.h"
 #include "testutil.h"
@@ -795,12 +796,10 @@ START_TEST(auth_keyless_source_turned_away)
 }
 END_TEST
 
-Suite *cli_suite(void)
+void cli_cases(Suite *s)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc = tcase_create("softroce");
+	TCase *tc = tu_case(s, "softroce", 240);
 
-	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, bad_command_lines);
 	tcase_add_test(tc, cold_two_files_and_state);
 	tcase_add_loop_test(tc, live_converges_and_stops, 0, 4);
@@ -817,6 +816,4 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, auth_wrong_key_rejected);
 	tcase_add_test(tc, auth_keyless_source_turned_away);
 	tcase_add_test(tc, channels_stripe_and_cap);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -32,6 +32,7 @@
 
 #include "qemu_vm.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -881,26 +882,20 @@ START_TEST(guest_released_on_every_exit)
 }
 END_TEST
 
-Suite *converge_suite(void)
+void converge_cases(Suite *s)
 {
-	Suite *s = suite_create("converge");
-	TCase *tc = tcase_create("process");
+	TCase *tc = tu_case(s, "process", 600);
 	int i;
 
-	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, process_converges);
 	tcase_add_test(tc, process_released_on_every_exit);
 	tcase_add_test(tc, process_estimate_predicts);
 	tcase_add_test(tc, process_switchover_bandwidth);
 	tcase_add_test(tc, process_over_the_limit_given);
-	suite_add_tcase(s, tc);
 	/* One test case per QEMU, as the qemu suite has them. */
 	for (i = 0; i < VM_QEMUS; i++) {
-		tc = tcase_create(vm_qemus[i].name);
-		tcase_set_timeout(tc, 600);
+		tc = tu_case(s, vm_qemus[i].name, 600);
 		tcase_add_loop_test(tc, guest_converges, i, i + 1);
 		tcase_add_loop_test(tc, guest_released_on_every_exit, i, i + 1);
-		suite_add_tcase(s, tc);
 	}
-	return s;
 }

@@ -18,6 +18,7 @@
 
 #include "rdmig.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -558,30 +559,22 @@ START_TEST(loop_rounds_as_fast_as_blocking)
 }
 END_TEST
 
-Suite *embed_suite(void)
+void embed_cases(Suite *s)
 {
-	Suite *s = suite_create("embed");
-	TCase *tc = tcase_create("vmm");
+	TCase *tc = tu_case(s, "vmm", 240);
 
-	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, vmm_pair_dynamic);
 	tcase_add_test(tc, vmm_pair_pin_all);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("cancel");
-	tcase_set_timeout(tc, 120);
+	tc = tu_case(s, "cancel", 120);
 	tcase_add_test(tc, cancel_interrupts_resolution);
 	tcase_add_test(tc, cancel_interrupts_pin_all);
 	tcase_add_test(tc, cancel_dest_from_another_thread);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("api");
-	tcase_set_timeout(tc, 120);
+	tc = tu_case(s, "api", 120);
 	tcase_add_test(tc, finished_operation_is_reported_once);
 	tcase_add_test(tc, no_busy_loop_while_connecting);
 	tcase_add_test(tc, loop_rounds_as_fast_as_blocking);
-	suite_add_tcase(s, tc);
-	suite_add_tcase(s, embed_trial_tcase());
-	suite_add_tcase(s, embed_busy_tcase());
-	suite_add_tcase(s, embed_postcopy_tcase());
-	suite_add_tcase(s, embed_postcopy_recover_tcase());
-	return s;
+	embed_trial_cases(s);
+	embed_busy_cases(s);
+	embed_postcopy_cases(s);
+	embed_postcopy_recover_cases(s);
 }

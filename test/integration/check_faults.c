@@ -29,6 +29,7 @@
 
 #include "fabric.h"
 #include "privdata.h"
+#include "suite.h"
 #include "suites.h"
 #include "fixture.h"
 #include "runs.h"
@@ -1089,14 +1090,10 @@ START_TEST(dest_host_dies_mid_stream)
 }
 END_TEST
 
-Suite *faults_suite(void)
+void faults_cases(Suite *s)
 {
-	Suite *s = suite_create("faults");
-	TCase *peers = tcase_create("peers");
-	TCase *fabric = tcase_create("fabric");
-	TCase *hosts;
+	TCase *peers = tu_case(s, "peers", 120), *fabric, *hosts;
 
-	tcase_set_timeout(peers, 120);
 	tcase_add_test(peers, closed_port);
 	tcase_add_test(peers, recv_killed_before_accepting);
 	tcase_add_test(peers, recv_killed_after_accepting);
@@ -1113,26 +1110,20 @@ Suite *faults_suite(void)
 	tcase_add_test(peers, memlock_dest_64k);
 	tcase_add_test(peers, memlock_dest_pin_all);
 	tcase_add_test(peers, daemon_resources_over_50_migrations);
-	suite_add_tcase(s, peers);
 
 	/* Last: they take the fabric away, and put it back even after a
 	 * failure (the unchecked teardown runs in this process). */
 	/* Sanitized binaries under emulation need more time for the rebuild
 	 * of the fabric these tests do. */
-	tcase_set_timeout(fabric, getenv("ASAN_OPTIONS") ? 360 : 120);
+	fabric = tu_case(s, "fabric", getenv("ASAN_OPTIONS") ? 360 : 120);
 	tcase_add_unchecked_fixture(fabric, NULL, fabric_teardown);
 	tcase_add_test(fabric, link_down_mid_stream);
 	tcase_add_test(fabric, rdma_link_delete_mid_stream);
-	suite_add_tcase(s, fabric);
 
 	/* Only where two guests run it (make check-two-guests asks for this
 	 * case by name): never a silent skip in the single-guest run. */
-	if (getenv("RDMIG_PEER_ADDR") ||
-	    (getenv("CK_RUN_CASE") && !strcmp(getenv("CK_RUN_CASE"), "two_guests"))) {
-		hosts = tcase_create("two_guests");
-		tcase_set_timeout(hosts, 180);
+	if (getenv("RDMIG_PEER_ADDR") || tu_case_asked("two_guests")) {
+		hosts = tu_case(s, "two_guests", 180);
 		tcase_add_test(hosts, dest_host_dies_mid_stream);
-		suite_add_tcase(s, hosts);
 	}
-	return s;
 }

@@ -48,6 +48,7 @@
 
 #include "qemu_vm.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -1781,26 +1782,29 @@ START_TEST(bench_legs)
 }
 END_TEST
 
-Suite *libvirt_suite(void)
+/* A case of the suite: both hosts' daemons up around it. */
+static TCase *lv_case(Suite *s, const char *name, int timeout_s)
 {
-	Suite *s = suite_create("libvirt");
-	TCase *tc = tcase_create("libvirt-9.0");
+	TCase *tc = tu_case(s, name, timeout_s);
 
-	/* Both daemons once for all tests (they start in seconds, but probe
-	 * QEMU's capabilities under TCG first). */
 	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
-	tcase_set_timeout(tc, 600);
+	return tc;
+}
+
+void libvirt_cases(Suite *s)
+{
+	/* Both daemons once for all the tests of a case (they start in
+	 * seconds, but probe QEMU's capabilities under TCG first). */
+	TCase *tc = lv_case(s, "libvirt-9.0", 600);
+
 	tcase_add_test(tc, live_migration);
 	tcase_add_test(tc, recv_killed_source_runs);
 	tcase_add_test(tc, switchover_failure_source_runs);
 	tcase_add_test(tc, cancel_source_runs);
-	suite_add_tcase(s, tc);
 
 	/* What the tool must survive (CK_RUN_CASE=libvirt-faults runs them
 	 * alone, RDMIG_LIBVIRT_TOOL=an older tool to see them fail). */
-	tc = tcase_create("libvirt-faults");
-	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
-	tcase_set_timeout(tc, 600);
+	tc = lv_case(s, "libvirt-faults", 600);
 	tcase_add_test(tc, qmp_socket_not_its_own);
 	tcase_add_loop_test(tc, qmp_socket_swapped_after_check, 0, 2);
 	tcase_add_test(tc, remote_recv_stopped);
@@ -1809,13 +1813,10 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, dest_unreachable_source_paused);
 	/* Last: it restarts host B's virtlockd. */
 	tcase_add_test(tc, dest_resume_fails_source_runs);
-	suite_add_tcase(s, tc);
 
 	/* What check and migrate refuse, alike, before anything runs at the
 	 * destination (CK_RUN_CASE=libvirt-check runs them alone). */
-	tc = tcase_create("libvirt-check");
-	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
-	tcase_set_timeout(tc, 300);
+	tc = lv_case(s, "libvirt-check", 300);
 	tcase_add_test(tc, shut_off_refused);
 	tcase_add_test(tc, socket_named_not_uuid);
 	tcase_add_test(tc, corrected_not_restarted);
@@ -1824,16 +1825,11 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, dest_socket_dir);
 	/* Last: a failure would leave host A's RAM on ramfs. */
 	tcase_add_test(tc, ram_not_on_tmpfs);
-	suite_add_tcase(s, tc);
 
 	/* Only when asked for by name: three migrations for docs/libvirt.md's
 	 * table. */
-	if (getenv("CK_RUN_CASE") && !strcmp(getenv("CK_RUN_CASE"), "libvirt-bench")) {
-		tc = tcase_create("libvirt-bench");
-		tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
-		tcase_set_timeout(tc, 1200);
+	if (tu_case_asked("libvirt-bench")) {
+		tc = lv_case(s, "libvirt-bench", 1200);
 		tcase_add_test(tc, bench_legs);
-		suite_add_tcase(s, tc);
 	}
-	return s;
 }

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -1160,26 +1161,20 @@ START_TEST(qmp_listener_pid_reused_refused)
 }
 END_TEST
 
-Suite *local_suite(void)
+void local_cases(Suite *s)
 {
-	Suite *s = suite_create("local");
-	TCase *tc = tcase_create("softroce");
+	TCase *tc = tu_case(s, "softroce", 300);
 
-	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, precreated_files_refused);
 	tcase_add_test(tc, room_refused_and_given_back);
 	tcase_add_test(tc, concurrent_overfill_refused);
 	tcase_add_test(tc, filled_mid_migration_fails_alone);
 	tcase_add_test(tc, limits_hold_by_default);
 	tcase_add_test(tc, reused_pid_gets_no_signal);
-	suite_add_tcase(s, tc);
 	/* Security round 4 (issue 30): CK_RUN_CASE=round4 runs them alone,
 	 * RDMIG_BUILD=an older build to see them fail. */
-	tc = tcase_create("round4");
-	tcase_set_timeout(tc, 300);
+	tc = tu_case(s, "round4", 300);
 	tcase_add_loop_test(tc, qmp_ram_name_swapped, 0, 2);
 	tcase_add_loop_test(tc, qmp_name_swapped_between_look_and_open, 0, 2);
 	tcase_add_test(tc, qmp_listener_pid_reused_refused);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -34,6 +34,7 @@
 
 #include "qemu_vm.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -703,7 +704,7 @@ START_TEST(memfd_by_version)
 }
 END_TEST
 
-Suite *qemu_suite(void)
+void qemu_cases(Suite *s)
 {
 	const TTest *const tests[] = {
 		unshared_ram_refused,
@@ -715,7 +716,6 @@ Suite *qemu_suite(void)
 		cancel_in_pre_switchover,
 		memfd_by_version,
 	};
-	Suite *s = suite_create("qemu");
 	TCase *tc;
 	size_t t;
 	int i;
@@ -723,11 +723,8 @@ Suite *qemu_suite(void)
 	/* One test case per QEMU, each test looped over that QEMU's index
 	 * only: CK_RUN_CASE=qemu-10.0 picks one QEMU. */
 	for (i = 0; i < VM_QEMUS; i++) {
-		tc = tcase_create(vm_qemus[i].name);
-		tcase_set_timeout(tc, 400);
+		tc = tu_case(s, vm_qemus[i].name, 400);
 		for (t = 0; t < sizeof(tests) / sizeof(tests[0]); t++)
 			tcase_add_loop_test(tc, tests[t], i, i + 1);
-		suite_add_tcase(s, tc);
 	}
-	return s;
 }

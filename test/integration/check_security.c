@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "runs.h"
 #include "testutil.h"
@@ -1776,12 +1777,10 @@ START_TEST(postcopy_resume_error_not_final_on_source)
 }
 END_TEST
 
-Suite *security_suite(void)
+void security_cases(Suite *s)
 {
-	Suite *s = suite_create("security");
-	TCase *tc = tcase_create("attacker"), *tf;
+	TCase *tc = tu_case(s, "attacker", 150);
 
-	tcase_set_timeout(tc, 150);
 	tcase_add_test(tc, replay_refused);
 	tcase_add_test(tc, held_connections_dropped);
 	tcase_add_test(tc, huge_rings_bounded);
@@ -1791,28 +1790,20 @@ Suite *security_suite(void)
 	tcase_add_test(tc, control_socket_owner_only);
 	tcase_add_test(tc, no_space_refused_up_front);
 	tcase_add_test(tc, pages_outside_the_block);
-	suite_add_tcase(s, tc);
 	/* A case of its own, so it can run alone (CK_RUN_CASE=flood). */
-	tf = tcase_create("flood");
-	tcase_set_timeout(tf, 240);
-	tcase_add_test(tf, flood_does_not_hold_the_daemon);
-	suite_add_tcase(s, tf);
+	tc = tu_case(s, "flood", 240);
+	tcase_add_test(tc, flood_does_not_hold_the_daemon);
 	/* Security round 4 (issue 30): CK_RUN_CASE=round4 runs them alone,
 	 * RDMIG_BUILD=an older build to see them fail. */
-	tf = tcase_create("round4");
-	tcase_set_timeout(tf, 240);
-	tcase_add_test(tf, state_ring_before_auth_refused);
-	tcase_add_test(tf, state_past_announced_stopped);
-	suite_add_tcase(s, tf);
+	tc = tu_case(s, "round4", 240);
+	tcase_add_test(tc, state_ring_before_auth_refused);
+	tcase_add_test(tc, state_past_announced_stopped);
 	/* Post-copy's READ side (issue 33): CK_RUN_CASE=postcopy. */
-	tf = tcase_create("postcopy");
-	tcase_set_timeout(tf, 240);
-	tcase_add_test(tf, postcopy_unregistered_keys_refused);
-	tcase_add_test(tf, postcopy_revoked_keys_refused);
-	tcase_add_test(tf, postcopy_read_outside_refused);
-	tcase_add_test(tf, postcopy_resume_needs_the_key);
-	tcase_add_test(tf, postcopy_resume_error_not_final_on_source);
-	tcase_add_test(tf, postcopy_resume_with_every_page_in);
-	suite_add_tcase(s, tf);
-	return s;
+	tc = tu_case(s, "postcopy", 240);
+	tcase_add_test(tc, postcopy_unregistered_keys_refused);
+	tcase_add_test(tc, postcopy_revoked_keys_refused);
+	tcase_add_test(tc, postcopy_read_outside_refused);
+	tcase_add_test(tc, postcopy_resume_needs_the_key);
+	tcase_add_test(tc, postcopy_resume_error_not_final_on_source);
+	tcase_add_test(tc, postcopy_resume_with_every_page_in);
 }
