@@ -670,31 +670,12 @@ static int rdma_count(const char *dir, const char *res, const char *what, pid_t 
 
 static void measure(const char *dir, pid_t pid, struct usage *u)
 {
-	char path[64], line[256];
-	struct dirent *de;
-	DIR *d;
-	FILE *f;
-
 	u->mr = rdma_count(dir, "mr", "", pid);
 	u->qp = rdma_count(dir, "qp", "", pid);
 	u->cq = rdma_count(dir, "cq", "", pid);
 	u->pd = rdma_count(dir, "pd", "", pid);
 	u->cm_id = rdma_count(dir, "cm_id", "", pid);
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	ck_assert_ptr_nonnull(d);
-	u->fds = 0;
-	while ((de = readdir(d)))
-		u->fds += de->d_name[0] != '.';
-	closedir(d);
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	ck_assert_ptr_nonnull(f);
-	u->rss_kb = -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmRSS:", 6))
-			u->rss_kb = strtol(line + 6, NULL, 10);
-	fclose(f);
+	tu_proc_usage(pid, &u->fds, &u->rss_kb);
 }
 
 enum kind { K_OK, K_KILLED, K_BAD_NAME };

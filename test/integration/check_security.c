@@ -37,6 +37,7 @@
 
 #include "suite.h"
 #include "suites.h"
+#include "fixture.h"
 #include "runs.h"
 #include "testutil.h"
 
@@ -80,32 +81,12 @@ static void sx_init(struct sx *f)
 	evil_path(f->evilbin, sizeof(f->evilbin));
 }
 
-static void stop(struct tu_run *r)
-{
-	if (r->p.pid > 0 && !r->p.reaped) {
-		kill(-r->p.pid, SIGKILL);
-		tu_wait(&r->p, 5000);
-	}
-}
-
 static void sx_free(struct sx *f)
 {
-	stop(&f->evil);
-	stop(&f->send);
-	stop(&f->recv);
+	tu_run_stop(&f->evil);
+	tu_run_stop(&f->send);
+	tu_run_stop(&f->recv);
 	tu_rmdir(f->dir);
-}
-
-/* Reaps it when it has exited, so tu_run_finish still sees its status. */
-static bool running(struct tu_run *r)
-{
-	if (r->p.pid <= 0 || r->p.reaped)
-		return false;
-	if (waitpid(r->p.pid, &r->p.status, WNOHANG) == r->p.pid) {
-		r->p.reaped = 1;
-		return false;
-	}
-	return true;
 }
 
 /* Whether this build's migrate-recv has @opt (older ones lack the limits). */
@@ -222,48 +203,6 @@ static long kv_num(const char *line, const char *key)
 	return buf[0] ? strtol(buf, NULL, 10) : -1;
 }
 
-static void write_file(const char *path, const void *data, size_t len, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
-
-	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
-	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
-	ck_assert_int_eq(close(fd), 0);
-}
-
-static void write_random(const char *path, size_t len, uint64_t seed)
-{
-	void *buf = malloc(len);
-
-	ck_assert_ptr_nonnull(buf);
-	tu_fill_random(buf, len, seed);
-	write_file(path, buf, len, 0644);
-	free(buf);
-}
-
-static void write_key(const char *path)
-{
-	write_file(path, "a shared secret of 32 bytes here", 32, 0600);
-}
-
-static bool exists(const char *path)
-{
-	struct stat st;
-
-	return lstat(path, &st) == 0;
-}
-
-static bool same_file(const char *a, const char *b)
-{
-	size_t la, lb;
-	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
-	bool same = da && db && la == lb && !memcmp(da, db, la);
-
-	free(da);
-	free(db);
-	return same;
-}
-
 /* Lines of printable text: what a peer said reaches the operator as it was
  * sent, with nothing after it. */
 static bool printable(const char *s)
@@ -351,27 +290,8 @@ static uint64_t mr_bytes(const char *dir, pid_t pid)
 
 static void measure(const char *dir, pid_t pid, struct usage *u)
 {
-	char path[64], line[256];
-	struct dirent *de;
-	DIR *d;
-	FILE *fp;
-
 	u->mr_bytes = mr_bytes(dir, pid);
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	ck_assert_ptr_nonnull(d);
-	u->fds = 0;
-	while ((de = readdir(d)))
-		u->fds += de->d_name[0] != '.';
-	closedir(d);
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	fp = fopen(path, "r");
-	ck_assert_ptr_nonnull(fp);
-	u->rss_kb = -1;
-	while (fgets(line, sizeof(line), fp))
-		if (!strncmp(line, "VmRSS:", 6))
-			u->rss_kb = strtol(line + 6, NULL, 10);
-	fclose(fp);
+	tu_proc_usage(pid, &u->fds, &u->rss_kb);
 }
 
 static void peak(struct usage *p, const struct usage *u)
@@ -427,8 +347,8 @@ START_TEST(replay_refused)
 	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
-	write_key(key);
-	write_random(src, MIB, 11);
+	tu_write_key(key);
+	tu_write_random(src, MIB, 11);
 	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--auth-key", key, "--timeout",
 					   "5", NULL });
 
@@ -460,7 +380,7 @@ START_TEST(replay_refused)
 		turned[0] = '\0';
 	ck_assert_msg(strstr(turned, "authentication failed"),
 		      "migrate-recv did not say it turned the relay away: %s", turned);
-	ck_assert_msg(running(&f.recv), "migrate-recv stopped waiting");
+	ck_assert_msg(tu_run_running(&f.recv), "migrate-recv stopped waiting");
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
 
 	/* The real source still gets through. */
@@ -475,7 +395,7 @@ START_TEST(replay_refused)
 	}
 	ck_assert_int_eq(sc, 0);
 	ck_assert_int_eq(rc, 0);
-	ck_assert_msg(same_file(src, dst), "the legitimate migration's image differs");
+	ck_assert_msg(tu_same_file(src, dst), "the legitimate migration's image differs");
 	printf("security: replay: migrate-recv turned the relay away (%s); the real source "
 	       "migrated 1 MiB byte-identical afterwards\n", turned);
 	sx_free(&f);
@@ -497,8 +417,8 @@ START_TEST(state_ring_before_auth_refused)
 	sx_init(&f);
 	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	write_key(key);
-	write_random(src, MIB, 12);
+	tu_write_key(key);
+	tu_write_random(src, MIB, 12);
 	snprintf(f.addr, sizeof(f.addr), "%s:1", tu_addr());
 	sx_evil(&f, "ring", "ring", (const char *const[]){ "--listen", tu_addr(), "--timeout",
 							   "5000", NULL });
@@ -547,8 +467,8 @@ START_TEST(held_connections_dropped)
 	sx_init(&f);
 	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	write_key(key);
-	write_random(src, MIB, 12);
+	tu_write_key(key);
+	tu_write_random(src, MIB, 12);
 	argv[n++] = "--daemon";
 	argv[n++] = "--ram-dir";
 	argv[n++] = f.dst;
@@ -576,7 +496,7 @@ START_TEST(held_connections_dropped)
 	t_legit = tu_now_ms();
 	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
 						   "5", NULL });
-	while (running(&f.evil) || running(&f.send)) {
+	while (tu_run_running(&f.evil) || tu_run_running(&f.send)) {
 		measure(f.dir, f.recv.p.pid, &now);
 		peak(&top, &now);
 		if (tu_now_ms() > t_made + 40000)
@@ -637,7 +557,7 @@ START_TEST(held_connections_dropped)
 		snprintf(path, sizeof(path), "%s/ram", json_object_get_string(d));
 	}
 	json_object_put(done);
-	ck_assert_msg(same_file(src, path), "%s differs from the source", path);
+	ck_assert_msg(tu_same_file(src, path), "%s differs from the source", path);
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 1,
 		      "--ram-dir holds %s; only the real source's directory belongs there", list);
 	ck_assert_msg(!tu_has_event(f.recv.out, "failed"),
@@ -653,7 +573,7 @@ START_TEST(held_connections_dropped)
 	 * 4 MiB of control rings each, and the real source's 1 MiB image. */
 	ck_assert_msg(top.mr_bytes <= 24 * MIB, "registered up to %" PRIu64 " bytes",
 		      top.mr_bytes);
-	ck_assert(running(&f.recv));
+	ck_assert(tu_run_running(&f.recv));
 	sx_free(&f);
 }
 END_TEST
@@ -680,8 +600,8 @@ START_TEST(huge_rings_bounded)
 							     "--timeout", "5000", NULL });
 	/* Sampled until a while after the attacker left: registering what it
 	 * asked for may outlast its stay. */
-	while (running(&f.recv) && (running(&f.evil) || !t_end || tu_now_ms() < t_end)) {
-		if (!t_end && !running(&f.evil))
+	while (tu_run_running(&f.recv) && (tu_run_running(&f.evil) || !t_end || tu_now_ms() < t_end)) {
+		if (!t_end && !tu_run_running(&f.evil))
 			t_end = tu_now_ms() + 2000;
 		measure(f.dir, f.recv.p.pid, &now);
 		peak(&top, &now);
@@ -694,7 +614,7 @@ START_TEST(huge_rings_bounded)
 		      "for a peer that only asked", top.mr_bytes);
 	ck_assert_msg(kv_num(line, "frames-from-dest") > 0,
 		      "the destination sent nothing, so its send ring was never made: %s", line);
-	ck_assert_msg(running(&f.recv), "migrate-recv did not survive the request");
+	ck_assert_msg(tu_run_running(&f.recv), "migrate-recv did not survive the request");
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
 	sx_free(&f);
 }
@@ -718,7 +638,7 @@ START_TEST(limits_refused_at_block_map)
 	sx_init(&f);
 	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	write_key(key);
+	tu_write_key(key);
 	argv[n++] = "--ram-dir";
 	argv[n++] = f.dst;
 	argv[n++] = "--auth-key";
@@ -755,7 +675,7 @@ START_TEST(limits_refused_at_block_map)
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
 
 	/* The real command says the same. */
-	write_random(src, 32 * MIB, 13);
+	tu_write_random(src, 32 * MIB, 13);
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--pin-all",
 						   "--timeout", "5", NULL });
@@ -771,7 +691,7 @@ START_TEST(limits_refused_at_block_map)
 		      "migrate-send garbled the destination's reason: %s", err);
 	free(err);
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
-	ck_assert_msg(running(&f.recv), "migrate-recv stopped waiting");
+	ck_assert_msg(tu_run_running(&f.recv), "migrate-recv stopped waiting");
 	ck_assert(tu_wait_line(f.recv.err, "migrate-recv: turned away a connection from ", turned,
 			       sizeof(turned), 5000) == 0);
 	sx_free(&f);
@@ -823,9 +743,9 @@ START_TEST(pages_outside_the_block)
 		ck_assert_msg(strstr(said, "PAGES run 0"), "destination said: %s", said);
 		/* Migration i + 1's block file: nothing of the attacker's in it. */
 		snprintf(file, sizeof(file), "%s/%u/ram", f.dst, i + 1);
-		ck_assert_msg(!exists(file) || count_byte(file, 0xaa) == 0, "%s holds 0xaa bytes",
+		ck_assert_msg(!tu_exists(file) || count_byte(file, 0xaa) == 0, "%s holds 0xaa bytes",
 			      file);
-		ck_assert_msg(running(&f.recv), "migrate-recv died on a %s run", variants[i]);
+		ck_assert_msg(tu_run_running(&f.recv), "migrate-recv died on a %s run", variants[i]);
 	}
 	/* The control: a proper first page lands.  It is seen while the peer
 	 * holds on: once it goes, the daemon removes the failed migration's
@@ -834,8 +754,8 @@ START_TEST(pages_outside_the_block)
 								    "--size", "1048576",
 								    "--timeout", "5000", NULL });
 	snprintf(file, sizeof(file), "%s/4/ram", f.dst);
-	while (!landed && running(&f.evil)) {
-		landed = exists(file) && count_byte(file, 0xaa) == 4096;
+	while (!landed && tu_run_running(&f.evil)) {
+		landed = tu_exists(file) && count_byte(file, 0xaa) == 4096;
 		usleep(20000);
 	}
 	code = evil_result(&f, 30000, line, sizeof(line));
@@ -843,7 +763,7 @@ START_TEST(pages_outside_the_block)
 	       code, landed ? "yes" : "no", line);
 	ck_assert_msg(code == 0, "a proper PAGES run was refused: %s", line);
 	ck_assert_msg(landed, "the proper page never showed in %s", file);
-	ck_assert(running(&f.recv));
+	ck_assert(tu_run_running(&f.recv));
 	sx_free(&f);
 }
 END_TEST
@@ -876,16 +796,16 @@ START_TEST(unconfirmed_completion)
 	printf("security: vanish after COMPLETE: attacker exit %d: %s | migrate-recv exit %d after "
 	       "%" PRIu64 " ms, completed event %s, marker %s, state %s: %s\n", code, line, rc, t0,
 	       tu_has_event(f.recv.out, "completed") ? "yes" : "no",
-	       exists(marker) ? "kept" : "removed", exists(state) ? "renamed into place" : "absent",
+	       tu_exists(marker) ? "kept" : "removed", tu_exists(state) ? "renamed into place" : "absent",
 	       flat(err, one, sizeof(one)));
 	free(err);
 	ck_assert_msg(code == 0, "the mini-migration did not get to COMPLETE: %s", line);
 	ck_assert_msg(rc != 0 && rc != -1, "migrate-recv exit %d", rc);
 	ck_assert_msg(!tu_has_event(f.recv.out, "completed"),
 		      "migrate-recv reported a completion the source never received");
-	ck_assert_msg(exists(marker), "%s was removed before the source had the confirmation",
+	ck_assert_msg(tu_exists(marker), "%s was removed before the source had the confirmation",
 		      marker);
-	ck_assert_msg(!exists(state), "%s was put in place before the source had the "
+	ck_assert_msg(!tu_exists(state), "%s was put in place before the source had the "
 		      "confirmation", state);
 	sx_free(&f);
 }
@@ -909,7 +829,7 @@ static int refused_run(struct sx *f, const char *name, const char *src, const ch
 	snprintf(err, len, "%s", text ? text : "");
 	free(text);
 	if (tu_run_finish(&f->recv, 15000) < 0)
-		stop(&f->recv);
+		tu_run_stop(&f->recv);
 	return sc;
 }
 
@@ -936,10 +856,10 @@ START_TEST(ram_dir_does_not_overwrite)
 	snprintf(state, sizeof(state), "%s/blk", d3);
 	ck_assert_int_eq(mkdir(d2, 0755), 0);
 	ck_assert_int_eq(mkdir(d3, 0755), 0);
-	write_random(src, 64 * KIB, 14);
+	tu_write_random(src, 64 * KIB, 14);
 
 	/* An existing regular file. */
-	write_file(file, precious, sizeof(precious) - 1, 0644);
+	tu_write_file(file, precious, sizeof(precious) - 1, 0644);
 	sc = refused_run(&f, "ram", src, (const char *const[]){ "--ram-dir", f.dst, "--timeout",
 							       "5", NULL }, err, sizeof(err));
 	text = tu_slurp(file, NULL);
@@ -952,7 +872,7 @@ START_TEST(ram_dir_does_not_overwrite)
 	free(text);
 
 	/* A symlink to a victim. */
-	write_file(victim, victim_data, sizeof(victim_data) - 1, 0644);
+	tu_write_file(victim, victim_data, sizeof(victim_data) - 1, 0644);
 	ck_assert_int_eq(symlink(victim, link), 0);
 	sc = refused_run(&f, "ram", src, (const char *const[]){ "--ram-dir", d2, "--timeout", "5",
 							       NULL }, err, sizeof(err));
@@ -971,12 +891,12 @@ START_TEST(ram_dir_does_not_overwrite)
 							       state, "--timeout", "5", NULL },
 			 err, sizeof(err));
 	printf("security: block \"blk\" with --state-out DIR/blk: migrate-send exit %d, %s "
-	       "%s: %s\n", sc, state, exists(state) ? "EXISTS" : "absent",
+	       "%s: %s\n", sc, state, tu_exists(state) ? "EXISTS" : "absent",
 	       flat(err, one, sizeof(one)));
 	ck_assert_msg(sc != 0 && strstr(err, "blk") && strstr(err, "state"),
 		      "migrate-send exit %d: %s", sc, err);
 	ck_assert_msg(printable(err), "migrate-send garbled the destination's reason: %s", err);
-	ck_assert_msg(!exists(state), "%s was created", state);
+	ck_assert_msg(!tu_exists(state), "%s was created", state);
 	sx_free(&f);
 }
 END_TEST
@@ -1037,32 +957,6 @@ static void as_stranger(const char *sock, uid_t uid, const char *line, char *out
 	out[strcspn(out, "\n")] = '\0';
 }
 
-/* One line on @sock as ourselves (root). */
-static void as_owner(const char *sock, const char *line, char *out, size_t len)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	size_t got = 0;
-	ssize_t n;
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	ck_assert(strlen(sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, sock, strlen(sock) + 1);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_msg(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)), "connect %s: %s", sock,
-		      strerror(errno));
-	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
-	out[0] = '\0';
-	while (got < len - 1 && !memchr(out, '\n', got)) {
-		n = read(fd, out + got, len - 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		out[got] = '\0';
-	}
-	close(fd);
-	out[strcspn(out, "\n")] = '\0';
-}
-
 /* migrate-recv --control under umask 000: the socket is 0600 anyway, a
  * stranger cannot connect, and even through a socket made world-writable
  * afterwards its cancel is refused by credentials; the owner's status works. */
@@ -1085,7 +979,7 @@ START_TEST(control_socket_owner_only)
 	mode = (int)(st.st_mode & 0777);
 	as_stranger(sock, NOBODY, cancel, direct, sizeof(direct));
 	usleep(300000);
-	ck_assert_msg(running(&f.recv), "a stranger's cancel stopped migrate-recv (mode %o; %s)",
+	ck_assert_msg(tu_run_running(&f.recv), "a stranger's cancel stopped migrate-recv (mode %o; %s)",
 		      mode, direct);
 	/* Made world-writable behind its back: the credentials still decide. */
 	ck_assert_int_eq(chmod(sock, 0666), 0);
@@ -1096,8 +990,8 @@ START_TEST(control_socket_owner_only)
 	ck_assert_msg(mode == 0600, "the control socket is mode %03o", mode);
 	ck_assert_msg(strstr(direct, "ermission denied"), "a stranger got: %s", direct);
 	ck_assert_msg(strstr(loose, "permission denied"), "a stranger got: %s", loose);
-	ck_assert_msg(running(&f.recv), "a stranger's cancel stopped migrate-recv");
-	as_owner(sock, "{\"command\":\"status\"}\n", mine, sizeof(mine));
+	ck_assert_msg(tu_run_running(&f.recv), "a stranger's cancel stopped migrate-recv");
+	tu_control_line(sock, "{\"command\":\"status\"}\n", mine, sizeof(mine), 60000);
 	printf("security: control socket: the owner's status: %s\n", mine);
 	ck_assert_msg(strstr(mine, "\"return\"") && strstr(mine, "listening"), "status: %s",
 		      mine);
@@ -1130,7 +1024,7 @@ START_TEST(no_space_refused_up_front)
 	mounted = mount("tmpfs", mnt, "tmpfs", 0, "size=8m,mode=0755") == 0;
 	ck_assert_msg(mounted, "mount -t tmpfs -o size=8m %s: %s (needs root: run it in "
 		      "tools/softroce)", mnt, strerror(errno));
-	write_random(src, 16 * MIB, 15);
+	tu_write_random(src, 16 * MIB, 15);
 	sx_recv(&f, (const char *const[]){ "--ram-dir", mnt, "--timeout", "5", NULL });
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--json", "--timeout", "5",
@@ -1150,8 +1044,8 @@ START_TEST(no_space_refused_up_front)
 	serr = tu_slurp(f.send.err, NULL);
 	list_dir(mnt, list, sizeof(list));
 	snprintf(marker, sizeof(marker), "%s.incomplete", file);
-	left_file = exists(file);
-	left_marker = exists(marker);
+	left_file = tu_exists(file);
+	left_marker = tu_exists(marker);
 	/* Pages that moved are pages the tmpfs holds. */
 	landed = stat(file, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 	ck_assert_int_eq(umount2(mnt, MNT_DETACH), 0);
@@ -1210,8 +1104,8 @@ START_TEST(state_past_announced_stopped)
 	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(mnt, sizeof(mnt), "%s/small", f.dir);
-	write_key(key);
-	write_random(src, 16 * MIB, 17);
+	tu_write_key(key);
+	tu_write_random(src, 16 * MIB, 17);
 	ck_assert_int_eq(mkdir(mnt, 0755), 0);
 	ck_assert_msg(mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0755") == 0, "mount -t "
 		      "tmpfs %s: %s (needs root: run it in tools/softroce)", mnt, strerror(errno));
@@ -1256,10 +1150,10 @@ START_TEST(state_past_announced_stopped)
 	snprintf(pat, sizeof(pat), "%s/*/ram", mnt);
 	if (glob(pat, 0, NULL, &g) == 0) {
 		for (size_t k = 0; k < g.gl_pathc; k++)
-			same += same_file(src, g.gl_pathv[k]);
+			same += tu_same_file(src, g.gl_pathv[k]);
 		globfree(&g);
 	}
-	stop(&f.recv);
+	tu_run_stop(&f.recv);
 	list_dir(mnt, list, sizeof(list));
 	ck_assert_int_eq(umount2(mnt, MNT_DETACH), 0);
 	for (i = 0; i < STATE_HOSTILE; i++)
@@ -1294,44 +1188,10 @@ END_TEST
 #define FLOOD_S "40"
 #define FLOOD_BOUND_MS 1000
 
-/* Sends @line to the control socket @sock and waits up to @timeout_ms for
- * the answer line in @out; returns how long that took, or -1 when no
- * answer came (a daemon whose loop is held answers nothing). */
-static long ctl_call(const char *sock, const char *line, char *out, size_t len, int timeout_ms)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = timeout_ms % 1000 * 1000 };
-	uint64_t t0 = tu_now_ms();
-	size_t got = 0;
-	ssize_t n;
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	ck_assert(strlen(sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, sock, strlen(sock) + 1);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
-	ck_assert_msg(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)), "connect %s: %s", sock,
-		      strerror(errno));
-	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
-	out[0] = '\0';
-	while (got < len - 1 && !memchr(out, '\n', got) && tu_now_ms() < t0 + (uint64_t)timeout_ms) {
-		n = read(fd, out + got, len - 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		out[got] = '\0';
-	}
-	close(fd);
-	if (!memchr(out, '\n', got))
-		return -1;
-	out[strcspn(out, "\n")] = '\0';
-	return (long)(tu_now_ms() - t0);
-}
-
 /* When @r exited (tu_now_ms), waiting until @deadline; 0 if it still runs. */
 static uint64_t exited_by(struct tu_run *r, uint64_t deadline)
 {
-	while (running(r)) {
+	while (tu_run_running(r)) {
 		if (tu_now_ms() >= deadline)
 			return 0;
 		usleep(5000);
@@ -1363,8 +1223,8 @@ START_TEST(flood_does_not_hold_the_daemon)
 	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(sock, sizeof(sock), "%s/recv.ctl", f.dir);
-	write_key(key);
-	write_random(src, 4 * MIB, 16);
+	tu_write_key(key);
+	tu_write_random(src, 4 * MIB, 16);
 	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", f.dst, "--auth-key", key,
 					   "--control", sock, "--timeout", "5", NULL });
 
@@ -1393,14 +1253,14 @@ START_TEST(flood_does_not_hold_the_daemon)
 						   "10", NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	t_send = tu_now_ms() - t_send;
-	flood_on = running(&f.evil);
+	flood_on = tu_run_running(&f.evil);
 	o = tu_event_in(f.recv.out, "completed");
 	if (o) {
 		struct json_object *d;
 
 		if (json_object_object_get_ex(o, "dir", &d)) {
 			snprintf(path, sizeof(path), "%s/ram", json_object_get_string(d));
-			same = same_file(src, path);
+			same = tu_same_file(src, path);
 			landed = true;
 		}
 		json_object_put(o);
@@ -1411,7 +1271,7 @@ START_TEST(flood_does_not_hold_the_daemon)
 	/* (ii) cancel the flooder's migration through the control socket */
 	snprintf(cmd, sizeof(cmd), "{\"command\":\"cancel\",\"id\":%u}\n", id_a);
 	t_cancel = tu_now_ms();
-	reply_ms = ctl_call(sock, cmd, reply, sizeof(reply), 5000);
+	reply_ms = tu_control_line(sock, cmd, reply, sizeof(reply), 5000);
 	end_a = exited_by(&f.evil, t_cancel + 5000);
 	code_a = evil_result(&f, 60000, line_a, sizeof(line_a));
 	dropped = kv_num(line_a, "dropped-at-ms");
@@ -1434,7 +1294,7 @@ START_TEST(flood_does_not_hold_the_daemon)
 	}
 	/* The second flooder sees its migration end with the daemon. */
 	if (!exited_by(&f.evil, tu_now_ms() + 5000))
-		stop(&f.evil);
+		tu_run_stop(&f.evil);
 	code_b = evil_result(&f, 30000, line_b, sizeof(line_b));
 	kv(line_a, "dest-said", said, sizeof(said));
 	printf("security: flood of ZERO_RANGES (1 GiB each) and ITER_END into migrate-recv "
@@ -1508,7 +1368,7 @@ START_TEST(postcopy_resume_needs_the_key)
 
 	sx_init(&f);
 	snprintf(key, sizeof(key), "%s/key", f.dir);
-	write_key(key);
+	tu_write_key(key);
 	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
 	for (v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
 		memset(&dst, 0, sizeof(dst));
@@ -1561,7 +1421,7 @@ START_TEST(postcopy_resume_with_every_page_in)
 
 	sx_init(&f);
 	snprintf(key, sizeof(key), "%s/key", f.dir);
-	write_key(key);
+	tu_write_key(key);
 	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
 	memset(&dst, 0, sizeof(dst));
 	tu_run_spawn(&dst, f.dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0", "--mib",
