@@ -55,6 +55,16 @@ void tu_argv_add(struct tu_argv *a, const char *const *words)
 	a->v[a->n] = NULL;
 }
 
+void tu_run_cmd(struct tu_run *r, const char *dir, const char *tag, const char *const *head,
+		const char *const *args)
+{
+	struct tu_argv a = { .n = 0 };
+
+	tu_argv_add(&a, head);
+	tu_argv_add(&a, args);
+	tu_run_spawn(r, dir, tag, a.v);
+}
+
 int tu_run_running(struct tu_run *r)
 {
 	return r->p.pid > 0 && !tu_reap(&r->p);

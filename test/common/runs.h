@@ -27,6 +27,10 @@ void tu_argv_add(struct tu_argv *a, const char *const *words);
  * stderr in DIR/TAG.err (both emptied first, so an earlier process's output
  * is never mistaken for this one's). */
 void tu_run_spawn(struct tu_run *r, const char *dir, const char *tag, char *const argv[]);
+/* tu_run_spawn of the words of @head, then those of @args (both lists
+ * NULL-terminated; @args may be NULL). */
+void tu_run_cmd(struct tu_run *r, const char *dir, const char *tag, const char *const *head,
+		const char *const *args);
 /* The exit code (128 + signal when killed), or -1 on timeout. */
 int tu_run_finish(struct tu_run *r, int timeout_ms);
 /* Prints both files, headed by @label. */

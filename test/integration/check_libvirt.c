@@ -1385,41 +1385,16 @@ START_TEST(qmp_socket_not_its_own)
 }
 END_TEST
 
-/* A process of QEMU's user (another guest's QEMU after an escape, say):
- * listens on PATH, greets like QMP, answers every command with an empty
- * return and prints what it is sent, so that whatever reaches it shows. */
-static const char impostor_py[] =
-	"import json, socket, sys\n"
-	"s = socket.socket(socket.AF_UNIX)\n"
-	"s.bind(sys.argv[1]); s.listen(4)\n"
-	"print('listening', flush=True)\n"
-	"while True:\n"
-	"    c, _ = s.accept()\n"
-	"    print('connected', flush=True)\n"
-	"    c.sendall(b'{\"QMP\": {\"version\": {\"qemu\": {\"major\": 7, \"minor\": 2, "
-	"\"micro\": 0}}, \"capabilities\": []}}\\n')\n"
-	"    c.settimeout(60)\n"
-	"    try:\n"
-	"        while True:\n"
-	"            b = c.recv(65536)\n"
-	"            if not b: break\n"
-	"            print('got %d bytes: %r' % (len(b), b[:200]), flush=True)\n"
-	"            for line in b.split(b'\\n'):\n"
-	"                try: req = json.loads(line)\n"
-	"                except ValueError: continue\n"
-	"                c.sendall(json.dumps({'return': {}, 'id': req.get('id')}).encode() + b'\\n')\n"
-	"    except OSError: pass\n"
-	"    c.close()\n";
-
-/* Starts the impostor on @h (its mount namespace, as libvirt-qemu) at
- * /run/rdmig/impostor.sock; its output goes to @out. */
+/* Starts vm_qmp_impostor_py on @h as a process of QEMU's user (another
+ * guest's QEMU after an escape, say: its mount namespace, as libvirt-qemu)
+ * at /run/rdmig/impostor.sock; its output goes to @out. */
 static void impostor_start(struct tu_proc *p, const struct lvhost *h, const char *out)
 {
 	char nsenter[64], setpriv[64], py[64], pid[16], *text = NULL;
 	char *argv[] = { (char *)bin("nsenter", nsenter, sizeof(nsenter)), "-t", pid, "-m", "--",
 			 (char *)bin("setpriv", setpriv, sizeof(setpriv)), "--reuid=libvirt-qemu",
 			 "--regid=libvirt-qemu", "--clear-groups", (char *)bin("python3", py, sizeof(py)),
-			 "-c", (char *)impostor_py, "/run/rdmig/impostor.sock", NULL };
+			 "-c", (char *)vm_qmp_impostor_py, "/run/rdmig/impostor.sock", NULL };
 	uint64_t t0 = tu_now_ms();
 
 	snprintf(pid, sizeof(pid), "%d", h->pid);

@@ -50,7 +50,7 @@
 #define NOBODY 65534
 
 struct sx {
-	char dir[256], dst[300], recvbin[512], sendbin[512], evilbin[512];
+	char dir[256], dst[300], key[300], recvbin[512], sendbin[512], evilbin[512];
 	char addr[64], port[16], help[8192];
 	struct tu_run recv, send, evil;
 };
@@ -76,6 +76,9 @@ static void sx_init(struct sx *f)
 	tu_tmpdir(f->dir, sizeof(f->dir));
 	snprintf(f->dst, sizeof(f->dst), "%s/dst", f->dir);
 	ck_assert_int_eq(mkdir(f->dst, 0755), 0);
+	/* The key of the keyed peers: an attacker is the one without it. */
+	snprintf(f->key, sizeof(f->key), "%s/key", f->dir);
+	tu_write_key(f->key);
 	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
 	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
 	evil_path(f->evilbin, sizeof(f->evilbin));
@@ -106,17 +109,14 @@ static bool recv_knows(struct sx *f, const char *opt)
 	return strstr(f->help, opt) != NULL;
 }
 
-/* Appends "@opt @val" to @argv when this build knows @opt. */
-static void opt_if_known(struct sx *f, const char **argv, int *n, const char *opt,
-			 const char *val)
+/* Appends "@opt @val" to @a when this build knows @opt. */
+static void opt_if_known(struct sx *f, struct tu_argv *a, const char *opt, const char *val)
 {
 	if (!recv_knows(f, opt)) {
 		printf("security: note: %s has no %s; running without it\n", f->recvbin, opt);
 		return;
 	}
-	argv[(*n)++] = opt;
-	if (val)
-		argv[(*n)++] = val;
+	tu_argv_add(a, (const char *[]){ opt, val, NULL });
 }
 
 /* migrate-recv --json --listen ADDR:0 @args; waits until it listens. */
@@ -129,31 +129,14 @@ static void sx_recv(struct sx *f, const char *const *args)
 /* migrate-send --connect @addr @args. */
 static void sx_send(struct sx *f, const char *addr, const char *const *args)
 {
-	char *argv[40];
-	int n = 0;
-
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = (char *)addr;
-	while (*args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send, f->dir, "send", argv);
+	tu_run_cmd(&f->send, f->dir, "send", (const char *[]){ f->sendbin, "--connect", addr, NULL },
+		   args);
 }
 
 /* evil_peer MODE ADDR @args, output in DIR/@tag.{out,err}. */
 static void sx_evil(struct sx *f, const char *tag, const char *mode, const char *const *args)
 {
-	char *argv[40];
-	int n = 0;
-
-	argv[n++] = f->evilbin;
-	argv[n++] = (char *)mode;
-	argv[n++] = f->addr;
-	while (*args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->evil, f->dir, tag, argv);
+	tu_run_cmd(&f->evil, f->dir, tag, (const char *[]){ f->evilbin, mode, f->addr, NULL }, args);
 }
 
 /* Waits for evil_peer and returns its exit status, its result line in @line. */
@@ -338,23 +321,21 @@ static int harvest(struct sx *f, const char *variant, const char *src, const cha
 START_TEST(replay_refused)
 {
 	struct sx f;
-	char key[320], src[320], rs[400], dst[400], line[2048], v[1200], said[1200];
+	char src[320], rs[400], dst[400], line[2048], v[1200], said[1200];
 	char list[512], turned[2048], one[4096];
 	char *err;
 	int code, sc, rc;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
-	tu_write_key(key);
 	tu_write_random(src, MIB, 11);
-	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--auth-key", key, "--timeout",
+	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--auth-key", f.key, "--timeout",
 					   "5", NULL });
 
 	/* (a) an all-zero challenge, as the old destination had before its
 	 * ESTABLISHED */
-	code = harvest(&f, "zero", src, key, &sc, line, sizeof(line));
+	code = harvest(&f, "zero", src, f.key, &sc, line, sizeof(line));
 	err = tu_slurp(f.send.err, NULL);
 	printf("security: replay (a) zero challenge: attacker exit %d: %s | migrate-send exit %d: "
 	       "%s\n", code, line, sc, flat(err, one, sizeof(one)));
@@ -366,7 +347,7 @@ START_TEST(replay_refused)
 	free(err);
 
 	/* (b) relay of the real challenge */
-	code = harvest(&f, "relay", src, key, &sc, line, sizeof(line));
+	code = harvest(&f, "relay", src, f.key, &sc, line, sizeof(line));
 	kv(line, "dest-said", said, sizeof(said));
 	printf("security: replay (b) relayed challenge, no RTU: attacker exit %d: %s | "
 	       "migrate-send exit %d\n", code, line, sc);
@@ -385,7 +366,7 @@ START_TEST(replay_refused)
 
 	/* The real source still gets through. */
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--timeout",
 						   "5", NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	rc = tu_run_finish(&f.recv, 60000);
@@ -411,13 +392,11 @@ END_TEST
 START_TEST(state_ring_before_auth_refused)
 {
 	struct sx f;
-	char key[320], src[320], rs[400], port[32], eaddr[80], line[2048], one[4096], *err;
+	char src[320], rs[400], port[32], eaddr[80], line[2048], one[4096], *err;
 	int code, sc;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	tu_write_key(key);
 	tu_write_random(src, MIB, 12);
 	snprintf(f.addr, sizeof(f.addr), "%s:1", tu_addr());
 	sx_evil(&f, "ring", "ring", (const char *const[]){ "--listen", tu_addr(), "--timeout",
@@ -429,7 +408,7 @@ START_TEST(state_ring_before_auth_refused)
 	}
 	snprintf(eaddr, sizeof(eaddr), "%s:%s", tu_addr(), port);
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	sx_send(&f, eaddr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+	sx_send(&f, eaddr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--timeout",
 						  "5", NULL });
 	code = evil_result(&f, 60000, line, sizeof(line));
 	sc = tu_run_finish(&f.send, 30000);
@@ -454,31 +433,23 @@ END_TEST
 START_TEST(held_connections_dropped)
 {
 	struct sx f;
-	char key[320], src[320], rs[400], line[2048], drops[512], tokens[512], reason[1200];
+	char src[320], rs[400], line[2048], drops[512], tokens[512], reason[1200];
 	char list[512], path[512];
-	const char *argv[24];
+	struct tu_argv a = { .n = 0 };
 	struct usage base, top, now, after;
 	struct json_object *done;
 	uint64_t t_made, t_legit;
-	int n = 0, code, sc, open_n, busy, held, early = 0, late = 0;
+	int code, sc, open_n, busy, held, early = 0, late = 0;
 	long max_drop = 0;
 	char *p, *tok, *save = NULL;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	tu_write_key(key);
 	tu_write_random(src, MIB, 12);
-	argv[n++] = "--daemon";
-	argv[n++] = "--ram-dir";
-	argv[n++] = f.dst;
-	argv[n++] = "--auth-key";
-	argv[n++] = key;
-	argv[n++] = "--timeout";
-	argv[n++] = "5";
-	opt_if_known(&f, argv, &n, "--max-handshakes", "4");
-	argv[n] = NULL;
-	sx_recv(&f, argv);
+	tu_argv_add(&a, (const char *[]){ "--daemon", "--ram-dir", f.dst, "--auth-key", f.key,
+					  "--timeout", "5", NULL });
+	opt_if_known(&f, &a, "--max-handshakes", "4");
+	sx_recv(&f, (const char *const *)a.v);
 	measure(f.dir, f.recv.p.pid, &base);
 	top = base;
 
@@ -494,7 +465,7 @@ START_TEST(held_connections_dropped)
 	}
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	t_legit = tu_now_ms();
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--timeout",
 						   "5", NULL });
 	while (tu_run_running(&f.evil) || tu_run_running(&f.send)) {
 		measure(f.dir, f.recv.p.pid, &now);
@@ -629,28 +600,21 @@ END_TEST
 START_TEST(limits_refused_at_block_map)
 {
 	struct sx f;
-	char key[320], src[320], rs[400], line[2048], said[1200], list[512], turned[2048];
+	char src[320], rs[400], line[2048], said[1200], list[512], turned[2048];
 	char one[4096];
-	const char *argv[24];
+	struct tu_argv a = { .n = 0 };
 	char *err, *p;
-	int n = 0, code, sc;
+	int code, sc;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	tu_write_key(key);
-	argv[n++] = "--ram-dir";
-	argv[n++] = f.dst;
-	argv[n++] = "--auth-key";
-	argv[n++] = key;
-	argv[n++] = "--timeout";
-	argv[n++] = "5";
-	opt_if_known(&f, argv, &n, "--max-image", "64M");
-	opt_if_known(&f, argv, &n, "--pinned-cap", "16M");
-	argv[n] = NULL;
-	sx_recv(&f, argv);
+	tu_argv_add(&a, (const char *[]){ "--ram-dir", f.dst, "--auth-key", f.key, "--timeout",
+					  "5", NULL });
+	opt_if_known(&f, &a, "--max-image", "64M");
+	opt_if_known(&f, &a, "--pinned-cap", "16M");
+	sx_recv(&f, (const char *const *)a.v);
 
-	sx_evil(&f, "bigmap1", "bigmap", (const char *const[]){ "--key", key, "--size",
+	sx_evil(&f, "bigmap1", "bigmap", (const char *const[]){ "--key", f.key, "--size",
 								"1099511627776", "--timeout",
 								"5000", NULL });
 	code = evil_result(&f, 60000, line, sizeof(line));
@@ -662,7 +626,7 @@ START_TEST(limits_refused_at_block_map)
 		      strstr(said, "image limit"), "destination said: %s", said);
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
 
-	sx_evil(&f, "bigmap2", "bigmap", (const char *const[]){ "--key", key, "--size",
+	sx_evil(&f, "bigmap2", "bigmap", (const char *const[]){ "--key", f.key, "--size",
 								"33554432", "--pin-all",
 								"--timeout", "5000", NULL });
 	code = evil_result(&f, 60000, line, sizeof(line));
@@ -677,7 +641,7 @@ START_TEST(limits_refused_at_block_map)
 	/* The real command says the same. */
 	tu_write_random(src, 32 * MIB, 13);
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--pin-all",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--pin-all",
 						   "--timeout", "5", NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	err = tu_slurp(f.send.err, NULL);
@@ -1094,28 +1058,26 @@ START_TEST(state_past_announced_stopped)
 {
 	struct sx f;
 	struct tu_run ev[STATE_HOSTILE];
-	char mnt[320], key[320], src[320], rs[400], line[STATE_HOSTILE][2048], list[1024];
+	char mnt[320], src[320], rs[400], line[STATE_HOSTILE][2048], list[1024];
 	char pat[400], said[1200], one[4096], *serr;
 	struct json_object *setup;
 	int code[STATE_HOSTILE], sc, i, same = 0, refused = 0, held = 0;
 	glob_t g;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(mnt, sizeof(mnt), "%s/small", f.dir);
-	tu_write_key(key);
 	tu_write_random(src, 16 * MIB, 17);
 	ck_assert_int_eq(mkdir(mnt, 0755), 0);
 	ck_assert_msg(mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0755") == 0, "mount -t "
 		      "tmpfs %s: %s (needs root: run it in tools/softroce)", mnt, strerror(errno));
 	/* A small pinned-bytes cap: the honest image's pages are pinned, so
 	 * taken from the tmpfs, as its data comes, not all at once ahead. */
-	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", mnt, "--auth-key", key,
+	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", mnt, "--auth-key", f.key,
 					   "--max-state", "12M", "--pinned-cap", "2M", "--timeout",
 					   "10", NULL });
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--json",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--json",
 						   "--max-bandwidth", "1M", "--timeout", "10", NULL });
 	setup = tu_wait_event(&f.send, "setup", 30000);
 	ck_assert_msg(setup != NULL, "the honest source was not admitted");
@@ -1126,10 +1088,10 @@ START_TEST(state_past_announced_stopped)
 		snprintf(tag, sizeof(tag), "state%d", i);
 		memset(&ev[i], 0, sizeof(ev[i]));
 		tu_run_spawn(&ev[i], f.dir, tag, i ?
-			     (char *[]){ f.evilbin, "state", f.addr, "--key", key, "--size", "4096",
+			     (char *[]){ f.evilbin, "state", f.addr, "--key", f.key, "--size", "4096",
 					 "--state-bytes", "11534336", "--hold-ms", "30000",
 					 "--timeout", "5000", NULL } :
-			     (char *[]){ f.evilbin, "state", f.addr, "--key", key, "--size", "4096",
+			     (char *[]){ f.evilbin, "state", f.addr, "--key", f.key, "--size", "4096",
 					 "--state-bytes", "1048576", "--announce", "65536",
 					 "--timeout", "5000", NULL });
 	}
@@ -1210,7 +1172,7 @@ static uint64_t exited_by(struct tu_run *r, uint64_t deadline)
 START_TEST(flood_does_not_hold_the_daemon)
 {
 	struct sx f;
-	char key[320], src[320], sock[320], rs[400], path[512], cmd[128], reply[1024];
+	char src[320], sock[320], rs[400], path[512], cmd[128], reply[1024];
 	char line_a[2048], line_b[2048], said[1200];
 	struct json_object *o;
 	uint64_t t_send, t_cancel, t_term, end_a, end_recv;
@@ -1220,16 +1182,14 @@ START_TEST(flood_does_not_hold_the_daemon)
 	bool flooding_a, flooding_b, flood_on, same = false, landed = false;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(sock, sizeof(sock), "%s/recv.ctl", f.dir);
-	tu_write_key(key);
 	tu_write_random(src, 4 * MIB, 16);
-	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", f.dst, "--auth-key", key,
+	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", f.dst, "--auth-key", f.key,
 					   "--control", sock, "--timeout", "5", NULL });
 
 	/* Flood A, in full swing for a second before anything else. */
-	sx_evil(&f, "flood-a", "flood", (const char *const[]){ "--key", key, "--seconds", FLOOD_S,
+	sx_evil(&f, "flood-a", "flood", (const char *const[]){ "--key", f.key, "--seconds", FLOOD_S,
 							       "--size", "67108864",
 							       "--timeout", "5000", NULL });
 	flooding_a = !tu_wait_line(f.evil.err, "evil_peer: flood: flooding", NULL, 0, 30000);
@@ -1249,7 +1209,7 @@ START_TEST(flood_does_not_hold_the_daemon)
 	/* (i) an honest migration meanwhile */
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	t_send = tu_now_ms();
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--timeout",
 						   "10", NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	t_send = tu_now_ms() - t_send;
@@ -1280,7 +1240,7 @@ START_TEST(flood_does_not_hold_the_daemon)
 			    (long)(end_a - t_cancel);
 
 	/* (iii) flood B, then SIGTERM to the daemon */
-	sx_evil(&f, "flood-b", "flood", (const char *const[]){ "--key", key, "--seconds", FLOOD_S,
+	sx_evil(&f, "flood-b", "flood", (const char *const[]){ "--key", f.key, "--seconds", FLOOD_S,
 							       "--size", "67108864",
 							       "--timeout", "5000", NULL });
 	flooding_b = !tu_wait_line(f.evil.err, "evil_peer: flood: flooding", NULL, 0, 10000);
@@ -1360,15 +1320,13 @@ static void pc_dest(struct sx *f, struct tu_run *r)
 START_TEST(postcopy_resume_needs_the_key)
 {
 	static const char *const variants[] = { "noauth", "badmac", "error" };
-	char key[300], bin[512], port[32], line[2048], said[1200], derr[4096], *text;
+	char bin[512], port[32], line[2048], said[1200], derr[4096], *text;
 	struct tu_run dst;
 	unsigned v;
 	int code, dc;
 	struct sx f;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	tu_write_key(key);
 	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
 	for (v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
 		memset(&dst, 0, sizeof(dst));
@@ -1381,7 +1339,7 @@ START_TEST(postcopy_resume_needs_the_key)
 		}
 		snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
 		sx_evil(&f, variants[v], "pcresume", (const char *const[]){ "--variant",
-			variants[v], "--key", key, "--size", PC_BYTES, "--name", "pc.ram", NULL });
+			variants[v], "--key", f.key, "--size", PC_BYTES, "--name", "pc.ram", NULL });
 		code = evil_result(&f, 120000, line, sizeof(line));
 		dc = tu_run_finish(&dst, 30000);
 		text = tu_slurp(dst.err, NULL);
@@ -1414,14 +1372,12 @@ END_TEST
  * migration completes (vmm-dest exits 0). */
 START_TEST(postcopy_resume_with_every_page_in)
 {
-	char key[300], bin[512], port[32], line[2048], derr[4096], *text;
+	char bin[512], port[32], line[2048], derr[4096], *text;
 	struct tu_run dst;
 	int code, dc;
 	struct sx f;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	tu_write_key(key);
 	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
 	memset(&dst, 0, sizeof(dst));
 	tu_run_spawn(&dst, f.dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0", "--mib",
@@ -1432,7 +1388,7 @@ START_TEST(postcopy_resume_with_every_page_in)
 		ck_abort_msg("vmm-dest did not listen");
 	}
 	snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
-	sx_evil(&f, "done", "pcresume", (const char *const[]){ "--variant", "done", "--key", key,
+	sx_evil(&f, "done", "pcresume", (const char *const[]){ "--variant", "done", "--key", f.key,
 		"--size", PC_BYTES, "--name", "pc.ram", NULL });
 	code = evil_result(&f, 120000, line, sizeof(line));
 	dc = tu_run_finish(&dst, 30000);

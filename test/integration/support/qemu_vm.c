@@ -380,3 +380,30 @@ int guest_check(const char *ram, char *line, size_t len)
 {
 	return guest_check_range(ram, 0, line, len);
 }
+
+const char vm_qmp_impostor_py[] =
+	"import json, socket, sys\n"
+	"if len(sys.argv) > 1:\n"
+	"    s = socket.socket(socket.AF_UNIX)\n"
+	"    s.bind(sys.argv[1]); s.listen(4)\n"
+	"    print('listening', flush=True)\n"
+	"else:\n"
+	"    s = socket.socket(fileno=3)\n"
+	"    print('serving', flush=True)\n"
+	"while True:\n"
+	"    c, _ = s.accept()\n"
+	"    print('connected', flush=True)\n"
+	"    c.sendall(b'{\"QMP\": {\"version\": {\"qemu\": {\"major\": 7, \"minor\": 2, "
+	"\"micro\": 0}}, \"capabilities\": []}}\\n')\n"
+	"    c.settimeout(60)\n"
+	"    try:\n"
+	"        while True:\n"
+	"            b = c.recv(65536)\n"
+	"            if not b: break\n"
+	"            print('got %d bytes: %r' % (len(b), b[:200]), flush=True)\n"
+	"            for line in b.split(b'\\n'):\n"
+	"                try: req = json.loads(line)\n"
+	"                except ValueError: continue\n"
+	"                c.sendall(json.dumps({'return': {}, 'id': req.get('id')}).encode() + b'\\n')\n"
+	"    except OSError: pass\n"
+	"    c.close()\n";

@@ -42,6 +42,14 @@ struct vm {
 
 /* A fresh directory for @v's sockets and logs, on a filesystem that can
  * hold unix sockets (9p in the Soft-RoCE bed cannot). */
+/* A Python program that poses as QEMU on a QMP socket (run it with
+ * python3 -c): it listens on the socket named by its argument (and prints
+ * "listening") or, without one, serves the listening socket it inherited
+ * as fd 3 (and prints "serving"); it greets like QMP, answers every command
+ * with an empty return and prints "got N bytes: ..." for what it is sent,
+ * so that whatever reaches it shows. */
+extern const char vm_qmp_impostor_py[];
+
 void vm_dir(char *dir, size_t len, const char *tag);
 /* Starts qemu-system-x86_64 -accel tcg -nographic -nodefaults -qmp ... with
  * @args (NULL-terminated) after those, and connects to its QMP socket as
