@@ -26,17 +26,9 @@ void tu_run_spawn(struct tu_run *r, const char *dir, const char *tag, char *cons
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-		int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-		int n = open("/dev/null", O_RDONLY);
-
 		tu_die_with_parent(parent);
 		setpgid(0, 0);
-		if (o < 0 || e < 0 || n < 0)
-			_exit(126);
-		dup2(n, 0);
-		dup2(o, 1);
-		dup2(e, 2);
+		tu_child_stdio(r->out, r->err);
 		execv(argv[0], argv);
 		_exit(127);
 	}

@@ -106,12 +106,6 @@ static int pull_log(void *ctx, struct rdmig_source *s, char *err, size_t len)
 	return rc;
 }
 
-static int drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
-{
-	(void)ctx; (void)data; (void)len; (void)err; (void)errlen;
-	return 0;
-}
-
 static void *dest_thread(void *arg)
 {
 	struct dest_side *ds = arg;
@@ -120,7 +114,7 @@ static void *dest_thread(void *arg)
 	int rc;
 
 	rdmig_config_init(&cfg);
-	cfg.state = drop_state;
+	cfg.state = embed_drop_state;
 	cfg.timeout_ms = 20000;
 	rc = rdmig_dest_create(&d, &cfg);
 	if (!rc)

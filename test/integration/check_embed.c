@@ -245,7 +245,7 @@ START_TEST(cancel_interrupts_pin_all)
 }
 END_TEST
 
-static int drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
+int embed_drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
 {
 	(void)ctx; (void)data; (void)len; (void)err; (void)errlen;
 	return 0;
@@ -275,7 +275,7 @@ START_TEST(cancel_dest_from_another_thread)
 	ck_assert_ptr_ne(ram, MAP_FAILED);
 	rdmig_config_init(&cfg);
 	cfg.timeout_ms = 20000;
-	cfg.state = drop_state;
+	cfg.state = embed_drop_state;
 	ck_assert_int_eq(rdmig_listener_create(&l, tu_addr(), "0", err, sizeof(err)), 0);
 	snprintf(port, sizeof(port), "%d", rdmig_listener_port(l));
 	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
@@ -421,12 +421,6 @@ struct loop_dest {
 	int rc;
 };
 
-static int loop_drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
-{
-	(void)ctx; (void)data; (void)len; (void)err; (void)errlen;
-	return 0;
-}
-
 /* rdmig(3)'s destination loop: wait until the fd is readable or the
  * timeout passed, then process; nothing else. */
 static void *loop_dest_thread(void *arg)
@@ -437,7 +431,7 @@ static void *loop_dest_thread(void *arg)
 	int rc, fds[RDMIG_DEST_MAX_FDS], n, i;
 
 	rdmig_config_init(&cfg);
-	cfg.state = loop_drop_state;
+	cfg.state = embed_drop_state;
 	cfg.timeout_ms = 20000;
 	rc = rdmig_dest_create(&d, &cfg);
 	if (!rc)

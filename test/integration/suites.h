@@ -16,6 +16,9 @@ void embed_trial_cases(Suite *);
 void embed_busy_cases(Suite *);
 void embed_postcopy_cases(Suite *);
 void embed_postcopy_recover_cases(Suite *);
+/* The embed suite's destinations that keep no device state use this sink
+ * (check_embed.c). */
+int embed_drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen);
 void local_cases(Suite *);
 void libvirt_cases(Suite *);
 void converge_cases(Suite *);

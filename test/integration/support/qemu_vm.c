@@ -132,24 +132,14 @@ static void spawn_qemu(struct tu_proc *p, const char *log, const char *root, con
 		       char *const argv[])
 {
 	pid_t parent = getpid(), pid;
-	int fd;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->out_path, sizeof(p->out_path), "%s", log);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(126);
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0)
-			_exit(126);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
-		fd = open("/dev/null", O_RDONLY);
-		dup2(fd, 0);
+		tu_die_with_parent(parent);
+		tu_child_stdio(log, NULL);
 		if (root && enter_root(root, dir) < 0)
 			_exit(126);
 		execv(argv[0], argv);
