@@ -99,17 +99,9 @@ static void cfx_init(struct cfx *f)
 
 static void cfx_free(struct cfx *f)
 {
-	if (f->send.p.pid > 0 && !f->send.p.reaped)
-		tu_kill(&f->send.p, SIGKILL);
-	if (f->recv.p.pid > 0 && !f->recv.p.reaped)
-		tu_kill(&f->recv.p, SIGKILL);
-	tu_wait(&f->send.p, 5000);
-	tu_wait(&f->recv.p, 5000);
-	if (f->load.p.pid > 0 && !f->load.p.reaped) {
-		kill(f->load.p.pid, SIGCONT);
-		tu_kill(&f->load.p, SIGKILL);
-		tu_wait(&f->load.p, 5000);
-	}
+	tu_run_stop(&f->send);
+	tu_run_stop(&f->recv);
+	tu_run_stop(&f->load);
 	vm_stop(&f->src);
 	vm_stop(&f->dst_vm);
 	tu_rmdir(f->dir);
@@ -148,40 +140,21 @@ static void cfx_recv(struct cfx *f, bool qemu)
 static void cfx_send(struct cfx *f, const char *const *extra)
 {
 	char bw[32], dt[16], pid[16], ram[300];
-	char *argv[40];
-	int n = 0;
+	struct tu_argv a = { .n = 0 };
 
 	snprintf(bw, sizeof(bw), "%" PRIu64, f->bw);
 	snprintf(dt, sizeof(dt), "%u", f->max_downtime);
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = f->addr;
-	argv[n++] = "--json";
-	argv[n++] = "--auth-key";
-	argv[n++] = f->key;
-	argv[n++] = "--control";
-	argv[n++] = f->ctl;
-	argv[n++] = "--auto-converge";
-	argv[n++] = "--max-downtime";
-	argv[n++] = dt;
-	argv[n++] = "--max-bandwidth";
-	argv[n++] = bw;
-	if (f->src.p.pid) {
-		argv[n++] = "--qmp";
-		argv[n++] = f->src.cmd_sock;
-	} else {
-		snprintf(pid, sizeof(pid), "%d", (int)f->pid);
-		snprintf(ram, sizeof(ram), "vm=%s", f->ram);
-		argv[n++] = "--ram";
-		argv[n++] = ram;
-		argv[n++] = "--live";
-		argv[n++] = "--pid";
-		argv[n++] = pid;
-	}
-	while (extra && *extra && n < 39)
-		argv[n++] = (char *)*extra++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send, f->work, "send", argv);
+	snprintf(pid, sizeof(pid), "%d", (int)f->pid);
+	snprintf(ram, sizeof(ram), "vm=%s", f->ram);
+	tu_argv_add(&a, (const char *[]){ f->sendbin, "--connect", f->addr, "--json", "--auth-key",
+					  f->key, "--control", f->ctl, "--auto-converge",
+					  "--max-downtime", dt, "--max-bandwidth", bw, NULL });
+	if (f->src.p.pid)
+		tu_argv_add(&a, (const char *[]){ "--qmp", f->src.cmd_sock, NULL });
+	else
+		tu_argv_add(&a, (const char *[]){ "--ram", ram, "--live", "--pid", pid, NULL });
+	tu_argv_add(&a, extra);
+	tu_run_spawn(&f->send, f->work, "send", a.v);
 }
 
 /* ---- the throttle, seen from outside ---------------------------------------------- */

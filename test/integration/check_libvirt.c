@@ -377,44 +377,20 @@ static void dom_migrate_on(struct dom *d, const struct lvhost *from, const struc
 			   const char *const *extra)
 {
 	char nsenter[64], pid[16], dexec[128];
-	const char *const *w;
-	char *argv[48];
-	int n = 0;
+	struct tu_argv a = { .n = 0 };
 
 	snprintf(pid, sizeof(pid), "%d", from->pid);
 	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- %s", bin("nsenter", nsenter,
 		 sizeof(nsenter)), to->pid, d->dexec_tail ? d->dexec_tail : "sh -c");
-	for (w = d->wrap; w && *w && n < 8; w++)
-		argv[n++] = (char *)*w;
-	argv[n++] = nsenter;
-	argv[n++] = "-t";
-	argv[n++] = pid;
-	argv[n++] = "-m";
-	argv[n++] = "--";
-	argv[n++] = d->tool;
-	argv[n++] = "migrate";
-	argv[n++] = (char *)d->name;
-	argv[n++] = "--connect";
-	argv[n++] = (char *)from->uri;
-	argv[n++] = "--dest-connect";
-	argv[n++] = (char *)to->uri;
-	argv[n++] = "--dest-exec";
-	argv[n++] = dexec;
-	argv[n++] = "--listen";
-	argv[n++] = (char *)tu_addr();
-	argv[n++] = "--auth-key";
-	argv[n++] = d->key;
-	argv[n++] = "--timeout";
-	argv[n++] = "10";
-	argv[n++] = "--json";
-	argv[n++] = "--migrate-send";
-	argv[n++] = d->sendbin;
-	argv[n++] = "--migrate-recv";
-	argv[n++] = d->recvbin;
-	while (extra && *extra && n < 47)
-		argv[n++] = (char *)*extra++;
-	argv[n] = NULL;
-	tu_run_spawn(&d->mig, d->dir, "migrate", argv);
+	tu_argv_add(&a, d->wrap);
+	tu_argv_add(&a, (const char *[]){ nsenter, "-t", pid, "-m", "--", d->tool, "migrate",
+					  d->name, "--connect", from->uri, "--dest-connect",
+					  to->uri, "--dest-exec", dexec, "--listen", tu_addr(),
+					  "--auth-key", d->key, "--timeout", "10", "--json",
+					  "--migrate-send", d->sendbin, "--migrate-recv", d->recvbin,
+					  NULL });
+	tu_argv_add(&a, extra);
+	tu_run_spawn(&d->mig, d->dir, "migrate", a.v);
 }
 
 static void dom_migrate(struct dom *d, const char *const *extra)

@@ -157,21 +157,9 @@ static void qfx_recv(struct qfx *f, const char *const *extra)
 
 static void qfx_send(struct qfx *f, const char *const *extra)
 {
-	char *argv[24];
-	int n = 0;
-
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = f->addr;
-	argv[n++] = "--json";
-	argv[n++] = "--timeout";
-	argv[n++] = "10";
-	argv[n++] = "--auth-key";
-	argv[n++] = f->key;
-	while (extra && *extra && n < 23)
-		argv[n++] = (char *)*extra++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send, f->work, "send", argv);
+	tu_run_cmd(&f->send, f->work, "send",
+		   (const char *[]){ f->sendbin, "--connect", f->addr, "--json", "--timeout", "10",
+				     "--auth-key", f->key, NULL }, extra);
 }
 
 static void dump_all(struct qfx *f);
@@ -199,12 +187,8 @@ static void qfx_migrate(struct qfx *f, const char *const *extra)
 
 static void qfx_free(struct qfx *f)
 {
-	if (f->send.p.pid > 0 && !f->send.p.reaped)
-		tu_kill(&f->send.p, SIGKILL);
-	if (f->recv.p.pid > 0 && !f->recv.p.reaped)
-		tu_kill(&f->recv.p, SIGKILL);
-	tu_wait(&f->send.p, 5000);
-	tu_wait(&f->recv.p, 5000);
+	tu_run_stop(&f->send);
+	tu_run_stop(&f->recv);
 	vm_stop(&f->src);
 	vm_stop(&f->dst);
 	tu_rmdir(f->dir);
