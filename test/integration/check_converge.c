@@ -69,7 +69,7 @@ struct cfx {
 	/* the guests */
 	const struct vm_qemu *qemu;
 	struct vm src, dst_vm;
-	char src_serial[256], dst_serial[256], src_img[256], dst_img[256], dst_ram[256];
+	struct vm_files g;
 	struct tu_run send, recv;
 	pid_t pid;              /* the workload's process */
 	pid_t tids[MAX_THREADS]; /* the threads throttled: a guest's vCPUs, or all */
@@ -272,7 +272,7 @@ static uint64_t cpu_ticks(pid_t pid)
  * follow it), or the guest's passes per second. */
 static double rate_now(struct cfx *f, int ms, bool migrated)
 {
-	const char *serial = migrated ? f->dst_serial : f->src_serial;
+	const char *serial = migrated ? f->g.dst_serial : f->g.src_serial;
 	uint64_t t0 = tu_now_ms(), c0, c1;
 	int m0, m1;
 
@@ -444,19 +444,15 @@ static void start_qemu(struct cfx *f, struct vm *v, const char *name, const char
 static void start_guest(struct cfx *f, int which, bool dst)
 {
 	f->qemu = &vm_qemus[which];
-	snprintf(f->ram, sizeof(f->ram), "%s/src.ram", f->dir);
-	snprintf(f->dst_ram, sizeof(f->dst_ram), "%s/dst.ram", f->dir);
-	snprintf(f->src_serial, sizeof(f->src_serial), "%s/src.serial", f->dir);
-	snprintf(f->dst_serial, sizeof(f->dst_serial), "%s/dst.serial", f->dir);
-	snprintf(f->src_img, sizeof(f->src_img), "%s/src.img", f->dir);
-	snprintf(f->dst_img, sizeof(f->dst_img), "%s/dst.img", f->dir);
-	guest_image_range(f->src_img, GUEST_DELAY, GUEST_END_MIB);
-	guest_image_range(f->dst_img, GUEST_DELAY, GUEST_END_MIB);
-	start_qemu(f, &f->src, "src", f->ram, f->src_serial, f->src_img, NULL);
+	vm_files(&f->g, f->dir);
+	snprintf(f->ram, sizeof(f->ram), "%s", f->g.src_ram);
+	guest_image_range(f->g.src_img, GUEST_DELAY, GUEST_END_MIB);
+	guest_image_range(f->g.dst_img, GUEST_DELAY, GUEST_END_MIB);
+	start_qemu(f, &f->src, "src", f->ram, f->g.src_serial, f->g.src_img, NULL);
 	if (dst)
-		start_qemu(f, &f->dst_vm, "dst", f->dst_ram, f->dst_serial, f->dst_img,
+		start_qemu(f, &f->dst_vm, "dst", f->g.dst_ram, f->g.dst_serial, f->g.dst_img,
 			   (const char *[]){ "-incoming", "defer", NULL });
-	guest_wait_markers(f->src_serial, 0, 3, 120000, "source guest");
+	guest_wait_markers(f->g.src_serial, 0, 3, 120000, "source guest");
 	f->pid = qmp_pid(f->src.q);
 	note_threads(f);
 	measure(f);
@@ -518,7 +514,7 @@ static void converges(struct cfx *f)
 	vm_expect_status(&f->dst_vm, "running");
 	assert_full_rate(f, true, "success, at the destination,");
 	ck_assert_msg(qmp_stop(f->dst_vm.q, line, sizeof(line)) == 0, "stop: %s", line);
-	rc = guest_check_range(f->dst_ram, GUEST_END_MIB, line, sizeof(line));
+	rc = guest_check_range(f->g.dst_ram, GUEST_END_MIB, line, sizeof(line));
 	ck_assert_msg(rc == 0, "destination RAM: %s", line);
 	printf("converge: %s: destination %s\n", f->src.version, line);
 }

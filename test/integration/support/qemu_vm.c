@@ -120,6 +120,16 @@ static int enter_root(const char *root, const char *dir)
 	return 0;
 }
 
+void vm_files(struct vm_files *g, const char *dir)
+{
+	snprintf(g->src_ram, sizeof(g->src_ram), "%s/src.ram", dir);
+	snprintf(g->dst_ram, sizeof(g->dst_ram), "%s/dst.ram", dir);
+	snprintf(g->src_serial, sizeof(g->src_serial), "%s/src.serial", dir);
+	snprintf(g->dst_serial, sizeof(g->dst_serial), "%s/dst.serial", dir);
+	snprintf(g->src_img, sizeof(g->src_img), "%s/src.img", dir);
+	snprintf(g->dst_img, sizeof(g->dst_img), "%s/dst.img", dir);
+}
+
 void vm_dir(char *dir, size_t len, const char *tag)
 {
 	snprintf(dir, len, "/dev/shm/rdmig-%s.XXXXXX", tag);

@@ -51,6 +51,17 @@ struct vm {
 extern const char vm_qmp_impostor_py[];
 
 void vm_dir(char *dir, size_t len, const char *tag);
+
+/* The files of a migrated guest's two QEMUs: RAM, serial log and boot
+ * image of the source and of the destination (each QEMU its own image:
+ * both lock the image they boot from). */
+struct vm_files {
+	char src_ram[256], dst_ram[256], src_serial[256], dst_serial[256];
+	char src_img[256], dst_img[256];
+};
+
+/* Names them in @dir (src.ram, dst.serial, ...); creates nothing. */
+void vm_files(struct vm_files *g, const char *dir);
 /* Starts qemu-system-x86_64 -accel tcg -nographic -nodefaults -qmp ... with
  * @args (NULL-terminated) after those, and connects to its QMP socket as
  * soon as QEMU listens; fails the test unless query-version says @qemu's
