@@ -79,6 +79,14 @@ static void fx_live(struct tu_fx *f, const char *size, const char *rate,
 		tu_must_see(&f->send, "send", event, 30000);
 }
 
+/* A second source into the same daemon: migrate-send --connect ADDR
+ * @args, its output in DIR/send2.{out,err}. */
+static void send2(struct tu_fx *f, struct tu_run *r, const char *const *args)
+{
+	tu_run_cmd(r, f->dir, "send2", (const char *[]){ f->sendbin, "--connect", f->addr, NULL },
+		   args);
+}
+
 /* migrate-send ends with @want and one line on stderr. */
 static void send_exits(struct tu_fx *f, int want)
 {
@@ -481,27 +489,20 @@ END_TEST
 START_TEST(daemon_two_at_once)
 {
 	struct tu_fx f;
-	char a[400], b[400], ra[500], rb[500], d1[400], d2[400];
+	char b[400], rb[500], d1[400], d2[400];
 	struct tu_run s2 = { .p.pid = 0 };
 	int c1, c2;
 
 	tu_fx_init(&f);
-	snprintf(a, sizeof(a), "%s/a", f.src);
+	tu_fx_block(&f, "ram", 8 * MIB, 11);
 	snprintf(b, sizeof(b), "%s/b", f.src);
-	tu_write_random(a, 8 * MIB, 11);
 	tu_write_random(b, 8 * MIB, 12);
-	snprintf(ra, sizeof(ra), "ram=%s", a);
 	snprintf(rb, sizeof(rb), "ram=%s", b);
 	/* A daemon admits keyed sources only (or --trusted-fabric). */
 	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--auth-key", f.key,
 					       NULL });
-	tu_fx_send(&f, NULL, (const char *[]){ "--ram", ra, "--auth-key", f.key, NULL });
-	{
-		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, "--auth-key", f.key,
-				 NULL };
-
-		tu_run_spawn(&s2, f.dir, "send2", argv);
-	}
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--auth-key", f.key, NULL });
+	send2(&f, &s2, (const char *[]){ "--ram", rb, "--auth-key", f.key, NULL });
 	c1 = tu_run_finish(&f.send, 60000);
 	c2 = tu_run_finish(&s2, 60000);
 	if (c1 || c2) {
@@ -515,12 +516,12 @@ START_TEST(daemon_two_at_once)
 	snprintf(d2, sizeof(d2), "%s/2/ram", f.dst);
 	/* Which source got which number depends on who connected first. */
 	{
-		char *x = tu_slurp(a, NULL), *y = tu_slurp(d1, NULL);
+		char *x = tu_slurp(f.file, NULL), *y = tu_slurp(d1, NULL);
 		int a_is_1 = x && y && !memcmp(x, y, 8 * MIB);
 
 		free(x);
 		free(y);
-		tu_assert_same(a_is_1 ? d1 : d2, a);
+		tu_assert_same(a_is_1 ? d1 : d2, f.file);
 		tu_assert_same(a_is_1 ? d2 : d1, b);
 	}
 	ck_assert_int_eq(tu_fx_recv_term(&f), 0);
@@ -670,33 +671,27 @@ END_TEST
 START_TEST(channels_stripe_and_cap)
 {
 	struct tu_fx f;
-	char a[400], b[400], ra[500], rb[500], d1[400], d2[400];
+	char b[400], rb[500], d1[400], d2[400];
 	struct tu_run s2 = { .p.pid = 0 };
 	int c2;
 
 	tu_fx_init(&f);
-	snprintf(a, sizeof(a), "%s/a", f.src);
+	tu_fx_block(&f, "ram", 24 * MIB, 31);
 	snprintf(b, sizeof(b), "%s/b", f.src);
-	tu_write_random(a, 24 * MIB, 31);
 	write_sparse(b, 24 * MIB, 3, 32);
-	snprintf(ra, sizeof(ra), "ram=%s", a);
 	snprintf(rb, sizeof(rb), "ram=%s", b);
 	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--channels", "3",
-				     "--auth-key", f.key, NULL });
-	tu_fx_send(&f, NULL, (const char *[]){ "--ram", ra, "--pin-all", "--channels", "4",
-				      "--auth-key", f.key, NULL });
+					       "--auth-key", f.key, NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--pin-all", "--channels", "4",
+					       "--auth-key", f.key, NULL });
 	ck_assert_int_eq(tu_run_finish(&f.send, 60000), 0);
 	if (!tu_file_has(f.send.err, "accepts 3 of the 4 channels")) {
 		tu_run_dump(&f.send, "send");
 		ck_abort_msg("the pin-all source did not report 3 of 4 channels");
 	}
-	{
-		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, "--channels", "3",
-				 "--chunk-size", "256K", "--pinned-cap", "1M", "--verify",
-				 "--auth-key", f.key, "--verbose", NULL };
-
-		tu_run_spawn(&s2, f.dir, "send2", argv);
-	}
+	send2(&f, &s2, (const char *[]){ "--ram", rb, "--channels", "3", "--chunk-size", "256K",
+					 "--pinned-cap", "1M", "--verify", "--auth-key", f.key,
+					 "--verbose", NULL });
 	c2 = tu_run_finish(&s2, 60000);
 	if (c2 || !tu_file_has(s2.err, "striping writes over 3 channels")) {
 		tu_run_dump(&s2, "send2");
@@ -707,7 +702,7 @@ START_TEST(channels_stripe_and_cap)
 		      "the dynamic source did not stripe over 3 channels");
 	snprintf(d1, sizeof(d1), "%s/1/ram", f.dst);
 	snprintf(d2, sizeof(d2), "%s/2/ram", f.dst);
-	tu_assert_same(a, d1);
+	tu_assert_same(f.file, d1);
 	tu_assert_same(b, d2);
 	ck_assert_int_eq(tu_fx_recv_term(&f), 0);
 	tu_fx_free(&f);
