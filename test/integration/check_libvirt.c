@@ -387,8 +387,8 @@ static void dom_migrate_on(struct dom *d, const struct lvhost *from, const struc
 					  d->name, "--connect", from->uri, "--dest-connect",
 					  to->uri, "--dest-exec", dexec, "--listen", tu_addr(),
 					  "--auth-key", d->key, "--timeout", "10", "--json",
-					  "--migrate-send", d->sendbin, "--migrate-recv", d->recvbin,
-					  NULL });
+					  "--migrate-send", d->sendbin, "--migrate-recv",
+					  d->recvbin, NULL });
 	tu_argv_add(&a, extra);
 	tu_run_spawn(&d->mig, d->dir, "migrate", a.v);
 }

@@ -208,8 +208,8 @@ static void send_spawn(struct lx *f, int i, const char *ram, const char *const *
 
 	snprintf(tag, sizeof(tag), "send%d", i);
 	tu_run_cmd(&f->send[i], f->dir, tag,
-		   (const char *[]){ f->sendbin, "--connect", f->addr, "--json", "--auth-key", f->key,
-				     "--timeout", "10", "--ram", ram, NULL }, args);
+		   (const char *[]){ f->sendbin, "--connect", f->addr, "--json", "--auth-key",
+				     f->key, "--timeout", "10", "--ram", ram, NULL }, args);
 }
 
 /* migrate-recv exits @want at start-up and says what @needle says. */

@@ -129,14 +129,15 @@ static void sx_recv(struct sx *f, const char *const *args)
 /* migrate-send --connect @addr @args. */
 static void sx_send(struct sx *f, const char *addr, const char *const *args)
 {
-	tu_run_cmd(&f->send, f->dir, "send", (const char *[]){ f->sendbin, "--connect", addr, NULL },
-		   args);
+	tu_run_cmd(&f->send, f->dir, "send",
+		   (const char *[]){ f->sendbin, "--connect", addr, NULL }, args);
 }
 
 /* evil_peer MODE ADDR @args, output in DIR/@tag.{out,err}. */
 static void sx_evil(struct sx *f, const char *tag, const char *mode, const char *const *args)
 {
-	tu_run_cmd(&f->evil, f->dir, tag, (const char *[]){ f->evilbin, mode, f->addr, NULL }, args);
+	tu_run_cmd(&f->evil, f->dir, tag,
+		   (const char *[]){ f->evilbin, mode, f->addr, NULL }, args);
 }
 
 /* Waits for evil_peer and returns its exit status, its result line in @line. */
