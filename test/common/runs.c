@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -24,22 +26,49 @@ void tu_run_spawn(struct tu_run *r, const char *dir, const char *tag, char *cons
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-		int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-		int n = open("/dev/null", O_RDONLY);
-
 		tu_die_with_parent(parent);
 		setpgid(0, 0);
-		if (o < 0 || e < 0 || n < 0)
-			_exit(126);
-		dup2(n, 0);
-		dup2(o, 1);
-		dup2(e, 2);
+		tu_child_stdio(r->out, r->err);
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	setpgid(pid, pid);
 	r->p.pid = pid;
+}
+
+void tu_argv_add(struct tu_argv *a, const char *const *words)
+{
+	int max = (int)(sizeof(a->v) / sizeof(a->v[0])) - 1;
+
+	while (words && *words) {
+		ck_assert_msg(a->n < max, "more than %d words for %s", max, a->v[0]);
+		a->v[a->n++] = (char *)*words++;
+	}
+	a->v[a->n] = NULL;
+}
+
+void tu_run_cmd(struct tu_run *r, const char *dir, const char *tag, const char *const *head,
+		const char *const *args)
+{
+	struct tu_argv a = { .n = 0 };
+
+	tu_argv_add(&a, head);
+	tu_argv_add(&a, args);
+	tu_run_spawn(r, dir, tag, a.v);
+}
+
+int tu_run_running(struct tu_run *r)
+{
+	return r->p.pid > 0 && !tu_reap(&r->p);
+}
+
+void tu_run_stop(struct tu_run *r)
+{
+	if (r->p.pid > 0 && !r->p.reaped) {
+		kill(-r->p.pid, SIGCONT);
+		kill(-r->p.pid, SIGKILL);
+		tu_wait(&r->p, 5000);
+	}
 }
 
 int tu_run_finish(struct tu_run *r, int timeout_ms)
@@ -97,30 +126,64 @@ int tu_each_event(const char *path, const char *event,
 	return rc;
 }
 
-struct json_object *tu_control(const char *sock, const char *line)
+long tu_control_line(const char *sock, const char *line, char *out, size_t len, int timeout_ms)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char buf[4096] = "";
-	size_t len = 0;
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = timeout_ms % 1000 * 1000 };
+	uint64_t t0 = tu_now_ms();
+	size_t got = 0;
 	ssize_t n;
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
 	ck_assert_uint_lt(strlen(sock), sizeof(sa.sun_path));
 	memcpy(sa.sun_path, sock, strlen(sock) + 1);
 	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
 	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
 		      sock, strerror(errno));
 	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
-	while (len < sizeof(buf) - 1 && !memchr(buf, '\n', len)) {
-		n = read(fd, buf + len, sizeof(buf) - 1 - len);
+	out[0] = '\0';
+	while (got < len - 1 && !memchr(out, '\n', got) &&
+	       tu_now_ms() < t0 + (uint64_t)timeout_ms) {
+		n = read(fd, out + got, len - 1 - got);
 		if (n <= 0)
 			break;
-		len += (size_t)n;
+		got += (size_t)n;
+		out[got] = '\0';
 	}
 	close(fd);
-	buf[len] = '\0';
-	ck_assert_msg(len && buf[len - 1] == '\n', "no reply line to %s", line);
+	n = memchr(out, '\n', got) ? (ssize_t)(tu_now_ms() - t0) : -1;
+	out[strcspn(out, "\n")] = '\0';
+	return (long)n;
+}
+
+struct json_object *tu_control(const char *sock, const char *line)
+{
+	char buf[4096];
+
+	ck_assert_msg(tu_control_line(sock, line, buf, sizeof(buf), 60000) >= 0,
+		      "no reply line to %s", line);
 	return json_tokener_parse(buf);
+}
+
+struct json_object *tu_control_get(const char *sock, const char *line, const char *key,
+				   struct json_object **whole)
+{
+	struct json_object *v = NULL;
+
+	*whole = tu_control(sock, line);
+	ck_assert_msg(*whole && json_object_object_get_ex(*whole, key, &v),
+		      "reply without \"%s\": %s", key,
+		      *whole ? json_object_to_json_string(*whole) : "(unparsable)");
+	return v;
+}
+
+void tu_control_expect(const char *sock, const char *line, const char *key)
+{
+	struct json_object *whole;
+
+	tu_control_get(sock, line, key, &whole);
+	json_object_put(whole);
 }
 
 int tu_has_event(const char *path, const char *event)
@@ -141,6 +204,24 @@ struct json_object *tu_wait_event(struct tu_run *r, const char *event, int timeo
 	return o;
 }
 
+void tu_must_see(struct tu_run *r, const char *label, const char *event, int timeout_ms)
+{
+	struct json_object *o = tu_wait_event(r, event, timeout_ms);
+
+	if (!o) {
+		tu_run_dump(r, label);
+		ck_abort_msg("%s: no \"%s\" event within %d ms", label, event, timeout_ms);
+	}
+	json_object_put(o);
+}
+
+const char *tu_jstr(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+}
+
 uint64_t tu_jnum(struct json_object *o, const char *key)
 {
 	struct json_object *v;
@@ -154,24 +235,15 @@ void tu_recv_listen(struct tu_run *r, const char *dir, const char *bin,
 		    const char *const *pre, const char *const *args, int timeout_ms,
 		    char *port, size_t portlen, char *addr, size_t addrlen)
 {
-	enum { MAX = 48 };
-	char listen[64], *argv[MAX + 1];
+	struct tu_argv a = { .n = 0 };
 	struct json_object *ev;
-	int n = 0;
+	char listen[64];
 
 	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
-	while (pre && *pre && n < MAX - 4)
-		argv[n++] = (char *)*pre++;
-	argv[n++] = (char *)bin;
-	argv[n++] = "--listen";
-	argv[n++] = listen;
-	argv[n++] = "--json";
-	while (args && *args) {
-		ck_assert_msg(n < MAX, "too many arguments for migrate-recv");
-		argv[n++] = (char *)*args++;
-	}
-	argv[n] = NULL;
-	tu_run_spawn(r, dir, "recv", argv);
+	tu_argv_add(&a, pre);
+	tu_argv_add(&a, (const char *[]){ bin, "--listen", listen, "--json", NULL });
+	tu_argv_add(&a, args);
+	tu_run_spawn(r, dir, "recv", a.v);
 	ev = tu_wait_event(r, "listening", timeout_ms);
 	if (!ev) {
 		tu_run_dump(r, "recv");
@@ -182,4 +254,22 @@ void tu_recv_listen(struct tu_run *r, const char *dir, const char *bin,
 	if (addr)
 		snprintf(addr, addrlen, "%s:%" PRIu64, tu_addr(), tu_jnum(ev, "port"));
 	json_object_put(ev);
+}
+
+void tu_memload(struct tu_run *r, const char *dir, const char *bin, const char *file,
+		const char *size, const char *seed, const char *const *args)
+{
+	struct tu_run fill = { .p.pid = 0 };
+	struct tu_argv a = { .n = 0 };
+
+	tu_run_spawn(&fill, dir, "fill", (char *[]){ (char *)bin, "fill", (char *)file, "--size",
+						     (char *)size, "--seed", (char *)seed, NULL });
+	ck_assert_int_eq(tu_run_finish(&fill, 30000), 0);
+	tu_argv_add(&a, (const char *[]){ bin, "run", file, NULL });
+	tu_argv_add(&a, args);
+	tu_run_spawn(r, dir, "load", a.v);
+	if (tu_wait_line(r->out, "ready", NULL, 0, 20000)) {
+		tu_run_dump(r, "memload");
+		ck_abort_msg("memload did not start");
+	}
 }

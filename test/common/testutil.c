@@ -94,10 +94,25 @@ void tu_die_with_parent(pid_t parent)
 		_exit(126);
 }
 
+void tu_child_stdio(const char *out, const char *err)
+{
+	int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	int e = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644) : dup(o);
+	int n = open("/dev/null", O_RDONLY);
+
+	if (o < 0 || e < 0 || n < 0)
+		_exit(126);
+	dup2(n, 0);
+	dup2(o, 1);
+	dup2(e, 2);
+	close(n);
+	close(o);
+	close(e);
+}
+
 int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[])
 {
 	pid_t parent = getpid(), pid;
-	int fd;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->out_path, sizeof(p->out_path), "%s", out_path);
@@ -107,17 +122,7 @@ int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[])
 	if (pid == 0) {
 		tu_die_with_parent(parent);
 		setpgid(0, 0);
-		fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-		if (fd < 0)
-			_exit(126);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
-		fd = open("/dev/null", O_RDONLY);
-		if (fd >= 0) {
-			dup2(fd, 0);
-			close(fd);
-		}
+		tu_child_stdio(out_path, NULL);
 		execv(argv[0], argv);
 		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);

@@ -34,6 +34,10 @@ const char *tu_addr(void);
  * fork clears the signal (a wrapper shell should exec its command), and so
  * does a change of uid (setpriv --pdeathsig=keep sets it again). */
 void tu_die_with_parent(pid_t parent);
+/* In a child of fork(), before exec: stdin from /dev/null, stdout to @out
+ * and stderr to @err (to @out as well when NULL), emptied first; the child
+ * exits 126 when one cannot be opened. */
+void tu_child_stdio(const char *out, const char *err);
 int tu_spawn(struct tu_proc *p, const char *out_path, char *const argv[]);
 /* Waits up to @timeout_ms; on expiry kills the process group and returns -1. */
 int tu_wait(struct tu_proc *p, int timeout_ms);

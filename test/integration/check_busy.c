@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "rdmig.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -105,12 +106,6 @@ static int pull_log(void *ctx, struct rdmig_source *s, char *err, size_t len)
 	return rc;
 }
 
-static int drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
-{
-	(void)ctx; (void)data; (void)len; (void)err; (void)errlen;
-	return 0;
-}
-
 static void *dest_thread(void *arg)
 {
 	struct dest_side *ds = arg;
@@ -119,7 +114,7 @@ static void *dest_thread(void *arg)
 	int rc;
 
 	rdmig_config_init(&cfg);
-	cfg.state = drop_state;
+	cfg.state = embed_drop_state;
 	cfg.timeout_ms = 20000;
 	rc = rdmig_dest_create(&d, &cfg);
 	if (!rc)
@@ -512,11 +507,10 @@ START_TEST(advice_gives_up_on_a_stall)
 }
 END_TEST
 
-TCase *embed_busy_tcase(void)
+void embed_busy_cases(Suite *s)
 {
-	TCase *tc = tcase_create("busy");
+	TCase *tc = tu_case(s, "busy", 120);
 
-	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, complete_sends_what_was_pushed);
 	tcase_add_test(tc, complete_pulls_the_log);
 	tcase_add_test(tc, complete_refuses_a_running_guest_push);
@@ -524,5 +518,4 @@ TCase *embed_busy_tcase(void)
 	tcase_add_test(tc, figures_after_a_round_pull);
 	tcase_add_test(tc, advice_throttles_until_it_fits);
 	tcase_add_test(tc, advice_gives_up_on_a_stall);
-	return tc;
 }

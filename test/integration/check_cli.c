@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fixture.h"
+#include "suite.h"
 #include "suites.h"
 #include "runs.h"
 #include "testutil.h"
@@ -34,23 +36,6 @@ static int count_lines(const char *path)
 	return n;
 }
 
-static const char *bin(const char *name, char *buf, size_t len)
-{
-	char rel[64];
-
-	snprintf(rel, sizeof(rel), "bin/%s", name);
-	return tu_build_path(rel, buf, len);
-}
-
-static void write_file(const char *path, const void *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 /* One page in @every random, the rest zero; returns the zero pages. */
 static uint64_t write_sparse(const char *path, size_t len, unsigned every, uint64_t seed)
 {
@@ -64,109 +49,56 @@ static uint64_t write_sparse(const char *path, size_t len, unsigned every, uint6
 		else
 			zero++;
 	}
-	write_file(path, buf, len);
+	tu_write_file(path, buf, len, 0644);
 	free(buf);
 	return zero;
 }
 
-static void assert_same(const char *a, const char *b)
-{
-	size_t la, lb, i;
-	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
-
-	ck_assert_msg(da && db, "missing %s or %s", a, b);
-	ck_assert_uint_eq(la, lb);
-	if (memcmp(da, db, la)) {
-		for (i = 0; i < la && da[i] == db[i]; i++)
-			;
-		ck_abort_msg("%s and %s differ at offset %zu of %zu", a, b, i, la);
-	}
-	free(da);
-	free(db);
-}
-
-static int exists(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0;
-}
-
 /* ---- a receiver and a workload -------------------------------------------------- */
 
-struct fixture {
-	char dir[256], src[300], dst[300], recvbin[512], sendbin[512], memload[512];
-	char port[16], addr[64];
-	struct tu_run recv, send, load;
-};
-
-static void fx_init(struct fixture *f)
+/* The fixture and a live migration of its block "vm", a workload writing
+ * @size at @rate MiB/s: migrate-recv --ram-dir DST @recv_args, then
+ * migrate-send --ram vm=... --live --pid PID --json @send_args, waited for
+ * until its event @event (NULL: not waited for). */
+static void fx_live(struct tu_fx *f, const char *size, const char *rate,
+		    const char *const *recv_args, const char *const *send_args, const char *event)
 {
-	memset(f, 0, sizeof(*f));
-	tu_tmpdir(f->dir, sizeof(f->dir));
-	snprintf(f->src, sizeof(f->src), "%s/src", f->dir);
-	snprintf(f->dst, sizeof(f->dst), "%s/dst", f->dir);
-	ck_assert_int_eq(mkdir(f->src, 0755), 0);
-	ck_assert_int_eq(mkdir(f->dst, 0755), 0);
-	bin("migrate-recv", f->recvbin, sizeof(f->recvbin));
-	bin("migrate-send", f->sendbin, sizeof(f->sendbin));
-	bin("memload", f->memload, sizeof(f->memload));
+	struct tu_argv r = { .n = 0 }, s = { .n = 0 };
+
+	tu_fx_init(f);
+	tu_fx_block(f, "vm", 0, 0);
+	tu_fx_load(f, f->file, size, rate);
+	tu_argv_add(&r, (const char *[]){ "--ram-dir", f->dst, NULL });
+	tu_argv_add(&r, recv_args);
+	tu_argv_add(&s, (const char *[]){ "--ram", f->ram, "--live", "--pid", f->pid, "--json",
+					  NULL });
+	tu_argv_add(&s, send_args);
+	tu_fx_recv(f, NULL, (const char *const *)r.v);
+	tu_fx_send(f, NULL, (const char *const *)s.v);
+	if (event)
+		tu_must_see(&f->send, "send", event, 30000);
 }
 
-/* Starts migrate-recv --json with @args (NULL-terminated) and waits until
- * it listens; fills f->addr with HOST:PORT. */
-static void fx_recv(struct fixture *f, const char *const *args)
+/* A second source into the same daemon: migrate-send --connect ADDR
+ * @args, its output in DIR/send2.{out,err}. */
+static void send2(struct tu_fx *f, struct tu_run *r, const char *const *args)
 {
-	tu_recv_listen(&f->recv, f->dir, f->recvbin, NULL, args, 20000, f->port,
-		       sizeof(f->port), f->addr, sizeof(f->addr));
+	tu_run_cmd(r, f->dir, "send2", (const char *[]){ f->sendbin, "--connect", f->addr, NULL },
+		   args);
 }
 
-static void fx_send(struct fixture *f, const char *const *args)
+/* migrate-send ends with @want and one line on stderr. */
+static void send_exits(struct tu_fx *f, int want)
 {
-	char *argv[40];
-	int n = 0;
+	int code = tu_run_finish(&f->send, 20000);
 
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = f->addr;
-	while (*args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send, f->dir, "send", argv);
+	if (code != want)
+		tu_run_dump(&f->send, "send");
+	ck_assert_int_eq(code, want);
+	ck_assert_int_eq(count_lines(f->send.err), 1);
 }
 
-/* memload run on @file (filled with random data first) at @rate MiB/s. */
-static void fx_load(struct fixture *f, const char *file, const char *size, const char *rate)
-{
-	char *fill[] = { f->memload, "fill", (char *)file, "--size", (char *)size, "--seed", "9",
-			 NULL };
-	char *run[] = { f->memload, "run", (char *)file, "--rate", (char *)rate, NULL };
-	struct tu_run r = { .p.pid = 0 };
-
-	tu_run_spawn(&r, f->dir, "fill", fill);
-	ck_assert_int_eq(tu_run_finish(&r, 30000), 0);
-	tu_run_spawn(&f->load, f->dir, "load", run);
-	if (tu_wait_line(f->load.out, "ready", NULL, 0, 20000)) {
-		tu_run_dump(&f->load, "memload");
-		ck_abort_msg("memload did not start");
-	}
-}
-
-static void fx_free(struct fixture *f)
-{
-	if (f->load.p.pid > 0 && !f->load.p.reaped) {
-		kill(f->load.p.pid, SIGCONT);
-		tu_kill(&f->load.p, SIGTERM);
-		tu_wait(&f->load.p, 5000);
-	}
-	if (f->recv.p.pid > 0)
-		tu_wait(&f->recv.p, 5000);
-	if (f->send.p.pid > 0)
-		tu_wait(&f->send.p, 5000);
-	tu_rmdir(f->dir);
-}
-
-static void both_ok(struct fixture *f, int timeout_ms)
+static void both_ok(struct tu_fx *f, int timeout_ms)
 {
 	int sc = tu_run_finish(&f->send, timeout_ms), rc = tu_run_finish(&f->recv, timeout_ms);
 
@@ -186,47 +118,42 @@ static void both_ok(struct fixture *f, int timeout_ms)
  * must be cleared on the destination. */
 START_TEST(cold_two_files_and_state)
 {
-	struct fixture f;
+	struct tu_fx f;
 	char big[400], sparse[400], state[400], dbig[400], dsparse[400], dstate[400];
 	char rbig[500], rsparse[500], sbig[500], ssparse[500], mark[500];
 	uint64_t zero, pages = (40 + 24) * MIB / PAGE;
 	struct json_object *ev;
-	void *buf = malloc(40 * MIB);
 
-	fx_init(&f);
+	tu_fx_init(&f);
 	snprintf(big, sizeof(big), "%s/big", f.src);
 	snprintf(sparse, sizeof(sparse), "%s/sparse", f.src);
 	snprintf(state, sizeof(state), "%s/state", f.src);
 	snprintf(dbig, sizeof(dbig), "%s/big", f.dst);
 	snprintf(dsparse, sizeof(dsparse), "%s/sparse", f.dst);
 	snprintf(dstate, sizeof(dstate), "%s/state", f.dst);
-	tu_fill_random(buf, 40 * MIB, 1);
-	write_file(big, buf, 40 * MIB);
-	tu_fill_random(buf, 24 * MIB, 2);
-	write_file(dsparse, buf, 24 * MIB);
-	tu_fill_random(buf, MIB, 3);
-	write_file(state, buf, MIB);
-	free(buf);
+	tu_write_random(big, 40 * MIB, 1);
+	tu_write_random(dsparse, 24 * MIB, 2);
+	tu_write_random(state, MIB, 3);
 	zero = write_sparse(sparse, 24 * MIB, 16, 4);
 	snprintf(rbig, sizeof(rbig), "big=%s", dbig);
 	snprintf(rsparse, sizeof(rsparse), "sparse=%s", dsparse);
 	snprintf(sbig, sizeof(sbig), "big=%s", big);
 	snprintf(ssparse, sizeof(ssparse), "sparse=%s", sparse);
 
-	fx_recv(&f, (const char *[]){ "--ram", rbig, "--ram", rsparse, "--use-existing",
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram", rbig, "--ram", rsparse, "--use-existing",
 				     "--state-out", dstate, NULL });
-	fx_send(&f, (const char *[]){ "--ram", sbig, "--ram", ssparse, "--state-in", state,
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", sbig, "--ram", ssparse, "--state-in", state,
 				      "--json", NULL });
 	both_ok(&f, 120000);
-	assert_same(big, dbig);
-	assert_same(sparse, dsparse);
-	assert_same(state, dstate);
+	tu_assert_same(big, dbig);
+	tu_assert_same(sparse, dsparse);
+	tu_assert_same(state, dstate);
 	snprintf(mark, sizeof(mark), "%s.incomplete", dbig);
-	ck_assert_msg(!exists(mark), "%s left behind", mark);
+	ck_assert_msg(!tu_exists(mark), "%s left behind", mark);
 	snprintf(mark, sizeof(mark), "%s.incomplete", dsparse);
-	ck_assert_msg(!exists(mark), "%s left behind", mark);
+	ck_assert_msg(!tu_exists(mark), "%s left behind", mark);
 	snprintf(mark, sizeof(mark), "%s.part", dstate);
-	ck_assert_msg(!exists(mark), "%s left behind", mark);
+	ck_assert_msg(!tu_exists(mark), "%s left behind", mark);
 
 	ev = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(ev);
@@ -244,39 +171,9 @@ START_TEST(cold_two_files_and_state)
 	ck_assert_uint_eq(tu_jnum(ev, "normal-bytes"), (pages - zero) * PAGE);
 	ck_assert_uint_eq(tu_jnum(ev, "state-bytes"), MIB);
 	json_object_put(ev);
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
-
-/* The string member @key of @o, or "". */
-static const char *jstr(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
-}
-
-/* Whether this kernel has PAGEMAP_SCAN (Linux 6.7): the tracking auto
- * picks there is wp-async. */
-static int kernel_has_scan(void)
-{
-	struct utsname u;
-	int maj = 0, min = 0;
-
-	ck_assert_int_eq(uname(&u), 0);
-	ck_assert_int_eq(sscanf(u.release, "%d.%d", &maj, &min), 2);
-	return maj > 6 || (maj == 6 && min >= 7);
-}
-
-/* True when the file at @path contains @needle. */
-static int file_has(const char *path, const char *needle)
-{
-	char *text = tu_slurp(path, NULL);
-	int found = text && strstr(text, needle);
-
-	free(text);
-	return found;
-}
 
 /* A 32 MiB file written at 4 MiB/s: pre-copy converges, the writer is
  * stopped, and the destination holds exactly what the source held then.
@@ -287,44 +184,38 @@ static int file_has(const char *path, const char *needle)
 START_TEST(live_converges_and_stops)
 {
 	static const char *const chans[] = { "1", "1", "2", "4" };
-	struct fixture f;
-	char file[400], ram[500], pid[32], dfile[400], striping[64];
+	struct tu_fx f;
+	char striping[64];
 	struct json_object *ev, *parts;
 	uint64_t iters, downtime;
 	const char *want;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/ram", f.src);
-	snprintf(dfile, sizeof(dfile), "%s/vm", f.dst);
-	snprintf(ram, sizeof(ram), "vm=%s", file);
-	fx_load(&f, file, "32M", "4");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
-				      "--dirty-tracking", _i == 1 ? "soft-dirty" : "auto",
-				      "--channels", chans[_i], _i >= 2 ? "--verbose" : NULL,
-				      _i == 3 ? "-v" : NULL, NULL });
+	fx_live(&f, "32M", "4", NULL,
+		(const char *[]){ "--dirty-tracking", _i == 1 ? "soft-dirty" : "auto", "--channels",
+				  chans[_i], _i >= 2 ? "--verbose" : NULL, _i == 3 ? "-v" : NULL,
+				  NULL }, NULL);
 	both_ok(&f, 120000);
 	if (_i >= 2) {
 		snprintf(striping, sizeof(striping), "striping writes over %s channels", chans[_i]);
-		ck_assert_msg(file_has(f.send.err, striping), "the source did not stripe over %s "
-			      "channels", chans[_i]);
+		ck_assert_msg(tu_file_has(f.send.err, striping),
+			      "the source did not stripe over %s channels", chans[_i]);
 	}
 	/* Twice verbose: where the source stands, change by change. */
-	ck_assert_msg((_i == 3) == file_has(f.send.err, "source state: "), "-v%s: state changes "
+	ck_assert_msg((_i == 3) == tu_file_has(f.send.err, "source state: "), "-v%s: state changes "
 		      "%slogged", _i == 3 ? " -v" : "", _i == 3 ? "not " : "");
 	ev = tu_event_in(f.send.out, "setup");
 	ck_assert_ptr_nonnull(ev);
-	want = _i != 1 && kernel_has_scan() ? "wp-async" : "soft-dirty";
+	want = _i != 1 && tu_kernel_at_least(6, 7) ? "wp-async" : "soft-dirty";
 	printf("live, %s, %s channel(s): tracking %s (%s)\n", _i == 1 ? "soft-dirty" : "auto",
-	       chans[_i], jstr(ev, "dirty-tracking"), jstr(ev, "dirty-tracking-fallback"));
-	ck_assert_msg(!strncmp(jstr(ev, "dirty-tracking"), want, strlen(want)),
-		      "dirty-tracking %s, expected %s", jstr(ev, "dirty-tracking"), want);
+	       chans[_i], tu_jstr(ev, "dirty-tracking"), tu_jstr(ev, "dirty-tracking-fallback"));
+	ck_assert_msg(!strncmp(tu_jstr(ev, "dirty-tracking"), want, strlen(want)),
+		      "dirty-tracking %s, expected %s", tu_jstr(ev, "dirty-tracking"), want);
 	ck_assert_uint_ge(tu_jnum(ev, "dirty-tracking-threads"), 1);
-	if (_i != 1 && !kernel_has_scan())
-		ck_assert_ptr_nonnull(strstr(jstr(ev, "dirty-tracking-fallback"), "PAGEMAP_SCAN"));
-	if (_i != 1 && kernel_has_scan())
-		ck_assert_str_eq(jstr(ev, "dirty-tracking-fallback"), "");
+	if (_i != 1 && !tu_kernel_at_least(6, 7))
+		ck_assert_ptr_nonnull(strstr(tu_jstr(ev, "dirty-tracking-fallback"),
+					     "PAGEMAP_SCAN"));
+	if (_i != 1 && tu_kernel_at_least(6, 7))
+		ck_assert_str_eq(tu_jstr(ev, "dirty-tracking-fallback"), "");
 	json_object_put(ev);
 	ev = tu_event_in(f.send.out, "iteration");
 	ck_assert_ptr_nonnull(ev);
@@ -333,7 +224,7 @@ START_TEST(live_converges_and_stops)
 	json_object_put(ev);
 	/* Still there, and stopped: it lives on the destination now. */
 	ck_assert_int_eq(tu_proc_state(f.load.p.pid, NULL), 'T');
-	assert_same(file, dfile);
+	tu_assert_same(f.file, f.image);
 	ev = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(ev);
 	iters = tu_jnum(ev, "dirty-sync-count");
@@ -350,7 +241,7 @@ START_TEST(live_converges_and_stops)
 	       "last scan %" PRIu64 " us\n", iters, downtime, tu_jnum(ev, "total-time"),
 	       tu_jnum(parts, "stop-tracking-us"));
 	json_object_put(ev);
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -358,25 +249,15 @@ END_TEST
  * with 5 within its timeout and the workload runs on, unharmed. */
 START_TEST(recv_killed_workload_resumes)
 {
-	struct fixture f;
-	char file[400], ram[500], pid[32];
+	struct tu_fx f;
 	struct json_object *ev;
 	uint64_t t0, took;
 	size_t la, lb;
 	char *a, *b;
 	int code;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/ram", f.src);
-	snprintf(ram, sizeof(ram), "vm=%s", file);
-	fx_load(&f, file, "16M", "1");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
-				      "--max-bandwidth", "2M", "--timeout", "5", NULL });
-	ev = tu_wait_event(&f.send, "setup", 30000);
-	ck_assert_ptr_nonnull(ev);
-	json_object_put(ev);
+	fx_live(&f, "16M", "1", NULL,
+		(const char *[]){ "--max-bandwidth", "2M", "--timeout", "5", NULL }, "setup");
 	usleep(1500 * 1000); /* well inside the first round (16 MiB at 2 MiB/s) */
 	tu_kill(&f.recv.p, SIGKILL);
 	t0 = tu_now_ms();
@@ -392,28 +273,19 @@ START_TEST(recv_killed_workload_resumes)
 	ck_assert_uint_eq(tu_jnum(ev, "exit-code"), 5);
 	json_object_put(ev);
 	/* Alive, running, and still writing its intact file. */
-	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
-	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
-	a = tu_slurp(file, &la);
+	tu_fx_assert_load_runs(&f);
+	a = tu_slurp(f.file, &la);
 	usleep(1000 * 1000);
-	b = tu_slurp(file, &lb);
+	b = tu_slurp(f.file, &lb);
 	ck_assert_uint_eq(la, 16 * MIB);
 	ck_assert_uint_eq(lb, 16 * MIB);
 	ck_assert_msg(memcmp(a, b, la) != 0, "the workload stopped writing");
 	free(a);
 	free(b);
 	printf("recv killed: migrate-send exited 5 after %" PRIu64 " ms\n", took);
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
-
-static void assert_reply(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	ck_assert_msg(o && json_object_object_get_ex(o, key, &v), "reply without \"%s\": %s",
-		      key, o ? json_object_to_json_string(o) : "(unparsable)");
-}
 
 /* migrate-send's state events, in order: how many, the first and the last
  * phase (the strings are copied: the event is freed after the call). */
@@ -425,7 +297,7 @@ struct phases {
 static int see_state(void *ctx, struct json_object *ev)
 {
 	struct phases *p = ctx;
-	const char *ph = jstr(ev, "phase");
+	const char *ph = tu_jstr(ev, "phase");
 
 	ck_assert_msg(ph && ph[0], "state event without a phase: %s",
 		      json_object_to_json_string(ev));
@@ -435,62 +307,49 @@ static int see_state(void *ctx, struct json_object *ev)
 	return 0;
 }
 
+static const char *ctl_status(const char *sock, char *buf, size_t len)
+{
+	struct json_object *r, *ret;
+
+	ret = tu_control_get(sock, "{\"command\":\"status\"}\n", "return", &r);
+	snprintf(buf, len, "%s", tu_jstr(ret, "status"));
+	json_object_put(r);
+	return buf;
+}
+
 /* status, set, an unknown command, then cancel: exit 7, workload running. */
 START_TEST(cancel_over_control_socket)
 {
-	struct fixture f;
-	char file[400], ram[500], pid[32], sock[400];
+	struct tu_fx f;
 	struct json_object *ev, *r, *ret;
 	struct phases ph = { 0 };
 	const char *phase;
-	int code;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/ram", f.src);
-	snprintf(ram, sizeof(ram), "vm=%s", file);
-	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
-	fx_load(&f, file, "16M", "1");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
-				      "--max-bandwidth", "2M", "--control", sock, NULL });
-	ev = tu_wait_event(&f.send, "setup", 30000);
-	ck_assert_ptr_nonnull(ev);
-	json_object_put(ev);
+	fx_live(&f, "16M", "1", NULL,
+		(const char *[]){ "--max-bandwidth", "2M", "--control", f.ctl, NULL }, "setup");
 
-	r = tu_control(sock, "{\"command\":\"status\"}\n");
-	assert_reply(r, "return");
-	json_object_object_get_ex(r, "return", &ret);
-	ck_assert_str_eq(json_object_get_string(json_object_object_get(ret, "status")), "active");
+	ret = tu_control_get(f.ctl, "{\"command\":\"status\"}\n", "return", &r);
+	ck_assert_str_eq(tu_jstr(ret, "status"), "active");
 	/* Where it stands, for a migration that seems stuck. */
-	phase = jstr(ret, "phase");
+	phase = tu_jstr(ret, "phase");
 	ck_assert_msg(phase && phase[0], "status without a phase: %s",
 		      json_object_to_json_string(ret));
 	ck_assert_uint_eq(tu_jnum(ret, "total"), 16 * MIB);
 	ck_assert_uint_eq(tu_jnum(ret, "max-bandwidth"), 2 * MIB);
 	json_object_put(r);
-	r = tu_control(sock, "{\"command\":\"set\",\"max-bandwidth\":3145728,\"max-downtime\":50}\n");
-	assert_reply(r, "return");
-	json_object_put(r);
-	r = tu_control(sock, "{\"command\":\"status\"}\n");
+	tu_control_expect(f.ctl, "{\"command\":\"set\",\"max-bandwidth\":3145728,"
+			  "\"max-downtime\":50}\n", "return");
+	r = tu_control(f.ctl, "{\"command\":\"status\"}\n");
 	json_object_object_get_ex(r, "return", &ret);
 	ck_assert_uint_eq(tu_jnum(ret, "max-bandwidth"), 3 * MIB);
 	ck_assert_uint_eq(tu_jnum(ret, "max-downtime"), 50);
 	json_object_put(r);
-	r = tu_control(sock, "{\"command\":\"frobnicate\"}\n");
-	assert_reply(r, "error");
-	ck_assert_str_eq(json_object_get_string(json_object_object_get(r, "error")),
-			 "unknown command");
+	ret = tu_control_get(f.ctl, "{\"command\":\"frobnicate\"}\n", "error", &r);
+	ck_assert_str_eq(json_object_get_string(ret), "unknown command");
 	json_object_put(r);
-	r = tu_control(sock, "{\"command\":\"cancel\"}\n");
-	assert_reply(r, "return");
-	json_object_put(r);
+	tu_control_expect(f.ctl, "{\"command\":\"cancel\"}\n", "return");
 
-	code = tu_run_finish(&f.send, 20000);
-	if (code != 7)
-		tu_run_dump(&f.send, "send");
-	ck_assert_int_eq(code, 7);
-	ck_assert_int_eq(count_lines(f.send.err), 1);
+	send_exits(&f, 7);
 	ev = tu_event_in(f.send.out, "failed");
 	ck_assert_ptr_nonnull(ev);
 	ck_assert_uint_eq(tu_jnum(ev, "exit-code"), 7);
@@ -500,31 +359,13 @@ START_TEST(cancel_over_control_socket)
 	ck_assert_msg(ph.n >= 1, "no state event from migrate-send --json");
 	ck_assert_str_eq(ph.first, "connect");
 	ck_assert_str_eq(ph.last, "done");
-	ck_assert_msg(!exists(sock), "control socket left behind");
+	ck_assert_msg(!tu_exists(f.ctl), "control socket left behind");
 	/* The source told the destination why. */
 	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
-	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
-	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
-	fx_free(&f);
+	tu_fx_assert_load_runs(&f);
+	tu_fx_free(&f);
 }
 END_TEST
-
-/* Not exited yet (a process that did is left for the test to fail on). */
-static int running(struct tu_proc *p)
-{
-	return waitpid(p->pid, NULL, WNOHANG) == 0;
-}
-
-static const char *ctl_status(const char *sock, char *buf, size_t len)
-{
-	struct json_object *r = tu_control(sock, "{\"command\":\"status\"}\n"), *ret;
-
-	assert_reply(r, "return");
-	json_object_object_get_ex(r, "return", &ret);
-	snprintf(buf, len, "%s", json_object_get_string(json_object_object_get(ret, "status")));
-	json_object_put(r);
-	return buf;
-}
 
 /* --defer: connected, the block map exchanged, then nothing until start:
  * the workload runs untouched and no page lands at the destination, for
@@ -533,51 +374,37 @@ static const char *ctl_status(const char *sock, char *buf, size_t len)
  * start then migrates byte-identical; a second start is refused. */
 START_TEST(deferred_start)
 {
-	struct fixture f;
-	char file[400], ram[500], pid[32], sock[400], dfile[400], st[32];
-	struct json_object *ev, *r;
+	struct tu_fx f;
+	char st[32];
+	struct json_object *ev;
 	uint64_t t_prep, t_start, took;
 	size_t len;
 	char *d;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/ram", f.src);
-	snprintf(dfile, sizeof(dfile), "%s/vm", f.dst);
-	snprintf(ram, sizeof(ram), "vm=%s", file);
-	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
-	fx_load(&f, file, "16M", "1");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
 	/* The destination's own timeout (30 s) is longer than the source's:
 	 * its keepalives still come often enough for the source. */
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json", "--defer",
-				      "--control", sock, "--timeout", "2", NULL });
-	ev = tu_wait_event(&f.send, "prepared", 30000);
-	ck_assert_ptr_nonnull(ev);
-	json_object_put(ev);
+	fx_live(&f, "16M", "1", NULL,
+		(const char *[]){ "--defer", "--control", f.ctl, "--timeout", "2", NULL },
+		"prepared");
 	t_prep = tu_now_ms();
-	ck_assert_str_eq(ctl_status(sock, st, sizeof(st)), "prepared");
+	ck_assert_str_eq(ctl_status(f.ctl, st, sizeof(st)), "prepared");
 	usleep(5000 * 1000);
-	ck_assert_msg(running(&f.send.p), "migrate-send ended while prepared");
-	ck_assert_msg(running(&f.recv.p), "migrate-recv ended while the source was prepared");
-	ck_assert_str_eq(ctl_status(sock, st, sizeof(st)), "prepared");
+	ck_assert_msg(tu_run_running(&f.send), "migrate-send ended while prepared");
+	ck_assert_msg(tu_run_running(&f.recv), "migrate-recv ended while the source was prepared");
+	ck_assert_str_eq(ctl_status(f.ctl, st, sizeof(st)), "prepared");
 	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
-	d = tu_slurp(dfile, &len);
+	d = tu_slurp(f.image, &len);
 	ck_assert_uint_eq(len, 16 * MIB);
 	ck_assert_msg(!d[0] && !memcmp(d, d + 1, len - 1),
 		      "pages reached the destination before start");
 	free(d);
 
 	t_start = tu_now_ms();
-	r = tu_control(sock, "{\"command\":\"start\"}\n");
-	assert_reply(r, "return");
-	json_object_put(r);
-	r = tu_control(sock, "{\"command\":\"start\"}\n");
-	assert_reply(r, "error");
-	json_object_put(r);
+	tu_control_expect(f.ctl, "{\"command\":\"start\"}\n", "return");
+	tu_control_expect(f.ctl, "{\"command\":\"start\"}\n", "error");
 	both_ok(&f, 120000);
 	took = tu_now_ms() - t_start;
-	assert_same(file, dfile);
+	tu_assert_same(f.file, f.image);
 	/* The wait is reported apart, not inside total-time. */
 	ev = tu_event_in(f.send.out, "completed");
 	ck_assert_ptr_nonnull(ev);
@@ -588,7 +415,7 @@ START_TEST(deferred_start)
 	printf("deferred: prepared for 5 s past the source's --timeout 2, then started: "
 	       "byte-identical %" PRIu64 " ms after start (prepared %" PRIu64 " ms)\n",
 	       took, t_start - t_prep);
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -597,30 +424,16 @@ END_TEST
  * wait outlasts the destination's --timeout. */
 START_TEST(deferred_cancel)
 {
-	struct fixture f;
-	char file[400], ram[500], pid[32], sock[400];
-	struct json_object *ev, *r;
+	struct tu_fx f;
+	struct json_object *ev;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/ram", f.src);
-	snprintf(ram, sizeof(ram), "vm=%s", file);
-	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
-	fx_load(&f, file, "8M", "1");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", "2", NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json", "--defer",
-				      "--control", sock, NULL });
-	ev = tu_wait_event(&f.send, "prepared", 30000);
-	ck_assert_ptr_nonnull(ev);
-	json_object_put(ev);
+	fx_live(&f, "8M", "1", (const char *[]){ "--timeout", "2", NULL },
+		(const char *[]){ "--defer", "--control", f.ctl, NULL }, "prepared");
 	usleep(4000 * 1000);
-	ck_assert_msg(running(&f.recv.p), "migrate-recv --timeout 2 ended while the source was "
-		      "prepared");
-	r = tu_control(sock, "{\"command\":\"cancel\"}\n");
-	assert_reply(r, "return");
-	json_object_put(r);
-	ck_assert_int_eq(tu_run_finish(&f.send, 20000), 7);
-	ck_assert_int_eq(count_lines(f.send.err), 1);
+	ck_assert_msg(tu_run_running(&f.recv),
+		      "migrate-recv --timeout 2 ended while the source was prepared");
+	tu_control_expect(f.ctl, "{\"command\":\"cancel\"}\n", "return");
+	send_exits(&f, 7);
 	ev = tu_event_in(f.send.out, "failed");
 	ck_assert_ptr_nonnull(ev);
 	ck_assert(json_object_object_get_ex(ev, "started", NULL));
@@ -628,112 +441,68 @@ START_TEST(deferred_cancel)
 	ck_assert(json_object_get_boolean(json_object_object_get(ev, "workload-running")));
 	json_object_put(ev);
 	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
-	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
-	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
-	fx_free(&f);
+	tu_fx_assert_load_runs(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
 /* SIGTERM cancels like the control socket does: exit 7, workload running. */
 START_TEST(sigterm_cancels_live_migration)
 {
-	struct fixture f;
-	char file[400], ram[500], pid[32];
-	struct json_object *ev;
-	int code;
+	struct tu_fx f;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/ram", f.src);
-	snprintf(ram, sizeof(ram), "vm=%s", file);
-	fx_load(&f, file, "16M", "1");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--json",
-				      "--max-bandwidth", "2M", NULL });
-	ev = tu_wait_event(&f.send, "setup", 30000);
-	ck_assert_ptr_nonnull(ev);
-	json_object_put(ev);
+
+	fx_live(&f, "16M", "1", NULL,
+		(const char *[]){ "--max-bandwidth", "2M", NULL }, "setup");
 	usleep(500 * 1000);
 	tu_kill(&f.send.p, SIGTERM);
-	code = tu_run_finish(&f.send, 20000);
-	if (code != 7)
-		tu_run_dump(&f.send, "send");
-	ck_assert_int_eq(code, 7);
-	ck_assert_int_eq(count_lines(f.send.err), 1);
+	send_exits(&f, 7);
 	ck_assert_int_eq(tu_run_finish(&f.recv, 20000), 7);
-	ck_assert_int_ne(tu_proc_state(f.load.p.pid, NULL), 'T');
-	ck_assert_int_eq(kill(f.load.p.pid, 0), 0);
-	fx_free(&f);
+	tu_fx_assert_load_runs(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
 /* migrate-recv's own control socket, and a signal while it waits. */
 START_TEST(recv_control_and_signal)
 {
-	struct fixture f;
-	char sock[400];
-	struct json_object *r, *ret;
+	struct tu_fx f;
+	char st[32];
 
-	fx_init(&f);
-	snprintf(sock, sizeof(sock), "%s/ctl", f.dir);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--control", sock, NULL });
-	r = tu_control(sock, "{\"command\":\"status\"}\n");
-	assert_reply(r, "return");
-	json_object_object_get_ex(r, "return", &ret);
-	ck_assert_str_eq(json_object_get_string(json_object_object_get(ret, "status")),
-			 "listening");
-	json_object_put(r);
-	r = tu_control(sock, "{\"command\":\"set\",\"max-downtime\":5}\n");
-	assert_reply(r, "error");
-	json_object_put(r);
-	r = tu_control(sock, "not json\n");
-	assert_reply(r, "error");
-	json_object_put(r);
-	r = tu_control(sock, "{\"command\":\"cancel\"}\n");
-	assert_reply(r, "return");
-	json_object_put(r);
+	tu_fx_init(&f);
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--control", f.ctl, NULL });
+	ck_assert_str_eq(ctl_status(f.ctl, st, sizeof(st)), "listening");
+	tu_control_expect(f.ctl, "{\"command\":\"set\",\"max-downtime\":5}\n", "error");
+	tu_control_expect(f.ctl, "not json\n", "error");
+	tu_control_expect(f.ctl, "{\"command\":\"cancel\"}\n", "return");
 	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 7);
 	ck_assert_int_eq(count_lines(f.recv.err), 1);
-	ck_assert_msg(!exists(sock), "control socket left behind");
+	ck_assert_msg(!tu_exists(f.ctl), "control socket left behind");
 
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, NULL });
-	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 7);
-	fx_free(&f);
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, NULL });
+	ck_assert_int_eq(tu_fx_recv_term(&f), 7);
+	tu_fx_free(&f);
 }
 END_TEST
 
 /* Two sources at once into one daemon: DIR/1 and DIR/2. */
 START_TEST(daemon_two_at_once)
 {
-	struct fixture f;
-	char a[400], b[400], ra[500], rb[500], d1[400], d2[400], key[400];
+	struct tu_fx f;
+	char b[400], rb[500], d1[400], d2[400];
 	struct tu_run s2 = { .p.pid = 0 };
-	void *buf = malloc(8 * MIB);
 	int c1, c2;
 
-	fx_init(&f);
-	snprintf(a, sizeof(a), "%s/a", f.src);
+	tu_fx_init(&f);
+	tu_fx_block(&f, "ram", 8 * MIB, 11);
 	snprintf(b, sizeof(b), "%s/b", f.src);
-	tu_fill_random(buf, 8 * MIB, 11);
-	write_file(a, buf, 8 * MIB);
-	tu_fill_random(buf, 8 * MIB, 12);
-	write_file(b, buf, 8 * MIB);
-	free(buf);
-	snprintf(ra, sizeof(ra), "ram=%s", a);
+	tu_write_random(b, 8 * MIB, 12);
 	snprintf(rb, sizeof(rb), "ram=%s", b);
 	/* A daemon admits keyed sources only (or --trusted-fabric). */
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	write_file(key, "the daemon's shared secret key", 30);
-	ck_assert_int_eq(chmod(key, 0600), 0);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--auth-key", key, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ra, "--auth-key", key, NULL });
-	{
-		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, "--auth-key", key,
-				 NULL };
-
-		tu_run_spawn(&s2, f.dir, "send2", argv);
-	}
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--auth-key", f.key,
+					       NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--auth-key", f.key, NULL });
+	send2(&f, &s2, (const char *[]){ "--ram", rb, "--auth-key", f.key, NULL });
 	c1 = tu_run_finish(&f.send, 60000);
 	c2 = tu_run_finish(&s2, 60000);
 	if (c1 || c2) {
@@ -747,24 +516,23 @@ START_TEST(daemon_two_at_once)
 	snprintf(d2, sizeof(d2), "%s/2/ram", f.dst);
 	/* Which source got which number depends on who connected first. */
 	{
-		char *x = tu_slurp(a, NULL), *y = tu_slurp(d1, NULL);
+		char *x = tu_slurp(f.file, NULL), *y = tu_slurp(d1, NULL);
 		int a_is_1 = x && y && !memcmp(x, y, 8 * MIB);
 
 		free(x);
 		free(y);
-		assert_same(a_is_1 ? d1 : d2, a);
-		assert_same(a_is_1 ? d2 : d1, b);
+		tu_assert_same(a_is_1 ? d1 : d2, f.file);
+		tu_assert_same(a_is_1 ? d2 : d1, b);
 	}
-	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
+	ck_assert_int_eq(tu_fx_recv_term(&f), 0);
 	ck_assert_int_eq(count_lines(f.recv.out), 5); /* listening, 2 setup, 2 completed */
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
 /* Runs a command that must fail at once with exit 2 and one line on stderr
  * containing @needle. */
-static void usage_fails(struct fixture *f, const char *needle, char *const argv[])
+static void usage_fails(struct tu_fx *f, const char *needle, char *const argv[])
 {
 	struct tu_run r = { .p.pid = 0 };
 	char *err;
@@ -782,12 +550,12 @@ static void usage_fails(struct fixture *f, const char *needle, char *const argv[
 
 START_TEST(bad_command_lines)
 {
-	struct fixture f;
+	struct tu_fx f;
 	char file[400], ram[500], missing[500];
 
-	fx_init(&f);
+	tu_fx_init(&f);
 	snprintf(file, sizeof(file), "%s/ram", f.src);
-	write_file(file, "x", 1);
+	tu_write_file(file, "x", 1, 0644);
 	snprintf(ram, sizeof(ram), "a=%s", file);
 	snprintf(missing, sizeof(missing), "a=%s/nope", f.src);
 	usage_fails(&f, "nope", (char *[]){ f.sendbin, "--connect", "10.77.0.1:4444", "--ram",
@@ -812,7 +580,7 @@ START_TEST(bad_command_lines)
 						 "--daemon", NULL });
 	usage_fails(&f, "--control", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1", "--ram",
 						 ram, "--defer", NULL });
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -820,22 +588,16 @@ END_TEST
  * naming the block, migrate-send 5 with the destination's reason. */
 START_TEST(size_mismatch_existing_file)
 {
-	struct fixture f;
-	char src[400], dst[400], rs[500], rd[500], *err;
-	void *buf = malloc(2 * MIB);
+	struct tu_fx f;
+	char rd[500], *err;
 	int sc, rc;
 
-	fx_init(&f);
-	snprintf(src, sizeof(src), "%s/ram", f.src);
-	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
-	tu_fill_random(buf, 2 * MIB, 5);
-	write_file(src, buf, 2 * MIB);
-	write_file(dst, buf, MIB);
-	free(buf);
-	snprintf(rs, sizeof(rs), "vm=%s", src);
-	snprintf(rd, sizeof(rd), "vm=%s", dst);
-	fx_recv(&f, (const char *[]){ "--ram", rd, "--use-existing", NULL });
-	fx_send(&f, (const char *[]){ "--ram", rs, NULL });
+	tu_fx_init(&f);
+	tu_fx_block(&f, "vm", 2 * MIB, 5);
+	tu_write_random(f.image, MIB, 5); /* the source's first half */
+	snprintf(rd, sizeof(rd), "vm=%s", f.image);
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram", rd, "--use-existing", NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	rc = tu_run_finish(&f.recv, 60000);
 	if (sc != 5 || rc != 2) {
@@ -856,7 +618,7 @@ START_TEST(size_mismatch_existing_file)
 	printf("size mismatch: %s", err);
 	free(err);
 	ck_assert_int_eq(count_lines(f.recv.out), 3); /* listening, setup, failed */
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -864,54 +626,41 @@ END_TEST
 
 static void write_key(const char *path, const char *key, mode_t mode)
 {
-	write_file(path, key, strlen(key));
+	tu_write_file(path, key, strlen(key), mode);
 	ck_assert_int_eq(chmod(path, mode), 0);
 }
 
 /* A key file others may read is refused before anything happens. */
 START_TEST(auth_key_file_permissions)
 {
-	struct fixture f;
-	char key[400], file[400], ram[500];
-
-	fx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	snprintf(file, sizeof(file), "%s/ram", f.src);
-	write_file(file, "x", 1);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	write_key(key, "0123456789abcdef0123", 0644);
+	struct tu_fx f;
+	tu_fx_init(&f);
+	tu_fx_block(&f, "a", 0, 0);
+	tu_write_file(f.file, "x", 1, 0644);
+	write_key(f.key, "0123456789abcdef0123", 0644);
 	usage_fails(&f, "chmod 600", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1", "--ram",
-						 ram, "--auth-key", key, NULL });
+						 f.ram, "--auth-key", f.key, NULL });
 	usage_fails(&f, "chmod 600", (char *[]){ f.recvbin, "--listen", "10.77.0.1:0",
-						 "--ram-dir", f.dst, "--auth-key", key, NULL });
-	write_key(key, "short", 0600);
+						 "--ram-dir", f.dst, "--auth-key", f.key, NULL });
+	write_key(f.key, "short", 0600);
 	usage_fails(&f, "16 to 1024", (char *[]){ f.sendbin, "--connect", "10.77.0.1:1",
-						  "--ram", ram, "--auth-key", key, NULL });
-	fx_free(&f);
+						  "--ram", f.ram, "--auth-key", f.key, NULL });
+	tu_fx_free(&f);
 }
 END_TEST
 
 /* The same key on both sides, with --verify: identical image, exit 0. */
 START_TEST(auth_and_verify_succeed)
 {
-	struct fixture f;
-	char key[400], src[400], dst[400], rs[500];
-	void *buf = malloc(4 * MIB);
-
-	fx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	write_key(key, "a shared secret of some length", 0600);
-	snprintf(src, sizeof(src), "%s/ram", f.src);
-	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
-	tu_fill_random(buf, 4 * MIB, 77);
-	write_file(src, buf, 4 * MIB);
-	free(buf);
-	snprintf(rs, sizeof(rs), "ram=%s", src);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--auth-key", key, NULL });
-	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", key, "--verify", NULL });
+	struct tu_fx f;
+	tu_fx_init(&f);
+	tu_fx_block(&f, "ram", 4 * MIB, 77);
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--auth-key", f.key, NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--auth-key", f.key, "--verify",
+					       NULL });
 	both_ok(&f, 60000);
-	assert_same(src, dst);
-	fx_free(&f);
+	tu_assert_same(f.file, f.image);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -921,54 +670,42 @@ END_TEST
  * asks for, with --verify and --auth-key; both images are exact. */
 START_TEST(channels_stripe_and_cap)
 {
-	struct fixture f;
-	char key[400], a[400], b[400], ra[500], rb[500], d1[400], d2[400];
+	struct tu_fx f;
+	char b[400], rb[500], d1[400], d2[400];
 	struct tu_run s2 = { .p.pid = 0 };
-	void *buf = malloc(24 * MIB);
 	int c2;
 
-	fx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	write_key(key, "a shared secret of some length", 0600);
-	snprintf(a, sizeof(a), "%s/a", f.src);
+	tu_fx_init(&f);
+	tu_fx_block(&f, "ram", 24 * MIB, 31);
 	snprintf(b, sizeof(b), "%s/b", f.src);
-	tu_fill_random(buf, 24 * MIB, 31);
-	write_file(a, buf, 24 * MIB);
-	free(buf);
 	write_sparse(b, 24 * MIB, 3, 32);
-	snprintf(ra, sizeof(ra), "ram=%s", a);
 	snprintf(rb, sizeof(rb), "ram=%s", b);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--channels", "3",
-				     "--auth-key", key, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ra, "--pin-all", "--channels", "4",
-				      "--auth-key", key, NULL });
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--channels", "3",
+					       "--auth-key", f.key, NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--pin-all", "--channels", "4",
+					       "--auth-key", f.key, NULL });
 	ck_assert_int_eq(tu_run_finish(&f.send, 60000), 0);
-	if (!file_has(f.send.err, "accepts 3 of the 4 channels")) {
+	if (!tu_file_has(f.send.err, "accepts 3 of the 4 channels")) {
 		tu_run_dump(&f.send, "send");
 		ck_abort_msg("the pin-all source did not report 3 of 4 channels");
 	}
-	{
-		char *argv[] = { f.sendbin, "--connect", f.addr, "--ram", rb, "--channels", "3",
-				 "--chunk-size", "256K", "--pinned-cap", "1M", "--verify",
-				 "--auth-key", key, "--verbose", NULL };
-
-		tu_run_spawn(&s2, f.dir, "send2", argv);
-	}
+	send2(&f, &s2, (const char *[]){ "--ram", rb, "--channels", "3", "--chunk-size", "256K",
+					 "--pinned-cap", "1M", "--verify", "--auth-key", f.key,
+					 "--verbose", NULL });
 	c2 = tu_run_finish(&s2, 60000);
-	if (c2 || !file_has(s2.err, "striping writes over 3 channels")) {
+	if (c2 || !tu_file_has(s2.err, "striping writes over 3 channels")) {
 		tu_run_dump(&s2, "send2");
 		tu_run_dump(&f.recv, "recv");
 	}
 	ck_assert_int_eq(c2, 0);
-	ck_assert_msg(file_has(s2.err, "striping writes over 3 channels"),
+	ck_assert_msg(tu_file_has(s2.err, "striping writes over 3 channels"),
 		      "the dynamic source did not stripe over 3 channels");
 	snprintf(d1, sizeof(d1), "%s/1/ram", f.dst);
 	snprintf(d2, sizeof(d2), "%s/2/ram", f.dst);
-	assert_same(a, d1);
-	assert_same(b, d2);
-	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
-	fx_free(&f);
+	tu_assert_same(f.file, d1);
+	tu_assert_same(b, d2);
+	ck_assert_int_eq(tu_fx_recv_term(&f), 0);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -979,31 +716,27 @@ END_TEST
  * truncating the .part file.) */
 START_TEST(auth_wrong_key_rejected)
 {
-	struct fixture f;
-	char k1[400], k2[400], src[400], dst[400], rs[500], rd[500], state[400], part[420];
-	char marker[420], *err;
+	struct tu_fx f;
+	char k1[400], k2[400], rd[500], state[400], part[420], *err;
 	int sc;
 
-	fx_init(&f);
+	tu_fx_init(&f);
 	snprintf(k1, sizeof(k1), "%s/key1", f.dir);
 	snprintf(k2, sizeof(k2), "%s/key2", f.dir);
 	write_key(k1, "the destination's secret key", 0600);
 	write_key(k2, "somebody else's secret key!!", 0600);
-	snprintf(src, sizeof(src), "%s/ram", f.src);
-	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
-	snprintf(marker, sizeof(marker), "%s.incomplete", dst);
+	tu_fx_block(&f, "ram", 0, 0);
 	snprintf(state, sizeof(state), "%s/state", f.dst);
 	snprintf(part, sizeof(part), "%s.part", state);
-	write_sparse(src, 1 << 20, 3, 5);
-	write_file(dst, "the operator's image, not to be touched", 39);
-	write_file(part, "an earlier run's partial state", 30);
+	write_sparse(f.file, 1 << 20, 3, 5);
+	tu_write_file(f.image, "the operator's image, not to be touched", 39, 0644);
+	tu_write_file(part, "an earlier run's partial state", 30, 0644);
 	/* The existing file must be as long as the source's block. */
-	ck_assert_int_eq(truncate(dst, 1 << 20), 0);
-	snprintf(rs, sizeof(rs), "ram=%s", src);
-	snprintf(rd, sizeof(rd), "ram=%s", dst);
-	fx_recv(&f, (const char *[]){ "--ram", rd, "--use-existing", "--state-out", state,
+	ck_assert_int_eq(truncate(f.image, 1 << 20), 0);
+	snprintf(rd, sizeof(rd), "ram=%s", f.image);
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram", rd, "--use-existing", "--state-out", state,
 				     "--auth-key", k1, NULL });
-	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", k2, NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--auth-key", k2, NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	err = tu_slurp(f.send.err, NULL);
 	ck_assert_msg(sc == 4 && strstr(err, "authentication failed"), "send %d: %s", sc, err);
@@ -1013,38 +746,35 @@ START_TEST(auth_wrong_key_rejected)
 	ck_assert(tu_wait_line(f.recv.err, "migrate-recv: turned away a connection from ",
 			       NULL, 0, 10000) == 0);
 	ck_assert_int_eq(waitpid(f.recv.p.pid, NULL, WNOHANG), 0);
-	ck_assert(!exists(marker));
+	ck_assert(!tu_exists(f.mark));
 	err = tu_slurp(part, NULL);
 	ck_assert_str_eq(err, "an earlier run's partial state");
 	free(err);
-	err = tu_slurp(dst, NULL);
+	err = tu_slurp(f.image, NULL);
 	ck_assert_str_eq(err, "the operator's image, not to be touched");
 	free(err);
 	/* The real source still gets through. */
-	fx_send(&f, (const char *[]){ "--ram", rs, "--auth-key", k1, NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--auth-key", k1, NULL });
 	both_ok(&f, 60000);
-	assert_same(src, dst);
-	ck_assert(!exists(marker));
-	ck_assert(exists(state) && !exists(part));
-	fx_free(&f);
+	tu_assert_same(f.file, f.image);
+	ck_assert(!tu_exists(f.mark));
+	ck_assert(tu_exists(state) && !tu_exists(part));
+	tu_fx_free(&f);
 }
 END_TEST
 
 /* A keyless source is turned away; the keyed receiver keeps waiting. */
 START_TEST(auth_keyless_source_turned_away)
 {
-	struct fixture f;
-	char key[400], src[400], rs[500], *err;
+	struct tu_fx f;
+	char *err;
 	int sc;
 
-	fx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	write_key(key, "the destination's secret key", 0600);
-	snprintf(src, sizeof(src), "%s/ram", f.src);
-	write_file(src, "data", 4);
-	snprintf(rs, sizeof(rs), "ram=%s", src);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--auth-key", key, NULL });
-	fx_send(&f, (const char *[]){ "--ram", rs, NULL });
+	tu_fx_init(&f);
+	tu_fx_block(&f, "ram", 0, 0);
+	tu_write_file(f.file, "data", 4, 0644);
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--auth-key", f.key, NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	err = tu_slurp(f.send.err, NULL);
 	ck_assert_msg(sc == 4, "send exited %d: %s", sc, err);
@@ -1053,21 +783,18 @@ START_TEST(auth_keyless_source_turned_away)
 	/* Still listening for the real source. */
 	usleep(300000);
 	ck_assert_int_eq(waitpid(f.recv.p.pid, NULL, WNOHANG), 0);
-	kill(f.recv.p.pid, SIGTERM);
-	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 7);
+	ck_assert_int_eq(tu_fx_recv_term(&f), 7);
 	err = tu_slurp(f.recv.err, NULL);
 	ck_assert_msg(strstr(err, "still waiting") != NULL, "recv said: %s", err);
 	free(err);
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
-Suite *cli_suite(void)
+void cli_cases(Suite *s)
 {
-	Suite *s = suite_create("cli");
-	TCase *tc = tcase_create("softroce");
+	TCase *tc = tu_case(s, "softroce", 240);
 
-	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, bad_command_lines);
 	tcase_add_test(tc, cold_two_files_and_state);
 	tcase_add_loop_test(tc, live_converges_and_stops, 0, 4);
@@ -1084,6 +811,4 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, auth_wrong_key_rejected);
 	tcase_add_test(tc, auth_keyless_source_turned_away);
 	tcase_add_test(tc, channels_stripe_and_cap);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -32,6 +32,7 @@
 
 #include "qemu_vm.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -68,7 +69,7 @@ struct cfx {
 	/* the guests */
 	const struct vm_qemu *qemu;
 	struct vm src, dst_vm;
-	char src_serial[256], dst_serial[256], src_img[256], dst_img[256], dst_ram[256];
+	struct vm_files g;
 	struct tu_run send, recv;
 	pid_t pid;              /* the workload's process */
 	pid_t tids[MAX_THREADS]; /* the threads throttled: a guest's vCPUs, or all */
@@ -98,17 +99,9 @@ static void cfx_init(struct cfx *f)
 
 static void cfx_free(struct cfx *f)
 {
-	if (f->send.p.pid > 0 && !f->send.p.reaped)
-		tu_kill(&f->send.p, SIGKILL);
-	if (f->recv.p.pid > 0 && !f->recv.p.reaped)
-		tu_kill(&f->recv.p, SIGKILL);
-	tu_wait(&f->send.p, 5000);
-	tu_wait(&f->recv.p, 5000);
-	if (f->load.p.pid > 0 && !f->load.p.reaped) {
-		kill(f->load.p.pid, SIGCONT);
-		tu_kill(&f->load.p, SIGKILL);
-		tu_wait(&f->load.p, 5000);
-	}
+	tu_run_stop(&f->send);
+	tu_run_stop(&f->recv);
+	tu_run_stop(&f->load);
 	vm_stop(&f->src);
 	vm_stop(&f->dst_vm);
 	tu_rmdir(f->dir);
@@ -147,40 +140,21 @@ static void cfx_recv(struct cfx *f, bool qemu)
 static void cfx_send(struct cfx *f, const char *const *extra)
 {
 	char bw[32], dt[16], pid[16], ram[300];
-	char *argv[40];
-	int n = 0;
+	struct tu_argv a = { .n = 0 };
 
 	snprintf(bw, sizeof(bw), "%" PRIu64, f->bw);
 	snprintf(dt, sizeof(dt), "%u", f->max_downtime);
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = f->addr;
-	argv[n++] = "--json";
-	argv[n++] = "--auth-key";
-	argv[n++] = f->key;
-	argv[n++] = "--control";
-	argv[n++] = f->ctl;
-	argv[n++] = "--auto-converge";
-	argv[n++] = "--max-downtime";
-	argv[n++] = dt;
-	argv[n++] = "--max-bandwidth";
-	argv[n++] = bw;
-	if (f->src.p.pid) {
-		argv[n++] = "--qmp";
-		argv[n++] = f->src.cmd_sock;
-	} else {
-		snprintf(pid, sizeof(pid), "%d", (int)f->pid);
-		snprintf(ram, sizeof(ram), "vm=%s", f->ram);
-		argv[n++] = "--ram";
-		argv[n++] = ram;
-		argv[n++] = "--live";
-		argv[n++] = "--pid";
-		argv[n++] = pid;
-	}
-	while (extra && *extra && n < 39)
-		argv[n++] = (char *)*extra++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send, f->work, "send", argv);
+	snprintf(pid, sizeof(pid), "%d", (int)f->pid);
+	snprintf(ram, sizeof(ram), "vm=%s", f->ram);
+	tu_argv_add(&a, (const char *[]){ f->sendbin, "--connect", f->addr, "--json", "--auth-key",
+					  f->key, "--control", f->ctl, "--auto-converge",
+					  "--max-downtime", dt, "--max-bandwidth", bw, NULL });
+	if (f->src.p.pid)
+		tu_argv_add(&a, (const char *[]){ "--qmp", f->src.cmd_sock, NULL });
+	else
+		tu_argv_add(&a, (const char *[]){ "--ram", ram, "--live", "--pid", pid, NULL });
+	tu_argv_add(&a, extra);
+	tu_run_spawn(&f->send, f->work, "send", a.v);
 }
 
 /* ---- the throttle, seen from outside ---------------------------------------------- */
@@ -299,7 +273,7 @@ static uint64_t cpu_ticks(pid_t pid)
  * follow it), or the guest's passes per second. */
 static double rate_now(struct cfx *f, int ms, bool migrated)
 {
-	const char *serial = migrated ? f->dst_serial : f->src_serial;
+	const char *serial = migrated ? f->g.dst_serial : f->g.src_serial;
 	uint64_t t0 = tu_now_ms(), c0, c1;
 	int m0, m1;
 
@@ -471,19 +445,15 @@ static void start_qemu(struct cfx *f, struct vm *v, const char *name, const char
 static void start_guest(struct cfx *f, int which, bool dst)
 {
 	f->qemu = &vm_qemus[which];
-	snprintf(f->ram, sizeof(f->ram), "%s/src.ram", f->dir);
-	snprintf(f->dst_ram, sizeof(f->dst_ram), "%s/dst.ram", f->dir);
-	snprintf(f->src_serial, sizeof(f->src_serial), "%s/src.serial", f->dir);
-	snprintf(f->dst_serial, sizeof(f->dst_serial), "%s/dst.serial", f->dir);
-	snprintf(f->src_img, sizeof(f->src_img), "%s/src.img", f->dir);
-	snprintf(f->dst_img, sizeof(f->dst_img), "%s/dst.img", f->dir);
-	guest_image_range(f->src_img, GUEST_DELAY, GUEST_END_MIB);
-	guest_image_range(f->dst_img, GUEST_DELAY, GUEST_END_MIB);
-	start_qemu(f, &f->src, "src", f->ram, f->src_serial, f->src_img, NULL);
+	vm_files(&f->g, f->dir);
+	snprintf(f->ram, sizeof(f->ram), "%s", f->g.src_ram);
+	guest_image_range(f->g.src_img, GUEST_DELAY, GUEST_END_MIB);
+	guest_image_range(f->g.dst_img, GUEST_DELAY, GUEST_END_MIB);
+	start_qemu(f, &f->src, "src", f->ram, f->g.src_serial, f->g.src_img, NULL);
 	if (dst)
-		start_qemu(f, &f->dst_vm, "dst", f->dst_ram, f->dst_serial, f->dst_img,
+		start_qemu(f, &f->dst_vm, "dst", f->g.dst_ram, f->g.dst_serial, f->g.dst_img,
 			   (const char *[]){ "-incoming", "defer", NULL });
-	guest_wait_markers(f->src_serial, 0, 3, 120000, "source guest");
+	guest_wait_markers(f->g.src_serial, 0, 3, 120000, "source guest");
 	f->pid = qmp_pid(f->src.q);
 	note_threads(f);
 	measure(f);
@@ -545,7 +515,7 @@ static void converges(struct cfx *f)
 	vm_expect_status(&f->dst_vm, "running");
 	assert_full_rate(f, true, "success, at the destination,");
 	ck_assert_msg(qmp_stop(f->dst_vm.q, &line) == 0, "stop: %s", line.msg);
-	rc = guest_check_range(f->dst_ram, GUEST_END_MIB, line.msg, sizeof(line.msg));
+	rc = guest_check_range(f->g.dst_ram, GUEST_END_MIB, line.msg, sizeof(line.msg));
 	ck_assert_msg(rc == 0, "destination RAM: %s", line.msg);
 	printf("converge: %s: destination %s\n", f->src.version, line.msg);
 }
@@ -882,26 +852,20 @@ START_TEST(guest_released_on_every_exit)
 }
 END_TEST
 
-Suite *converge_suite(void)
+void converge_cases(Suite *s)
 {
-	Suite *s = suite_create("converge");
-	TCase *tc = tcase_create("process");
+	TCase *tc = tu_case(s, "process", 600);
 	int i;
 
-	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, process_converges);
 	tcase_add_test(tc, process_released_on_every_exit);
 	tcase_add_test(tc, process_estimate_predicts);
 	tcase_add_test(tc, process_switchover_bandwidth);
 	tcase_add_test(tc, process_over_the_limit_given);
-	suite_add_tcase(s, tc);
 	/* One test case per QEMU, as the qemu suite has them. */
 	for (i = 0; i < VM_QEMUS; i++) {
-		tc = tcase_create(vm_qemus[i].name);
-		tcase_set_timeout(tc, 600);
+		tc = tu_case(s, vm_qemus[i].name, 600);
 		tcase_add_loop_test(tc, guest_converges, i, i + 1);
 		tcase_add_loop_test(tc, guest_released_on_every_exit, i, i + 1);
-		suite_add_tcase(s, tc);
 	}
-	return s;
 }

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -946,12 +947,10 @@ START_TEST(memload_digest_and_fill)
 }
 END_TEST
 
-Suite *dirty_suite(void)
+void dirty_cases(Suite *s)
 {
-	Suite *s = suite_create("dirty");
-	TCase *tc = tcase_create("tracking");
+	TCase *tc = tu_case(s, "tracking", 60);
 
-	tcase_set_timeout(tc, 60);
 	/* Loop index: the mode (0 soft-dirty, 1 wp-async), see mode_of. */
 	tcase_add_loop_test(tc, memload_random_rate, 0, 2);
 	tcase_add_loop_test(tc, memload_seq_one_run, 0, 2);
@@ -964,6 +963,4 @@ Suite *dirty_suite(void)
 	tcase_add_test(tc, open_errors);
 	tcase_add_loop_test(tc, mapping_change_and_exit_fail_collect, 0, 2);
 	tcase_add_test(tc, memload_digest_and_fill);
-	suite_add_tcase(s, tc);
-	return s;
 }

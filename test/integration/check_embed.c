@@ -18,6 +18,7 @@
 
 #include "rdmig.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -244,7 +245,7 @@ START_TEST(cancel_interrupts_pin_all)
 }
 END_TEST
 
-static int drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
+int embed_drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
 {
 	(void)ctx; (void)data; (void)len; (void)err; (void)errlen;
 	return 0;
@@ -274,7 +275,7 @@ START_TEST(cancel_dest_from_another_thread)
 	ck_assert_ptr_ne(ram, MAP_FAILED);
 	rdmig_config_init(&cfg);
 	cfg.timeout_ms = 20000;
-	cfg.state = drop_state;
+	cfg.state = embed_drop_state;
 	ck_assert_int_eq(rdmig_listener_create(&l, tu_addr(), "0", err, sizeof(err)), 0);
 	snprintf(port, sizeof(port), "%d", rdmig_listener_port(l));
 	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
@@ -420,12 +421,6 @@ struct loop_dest {
 	int rc;
 };
 
-static int loop_drop_state(void *ctx, const void *data, size_t len, char *err, size_t errlen)
-{
-	(void)ctx; (void)data; (void)len; (void)err; (void)errlen;
-	return 0;
-}
-
 /* rdmig(3)'s destination loop: wait until the fd is readable or the
  * timeout passed, then process; nothing else. */
 static void *loop_dest_thread(void *arg)
@@ -436,7 +431,7 @@ static void *loop_dest_thread(void *arg)
 	int rc, fds[RDMIG_DEST_MAX_FDS], n, i;
 
 	rdmig_config_init(&cfg);
-	cfg.state = loop_drop_state;
+	cfg.state = embed_drop_state;
 	cfg.timeout_ms = 20000;
 	rc = rdmig_dest_create(&d, &cfg);
 	if (!rc)
@@ -558,30 +553,22 @@ START_TEST(loop_rounds_as_fast_as_blocking)
 }
 END_TEST
 
-Suite *embed_suite(void)
+void embed_cases(Suite *s)
 {
-	Suite *s = suite_create("embed");
-	TCase *tc = tcase_create("vmm");
+	TCase *tc = tu_case(s, "vmm", 240);
 
-	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, vmm_pair_dynamic);
 	tcase_add_test(tc, vmm_pair_pin_all);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("cancel");
-	tcase_set_timeout(tc, 120);
+	tc = tu_case(s, "cancel", 120);
 	tcase_add_test(tc, cancel_interrupts_resolution);
 	tcase_add_test(tc, cancel_interrupts_pin_all);
 	tcase_add_test(tc, cancel_dest_from_another_thread);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("api");
-	tcase_set_timeout(tc, 120);
+	tc = tu_case(s, "api", 120);
 	tcase_add_test(tc, finished_operation_is_reported_once);
 	tcase_add_test(tc, no_busy_loop_while_connecting);
 	tcase_add_test(tc, loop_rounds_as_fast_as_blocking);
-	suite_add_tcase(s, tc);
-	suite_add_tcase(s, embed_trial_tcase());
-	suite_add_tcase(s, embed_busy_tcase());
-	suite_add_tcase(s, embed_postcopy_tcase());
-	suite_add_tcase(s, embed_postcopy_recover_tcase());
-	return s;
+	embed_trial_cases(s);
+	embed_busy_cases(s);
+	embed_postcopy_cases(s);
+	embed_postcopy_recover_cases(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -140,16 +141,12 @@ START_TEST(connect_unreachable_deadline)
 }
 END_TEST
 
-Suite *fabric_suite(void)
+void fabric_cases(Suite *s)
 {
-	Suite *s = suite_create("fabric");
-	TCase *tc = tcase_create("softroce");
+	TCase *tc = tu_case(s, "softroce", 180);
 
-	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, write_16mib_verified);
 	tcase_add_test(tc, misplaced_write_detected);
 	tcase_add_test(tc, connect_closed_port_refused);
 	tcase_add_test(tc, connect_unreachable_deadline);
-	suite_add_tcase(s, tc);
-	return s;
 }

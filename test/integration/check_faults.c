@@ -29,7 +29,9 @@
 
 #include "fabric.h"
 #include "privdata.h"
+#include "suite.h"
 #include "suites.h"
+#include "fixture.h"
 #include "runs.h"
 #include "testutil.h"
 
@@ -42,63 +44,6 @@
 #define HOST_TMO_ARG "15"
 /* Allowed beyond it: process exit and teardown under TCG, a loaded host. */
 #define GRACE_MS 4000
-
-static void must_see(struct tu_run *r, const char *label, const char *event, int timeout_ms)
-{
-	struct json_object *o = tu_wait_event(r, event, timeout_ms);
-
-	if (!o) {
-		tu_run_dump(r, label);
-		ck_abort_msg("%s: no \"%s\" event within %d ms", label, event, timeout_ms);
-	}
-	json_object_put(o);
-}
-
-/* Lines of @path containing both @a and @b ("" matches every line). */
-static int count_matching2(const char *path, const char *a, const char *b)
-{
-	char *text = tu_slurp(path, NULL), *line, *save = NULL;
-	int n = 0;
-
-	for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
-	     line = strtok_r(NULL, "\n", &save))
-		n += strstr(line, a) && strstr(line, b);
-	free(text);
-	return n;
-}
-
-static int count_matching(const char *path, const char *needle)
-{
-	return count_matching2(path, needle, "");
-}
-
-static int exists(const char *path)
-{
-	struct stat st;
-
-	return lstat(path, &st) == 0;
-}
-
-static const char *bin(const char *name, char *buf, size_t len)
-{
-	char rel[64];
-
-	snprintf(rel, sizeof(rel), "bin/%s", name);
-	return tu_build_path(rel, buf, len);
-}
-
-static void write_random(const char *path, size_t len, uint64_t seed)
-{
-	void *buf = malloc(len);
-	FILE *f = fopen(path, "wb");
-
-	ck_assert_ptr_nonnull(buf);
-	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-	tu_fill_random(buf, len, seed);
-	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-	free(buf);
-}
 
 /* Waits until @r sleeps in the kernel function @fn, or @alt (where the
  * compiler inlined @fn): a FIFO stall. */
@@ -122,38 +67,42 @@ static void wait_wchan(struct tu_run *r, const char *label, const char *fn, cons
 /* The "return" object of a status command on @sock (caller puts @whole). */
 static struct json_object *status_of(const char *sock, struct json_object **whole)
 {
-	struct json_object *ret = NULL;
-
-	*whole = tu_control(sock, "{\"command\":\"status\"}\n");
-	ck_assert_msg(*whole && json_object_object_get_ex(*whole, "return", &ret),
-		      "bad status reply: %s",
-		      *whole ? json_object_to_json_string(*whole) : "(unparsable)");
-	return ret;
+	return tu_control_get(sock, "{\"command\":\"status\"}\n", "return", whole);
 }
 
-/* ---- fixture: a receiver, a sender, a workload ---------------------------- */
+/* ---- fixture: a receiver, a sender with --json, a workload -------------------- */
 
-struct fx {
-	char dir[256], src[300], dst[300], recvbin[512], sendbin[512], memload[512];
-	char port[16], addr[64], ctl[320], key[320];
-	struct tu_run recv, send, load;
-};
+static const char *const json[] = { "--json", NULL };
 
-static void fx_init(struct fx *f)
+/* The fixture with its source's block "a", @bytes of random data (none:
+ * the workload's file). */
+static void fx_start(struct tu_fx *f, size_t bytes, uint64_t seed)
 {
-	memset(f, 0, sizeof(*f));
-	tu_tmpdir(f->dir, sizeof(f->dir));
-	snprintf(f->src, sizeof(f->src), "%s/src", f->dir);
-	snprintf(f->dst, sizeof(f->dst), "%s/dst", f->dir);
-	snprintf(f->ctl, sizeof(f->ctl), "%s/send.ctl", f->dir);
-	ck_assert_int_eq(mkdir(f->src, 0755), 0);
-	ck_assert_int_eq(mkdir(f->dst, 0755), 0);
-	bin("migrate-recv", f->recvbin, sizeof(f->recvbin));
-	bin("migrate-send", f->sendbin, sizeof(f->sendbin));
-	bin("memload", f->memload, sizeof(f->memload));
-	/* A daemon needs a key (or --trusted-fabric): its sources get this. */
-	snprintf(f->key, sizeof(f->key), "%s/key", f->dir);
-	tu_write_key(f->key);
+	tu_fx_init(f);
+	f->send_opts = json;
+	tu_fx_block(f, "a", bytes, seed);
+}
+
+/* migrate-recv --ram-dir f->dst @recv_args (after the argv words @pre),
+ * then migrate-send --ram f->ram @send_args, both with --timeout TMO_S. */
+static void fx_run(struct tu_fx *f, const char *const *pre, const char *const *recv_args,
+		   const char *const *send_args)
+{
+	struct tu_argv r = { .n = 0 }, s = { .n = 0 };
+
+	tu_argv_add(&r, (const char *[]){ "--ram-dir", f->dst, "--timeout", TMO_ARG, NULL });
+	tu_argv_add(&r, recv_args);
+	tu_argv_add(&s, (const char *[]){ "--ram", f->ram, "--timeout", TMO_ARG, NULL });
+	tu_argv_add(&s, send_args);
+	tu_fx_recv(f, pre, (const char *const *)r.v);
+	tu_fx_send(f, NULL, (const char *const *)s.v);
+}
+
+/* fx_run, until the pages flow (the source's setup event). */
+static void fx_flowing(struct tu_fx *f, const char *const *send_args)
+{
+	fx_run(f, NULL, NULL, send_args);
+	tu_must_see(&f->send, "send", "setup", 30000);
 }
 
 /* argv words that start migrate-recv with its open(@path) turned into an
@@ -185,91 +134,16 @@ static const char *const *open_as(struct openas *o, const char *path, const char
 	return o->argv;
 }
 
-/* Starts migrate-recv --json (@pre: argv words before it, e.g. setpriv) and
- * waits until it listens; fills f->addr. */
-static void fx_recv_as(struct fx *f, const char *const *pre, const char *const *args)
+/* A FIFO DIR/@name that nobody reads, which migrate-recv opens in place of
+ * @path: the argv words that start it so, in @oa. */
+static const char *const *stall_at(struct tu_fx *f, struct openas *oa, const char *path,
+				   const char *name)
 {
-	tu_recv_listen(&f->recv, f->dir, f->recvbin, pre, args, 20000, f->port,
-		       sizeof(f->port), f->addr, sizeof(f->addr));
-}
+	char fifo[400];
 
-static void fx_recv(struct fx *f, const char *const *args)
-{
-	fx_recv_as(f, NULL, args);
-}
-
-static void fx_send_as(struct fx *f, const char *const *pre, const char *const *args)
-{
-	char *argv[48];
-	int n = 0;
-
-	while (pre && *pre && n < 10)
-		argv[n++] = (char *)*pre++;
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = f->addr;
-	argv[n++] = "--json";
-	while (*args && n < 46)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send, f->dir, "send", argv);
-}
-
-static void fx_send(struct fx *f, const char *const *args)
-{
-	fx_send_as(f, NULL, args);
-}
-
-/* memload run on @file (filled with random data first) at @rate MiB/s. */
-static void fx_load(struct fx *f, const char *file, const char *size, const char *rate)
-{
-	char *fill[] = { f->memload, "fill", (char *)file, "--size", (char *)size, "--seed", "7",
-			 NULL };
-	char *run[] = { f->memload, "run", (char *)file, "--rate", (char *)rate, NULL };
-	struct tu_run r = { .p.pid = 0 };
-
-	tu_run_spawn(&r, f->dir, "fill", fill);
-	ck_assert_int_eq(tu_run_finish(&r, 30000), 0);
-	tu_run_spawn(&f->load, f->dir, "load", run);
-	if (tu_wait_line(f->load.out, "ready", NULL, 0, 20000)) {
-		tu_run_dump(&f->load, "memload");
-		ck_abort_msg("memload did not start");
-	}
-}
-
-static void stop(struct tu_run *r)
-{
-	if (r->p.pid > 0 && !r->p.reaped) {
-		kill(-r->p.pid, SIGCONT);
-		kill(-r->p.pid, SIGKILL);
-		tu_wait(&r->p, 5000);
-	}
-}
-
-static void fx_free(struct fx *f)
-{
-	stop(&f->load);
-	stop(&f->recv);
-	stop(&f->send);
-	tu_rmdir(f->dir);
-}
-
-/* The workload survived the failed migration: alive, not stopped. */
-static void assert_running(struct fx *f)
-{
-	ck_assert_int_eq(kill(f->load.p.pid, 0), 0);
-	ck_assert_msg(tu_proc_state(f->load.p.pid, NULL) != 'T', "the workload was left stopped");
-}
-
-static void first_line(const char *path, char *buf, size_t len)
-{
-	char *text = tu_slurp(path, NULL), *nl;
-
-	snprintf(buf, len, "%s", text ? text : "");
-	nl = strchr(buf, '\n');
-	if (nl)
-		*nl = '\0';
-	free(text);
+	snprintf(fifo, sizeof(fifo), "%s/%s", f->dir, name);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	return open_as(oa, path, fifo);
 }
 
 /* One "fault:" line: what, who, exit code, time to detect, the message. */
@@ -278,7 +152,7 @@ static void report(const char *fault, const char *who, int code, uint64_t took,
 {
 	char line[600];
 
-	first_line(errpath, line, sizeof(line));
+	tu_first_line(errpath, line, sizeof(line));
 	printf("fault: %s: %s exit %d after %" PRIu64 " ms: %s\n", fault, who, code, took, line);
 	fflush(stdout);
 }
@@ -297,12 +171,12 @@ static void assert_failed(const char *fault, uint64_t took, struct tu_run *r, co
 	report(fault, prog, got, took, r->err);
 	err = tu_slurp(r->err, NULL);
 
-	if (got != want || count_matching(r->err, "") != 1)
+	if (got != want || tu_count_matching(r->err, "", "") != 1)
 		tu_run_dump(r, prog);
 	ck_assert_msg(got == want, "%s exited %d, not %d", prog, got, want);
 	ck_assert_msg(err && !strncmp(err, prog, pl) && err[pl] == ':',
 		      "%s: stderr does not start with its name: %s", prog, err);
-	ck_assert_msg(count_matching(r->err, "") == 1, "%s: not one line on stderr", prog);
+	ck_assert_msg(tu_count_matching(r->err, "", "") == 1, "%s: not one line on stderr", prog);
 	ev = tu_event_in(r->out, "failed");
 	ck_assert_msg(ev != NULL, "%s: no \"failed\" event", prog);
 	ck_assert_uint_eq(tu_jnum(ev, "exit-code"), (uint64_t)want);
@@ -325,6 +199,20 @@ static int exit_within(struct tu_run *r, uint64_t t0, uint64_t *took, int tmo_s)
 static int exit_after(struct tu_run *r, uint64_t t0, uint64_t *took)
 {
 	return exit_within(r, t0, took, TMO_S);
+}
+
+/* The fault: @sig to @victim; @r must then fail as assert_failed says
+ * (exit @want, as @prog) within --timeout.  Returns how long it took. */
+static uint64_t inflict(const char *fault, struct tu_run *victim, int sig, struct tu_run *r,
+			const char *prog, int want)
+{
+	uint64_t t0 = tu_now_ms(), took;
+	int code;
+
+	kill(victim->p.pid, sig);
+	code = exit_after(r, t0, &took);
+	assert_failed(fault, took, r, prog, want, code);
+	return took;
 }
 
 static int rdma_count(const char *dir, const char *res, const char *what, pid_t pid);
@@ -352,29 +240,20 @@ static void wait_connecting(const char *dir, struct tu_run *r)
  * reason: that is not a rejection by migrate-recv (4, "don't retry"). */
 START_TEST(recv_killed_before_accepting)
 {
-	struct fx f;
-	char ram[400], file[320];
-	uint64_t t0, took;
-	int code;
+	struct tu_fx f;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 4 * MIB, 1);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
+	fx_start(&f, 4 * MIB, 1);
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
 	kill(f.recv.p.pid, SIGSTOP);
-	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--timeout", TMO_ARG, NULL });
 	wait_connecting(f.dir, &f.send);
 	usleep(300 * 1000); /* the request reaches the frozen listener's kernel */
 	ck_assert_msg(waitpid(f.send.p.pid, NULL, WNOHANG) == 0,
 		      "migrate-send gave up while the destination was only frozen");
-	t0 = tu_now_ms();
-	kill(f.recv.p.pid, SIGKILL);
-	code = exit_after(&f.send, t0, &took);
-	assert_failed("recv killed before accepting", took, &f.send, "migrate-send", 3, code);
+	inflict("recv killed before accepting", &f.recv, SIGKILL, &f.send, "migrate-send", 3);
 	ck_assert(!tu_has_event(f.send.out, "setup"));
 	ck_assert(!tu_has_event(f.recv.out, "setup"));
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -382,31 +261,20 @@ END_TEST
  * nobody reads) between rdma_accept and the block map. */
 START_TEST(recv_killed_after_accepting)
 {
-	struct fx f;
-	char ram[400], file[320], state[320], part[330], fifo[340];
+	struct tu_fx f;
+	char state[320], part[330];
 	struct openas oa;
-	uint64_t t0, took;
-	int code;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 4 * MIB, 2);
-	snprintf(ram, sizeof(ram), "a=%s", file);
+	fx_start(&f, 4 * MIB, 2);
 	snprintf(state, sizeof(state), "%s/state", f.dir);
 	snprintf(part, sizeof(part), "%s.part", state);
-	snprintf(fifo, sizeof(fifo), "%s.fifo", part);
-	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
-	fx_recv_as(&f, open_as(&oa, part, fifo), (const char *[]){ "--ram-dir", f.dst,
-				     "--state-out", state, "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, NULL });
+	fx_run(&f, stall_at(&f, &oa, part, "state.part.fifo"),
+	       (const char *[]){ "--state-out", state, NULL }, NULL);
 	wait_wchan(&f.recv, "migrate-recv", "wait_for_partner", "fifo_open", 20000);
 	usleep(300 * 1000); /* the block map reaches the destination's queue */
-	t0 = tu_now_ms();
-	kill(f.recv.p.pid, SIGKILL);
-	code = exit_after(&f.send, t0, &took);
-	assert_failed("recv killed after accepting", took, &f.send, "migrate-send", 5, code);
+	inflict("recv killed after accepting", &f.recv, SIGKILL, &f.send, "migrate-send", 5);
 	ck_assert(!tu_has_event(f.send.out, "setup"));
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -414,32 +282,18 @@ END_TEST
  * marker (a FIFO), after mapping the block file and before answering. */
 START_TEST(recv_killed_in_block_map)
 {
-	struct fx f;
-	char ram[400], file[320], marker[330], dfile[320], fifo[340];
+	struct tu_fx f;
 	struct openas oa;
-	uint64_t t0, took;
-	int code;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 4 * MIB, 3);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	snprintf(dfile, sizeof(dfile), "%s/a", f.dst);
-	snprintf(marker, sizeof(marker), "%s/a.incomplete", f.dst);
-	snprintf(fifo, sizeof(fifo), "%s/marker.fifo", f.dir);
-	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
-	fx_recv_as(&f, open_as(&oa, marker, fifo), (const char *[]){ "--ram-dir", f.dst,
-				     "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--pin-all", "--timeout", TMO_ARG, NULL });
+	fx_start(&f, 4 * MIB, 3);
+	fx_run(&f, stall_at(&f, &oa, f.mark, "marker.fifo"), NULL,
+	       (const char *[]){ "--pin-all", NULL });
 	wait_wchan(&f.recv, "migrate-recv", "wait_for_partner", "fifo_open", 20000);
-	ck_assert_msg(exists(dfile), "the block file was not created before its marker");
-	t0 = tu_now_ms();
-	kill(f.recv.p.pid, SIGKILL);
-	code = exit_after(&f.send, t0, &took);
-	assert_failed("recv killed in the block map", took, &f.send, "migrate-send", 5, code);
+	ck_assert_msg(tu_exists(f.image), "the block file was not created before its marker");
+	inflict("recv killed in the block map", &f.recv, SIGKILL, &f.send, "migrate-send", 5);
 	ck_assert(!tu_has_event(f.send.out, "setup"));
 	ck_assert(!tu_has_event(f.recv.out, "completed"));
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -447,22 +301,13 @@ END_TEST
  * source soon waits for a registration; then killed. */
 START_TEST(recv_killed_in_registration)
 {
-	struct fx f;
-	char ram[400], file[320], marker[330];
+	struct tu_fx f;
 	struct json_object *w1, *w2, *s1, *s2;
-	uint64_t t0, took, b1, b2;
-	int code;
+	uint64_t b1, b2;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 32 * MIB, 4);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	snprintf(marker, sizeof(marker), "%s/a.incomplete", f.dst);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--chunk-size", "1M", "--pinned-cap", "2M",
-				      "--max-bandwidth", "8M", "--control", f.ctl, "--timeout",
-				      TMO_ARG, NULL });
-	must_see(&f.send, "send", "setup", 30000);
+	fx_start(&f, 32 * MIB, 4);
+	fx_flowing(&f, (const char *[]){ "--chunk-size", "1M", "--pinned-cap", "2M",
+					 "--max-bandwidth", "8M", "--control", f.ctl, NULL });
 	usleep(500 * 1000);
 	kill(f.recv.p.pid, SIGSTOP);
 	/* No progress over 400 ms (throttling pauses at most 100 ms at a
@@ -478,42 +323,27 @@ START_TEST(recv_killed_in_registration)
 	ck_assert_uint_le(tu_jnum(s2, "pinned-peak"), 2 * MIB);
 	json_object_put(w1);
 	json_object_put(w2);
-	t0 = tu_now_ms();
-	kill(f.recv.p.pid, SIGKILL);
-	code = exit_after(&f.send, t0, &took);
-	assert_failed("recv killed in registration", took, &f.send, "migrate-send", 5, code);
-	ck_assert_msg(exists(marker), "no .incomplete marker next to a half-received block");
-	fx_free(&f);
+	inflict("recv killed in registration", &f.recv, SIGKILL, &f.send, "migrate-send", 5);
+	ck_assert_msg(tu_exists(f.mark), "no .incomplete marker next to a half-received block");
+	tu_fx_free(&f);
 }
 END_TEST
 
 /* Live, pin-all, mid-stream: the source fails and the workload runs on. */
 START_TEST(recv_killed_mid_stream)
 {
-	struct fx f;
-	char ram[400], file[320], pid[32], marker[330];
-	uint64_t t0, took;
-	int code;
+	struct tu_fx f;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	snprintf(marker, sizeof(marker), "%s/a.incomplete", f.dst);
-	fx_load(&f, file, "8M", "1");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--pin-all",
-				      "--max-bandwidth", "2M", "--timeout", TMO_ARG, NULL });
-	must_see(&f.send, "send", "setup", 30000);
+	fx_start(&f, 0, 0);
+	tu_fx_load(&f, f.file, "8M", "1");
+	fx_flowing(&f, (const char *[]){ "--live", "--pid", f.pid, "--pin-all", "--max-bandwidth",
+					 "2M", NULL });
 	usleep(1000 * 1000); /* inside the first round: 8 MiB at 2 MiB/s */
 	ck_assert(!tu_has_event(f.send.out, "iteration"));
-	t0 = tu_now_ms();
-	kill(f.recv.p.pid, SIGKILL);
-	code = exit_after(&f.send, t0, &took);
-	assert_failed("recv killed mid-stream (live)", took, &f.send, "migrate-send", 5, code);
-	assert_running(&f);
-	ck_assert(exists(marker));
-	fx_free(&f);
+	inflict("recv killed mid-stream (live)", &f.recv, SIGKILL, &f.send, "migrate-send", 5);
+	tu_fx_assert_load_runs(&f);
+	ck_assert(tu_exists(f.mark));
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -523,33 +353,23 @@ END_TEST
  * round (4 MiB at 4 MiB/s), plus --timeout. */
 START_TEST(recv_hung_mid_stream)
 {
-	struct fx f;
-	char ram[400], file[320];
-	uint64_t t0, took;
-	int code;
+	struct tu_fx f;
+	uint64_t took;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 4 * MIB, 5);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--max-bandwidth", "4M", "--timeout",
-				      TMO_ARG, NULL });
-	must_see(&f.send, "send", "setup", 30000);
+	fx_start(&f, 4 * MIB, 5);
+	fx_flowing(&f, (const char *[]){ "--max-bandwidth", "4M", NULL });
 	usleep(200 * 1000);
-	t0 = tu_now_ms();
-	kill(f.recv.p.pid, SIGSTOP);
-	code = exit_after(&f.send, t0, &took);
-	assert_failed("recv frozen (SIGSTOP) mid-stream", took, &f.send, "migrate-send", 8, code);
+	took = inflict("recv frozen (SIGSTOP) mid-stream", &f.recv, SIGSTOP, &f.send,
+		       "migrate-send", 8);
 	ck_assert_uint_ge(took, TMO_S * 1000 - 1000);
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
 /* A FIFO as the state file's .part, read by nobody: migrate-recv blocks
  * writing the state once the pipe (shrunk to one page) is full.  @oa gets
  * the argv words that make migrate-recv open the FIFO for the .part. */
-static int stall_state(struct fx *f, char *state, size_t len, struct openas *oa)
+static int stall_state(struct tu_fx *f, char *state, size_t len, struct openas *oa)
 {
 	char part[420], fifo[430];
 	int fd;
@@ -557,8 +377,7 @@ static int stall_state(struct fx *f, char *state, size_t len, struct openas *oa)
 	snprintf(state, len, "%s/state", f->dir);
 	snprintf(part, sizeof(part), "%s.part", state);
 	snprintf(fifo, sizeof(fifo), "%s.fifo", part);
-	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
-	open_as(oa, part, fifo);
+	stall_at(f, oa, part, "state.part.fifo");
 	fd = open(fifo, O_RDONLY | O_NONBLOCK);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_ge(fcntl(fd, F_SETPIPE_SZ, 4096), 4096);
@@ -570,26 +389,21 @@ static int stall_state(struct fx *f, char *state, size_t len, struct openas *oa)
  * killed, and the workload must run again. */
 static void recv_killed_late(const char *fault, size_t bytes, int complete_phase)
 {
-	struct fx f;
-	char ram[400], file[320], pid[32], state[400], sfile[320], marker[330];
+	struct tu_fx f;
+	char state[400], sfile[320];
 	struct openas oa;
 	struct json_object *w, *s;
-	uint64_t t0, took, sent;
-	int code, fd;
+	uint64_t sent;
+	int fd;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	snprintf(ram, sizeof(ram), "a=%s", file);
+	fx_start(&f, 0, 0);
 	snprintf(sfile, sizeof(sfile), "%s/state-in", f.src);
-	snprintf(marker, sizeof(marker), "%s/a.incomplete", f.dst);
-	write_random(sfile, bytes, 6);
-	fx_load(&f, file, "4M", "1");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
+	tu_write_random(sfile, bytes, 6);
+	tu_fx_load(&f, f.file, "4M", "1");
 	fd = stall_state(&f, state, sizeof(state), &oa);
-	fx_recv_as(&f, oa.argv, (const char *[]){ "--ram-dir", f.dst, "--state-out", state,
-						   "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--state-in", sfile,
-				      "--control", f.ctl, "--timeout", TMO_ARG, NULL });
+	fx_run(&f, oa.argv, (const char *[]){ "--state-out", state, NULL },
+	       (const char *[]){ "--live", "--pid", f.pid, "--state-in", sfile, "--control", f.ctl,
+				 NULL });
 	wait_wchan(&f.recv, "migrate-recv", "pipe_write", NULL, 60000);
 	usleep(300 * 1000); /* the source sends what its credits allow */
 	s = status_of(f.ctl, &w);
@@ -601,15 +415,12 @@ static void recv_killed_late(const char *fault, size_t bytes, int complete_phase
 		ck_assert_uint_lt(sent, bytes);
 	json_object_put(w);
 	ck_assert_int_eq(tu_proc_state(f.load.p.pid, NULL), 'T');
-	t0 = tu_now_ms();
-	kill(f.recv.p.pid, SIGKILL);
-	code = exit_after(&f.send, t0, &took);
-	assert_failed(fault, took, &f.send, "migrate-send", 5, code);
-	assert_running(&f);
-	ck_assert(exists(marker));
-	ck_assert(!exists(state));
+	inflict(fault, &f.recv, SIGKILL, &f.send, "migrate-send", 5);
+	tu_fx_assert_load_runs(&f);
+	ck_assert(tu_exists(f.mark));
+	ck_assert(!tu_exists(state));
 	close(fd);
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 
 START_TEST(recv_killed_in_state)
@@ -628,27 +439,14 @@ END_TEST
  * with 5 and its image keeps its .incomplete marker. */
 START_TEST(send_killed_mid_stream)
 {
-	struct fx f;
-	char ram[400], file[320], marker[330];
-	uint64_t t0, took;
-	int code;
+	struct tu_fx f;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 8 * MIB, 8);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	snprintf(marker, sizeof(marker), "%s/a.incomplete", f.dst);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--max-bandwidth", "2M", "--timeout",
-				      TMO_ARG, NULL });
-	must_see(&f.send, "send", "setup", 30000);
+	fx_start(&f, 8 * MIB, 8);
+	fx_flowing(&f, (const char *[]){ "--max-bandwidth", "2M", NULL });
 	usleep(1000 * 1000);
-	t0 = tu_now_ms();
-	kill(f.send.p.pid, SIGKILL);
-	code = exit_after(&f.recv, t0, &took);
-	assert_failed("send killed mid-stream", took, &f.recv, "migrate-recv", 5, code);
-	ck_assert_msg(exists(marker), "the half-received image has no .incomplete marker");
-	fx_free(&f);
+	inflict("send killed mid-stream", &f.send, SIGKILL, &f.recv, "migrate-recv", 5);
+	ck_assert_msg(tu_exists(f.mark), "the half-received image has no .incomplete marker");
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -656,22 +454,18 @@ END_TEST
 
 START_TEST(closed_port)
 {
-	struct fx f;
-	char ram[400], file[320];
+	struct tu_fx f;
 	uint64_t t0, took;
 	int code;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, MIB, 9);
-	snprintf(ram, sizeof(ram), "a=%s", file);
+	fx_start(&f, MIB, 9);
 	snprintf(f.addr, sizeof(f.addr), "%s:1", tu_addr());
 	t0 = tu_now_ms();
-	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--timeout", TMO_ARG, NULL });
 	code = exit_after(&f.send, t0, &took);
 	assert_failed("connect to a closed port", took, &f.send, "migrate-send", 3, code);
-	ck_assert_int_eq(count_matching(f.send.err, "nobody is listening"), 1);
-	fx_free(&f);
+	ck_assert_int_eq(tu_count_matching(f.send.err, "nobody is listening", ""), 1);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -703,20 +497,17 @@ static int raw_request(const char *addr, const char *port, uint16_t vmin, uint16
  * one clear line from the daemon, which then serves a normal migration. */
 START_TEST(version_mismatch_daemon_survives)
 {
-	struct fx f;
-	char ram[400], file[320], got[320], vers[32], *err;
+	struct tu_fx f;
+	char got[320], vers[32], *err;
 	struct pd_reject rej;
 	struct rd_err e = { "" };
 	struct json_object *ev;
 	int rc;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 2 * MIB, 10);
-	snprintf(ram, sizeof(ram), "a=%s", file);
+	fx_start(&f, 2 * MIB, 10);
 	snprintf(got, sizeof(got), "%s/1/a", f.dst);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--timeout", TMO_ARG,
-				     "--auth-key", f.key, NULL });
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--timeout", TMO_ARG,
+					       "--auth-key", f.key, NULL });
 	rc = raw_request(tu_addr(), f.port, 7, 9, &rej, &e);
 	ck_assert_msg(rc == -ECONNREFUSED, "raw REQUEST 7..9: %d (%s)", rc, e.msg);
 	ck_assert_uint_eq(rej.reason, PD_REJ_VERSION);
@@ -734,31 +525,30 @@ START_TEST(version_mismatch_daemon_survives)
 	json_object_put(ev);
 	ck_assert(!tu_has_event(f.recv.out, "failed"));
 	err = tu_slurp(f.recv.err, NULL);
-	ck_assert_msg(err && count_matching(f.recv.err, "") == 1 &&
+	ck_assert_msg(err && tu_count_matching(f.recv.err, "", "") == 1 &&
 		      !strncmp(err, "migrate-recv: ", 14) && strstr(err, "7..9") &&
 		      strstr(err, vers), "daemon said: %s", err);
 	printf("fault: version 7..9 (daemon): %s", err);
 	free(err);
 	ck_assert_int_eq(waitpid(f.recv.p.pid, NULL, WNOHANG), 0);
 
-	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, "--auth-key", f.key,
-				      NULL });
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--timeout", TMO_ARG, "--auth-key",
+					       f.key, NULL });
 	rc = tu_run_finish(&f.send, 60000);
 	if (rc)
 		tu_run_dump(&f.send, "send");
 	ck_assert_int_eq(rc, 0);
-	must_see(&f.recv, "recv", "completed", 10000);
+	tu_must_see(&f.recv, "recv", "completed", 10000);
 	{
 		size_t la, lb;
-		char *a = tu_slurp(file, &la), *b = tu_slurp(got, &lb);
+		char *a = tu_slurp(f.file, &la), *b = tu_slurp(got, &lb);
 
 		ck_assert_msg(a && b && la == lb && !memcmp(a, b, la), "%s differs", got);
 		free(a);
 		free(b);
 	}
-	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
-	fx_free(&f);
+	ck_assert_int_eq(tu_fx_recv_term(&f), 0);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -783,7 +573,7 @@ static const char *const *as_nobody(const char *limit)
  * destination's directory belongs to the user migrate-recv runs as
  * (nobody when @recv_nobody): it makes files only where no other user can
  * replace them. */
-static void open_to_nobody(struct fx *f, const char *file, int recv_nobody)
+static void open_to_nobody(struct tu_fx *f, const char *file, int recv_nobody)
 {
 	static const char *const devs[] = { "/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0" };
 	struct stat st;
@@ -804,30 +594,26 @@ static void open_to_nobody(struct fx *f, const char *file, int recv_nobody)
 static void memlock_case(const char *fault, const char *limit, int limit_recv, int want_send,
 			 int want_recv)
 {
-	struct fx f;
-	char ram[400], file[320];
+	struct tu_fx f;
 	uint64_t t0, took;
 	int sc, rc = -1;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 8 * MIB, 11);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	open_to_nobody(&f, file, limit_recv);
-	fx_recv_as(&f, limit_recv ? as_nobody(limit) : NULL,
+	fx_start(&f, 8 * MIB, 11);
+	open_to_nobody(&f, f.file, limit_recv);
+	tu_fx_recv(&f, limit_recv ? as_nobody(limit) : NULL,
 		   (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
 	t0 = tu_now_ms();
-	fx_send_as(&f, limit_recv ? NULL : as_nobody(limit),
-		   (const char *[]){ "--ram", ram, "--pin-all", "--timeout", TMO_ARG, NULL });
+	tu_fx_send(&f, limit_recv ? NULL : as_nobody(limit),
+		   (const char *[]){ "--ram", f.ram, "--pin-all", "--timeout", TMO_ARG, NULL });
 	sc = exit_after(&f.send, t0, &took);
 	if (want_recv >= 0) {
 		rc = tu_run_finish(&f.recv, TMO_S * 1000 + GRACE_MS);
 		assert_failed(fault, tu_now_ms() - t0, &f.recv, "migrate-recv", want_recv, rc);
 	}
 	assert_failed(fault, took, &f.send, "migrate-send", want_send, sc);
-	ck_assert_msg(count_matching(limit_recv ? f.recv.err : f.send.err, "ulimit -l") == 1,
+	ck_assert_msg(tu_count_matching(limit_recv ? f.recv.err : f.send.err, "ulimit -l", "") == 1,
 		      "the error does not say to raise ulimit -l");
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 
 /* 64 KiB: not even the control ring (2 MiB) registers.  The source fails
@@ -879,36 +665,17 @@ static int rdma_count(const char *dir, const char *res, const char *what, pid_t 
 		tu_run_dump(&r, "rdma resource show");
 	ck_assert_int_eq(code, 0);
 	snprintf(needle, sizeof(needle), " pid %d ", (int)pid);
-	return count_matching2(r.out, needle, what);
+	return tu_count_matching(r.out, needle, what);
 }
 
 static void measure(const char *dir, pid_t pid, struct usage *u)
 {
-	char path[64], line[256];
-	struct dirent *de;
-	DIR *d;
-	FILE *f;
-
 	u->mr = rdma_count(dir, "mr", "", pid);
 	u->qp = rdma_count(dir, "qp", "", pid);
 	u->cq = rdma_count(dir, "cq", "", pid);
 	u->pd = rdma_count(dir, "pd", "", pid);
 	u->cm_id = rdma_count(dir, "cm_id", "", pid);
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	ck_assert_ptr_nonnull(d);
-	u->fds = 0;
-	while ((de = readdir(d)))
-		u->fds += de->d_name[0] != '.';
-	closedir(d);
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	ck_assert_ptr_nonnull(f);
-	u->rss_kb = -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmRSS:", 6))
-			u->rss_kb = strtol(line + 6, NULL, 10);
-	fclose(f);
+	tu_proc_usage(pid, &u->fds, &u->rss_kb);
 }
 
 enum kind { K_OK, K_KILLED, K_BAD_NAME };
@@ -916,7 +683,7 @@ enum kind { K_OK, K_KILLED, K_BAD_NAME };
 /* One batch: five sources at once (three good, one killed mid-stream, one
  * with a block name the daemon refuses) plus a request of a foreign
  * protocol version; each source must end as its kind says. */
-static void batch(struct fx *f, unsigned b, char files[4][320])
+static void batch(struct tu_fx *f, unsigned b, char files[4][320])
 {
 	struct tu_run s[5] = { { .p.pid = 0 } };
 	char ram[5][400], tag[32];
@@ -950,7 +717,7 @@ static void batch(struct fx *f, unsigned b, char files[4][320])
 		tu_run_spawn(&s[i], f->dir, tag, argv);
 	}
 	ck_assert_int_eq(raw_request(tu_addr(), f->port, 7, 9, &rej, &e), -ECONNREFUSED);
-	must_see(&s[3], "killed source", "setup", 60000);
+	tu_must_see(&s[3], "killed source", "setup", 60000);
 	usleep(200 * 1000);
 	kill(s[3].p.pid, SIGKILL);
 	for (i = 0; i < 5; i++) {
@@ -975,14 +742,14 @@ static void batch(struct fx *f, unsigned b, char files[4][320])
 }
 
 /* Waits until the daemon reported @n migrations (completed or failed). */
-static void wait_reported(struct fx *f, int n)
+static void wait_reported(struct tu_fx *f, int n)
 {
 	uint64_t end = tu_now_ms() + 30000;
 	int got;
 
 	do {
-		got = count_matching(f->recv.out, "\"id\":");
-		if (got >= n + count_matching(f->recv.out, "\"event\":\"setup\""))
+		got = tu_count_matching(f->recv.out, "\"id\":", "");
+		if (got >= n + tu_count_matching(f->recv.out, "\"event\":\"setup\"", ""))
 			return;
 		usleep(50000);
 	} while (tu_now_ms() < end);
@@ -992,19 +759,19 @@ static void wait_reported(struct fx *f, int n)
 
 START_TEST(daemon_resources_over_50_migrations)
 {
-	struct fx f;
+	struct tu_fx f;
 	char files[4][320];
 	struct usage before, after;
 	uint64_t t0;
 	unsigned b, i;
 
-	fx_init(&f);
+	fx_start(&f, 0, 0);
 	for (i = 0; i < 4; i++) {
 		snprintf(files[i], sizeof(files[i]), "%s/s%u", f.src, i + 1);
-		write_random(files[i], (i + 1) * MIB, 20 + i);
+		tu_write_random(files[i], (i + 1) * MIB, 20 + i);
 	}
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--timeout", TMO_ARG,
-				     "--auth-key", f.key, NULL });
+	tu_fx_recv(&f, NULL, (const char *[]){ "--ram-dir", f.dst, "--daemon", "--timeout", TMO_ARG,
+					       "--auth-key", f.key, NULL });
 	t0 = tu_now_ms();
 	for (b = 0; b < 10; b++) {
 		batch(&f, b, files);
@@ -1013,9 +780,9 @@ START_TEST(daemon_resources_over_50_migrations)
 			measure(f.dir, f.recv.p.pid, &before);
 	}
 	measure(f.dir, f.recv.p.pid, &after);
-	ck_assert_int_eq(count_matching(f.recv.out, "\"event\":\"completed\""), 30);
-	ck_assert_int_eq(count_matching(f.recv.out, "\"event\":\"failed\""), 20);
-	ck_assert_int_eq(count_matching(f.recv.out, "\"event\":\"refused\""), 10);
+	ck_assert_int_eq(tu_count_matching(f.recv.out, "\"event\":\"completed\"", ""), 30);
+	ck_assert_int_eq(tu_count_matching(f.recv.out, "\"event\":\"failed\"", ""), 20);
+	ck_assert_int_eq(tu_count_matching(f.recv.out, "\"event\":\"refused\"", ""), 10);
 	printf("fault: daemon after 5 / 50 migrations (30 ok, 10 killed, 10 refused, "
 	       "+10 version rejects, %" PRIu64 " s): MRs %d/%d QPs %d/%d CQs %d/%d PDs %d/%d "
 	       "cm_ids %d/%d fds %d/%d VmRSS %ld/%ld kB\n", (tu_now_ms() - t0) / 1000,
@@ -1031,9 +798,8 @@ START_TEST(daemon_resources_over_50_migrations)
 	/* Under ASan freed memory sits in its quarantine (up to 256 MiB) and
 	 * looks like growth; the leak checker guards that build instead. */
 	ck_assert_int_lt(after.rss_kb - before.rss_kb, getenv("ASAN_OPTIONS") ? 300 * 1024 : 2048);
-	tu_kill(&f.recv.p, SIGTERM);
-	ck_assert_int_eq(tu_run_finish(&f.recv, 10000), 0);
-	fx_free(&f);
+	ck_assert_int_eq(tu_fx_recv_term(&f), 0);
+	tu_fx_free(&f);
 }
 END_TEST
 
@@ -1102,10 +868,10 @@ static void restore_fabric(int recreate)
 	tu_tmpdir(dir, sizeof(dir));
 	tool(dir, (char *[]){ "/usr/sbin/ip", "link", "set", "rxv0", "up", NULL }, 20000);
 	snprintf(path, sizeof(path), "/sys/class/infiniband/%s", dev);
-	if (recreate && exists(path))
+	if (recreate && tu_exists(path))
 		tool(dir, (char *[]){ "/usr/bin/rdma", "link", "delete", (char *)dev, NULL },
 		     30000);
-	if (!exists(path))
+	if (!tu_exists(path))
 		tool(dir, (char *[]){ "/usr/bin/rdma", "link", "add", (char *)dev, "type", "rxe",
 				      "netdev", "rxv0", NULL }, 30000);
 	end = tu_now_ms() + 30000;
@@ -1130,16 +896,11 @@ static int may_break_fabric(void)
 /* The bed works again: a small migration succeeds. */
 static void assert_bed_works(void)
 {
-	struct fx f;
-	char ram[400], file[320];
+	struct tu_fx f;
 	int sc, rc;
 
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, MIB, 13);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--timeout", TMO_ARG, NULL });
+	fx_start(&f, MIB, 13);
+	fx_run(&f, NULL, NULL, NULL);
 	sc = tu_run_finish(&f.send, 30000);
 	rc = tu_run_finish(&f.recv, 30000);
 	if (sc || rc) {
@@ -1147,7 +908,7 @@ static void assert_bed_works(void)
 		tu_run_dump(&f.recv, "recv after the restore");
 	}
 	ck_assert_msg(!sc && !rc, "no migration after restoring the fabric");
-	fx_free(&f);
+	tu_fx_free(&f);
 }
 
 /* A migration whose fabric goes away mid-stream: both sides fail within
@@ -1155,8 +916,7 @@ static void assert_bed_works(void)
 static void fabric_fault(const char *fault, char *const fault_argv[], int want_send,
 			 int want_recv, int tool_ms, int recreate)
 {
-	struct fx f;
-	char ram[400], file[320], marker[330];
+	struct tu_fx f;
 	struct tu_run t = { .p.pid = 0 };
 	uint64_t t0, ts, tr;
 	int sc, rc, tc;
@@ -1166,15 +926,8 @@ static void fabric_fault(const char *fault, char *const fault_argv[], int want_s
 		return;
 	}
 	ck_assert_msg(fabric_ready(), "the fabric is not ready before the test");
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	write_random(file, 8 * MIB, 12);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	snprintf(marker, sizeof(marker), "%s/a.incomplete", f.dst);
-	fx_recv(&f, (const char *[]){ "--ram-dir", f.dst, "--timeout", TMO_ARG, NULL });
-	fx_send(&f, (const char *[]){ "--ram", ram, "--max-bandwidth", "2M", "--timeout",
-				      TMO_ARG, NULL });
-	must_see(&f.send, "send", "setup", 30000);
+	fx_start(&f, 8 * MIB, 12);
+	fx_flowing(&f, (const char *[]){ "--max-bandwidth", "2M", NULL });
 	usleep(1000 * 1000);
 	t0 = tu_now_ms();
 	tu_run_spawn(&t, f.dir, "fault", fault_argv);
@@ -1186,8 +939,8 @@ static void fabric_fault(const char *fault, char *const fault_argv[], int want_s
 	ck_assert_int_eq(tc, 0);
 	assert_failed(fault, ts, &f.send, "migrate-send", want_send, sc);
 	assert_failed(fault, tr, &f.recv, "migrate-recv", want_recv, rc);
-	ck_assert(exists(marker));
-	fx_free(&f);
+	ck_assert(tu_exists(f.mark));
+	tu_fx_free(&f);
 	t0 = tu_now_ms();
 	restore_fabric(recreate);
 	ck_assert_msg(fabric_ready(), "the fabric did not come back");
@@ -1259,8 +1012,8 @@ static void peer_run(const char *name, const char *script)
 START_TEST(dest_host_dies_mid_stream)
 {
 	const char *peer = getenv("RDMIG_PEER_ADDR"), *pdir = getenv("RDMIG_PEER_DIR");
-	char script[2048], out[512], killed[512], rest[128], ram[400], file[320], pid[32];
-	struct fx f;
+	char script[2048], out[512], killed[512], rest[128];
+	struct tu_fx f;
 	uint64_t t0, took;
 	int code;
 
@@ -1269,11 +1022,8 @@ START_TEST(dest_host_dies_mid_stream)
 			     "RDMIG_PEER_DIR (run: make check-two-guests)");
 		return;
 	}
-	fx_init(&f);
-	snprintf(file, sizeof(file), "%s/a", f.src);
-	snprintf(ram, sizeof(ram), "a=%s", file);
-	fx_load(&f, file, "8M", "1");
-	snprintf(pid, sizeof(pid), "%d", (int)f.load.p.pid);
+	fx_start(&f, 0, 0);
+	tu_fx_load(&f, f.file, "8M", "1");
 	snprintf(script, sizeof(script),
 		 "d=$(mktemp -d)\nexec %s --listen %s:0 --ram-dir \"$d\" --json --timeout %d\n",
 		 f.recvbin, peer, HOST_TMO_S);
@@ -1291,9 +1041,10 @@ START_TEST(dest_host_dies_mid_stream)
 	 * a competing load took more than 5 s to make it (ARP and the CM
 	 * exchange through both guests): the bound under test is the wait
 	 * after the host dies, whatever its value. */
-	fx_send(&f, (const char *[]){ "--ram", ram, "--live", "--pid", pid, "--max-bandwidth",
-				      "1M", "--timeout", HOST_TMO_ARG, NULL });
-	must_see(&f.send, "send", "setup", 60000);
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--live", "--pid", f.pid,
+					       "--max-bandwidth", "1M", "--timeout", HOST_TMO_ARG,
+					       NULL });
+	tu_must_see(&f.send, "send", "setup", 60000);
 	usleep(1500 * 1000);
 	ck_assert(!tu_has_event(f.send.out, "iteration"));
 	snprintf(killed, sizeof(killed), "%s/peer-killed", pdir);
@@ -1307,27 +1058,23 @@ START_TEST(dest_host_dies_mid_stream)
 		fclose(k);
 	}
 	t0 = tu_now_ms();
-	while (!exists(killed) && tu_now_ms() - t0 < 10000)
+	while (!tu_exists(killed) && tu_now_ms() - t0 < 10000)
 		usleep(20000);
-	ck_assert_msg(exists(killed), "the host did not kill the peer guest");
+	ck_assert_msg(tu_exists(killed), "the host did not kill the peer guest");
 	t0 = tu_now_ms();
 	code = exit_within(&f.send, t0, &took, HOST_TMO_S);
 	/* No disconnect ever comes: a failed WRITE (5) or the timeout (8). */
 	assert_failed("destination host killed mid-stream (two guests)", took, &f.send,
 		      "migrate-send", code == 5 ? 5 : 8, code);
-	assert_running(&f);
-	fx_free(&f);
+	tu_fx_assert_load_runs(&f);
+	tu_fx_free(&f);
 }
 END_TEST
 
-Suite *faults_suite(void)
+void faults_cases(Suite *s)
 {
-	Suite *s = suite_create("faults");
-	TCase *peers = tcase_create("peers");
-	TCase *fabric = tcase_create("fabric");
-	TCase *hosts;
+	TCase *peers = tu_case(s, "peers", 120), *fabric, *hosts;
 
-	tcase_set_timeout(peers, 120);
 	tcase_add_test(peers, closed_port);
 	tcase_add_test(peers, recv_killed_before_accepting);
 	tcase_add_test(peers, recv_killed_after_accepting);
@@ -1344,26 +1091,20 @@ Suite *faults_suite(void)
 	tcase_add_test(peers, memlock_dest_64k);
 	tcase_add_test(peers, memlock_dest_pin_all);
 	tcase_add_test(peers, daemon_resources_over_50_migrations);
-	suite_add_tcase(s, peers);
 
 	/* Last: they take the fabric away, and put it back even after a
 	 * failure (the unchecked teardown runs in this process). */
 	/* Sanitized binaries under emulation need more time for the rebuild
 	 * of the fabric these tests do. */
-	tcase_set_timeout(fabric, getenv("ASAN_OPTIONS") ? 360 : 120);
+	fabric = tu_case(s, "fabric", getenv("ASAN_OPTIONS") ? 360 : 120);
 	tcase_add_unchecked_fixture(fabric, NULL, fabric_teardown);
 	tcase_add_test(fabric, link_down_mid_stream);
 	tcase_add_test(fabric, rdma_link_delete_mid_stream);
-	suite_add_tcase(s, fabric);
 
 	/* Only where two guests run it (make check-two-guests asks for this
 	 * case by name): never a silent skip in the single-guest run. */
-	if (getenv("RDMIG_PEER_ADDR") ||
-	    (getenv("CK_RUN_CASE") && !strcmp(getenv("CK_RUN_CASE"), "two_guests"))) {
-		hosts = tcase_create("two_guests");
-		tcase_set_timeout(hosts, 180);
+	if (getenv("RDMIG_PEER_ADDR") || tu_case_asked("two_guests")) {
+		hosts = tu_case(s, "two_guests", 180);
 		tcase_add_test(hosts, dest_host_dies_mid_stream);
-		suite_add_tcase(s, hosts);
 	}
-	return s;
 }

@@ -48,6 +48,7 @@
 
 #include "qemu_vm.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -376,44 +377,20 @@ static void dom_migrate_on(struct dom *d, const struct lvhost *from, const struc
 			   const char *const *extra)
 {
 	char nsenter[64], pid[16], dexec[128];
-	const char *const *w;
-	char *argv[48];
-	int n = 0;
+	struct tu_argv a = { .n = 0 };
 
 	snprintf(pid, sizeof(pid), "%d", from->pid);
 	snprintf(dexec, sizeof(dexec), "%s -t %d -m -- %s", bin("nsenter", nsenter,
 		 sizeof(nsenter)), to->pid, d->dexec_tail ? d->dexec_tail : "sh -c");
-	for (w = d->wrap; w && *w && n < 8; w++)
-		argv[n++] = (char *)*w;
-	argv[n++] = nsenter;
-	argv[n++] = "-t";
-	argv[n++] = pid;
-	argv[n++] = "-m";
-	argv[n++] = "--";
-	argv[n++] = d->tool;
-	argv[n++] = "migrate";
-	argv[n++] = (char *)d->name;
-	argv[n++] = "--connect";
-	argv[n++] = (char *)from->uri;
-	argv[n++] = "--dest-connect";
-	argv[n++] = (char *)to->uri;
-	argv[n++] = "--dest-exec";
-	argv[n++] = dexec;
-	argv[n++] = "--listen";
-	argv[n++] = (char *)tu_addr();
-	argv[n++] = "--auth-key";
-	argv[n++] = d->key;
-	argv[n++] = "--timeout";
-	argv[n++] = "10";
-	argv[n++] = "--json";
-	argv[n++] = "--migrate-send";
-	argv[n++] = d->sendbin;
-	argv[n++] = "--migrate-recv";
-	argv[n++] = d->recvbin;
-	while (extra && *extra && n < 47)
-		argv[n++] = (char *)*extra++;
-	argv[n] = NULL;
-	tu_run_spawn(&d->mig, d->dir, "migrate", argv);
+	tu_argv_add(&a, d->wrap);
+	tu_argv_add(&a, (const char *[]){ nsenter, "-t", pid, "-m", "--", d->tool, "migrate",
+					  d->name, "--connect", from->uri, "--dest-connect",
+					  to->uri, "--dest-exec", dexec, "--listen", tu_addr(),
+					  "--auth-key", d->key, "--timeout", "10", "--json",
+					  "--migrate-send", d->sendbin, "--migrate-recv",
+					  d->recvbin, NULL });
+	tu_argv_add(&a, extra);
+	tu_run_spawn(&d->mig, d->dir, "migrate", a.v);
 }
 
 static void dom_migrate(struct dom *d, const char *const *extra)
@@ -1384,41 +1361,16 @@ START_TEST(qmp_socket_not_its_own)
 }
 END_TEST
 
-/* A process of QEMU's user (another guest's QEMU after an escape, say):
- * listens on PATH, greets like QMP, answers every command with an empty
- * return and prints what it is sent, so that whatever reaches it shows. */
-static const char impostor_py[] =
-	"import json, socket, sys\n"
-	"s = socket.socket(socket.AF_UNIX)\n"
-	"s.bind(sys.argv[1]); s.listen(4)\n"
-	"print('listening', flush=True)\n"
-	"while True:\n"
-	"    c, _ = s.accept()\n"
-	"    print('connected', flush=True)\n"
-	"    c.sendall(b'{\"QMP\": {\"version\": {\"qemu\": {\"major\": 7, \"minor\": 2, "
-	"\"micro\": 0}}, \"capabilities\": []}}\\n')\n"
-	"    c.settimeout(60)\n"
-	"    try:\n"
-	"        while True:\n"
-	"            b = c.recv(65536)\n"
-	"            if not b: break\n"
-	"            print('got %d bytes: %r' % (len(b), b[:200]), flush=True)\n"
-	"            for line in b.split(b'\\n'):\n"
-	"                try: req = json.loads(line)\n"
-	"                except ValueError: continue\n"
-	"                c.sendall(json.dumps({'return': {}, 'id': req.get('id')}).encode() + b'\\n')\n"
-	"    except OSError: pass\n"
-	"    c.close()\n";
-
-/* Starts the impostor on @h (its mount namespace, as libvirt-qemu) at
- * /run/rdmig/impostor.sock; its output goes to @out. */
+/* Starts vm_qmp_impostor_py on @h as a process of QEMU's user (another
+ * guest's QEMU after an escape, say: its mount namespace, as libvirt-qemu)
+ * at /run/rdmig/impostor.sock; its output goes to @out. */
 static void impostor_start(struct tu_proc *p, const struct lvhost *h, const char *out)
 {
 	char nsenter[64], setpriv[64], py[64], pid[16], *text = NULL;
 	char *argv[] = { (char *)bin("nsenter", nsenter, sizeof(nsenter)), "-t", pid, "-m", "--",
 			 (char *)bin("setpriv", setpriv, sizeof(setpriv)), "--reuid=libvirt-qemu",
 			 "--regid=libvirt-qemu", "--clear-groups", (char *)bin("python3", py, sizeof(py)),
-			 "-c", (char *)impostor_py, "/run/rdmig/impostor.sock", NULL };
+			 "-c", (char *)vm_qmp_impostor_py, "/run/rdmig/impostor.sock", NULL };
 	uint64_t t0 = tu_now_ms();
 
 	snprintf(pid, sizeof(pid), "%d", h->pid);
@@ -1781,26 +1733,29 @@ START_TEST(bench_legs)
 }
 END_TEST
 
-Suite *libvirt_suite(void)
+/* A case of the suite: both hosts' daemons up around it. */
+static TCase *lv_case(Suite *s, const char *name, int timeout_s)
 {
-	Suite *s = suite_create("libvirt");
-	TCase *tc = tcase_create("libvirt-9.0");
+	TCase *tc = tu_case(s, name, timeout_s);
 
-	/* Both daemons once for all tests (they start in seconds, but probe
-	 * QEMU's capabilities under TCG first). */
 	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
-	tcase_set_timeout(tc, 600);
+	return tc;
+}
+
+void libvirt_cases(Suite *s)
+{
+	/* Both daemons once for all the tests of a case (they start in
+	 * seconds, but probe QEMU's capabilities under TCG first). */
+	TCase *tc = lv_case(s, "libvirt-9.0", 600);
+
 	tcase_add_test(tc, live_migration);
 	tcase_add_test(tc, recv_killed_source_runs);
 	tcase_add_test(tc, switchover_failure_source_runs);
 	tcase_add_test(tc, cancel_source_runs);
-	suite_add_tcase(s, tc);
 
 	/* What the tool must survive (CK_RUN_CASE=libvirt-faults runs them
 	 * alone, RDMIG_LIBVIRT_TOOL=an older tool to see them fail). */
-	tc = tcase_create("libvirt-faults");
-	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
-	tcase_set_timeout(tc, 600);
+	tc = lv_case(s, "libvirt-faults", 600);
 	tcase_add_test(tc, qmp_socket_not_its_own);
 	tcase_add_loop_test(tc, qmp_socket_swapped_after_check, 0, 2);
 	tcase_add_test(tc, remote_recv_stopped);
@@ -1809,13 +1764,10 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, dest_unreachable_source_paused);
 	/* Last: it restarts host B's virtlockd. */
 	tcase_add_test(tc, dest_resume_fails_source_runs);
-	suite_add_tcase(s, tc);
 
 	/* What check and migrate refuse, alike, before anything runs at the
 	 * destination (CK_RUN_CASE=libvirt-check runs them alone). */
-	tc = tcase_create("libvirt-check");
-	tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
-	tcase_set_timeout(tc, 300);
+	tc = lv_case(s, "libvirt-check", 300);
 	tcase_add_test(tc, shut_off_refused);
 	tcase_add_test(tc, socket_named_not_uuid);
 	tcase_add_test(tc, corrected_not_restarted);
@@ -1824,16 +1776,11 @@ Suite *libvirt_suite(void)
 	tcase_add_test(tc, dest_socket_dir);
 	/* Last: a failure would leave host A's RAM on ramfs. */
 	tcase_add_test(tc, ram_not_on_tmpfs);
-	suite_add_tcase(s, tc);
 
 	/* Only when asked for by name: three migrations for docs/libvirt.md's
 	 * table. */
-	if (getenv("CK_RUN_CASE") && !strcmp(getenv("CK_RUN_CASE"), "libvirt-bench")) {
-		tc = tcase_create("libvirt-bench");
-		tcase_add_unchecked_fixture(tc, hosts_up, hosts_down);
-		tcase_set_timeout(tc, 1200);
+	if (tu_case_asked("libvirt-bench")) {
+		tc = lv_case(s, "libvirt-bench", 1200);
 		tcase_add_test(tc, bench_legs);
-		suite_add_tcase(s, tc);
 	}
-	return s;
 }

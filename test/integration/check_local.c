@@ -33,7 +33,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fixture.h"
+#include "qemu_vm.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -59,35 +62,14 @@ static void lx_init(struct lx *f)
 	tu_write_key(f->key);
 }
 
-static void stop(struct tu_run *r)
-{
-	if (r->p.pid > 0 && !r->p.reaped) {
-		kill(-r->p.pid, SIGKILL);
-		tu_wait(&r->p, 5000);
-	}
-}
-
 static void lx_free(struct lx *f)
 {
 	unsigned i;
 
 	for (i = 0; i < 3; i++)
-		stop(&f->send[i]);
-	stop(&f->recv);
+		tu_run_stop(&f->send[i]);
+	tu_run_stop(&f->recv);
 	tu_rmdir(f->dir);
-}
-
-static void write_random(const char *path, size_t len, uint64_t seed)
-{
-	void *buf = malloc(len);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	ck_assert_ptr_nonnull(buf);
-	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
-	tu_fill_random(buf, len, seed);
-	ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
-	close(fd);
-	free(buf);
 }
 
 /* Data in every other page, zero between: the destination gets these pages
@@ -206,18 +188,11 @@ static void assert_untouched(const char *path, size_t len)
 /* migrate-recv --listen ADDR:0 --json @args, not waiting for it to listen. */
 static void recv_spawn(struct lx *f, const char *const *args)
 {
-	char listen[64], *argv[40];
-	int n = 0;
+	char listen[64];
 
 	snprintf(listen, sizeof(listen), "%s:0", tu_addr());
-	argv[n++] = f->recvbin;
-	argv[n++] = "--listen";
-	argv[n++] = listen;
-	argv[n++] = "--json";
-	while (*args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->recv, f->dir, "recv", argv);
+	tu_run_cmd(&f->recv, f->dir, "recv",
+		   (const char *[]){ f->recvbin, "--listen", listen, "--json", NULL }, args);
 }
 
 static void recv_listen(struct lx *f, const char *const *args)
@@ -229,24 +204,12 @@ static void recv_listen(struct lx *f, const char *const *args)
 /* migrate-send --connect ADDR --json --auth-key KEY --timeout 10 --ram @ram @args. */
 static void send_spawn(struct lx *f, int i, const char *ram, const char *const *args)
 {
-	char tag[16], *argv[40];
-	int n = 0;
+	char tag[16];
 
 	snprintf(tag, sizeof(tag), "send%d", i);
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = f->addr;
-	argv[n++] = "--json";
-	argv[n++] = "--auth-key";
-	argv[n++] = f->key;
-	argv[n++] = "--timeout";
-	argv[n++] = "10";
-	argv[n++] = "--ram";
-	argv[n++] = (char *)ram;
-	while (args && *args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send[i], f->dir, tag, argv);
+	tu_run_cmd(&f->send[i], f->dir, tag,
+		   (const char *[]){ f->sendbin, "--connect", f->addr, "--json", "--auth-key",
+				     f->key, "--timeout", "10", "--ram", ram, NULL }, args);
 }
 
 /* migrate-recv exits @want at start-up and says what @needle says. */
@@ -304,7 +267,7 @@ START_TEST(precreated_files_refused)
 	ck_assert_int_eq(mkdir(shared, 0755), 0);
 	ck_assert_int_eq(chmod(shared, 01777), 0);
 	snprintf(src, sizeof(src), "%s/src.ram", f.dir);
-	write_random(src, 4 * MIB, 1);
+	tu_write_random(src, 4 * MIB, 1);
 	snprintf(ram, sizeof(ram), "%s/a.ram", shared);
 	snprintf(mark, sizeof(mark), "%s.incomplete", ram);
 	snprintf(state, sizeof(state), "%s/st", shared);
@@ -347,7 +310,7 @@ START_TEST(precreated_files_refused)
 		char second[440];
 
 		snprintf(second, sizeof(second), "%s.link", ram);
-		write_random(ram, 4 * MIB, 5);
+		tu_write_random(ram, 4 * MIB, 5);
 		ck_assert_int_eq(link(ram, second), 0);
 		recv_refuses(&f, (const char *const[]){ "--ram", rd, "--use-existing", "--auth-key",
 							 f.key, NULL }, 2, "2 names", s5, sizeof(s5));
@@ -453,9 +416,9 @@ START_TEST(room_refused_and_given_back)
 	snprintf(a, sizeof(a), "%s/a", f.dir);
 	snprintf(b, sizeof(b), "%s/b", f.dir);
 	snprintf(c, sizeof(c), "%s/c", f.dir);
-	write_random(a, 6 * MIB, 2);
-	write_random(b, 6 * MIB, 3);
-	write_random(c, 4 * MIB, 4);
+	tu_write_random(a, 6 * MIB, 2);
+	tu_write_random(b, 6 * MIB, 3);
+	tu_write_random(c, 4 * MIB, 4);
 	snprintf(ra, sizeof(ra), "a=%s", a);
 	snprintf(rb, sizeof(rb), "b=%s", b);
 	snprintf(rc_, sizeof(rc_), "c=%s", c);
@@ -510,7 +473,7 @@ START_TEST(concurrent_overfill_refused)
 	mount_tmpfs(mnt, "16m");
 	for (i = 0; i < 3; i++) {
 		snprintf(src[i], sizeof(src[i]), "%s/s%d", f.dir, i);
-		write_random(src[i], 6 * MIB, 10 + (uint64_t)i);
+		tu_write_random(src[i], 6 * MIB, 10 + (uint64_t)i);
 		snprintf(ram[i], sizeof(ram[i]), "r=%s", src[i]);
 	}
 	daemon_start(&f, mnt, NULL);
@@ -555,7 +518,7 @@ START_TEST(filled_mid_migration_fails_alone)
 	snprintf(src, sizeof(src), "%s/striped", f.dir);
 	write_striped(src, 12 * MIB, 20);
 	snprintf(small, sizeof(small), "%s/small", f.dir);
-	write_random(small, MIB, 21);
+	tu_write_random(small, MIB, 21);
 	snprintf(ram, sizeof(ram), "s=%s", src);
 	snprintf(rsm, sizeof(rsm), "m=%s", small);
 	snprintf(filler, sizeof(filler), "%s/filler", mnt);
@@ -638,8 +601,8 @@ START_TEST(limits_hold_by_default)
 	mount_tmpfs(mnt, "64m");
 	snprintf(a, sizeof(a), "%s/a", f.dir);
 	snprintf(b, sizeof(b), "%s/b", f.dir);
-	write_random(a, 6 * MIB, 30);
-	write_random(b, 6 * MIB, 31);
+	tu_write_random(a, 6 * MIB, 30);
+	tu_write_random(b, 6 * MIB, 31);
 	snprintf(ra, sizeof(ra), "a=%s", a);
 	snprintf(rb, sizeof(rb), "b=%s", b);
 	daemon_start(&f, mnt, (const char *const[]){ "--max-total-image", "10M", NULL });
@@ -650,7 +613,7 @@ START_TEST(limits_hold_by_default)
 	ck_assert_int_eq(tu_run_finish(&f.send[1], 60000), 0);
 	one_line(f.send[2].err, s5, sizeof(s5));
 	ck_assert_msg(strstr(s5, "--max-total-image"), "second source said: %s", s5);
-	stop(&f.recv);
+	tu_run_stop(&f.recv);
 
 	/* Device state without end: bounded by --max-state. */
 	{
@@ -659,7 +622,7 @@ START_TEST(limits_hold_by_default)
 
 		snprintf(st_in, sizeof(st_in), "%s/state-in", f.dir);
 		snprintf(st_out, sizeof(st_out), "%s/state", dir);
-		write_random(st_in, 2 * MIB, 32);
+		tu_write_random(st_in, 2 * MIB, 32);
 		snprintf(rs, sizeof(rs), "a=%s", a);
 		recv_listen(&f, (const char *const[]){ "--ram-dir", dir, "--state-out", st_out,
 						       "--max-state", "1M", "--auth-key", f.key,
@@ -1021,7 +984,7 @@ START_TEST(reused_pid_gets_no_signal)
 	snprintf(dst, sizeof(dst), "%s/dst", f.dir);
 	ck_assert_int_eq(mkdir(dst, 0700), 0);
 	snprintf(mark, sizeof(mark), "%s/victim.log", f.dir);
-	write_random(ram, 16 * MIB, 40);
+	tu_write_random(ram, 16 * MIB, 40);
 	tu_build_path("bin/memload", load, sizeof(load));
 	{
 		char out[400];
@@ -1063,34 +1026,11 @@ START_TEST(reused_pid_gets_no_signal)
 	printf("local: the workload exited mid-round and pid %d went to another process: it got "
 	       "no signal; migrate-send exit %d: %s\n", (int)victim, sc, said);
 	tu_rmdir(f.dir);
-	stop(&f.recv);
+	tu_run_stop(&f.recv);
 }
 END_TEST
 
 /* ---- a listener whose pid went to QEMU (issue 30, review) --------------------------- */
-
-/* The impostor's QMP end, on the listening socket it inherited as fd 3:
- * greets, answers every command with an empty return, prints what it got. */
-static const char listener_py[] =
-	"import json, socket, sys\n"
-	"s = socket.socket(fileno=3)\n"
-	"print('serving', flush=True)\n"
-	"while True:\n"
-	"    c, _ = s.accept()\n"
-	"    c.sendall(b'{\"QMP\": {\"version\": {\"qemu\": {\"major\": 7, \"minor\": 2, "
-	"\"micro\": 0}}, \"capabilities\": []}}\\n')\n"
-	"    c.settimeout(30)\n"
-	"    try:\n"
-	"        while True:\n"
-	"            b = c.recv(65536)\n"
-	"            if not b: break\n"
-	"            print('got %d bytes: %r' % (len(b), b[:200]), flush=True)\n"
-	"            for line in b.split(b'\\n'):\n"
-	"                try: req = json.loads(line)\n"
-	"                except ValueError: continue\n"
-	"                c.sendall(json.dumps({'return': {}, 'id': req.get('id')}).encode() + b'\\n')\n"
-	"    except OSError: pass\n"
-	"    c.close()\n";
 
 /* SO_PEERCRED names the process that called listen(), as it was: a
  * listener that exited leaves its pid to whoever gets the number next.
@@ -1131,7 +1071,7 @@ START_TEST(qmp_listener_pid_reused_refused)
 
 		if (o < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0 || dup2(fd, 3) < 0)
 			_exit(126);
-		execl("/usr/bin/python3", "python3", "-c", listener_py, (char *)NULL);
+		execl("/usr/bin/python3", "python3", "-c", vm_qmp_impostor_py, (char *)NULL);
 		_exit(127);
 	}
 	close(fd);
@@ -1160,26 +1100,20 @@ START_TEST(qmp_listener_pid_reused_refused)
 }
 END_TEST
 
-Suite *local_suite(void)
+void local_cases(Suite *s)
 {
-	Suite *s = suite_create("local");
-	TCase *tc = tcase_create("softroce");
+	TCase *tc = tu_case(s, "softroce", 300);
 
-	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, precreated_files_refused);
 	tcase_add_test(tc, room_refused_and_given_back);
 	tcase_add_test(tc, concurrent_overfill_refused);
 	tcase_add_test(tc, filled_mid_migration_fails_alone);
 	tcase_add_test(tc, limits_hold_by_default);
 	tcase_add_test(tc, reused_pid_gets_no_signal);
-	suite_add_tcase(s, tc);
 	/* Security round 4 (issue 30): CK_RUN_CASE=round4 runs them alone,
 	 * RDMIG_BUILD=an older build to see them fail. */
-	tc = tcase_create("round4");
-	tcase_set_timeout(tc, 300);
+	tc = tu_case(s, "round4", 300);
 	tcase_add_loop_test(tc, qmp_ram_name_swapped, 0, 2);
 	tcase_add_loop_test(tc, qmp_name_swapped_between_look_and_open, 0, 2);
 	tcase_add_test(tc, qmp_listener_pid_reused_refused);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -1,30 +1,24 @@
 /* Integration suite: runs inside tools/softroce, drives real processes over
  * the Soft-RoCE device named by RDMIG_TEST_ADDR. */
-#include <check.h>
-#include <stdio.h>
-#include <stdlib.h>
-
+#include "suite.h"
 #include "suites.h"
+
+static const struct tu_suite suites[] = {
+	{ "fabric", fabric_cases },
+	{ "migrate", migrate_cases },
+	{ "dirty", dirty_cases },
+	{ "cli", cli_cases },
+	{ "faults", faults_cases },
+	{ "qemu", qemu_cases },
+	{ "converge", converge_cases },
+	{ "qmp", qmp_cases },
+	{ "security", security_cases },
+	{ "embed", embed_cases },
+	{ "local", local_cases },
+	{ "libvirt", libvirt_cases },
+};
 
 int main(void)
 {
-	SRunner *sr = srunner_create(fabric_suite());
-
-	srunner_add_suite(sr, migrate_suite());
-	srunner_add_suite(sr, dirty_suite());
-	srunner_add_suite(sr, cli_suite());
-	srunner_add_suite(sr, faults_suite());
-	srunner_add_suite(sr, qemu_suite());
-	srunner_add_suite(sr, converge_suite());
-	srunner_add_suite(sr, qmp_suite());
-	srunner_add_suite(sr, security_suite());
-	srunner_add_suite(sr, embed_suite());
-	srunner_add_suite(sr, local_suite());
-	srunner_add_suite(sr, libvirt_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suites(suites, sizeof(suites) / sizeof(suites[0]));
 }

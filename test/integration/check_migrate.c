@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -555,12 +556,10 @@ START_TEST(huge_pages_dynamic)
 }
 END_TEST
 
-Suite *migrate_suite(void)
+void migrate_cases(Suite *s)
 {
-	Suite *s = suite_create("migrate");
-	TCase *tc = tcase_create("softroce");
+	TCase *tc = tu_case(s, "softroce", 300);
 
-	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, pin_all_48mib);
 	tcase_add_test(tc, dynamic_48mib_batched_registration);
 	tcase_add_test(tc, dynamic_pinned_cap_lru);
@@ -572,18 +571,12 @@ Suite *migrate_suite(void)
 	tcase_add_test(tc, block_missing_on_destination);
 	tcase_add_test(tc, dest_killed_mid_stream);
 	tcase_add_test(tc, src_killed_mid_stream);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("auth-verify");
-	tcase_set_timeout(tc, 120);
+	tc = tu_case(s, "auth-verify", 120);
 	tcase_add_test(tc, auth_same_key_and_verify);
 	tcase_add_test(tc, auth_wrong_key);
 	tcase_add_test(tc, auth_missing_key_rejected);
 	tcase_add_test(tc, auth_destination_without_key);
 	tcase_add_test(tc, verify_detects_corruption);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("huge-pages");
-	tcase_set_timeout(tc, 300);
+	tc = tu_case(s, "huge-pages", 300);
 	tcase_add_test(tc, huge_pages_dynamic);
-	suite_add_tcase(s, tc);
-	return s;
 }

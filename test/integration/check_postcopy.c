@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -584,25 +585,21 @@ START_TEST(postcopy_link_cut_shared)
 }
 END_TEST
 
-TCase *embed_postcopy_tcase(void)
+void embed_postcopy_cases(Suite *s)
 {
-	TCase *tc = tcase_create("postcopy");
+	TCase *tc = tu_case(s, "postcopy", 300);
 
-	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, postcopy_anon);
 	tcase_add_test(tc, postcopy_shared);
 	tcase_add_test(tc, postcopy_fault_storm);
-	return tc;
 }
 
 /* Run alone: CK_RUN_SUITE=embed CK_RUN_CASE=postcopy_recover. */
-TCase *embed_postcopy_recover_tcase(void)
+void embed_postcopy_recover_cases(Suite *s)
 {
-	TCase *tc = tcase_create("postcopy_recover");
+	TCase *tc = tu_case(s, "postcopy_recover", 400);
 
-	tcase_set_timeout(tc, 400);
 	tcase_add_test(tc, postcopy_link_cut);
 	tcase_add_test(tc, postcopy_link_cut_shared);
 	tcase_add_test(tc, postcopy_link_cut_cancel);
-	return tc;
 }

@@ -34,6 +34,7 @@
 
 #include "qemu_vm.h"
 #include "runs.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -44,8 +45,8 @@
 
 struct qfx {
 	char dir[128], work[256], addr[64];
-	char src_ram[256], dst_ram[256], src_serial[256], dst_serial[256];
-	char src_img[256], dst_img[256], key[300];
+	struct vm_files g;
+	char key[300];
 	char sendbin[512], recvbin[512];
 	const struct vm_qemu *qemu; /* runs both guests */
 	struct vm src, dst;
@@ -59,15 +60,9 @@ static void qfx_init(struct qfx *f, int which)
 	f->qemu = &vm_qemus[which];
 	vm_dir(f->dir, sizeof(f->dir), "qemu");
 	tu_tmpdir(f->work, sizeof(f->work));
-	snprintf(f->src_ram, sizeof(f->src_ram), "%s/src.ram", f->dir);
-	snprintf(f->dst_ram, sizeof(f->dst_ram), "%s/dst.ram", f->dir);
-	snprintf(f->src_serial, sizeof(f->src_serial), "%s/src.serial", f->dir);
-	snprintf(f->dst_serial, sizeof(f->dst_serial), "%s/dst.serial", f->dir);
-	/* Each QEMU its own copy: both lock the image they boot from. */
-	snprintf(f->src_img, sizeof(f->src_img), "%s/src.img", f->dir);
-	snprintf(f->dst_img, sizeof(f->dst_img), "%s/dst.img", f->dir);
-	guest_image(f->src_img, GUEST_DELAY);
-	guest_image(f->dst_img, GUEST_DELAY);
+	vm_files(&f->g, f->dir);
+	guest_image(f->g.src_img, GUEST_DELAY);
+	guest_image(f->g.dst_img, GUEST_DELAY);
 	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
 	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
 	/* --qmp on either side needs a key, as operators should use one. */
@@ -135,10 +130,10 @@ static void qfx_qemu(struct qfx *f, struct vm *v, const char *name, const char *
  * waiting with -incoming defer on a machine of type @dst_machine. */
 static void qfx_pair(struct qfx *f, const char *dst_machine)
 {
-	qfx_qemu(f, &f->src, "src", "pc", f->src_ram, f->src_serial, f->src_img, NULL);
-	qfx_qemu(f, &f->dst, "dst", dst_machine, f->dst_ram, f->dst_serial, f->dst_img,
+	qfx_qemu(f, &f->src, "src", "pc", f->g.src_ram, f->g.src_serial, f->g.src_img, NULL);
+	qfx_qemu(f, &f->dst, "dst", dst_machine, f->g.dst_ram, f->g.dst_serial, f->g.dst_img,
 		 (const char *[]){ "-incoming", "defer", NULL });
-	guest_wait_markers(f->src_serial, 0, 2, 120000, "source guest");
+	guest_wait_markers(f->g.src_serial, 0, 2, 120000, "source guest");
 }
 
 /* migrate-recv --qmp on the destination QEMU's command monitor. */
@@ -156,21 +151,9 @@ static void qfx_recv(struct qfx *f, const char *const *extra)
 
 static void qfx_send(struct qfx *f, const char *const *extra)
 {
-	char *argv[24];
-	int n = 0;
-
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = f->addr;
-	argv[n++] = "--json";
-	argv[n++] = "--timeout";
-	argv[n++] = "10";
-	argv[n++] = "--auth-key";
-	argv[n++] = f->key;
-	while (extra && *extra && n < 23)
-		argv[n++] = (char *)*extra++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send, f->work, "send", argv);
+	tu_run_cmd(&f->send, f->work, "send",
+		   (const char *[]){ f->sendbin, "--connect", f->addr, "--json", "--timeout", "10",
+				     "--auth-key", f->key, NULL }, extra);
 }
 
 static void dump_all(struct qfx *f);
@@ -198,12 +181,8 @@ static void qfx_migrate(struct qfx *f, const char *const *extra)
 
 static void qfx_free(struct qfx *f)
 {
-	if (f->send.p.pid > 0 && !f->send.p.reaped)
-		tu_kill(&f->send.p, SIGKILL);
-	if (f->recv.p.pid > 0 && !f->recv.p.reaped)
-		tu_kill(&f->recv.p, SIGKILL);
-	tu_wait(&f->send.p, 5000);
-	tu_wait(&f->recv.p, 5000);
+	tu_run_stop(&f->send);
+	tu_run_stop(&f->recv);
 	vm_stop(&f->src);
 	vm_stop(&f->dst);
 	tu_rmdir(f->dir);
@@ -221,10 +200,10 @@ static void dump_all(struct qfx *f)
 /* The source guest runs again and makes progress. */
 static void assert_source_runs(struct qfx *f)
 {
-	int before = guest_markers(f->src_serial, 0);
+	int before = guest_markers(f->g.src_serial, 0);
 
 	vm_expect_status(&f->src, "running");
-	guest_wait_markers(f->src_serial, 0, before + 1, 60000, "source guest after the failure");
+	guest_wait_markers(f->g.src_serial, 0, before + 1, 60000, "source guest after the failure");
 }
 
 /* Whether @v runs QEMU @major.@minor or later. */
@@ -391,10 +370,10 @@ START_TEST(live_migration_runs_on)
 	/* The guest left the source and runs here. */
 	vm_expect_status(&f.src, "postmigrate");
 	vm_expect_status(&f.dst, "running");
-	m0 = guest_markers(f.dst_serial, 1);
-	guest_wait_markers(f.dst_serial, 1, m0 + 2, 120000, "destination guest");
+	m0 = guest_markers(f.g.dst_serial, 1);
+	guest_wait_markers(f.g.dst_serial, 1, m0 + 2, 120000, "destination guest");
 	ck_assert_msg(qmp_stop(f.dst.q, &err) == 0, "stop: %s", err.msg);
-	rc = guest_check(f.dst_ram, line, sizeof(line));
+	rc = guest_check(f.g.dst_ram, line, sizeof(line));
 	ck_assert_msg(rc == 0, "destination RAM: %s", line);
 	printf("qemu: QEMU %s: live migration of a running guest (128 MiB, TCG): %" PRIu64 " rounds, "
 	       "total %" PRIu64 " ms, downtime %" PRIu64 " ms (stop %" PRIu64 ", last round %"
@@ -507,8 +486,8 @@ START_TEST(unshared_ram_refused)
 	int sc;
 
 	qfx_init(&f, _i);
-	qfx_qemu(&f, &f.src, "src", "pc", NULL, f.src_serial, f.src_img, NULL);
-	guest_wait_markers(f.src_serial, 0, 1, 120000, "source guest");
+	qfx_qemu(&f, &f.src, "src", "pc", NULL, f.g.src_serial, f.g.src_img, NULL);
+	guest_wait_markers(f.g.src_serial, 0, 1, 120000, "source guest");
 	snprintf(dst, sizeof(dst), "%s/ramdir", f.work);
 	ck_assert_int_eq(mkdir(dst, 0700), 0);
 	qfx_recv(&f, (const char *[]){ "--ram-dir", dst, NULL });
@@ -659,10 +638,10 @@ START_TEST(memfd_by_version)
 	int sc, rc, m0;
 
 	qfx_init(&f, _i);
-	qfx_qemu_ram(&f, &f.src, "src", "pc", RAM_MEMFD, NULL, f.src_serial, f.src_img, NULL);
-	qfx_qemu_ram(&f, &f.dst, "dst", "pc", RAM_MEMFD, NULL, f.dst_serial, f.dst_img,
+	qfx_qemu_ram(&f, &f.src, "src", "pc", RAM_MEMFD, NULL, f.g.src_serial, f.g.src_img, NULL);
+	qfx_qemu_ram(&f, &f.dst, "dst", "pc", RAM_MEMFD, NULL, f.g.dst_serial, f.g.dst_img,
 		     (const char *[]){ "-incoming", "defer", NULL });
-	guest_wait_markers(f.src_serial, 0, 2, 120000, "source guest");
+	guest_wait_markers(f.g.src_serial, 0, 2, 120000, "source guest");
 	if (qemu_ge(&f.src, 8, 1)) {
 		struct tu_run r;
 		const char *args[] = { "--listen", "10.77.0.1:0", "--qmp", f.dst.cmd_sock,
@@ -696,8 +675,8 @@ START_TEST(memfd_by_version)
 		return;
 	}
 	qfx_migrate(&f, NULL);
-	m0 = guest_markers(f.dst_serial, 1);
-	guest_wait_markers(f.dst_serial, 1, m0 + 1, 120000, "destination guest");
+	m0 = guest_markers(f.g.dst_serial, 1);
+	guest_wait_markers(f.g.dst_serial, 1, m0 + 1, 120000, "destination guest");
 	ck_assert_msg(qmp_stop(f.dst.q, &line) == 0, "stop: %s", line.msg);
 	memfd_of(f.dst.p.pid, ram, sizeof(ram));
 	ck_assert_msg(guest_check(ram, line.msg, sizeof(line.msg)) == 0, "destination RAM: %s",
@@ -707,7 +686,7 @@ START_TEST(memfd_by_version)
 }
 END_TEST
 
-Suite *qemu_suite(void)
+void qemu_cases(Suite *s)
 {
 	const TTest *const tests[] = {
 		unshared_ram_refused,
@@ -719,7 +698,6 @@ Suite *qemu_suite(void)
 		cancel_in_pre_switchover,
 		memfd_by_version,
 	};
-	Suite *s = suite_create("qemu");
 	TCase *tc;
 	size_t t;
 	int i;
@@ -727,11 +705,8 @@ Suite *qemu_suite(void)
 	/* One test case per QEMU, each test looped over that QEMU's index
 	 * only: CK_RUN_CASE=qemu-10.0 picks one QEMU. */
 	for (i = 0; i < VM_QEMUS; i++) {
-		tc = tcase_create(vm_qemus[i].name);
-		tcase_set_timeout(tc, 400);
+		tc = tu_case(s, vm_qemus[i].name, 400);
 		for (t = 0; t < sizeof(tests) / sizeof(tests[0]); t++)
 			tcase_add_loop_test(tc, tests[t], i, i + 1);
-		suite_add_tcase(s, tc);
 	}
-	return s;
 }

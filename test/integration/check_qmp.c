@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -574,12 +575,10 @@ START_TEST(failed_incoming_load)
 }
 END_TEST
 
-Suite *qmp_suite(void)
+void qmp_cases(Suite *s)
 {
-	Suite *s = suite_create("qmp");
-	TCase *tc = tcase_create("qemu");
+	TCase *tc = tu_case(s, "qemu", 90);
 
-	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, open_status_events_errors);
 	tcase_add_test(tc, stopped_or_dead_qemu_fails_by_deadline);
 	tcase_add_test(tc, backends_found_and_mapped);
@@ -588,6 +587,4 @@ Suite *qmp_suite(void)
 	tcase_add_test(tc, swapped_ram_file_refused);
 	tcase_add_test(tc, fd_migration_end_to_end);
 	tcase_add_test(tc, failed_incoming_load);
-	suite_add_tcase(s, tc);
-	return s;
 }

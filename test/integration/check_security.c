@@ -35,7 +35,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "suite.h"
 #include "suites.h"
+#include "fixture.h"
 #include "runs.h"
 #include "testutil.h"
 
@@ -48,7 +50,7 @@
 #define NOBODY 65534
 
 struct sx {
-	char dir[256], dst[300], recvbin[512], sendbin[512], evilbin[512];
+	char dir[256], dst[300], key[300], recvbin[512], sendbin[512], evilbin[512];
 	char addr[64], port[16], help[8192];
 	struct tu_run recv, send, evil;
 };
@@ -74,37 +76,20 @@ static void sx_init(struct sx *f)
 	tu_tmpdir(f->dir, sizeof(f->dir));
 	snprintf(f->dst, sizeof(f->dst), "%s/dst", f->dir);
 	ck_assert_int_eq(mkdir(f->dst, 0755), 0);
+	/* The key of the keyed peers: an attacker is the one without it. */
+	snprintf(f->key, sizeof(f->key), "%s/key", f->dir);
+	tu_write_key(f->key);
 	tu_build_path("bin/migrate-recv", f->recvbin, sizeof(f->recvbin));
 	tu_build_path("bin/migrate-send", f->sendbin, sizeof(f->sendbin));
 	evil_path(f->evilbin, sizeof(f->evilbin));
 }
 
-static void stop(struct tu_run *r)
-{
-	if (r->p.pid > 0 && !r->p.reaped) {
-		kill(-r->p.pid, SIGKILL);
-		tu_wait(&r->p, 5000);
-	}
-}
-
 static void sx_free(struct sx *f)
 {
-	stop(&f->evil);
-	stop(&f->send);
-	stop(&f->recv);
+	tu_run_stop(&f->evil);
+	tu_run_stop(&f->send);
+	tu_run_stop(&f->recv);
 	tu_rmdir(f->dir);
-}
-
-/* Reaps it when it has exited, so tu_run_finish still sees its status. */
-static bool running(struct tu_run *r)
-{
-	if (r->p.pid <= 0 || r->p.reaped)
-		return false;
-	if (waitpid(r->p.pid, &r->p.status, WNOHANG) == r->p.pid) {
-		r->p.reaped = 1;
-		return false;
-	}
-	return true;
 }
 
 /* Whether this build's migrate-recv has @opt (older ones lack the limits). */
@@ -124,17 +109,14 @@ static bool recv_knows(struct sx *f, const char *opt)
 	return strstr(f->help, opt) != NULL;
 }
 
-/* Appends "@opt @val" to @argv when this build knows @opt. */
-static void opt_if_known(struct sx *f, const char **argv, int *n, const char *opt,
-			 const char *val)
+/* Appends "@opt @val" to @a when this build knows @opt. */
+static void opt_if_known(struct sx *f, struct tu_argv *a, const char *opt, const char *val)
 {
 	if (!recv_knows(f, opt)) {
 		printf("security: note: %s has no %s; running without it\n", f->recvbin, opt);
 		return;
 	}
-	argv[(*n)++] = opt;
-	if (val)
-		argv[(*n)++] = val;
+	tu_argv_add(a, (const char *[]){ opt, val, NULL });
 }
 
 /* migrate-recv --json --listen ADDR:0 @args; waits until it listens. */
@@ -147,31 +129,15 @@ static void sx_recv(struct sx *f, const char *const *args)
 /* migrate-send --connect @addr @args. */
 static void sx_send(struct sx *f, const char *addr, const char *const *args)
 {
-	char *argv[40];
-	int n = 0;
-
-	argv[n++] = f->sendbin;
-	argv[n++] = "--connect";
-	argv[n++] = (char *)addr;
-	while (*args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->send, f->dir, "send", argv);
+	tu_run_cmd(&f->send, f->dir, "send",
+		   (const char *[]){ f->sendbin, "--connect", addr, NULL }, args);
 }
 
 /* evil_peer MODE ADDR @args, output in DIR/@tag.{out,err}. */
 static void sx_evil(struct sx *f, const char *tag, const char *mode, const char *const *args)
 {
-	char *argv[40];
-	int n = 0;
-
-	argv[n++] = f->evilbin;
-	argv[n++] = (char *)mode;
-	argv[n++] = f->addr;
-	while (*args && n < 38)
-		argv[n++] = (char *)*args++;
-	argv[n] = NULL;
-	tu_run_spawn(&f->evil, f->dir, tag, argv);
+	tu_run_cmd(&f->evil, f->dir, tag,
+		   (const char *[]){ f->evilbin, mode, f->addr, NULL }, args);
 }
 
 /* Waits for evil_peer and returns its exit status, its result line in @line. */
@@ -219,48 +185,6 @@ static long kv_num(const char *line, const char *key)
 
 	kv(line, key, buf, sizeof(buf));
 	return buf[0] ? strtol(buf, NULL, 10) : -1;
-}
-
-static void write_file(const char *path, const void *data, size_t len, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
-
-	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
-	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
-	ck_assert_int_eq(close(fd), 0);
-}
-
-static void write_random(const char *path, size_t len, uint64_t seed)
-{
-	void *buf = malloc(len);
-
-	ck_assert_ptr_nonnull(buf);
-	tu_fill_random(buf, len, seed);
-	write_file(path, buf, len, 0644);
-	free(buf);
-}
-
-static void write_key(const char *path)
-{
-	write_file(path, "a shared secret of 32 bytes here", 32, 0600);
-}
-
-static bool exists(const char *path)
-{
-	struct stat st;
-
-	return lstat(path, &st) == 0;
-}
-
-static bool same_file(const char *a, const char *b)
-{
-	size_t la, lb;
-	char *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
-	bool same = da && db && la == lb && !memcmp(da, db, la);
-
-	free(da);
-	free(db);
-	return same;
 }
 
 /* Lines of printable text: what a peer said reaches the operator as it was
@@ -350,27 +274,8 @@ static uint64_t mr_bytes(const char *dir, pid_t pid)
 
 static void measure(const char *dir, pid_t pid, struct usage *u)
 {
-	char path[64], line[256];
-	struct dirent *de;
-	DIR *d;
-	FILE *fp;
-
 	u->mr_bytes = mr_bytes(dir, pid);
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	ck_assert_ptr_nonnull(d);
-	u->fds = 0;
-	while ((de = readdir(d)))
-		u->fds += de->d_name[0] != '.';
-	closedir(d);
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	fp = fopen(path, "r");
-	ck_assert_ptr_nonnull(fp);
-	u->rss_kb = -1;
-	while (fgets(line, sizeof(line), fp))
-		if (!strncmp(line, "VmRSS:", 6))
-			u->rss_kb = strtol(line + 6, NULL, 10);
-	fclose(fp);
+	tu_proc_usage(pid, &u->fds, &u->rss_kb);
 }
 
 static void peak(struct usage *p, const struct usage *u)
@@ -417,23 +322,21 @@ static int harvest(struct sx *f, const char *variant, const char *src, const cha
 START_TEST(replay_refused)
 {
 	struct sx f;
-	char key[320], src[320], rs[400], dst[400], line[2048], v[1200], said[1200];
+	char src[320], rs[400], dst[400], line[2048], v[1200], said[1200];
 	char list[512], turned[2048], one[4096];
 	char *err;
 	int code, sc, rc;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(dst, sizeof(dst), "%s/ram", f.dst);
-	write_key(key);
-	write_random(src, MIB, 11);
-	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--auth-key", key, "--timeout",
+	tu_write_random(src, MIB, 11);
+	sx_recv(&f, (const char *const[]){ "--ram-dir", f.dst, "--auth-key", f.key, "--timeout",
 					   "5", NULL });
 
 	/* (a) an all-zero challenge, as the old destination had before its
 	 * ESTABLISHED */
-	code = harvest(&f, "zero", src, key, &sc, line, sizeof(line));
+	code = harvest(&f, "zero", src, f.key, &sc, line, sizeof(line));
 	err = tu_slurp(f.send.err, NULL);
 	printf("security: replay (a) zero challenge: attacker exit %d: %s | migrate-send exit %d: "
 	       "%s\n", code, line, sc, flat(err, one, sizeof(one)));
@@ -445,7 +348,7 @@ START_TEST(replay_refused)
 	free(err);
 
 	/* (b) relay of the real challenge */
-	code = harvest(&f, "relay", src, key, &sc, line, sizeof(line));
+	code = harvest(&f, "relay", src, f.key, &sc, line, sizeof(line));
 	kv(line, "dest-said", said, sizeof(said));
 	printf("security: replay (b) relayed challenge, no RTU: attacker exit %d: %s | "
 	       "migrate-send exit %d\n", code, line, sc);
@@ -459,12 +362,12 @@ START_TEST(replay_refused)
 		turned[0] = '\0';
 	ck_assert_msg(strstr(turned, "authentication failed"),
 		      "migrate-recv did not say it turned the relay away: %s", turned);
-	ck_assert_msg(running(&f.recv), "migrate-recv stopped waiting");
+	ck_assert_msg(tu_run_running(&f.recv), "migrate-recv stopped waiting");
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
 
 	/* The real source still gets through. */
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--timeout",
 						   "5", NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	rc = tu_run_finish(&f.recv, 60000);
@@ -474,7 +377,7 @@ START_TEST(replay_refused)
 	}
 	ck_assert_int_eq(sc, 0);
 	ck_assert_int_eq(rc, 0);
-	ck_assert_msg(same_file(src, dst), "the legitimate migration's image differs");
+	ck_assert_msg(tu_same_file(src, dst), "the legitimate migration's image differs");
 	printf("security: replay: migrate-recv turned the relay away (%s); the real source "
 	       "migrated 1 MiB byte-identical afterwards\n", turned);
 	sx_free(&f);
@@ -490,14 +393,12 @@ END_TEST
 START_TEST(state_ring_before_auth_refused)
 {
 	struct sx f;
-	char key[320], src[320], rs[400], port[32], eaddr[80], line[2048], one[4096], *err;
+	char src[320], rs[400], port[32], eaddr[80], line[2048], one[4096], *err;
 	int code, sc;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	write_key(key);
-	write_random(src, MIB, 12);
+	tu_write_random(src, MIB, 12);
 	snprintf(f.addr, sizeof(f.addr), "%s:1", tu_addr());
 	sx_evil(&f, "ring", "ring", (const char *const[]){ "--listen", tu_addr(), "--timeout",
 							   "5000", NULL });
@@ -508,7 +409,7 @@ START_TEST(state_ring_before_auth_refused)
 	}
 	snprintf(eaddr, sizeof(eaddr), "%s:%s", tu_addr(), port);
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	sx_send(&f, eaddr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+	sx_send(&f, eaddr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--timeout",
 						  "5", NULL });
 	code = evil_result(&f, 60000, line, sizeof(line));
 	sc = tu_run_finish(&f.send, 30000);
@@ -533,31 +434,23 @@ END_TEST
 START_TEST(held_connections_dropped)
 {
 	struct sx f;
-	char key[320], src[320], rs[400], line[2048], drops[512], tokens[512], reason[1200];
+	char src[320], rs[400], line[2048], drops[512], tokens[512], reason[1200];
 	char list[512], path[512];
-	const char *argv[24];
+	struct tu_argv a = { .n = 0 };
 	struct usage base, top, now, after;
 	struct json_object *done;
 	uint64_t t_made, t_legit;
-	int n = 0, code, sc, open_n, busy, held, early = 0, late = 0;
+	int code, sc, open_n, busy, held, early = 0, late = 0;
 	long max_drop = 0;
 	char *p, *tok, *save = NULL;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	write_key(key);
-	write_random(src, MIB, 12);
-	argv[n++] = "--daemon";
-	argv[n++] = "--ram-dir";
-	argv[n++] = f.dst;
-	argv[n++] = "--auth-key";
-	argv[n++] = key;
-	argv[n++] = "--timeout";
-	argv[n++] = "5";
-	opt_if_known(&f, argv, &n, "--max-handshakes", "4");
-	argv[n] = NULL;
-	sx_recv(&f, argv);
+	tu_write_random(src, MIB, 12);
+	tu_argv_add(&a, (const char *[]){ "--daemon", "--ram-dir", f.dst, "--auth-key", f.key,
+					  "--timeout", "5", NULL });
+	opt_if_known(&f, &a, "--max-handshakes", "4");
+	sx_recv(&f, (const char *const *)a.v);
 	measure(f.dir, f.recv.p.pid, &base);
 	top = base;
 
@@ -573,9 +466,9 @@ START_TEST(held_connections_dropped)
 	}
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	t_legit = tu_now_ms();
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--timeout",
 						   "5", NULL });
-	while (running(&f.evil) || running(&f.send)) {
+	while (tu_run_running(&f.evil) || tu_run_running(&f.send)) {
 		measure(f.dir, f.recv.p.pid, &now);
 		peak(&top, &now);
 		if (tu_now_ms() > t_made + 40000)
@@ -636,7 +529,7 @@ START_TEST(held_connections_dropped)
 		snprintf(path, sizeof(path), "%s/ram", json_object_get_string(d));
 	}
 	json_object_put(done);
-	ck_assert_msg(same_file(src, path), "%s differs from the source", path);
+	ck_assert_msg(tu_same_file(src, path), "%s differs from the source", path);
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 1,
 		      "--ram-dir holds %s; only the real source's directory belongs there", list);
 	ck_assert_msg(!tu_has_event(f.recv.out, "failed"),
@@ -652,7 +545,7 @@ START_TEST(held_connections_dropped)
 	 * 4 MiB of control rings each, and the real source's 1 MiB image. */
 	ck_assert_msg(top.mr_bytes <= 24 * MIB, "registered up to %" PRIu64 " bytes",
 		      top.mr_bytes);
-	ck_assert(running(&f.recv));
+	ck_assert(tu_run_running(&f.recv));
 	sx_free(&f);
 }
 END_TEST
@@ -679,8 +572,8 @@ START_TEST(huge_rings_bounded)
 							     "--timeout", "5000", NULL });
 	/* Sampled until a while after the attacker left: registering what it
 	 * asked for may outlast its stay. */
-	while (running(&f.recv) && (running(&f.evil) || !t_end || tu_now_ms() < t_end)) {
-		if (!t_end && !running(&f.evil))
+	while (tu_run_running(&f.recv) && (tu_run_running(&f.evil) || !t_end || tu_now_ms() < t_end)) {
+		if (!t_end && !tu_run_running(&f.evil))
 			t_end = tu_now_ms() + 2000;
 		measure(f.dir, f.recv.p.pid, &now);
 		peak(&top, &now);
@@ -693,7 +586,7 @@ START_TEST(huge_rings_bounded)
 		      "for a peer that only asked", top.mr_bytes);
 	ck_assert_msg(kv_num(line, "frames-from-dest") > 0,
 		      "the destination sent nothing, so its send ring was never made: %s", line);
-	ck_assert_msg(running(&f.recv), "migrate-recv did not survive the request");
+	ck_assert_msg(tu_run_running(&f.recv), "migrate-recv did not survive the request");
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
 	sx_free(&f);
 }
@@ -708,28 +601,21 @@ END_TEST
 START_TEST(limits_refused_at_block_map)
 {
 	struct sx f;
-	char key[320], src[320], rs[400], line[2048], said[1200], list[512], turned[2048];
+	char src[320], rs[400], line[2048], said[1200], list[512], turned[2048];
 	char one[4096];
-	const char *argv[24];
+	struct tu_argv a = { .n = 0 };
 	char *err, *p;
-	int n = 0, code, sc;
+	int code, sc;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
-	write_key(key);
-	argv[n++] = "--ram-dir";
-	argv[n++] = f.dst;
-	argv[n++] = "--auth-key";
-	argv[n++] = key;
-	argv[n++] = "--timeout";
-	argv[n++] = "5";
-	opt_if_known(&f, argv, &n, "--max-image", "64M");
-	opt_if_known(&f, argv, &n, "--pinned-cap", "16M");
-	argv[n] = NULL;
-	sx_recv(&f, argv);
+	tu_argv_add(&a, (const char *[]){ "--ram-dir", f.dst, "--auth-key", f.key, "--timeout",
+					  "5", NULL });
+	opt_if_known(&f, &a, "--max-image", "64M");
+	opt_if_known(&f, &a, "--pinned-cap", "16M");
+	sx_recv(&f, (const char *const *)a.v);
 
-	sx_evil(&f, "bigmap1", "bigmap", (const char *const[]){ "--key", key, "--size",
+	sx_evil(&f, "bigmap1", "bigmap", (const char *const[]){ "--key", f.key, "--size",
 								"1099511627776", "--timeout",
 								"5000", NULL });
 	code = evil_result(&f, 60000, line, sizeof(line));
@@ -741,7 +627,7 @@ START_TEST(limits_refused_at_block_map)
 		      strstr(said, "image limit"), "destination said: %s", said);
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
 
-	sx_evil(&f, "bigmap2", "bigmap", (const char *const[]){ "--key", key, "--size",
+	sx_evil(&f, "bigmap2", "bigmap", (const char *const[]){ "--key", f.key, "--size",
 								"33554432", "--pin-all",
 								"--timeout", "5000", NULL });
 	code = evil_result(&f, 60000, line, sizeof(line));
@@ -754,9 +640,9 @@ START_TEST(limits_refused_at_block_map)
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
 
 	/* The real command says the same. */
-	write_random(src, 32 * MIB, 13);
+	tu_write_random(src, 32 * MIB, 13);
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--pin-all",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--pin-all",
 						   "--timeout", "5", NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	err = tu_slurp(f.send.err, NULL);
@@ -770,7 +656,7 @@ START_TEST(limits_refused_at_block_map)
 		      "migrate-send garbled the destination's reason: %s", err);
 	free(err);
 	ck_assert_msg(list_dir(f.dst, list, sizeof(list)) == 0, "--ram-dir holds %s", list);
-	ck_assert_msg(running(&f.recv), "migrate-recv stopped waiting");
+	ck_assert_msg(tu_run_running(&f.recv), "migrate-recv stopped waiting");
 	ck_assert(tu_wait_line(f.recv.err, "migrate-recv: turned away a connection from ", turned,
 			       sizeof(turned), 5000) == 0);
 	sx_free(&f);
@@ -822,9 +708,9 @@ START_TEST(pages_outside_the_block)
 		ck_assert_msg(strstr(said, "PAGES run 0"), "destination said: %s", said);
 		/* Migration i + 1's block file: nothing of the attacker's in it. */
 		snprintf(file, sizeof(file), "%s/%u/ram", f.dst, i + 1);
-		ck_assert_msg(!exists(file) || count_byte(file, 0xaa) == 0, "%s holds 0xaa bytes",
+		ck_assert_msg(!tu_exists(file) || count_byte(file, 0xaa) == 0, "%s holds 0xaa bytes",
 			      file);
-		ck_assert_msg(running(&f.recv), "migrate-recv died on a %s run", variants[i]);
+		ck_assert_msg(tu_run_running(&f.recv), "migrate-recv died on a %s run", variants[i]);
 	}
 	/* The control: a proper first page lands.  It is seen while the peer
 	 * holds on: once it goes, the daemon removes the failed migration's
@@ -833,8 +719,8 @@ START_TEST(pages_outside_the_block)
 								    "--size", "1048576",
 								    "--timeout", "5000", NULL });
 	snprintf(file, sizeof(file), "%s/4/ram", f.dst);
-	while (!landed && running(&f.evil)) {
-		landed = exists(file) && count_byte(file, 0xaa) == 4096;
+	while (!landed && tu_run_running(&f.evil)) {
+		landed = tu_exists(file) && count_byte(file, 0xaa) == 4096;
 		usleep(20000);
 	}
 	code = evil_result(&f, 30000, line, sizeof(line));
@@ -842,7 +728,7 @@ START_TEST(pages_outside_the_block)
 	       code, landed ? "yes" : "no", line);
 	ck_assert_msg(code == 0, "a proper PAGES run was refused: %s", line);
 	ck_assert_msg(landed, "the proper page never showed in %s", file);
-	ck_assert(running(&f.recv));
+	ck_assert(tu_run_running(&f.recv));
 	sx_free(&f);
 }
 END_TEST
@@ -875,16 +761,16 @@ START_TEST(unconfirmed_completion)
 	printf("security: vanish after COMPLETE: attacker exit %d: %s | migrate-recv exit %d after "
 	       "%" PRIu64 " ms, completed event %s, marker %s, state %s: %s\n", code, line, rc, t0,
 	       tu_has_event(f.recv.out, "completed") ? "yes" : "no",
-	       exists(marker) ? "kept" : "removed", exists(state) ? "renamed into place" : "absent",
+	       tu_exists(marker) ? "kept" : "removed", tu_exists(state) ? "renamed into place" : "absent",
 	       flat(err, one, sizeof(one)));
 	free(err);
 	ck_assert_msg(code == 0, "the mini-migration did not get to COMPLETE: %s", line);
 	ck_assert_msg(rc != 0 && rc != -1, "migrate-recv exit %d", rc);
 	ck_assert_msg(!tu_has_event(f.recv.out, "completed"),
 		      "migrate-recv reported a completion the source never received");
-	ck_assert_msg(exists(marker), "%s was removed before the source had the confirmation",
+	ck_assert_msg(tu_exists(marker), "%s was removed before the source had the confirmation",
 		      marker);
-	ck_assert_msg(!exists(state), "%s was put in place before the source had the "
+	ck_assert_msg(!tu_exists(state), "%s was put in place before the source had the "
 		      "confirmation", state);
 	sx_free(&f);
 }
@@ -908,7 +794,7 @@ static int refused_run(struct sx *f, const char *name, const char *src, const ch
 	snprintf(err, len, "%s", text ? text : "");
 	free(text);
 	if (tu_run_finish(&f->recv, 15000) < 0)
-		stop(&f->recv);
+		tu_run_stop(&f->recv);
 	return sc;
 }
 
@@ -935,10 +821,10 @@ START_TEST(ram_dir_does_not_overwrite)
 	snprintf(state, sizeof(state), "%s/blk", d3);
 	ck_assert_int_eq(mkdir(d2, 0755), 0);
 	ck_assert_int_eq(mkdir(d3, 0755), 0);
-	write_random(src, 64 * KIB, 14);
+	tu_write_random(src, 64 * KIB, 14);
 
 	/* An existing regular file. */
-	write_file(file, precious, sizeof(precious) - 1, 0644);
+	tu_write_file(file, precious, sizeof(precious) - 1, 0644);
 	sc = refused_run(&f, "ram", src, (const char *const[]){ "--ram-dir", f.dst, "--timeout",
 							       "5", NULL }, err, sizeof(err));
 	text = tu_slurp(file, NULL);
@@ -951,7 +837,7 @@ START_TEST(ram_dir_does_not_overwrite)
 	free(text);
 
 	/* A symlink to a victim. */
-	write_file(victim, victim_data, sizeof(victim_data) - 1, 0644);
+	tu_write_file(victim, victim_data, sizeof(victim_data) - 1, 0644);
 	ck_assert_int_eq(symlink(victim, link), 0);
 	sc = refused_run(&f, "ram", src, (const char *const[]){ "--ram-dir", d2, "--timeout", "5",
 							       NULL }, err, sizeof(err));
@@ -970,12 +856,12 @@ START_TEST(ram_dir_does_not_overwrite)
 							       state, "--timeout", "5", NULL },
 			 err, sizeof(err));
 	printf("security: block \"blk\" with --state-out DIR/blk: migrate-send exit %d, %s "
-	       "%s: %s\n", sc, state, exists(state) ? "EXISTS" : "absent",
+	       "%s: %s\n", sc, state, tu_exists(state) ? "EXISTS" : "absent",
 	       flat(err, one, sizeof(one)));
 	ck_assert_msg(sc != 0 && strstr(err, "blk") && strstr(err, "state"),
 		      "migrate-send exit %d: %s", sc, err);
 	ck_assert_msg(printable(err), "migrate-send garbled the destination's reason: %s", err);
-	ck_assert_msg(!exists(state), "%s was created", state);
+	ck_assert_msg(!tu_exists(state), "%s was created", state);
 	sx_free(&f);
 }
 END_TEST
@@ -1036,32 +922,6 @@ static void as_stranger(const char *sock, uid_t uid, const char *line, char *out
 	out[strcspn(out, "\n")] = '\0';
 }
 
-/* One line on @sock as ourselves (root). */
-static void as_owner(const char *sock, const char *line, char *out, size_t len)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	size_t got = 0;
-	ssize_t n;
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	ck_assert(strlen(sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, sock, strlen(sock) + 1);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_msg(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)), "connect %s: %s", sock,
-		      strerror(errno));
-	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
-	out[0] = '\0';
-	while (got < len - 1 && !memchr(out, '\n', got)) {
-		n = read(fd, out + got, len - 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		out[got] = '\0';
-	}
-	close(fd);
-	out[strcspn(out, "\n")] = '\0';
-}
-
 /* migrate-recv --control under umask 000: the socket is 0600 anyway, a
  * stranger cannot connect, and even through a socket made world-writable
  * afterwards its cancel is refused by credentials; the owner's status works. */
@@ -1084,7 +944,7 @@ START_TEST(control_socket_owner_only)
 	mode = (int)(st.st_mode & 0777);
 	as_stranger(sock, NOBODY, cancel, direct, sizeof(direct));
 	usleep(300000);
-	ck_assert_msg(running(&f.recv), "a stranger's cancel stopped migrate-recv (mode %o; %s)",
+	ck_assert_msg(tu_run_running(&f.recv), "a stranger's cancel stopped migrate-recv (mode %o; %s)",
 		      mode, direct);
 	/* Made world-writable behind its back: the credentials still decide. */
 	ck_assert_int_eq(chmod(sock, 0666), 0);
@@ -1095,8 +955,8 @@ START_TEST(control_socket_owner_only)
 	ck_assert_msg(mode == 0600, "the control socket is mode %03o", mode);
 	ck_assert_msg(strstr(direct, "ermission denied"), "a stranger got: %s", direct);
 	ck_assert_msg(strstr(loose, "permission denied"), "a stranger got: %s", loose);
-	ck_assert_msg(running(&f.recv), "a stranger's cancel stopped migrate-recv");
-	as_owner(sock, "{\"command\":\"status\"}\n", mine, sizeof(mine));
+	ck_assert_msg(tu_run_running(&f.recv), "a stranger's cancel stopped migrate-recv");
+	tu_control_line(sock, "{\"command\":\"status\"}\n", mine, sizeof(mine), 60000);
 	printf("security: control socket: the owner's status: %s\n", mine);
 	ck_assert_msg(strstr(mine, "\"return\"") && strstr(mine, "listening"), "status: %s",
 		      mine);
@@ -1129,7 +989,7 @@ START_TEST(no_space_refused_up_front)
 	mounted = mount("tmpfs", mnt, "tmpfs", 0, "size=8m,mode=0755") == 0;
 	ck_assert_msg(mounted, "mount -t tmpfs -o size=8m %s: %s (needs root: run it in "
 		      "tools/softroce)", mnt, strerror(errno));
-	write_random(src, 16 * MIB, 15);
+	tu_write_random(src, 16 * MIB, 15);
 	sx_recv(&f, (const char *const[]){ "--ram-dir", mnt, "--timeout", "5", NULL });
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--json", "--timeout", "5",
@@ -1149,8 +1009,8 @@ START_TEST(no_space_refused_up_front)
 	serr = tu_slurp(f.send.err, NULL);
 	list_dir(mnt, list, sizeof(list));
 	snprintf(marker, sizeof(marker), "%s.incomplete", file);
-	left_file = exists(file);
-	left_marker = exists(marker);
+	left_file = tu_exists(file);
+	left_marker = tu_exists(marker);
 	/* Pages that moved are pages the tmpfs holds. */
 	landed = stat(file, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 	ck_assert_int_eq(umount2(mnt, MNT_DETACH), 0);
@@ -1199,28 +1059,26 @@ START_TEST(state_past_announced_stopped)
 {
 	struct sx f;
 	struct tu_run ev[STATE_HOSTILE];
-	char mnt[320], key[320], src[320], rs[400], line[STATE_HOSTILE][2048], list[1024];
+	char mnt[320], src[320], rs[400], line[STATE_HOSTILE][2048], list[1024];
 	char pat[400], said[1200], one[4096], *serr;
 	struct json_object *setup;
 	int code[STATE_HOSTILE], sc, i, same = 0, refused = 0, held = 0;
 	glob_t g;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(mnt, sizeof(mnt), "%s/small", f.dir);
-	write_key(key);
-	write_random(src, 16 * MIB, 17);
+	tu_write_random(src, 16 * MIB, 17);
 	ck_assert_int_eq(mkdir(mnt, 0755), 0);
 	ck_assert_msg(mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0755") == 0, "mount -t "
 		      "tmpfs %s: %s (needs root: run it in tools/softroce)", mnt, strerror(errno));
 	/* A small pinned-bytes cap: the honest image's pages are pinned, so
 	 * taken from the tmpfs, as its data comes, not all at once ahead. */
-	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", mnt, "--auth-key", key,
+	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", mnt, "--auth-key", f.key,
 					   "--max-state", "12M", "--pinned-cap", "2M", "--timeout",
 					   "10", NULL });
 	snprintf(rs, sizeof(rs), "ram=%s", src);
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--json",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--json",
 						   "--max-bandwidth", "1M", "--timeout", "10", NULL });
 	setup = tu_wait_event(&f.send, "setup", 30000);
 	ck_assert_msg(setup != NULL, "the honest source was not admitted");
@@ -1231,10 +1089,10 @@ START_TEST(state_past_announced_stopped)
 		snprintf(tag, sizeof(tag), "state%d", i);
 		memset(&ev[i], 0, sizeof(ev[i]));
 		tu_run_spawn(&ev[i], f.dir, tag, i ?
-			     (char *[]){ f.evilbin, "state", f.addr, "--key", key, "--size", "4096",
+			     (char *[]){ f.evilbin, "state", f.addr, "--key", f.key, "--size", "4096",
 					 "--state-bytes", "11534336", "--hold-ms", "30000",
 					 "--timeout", "5000", NULL } :
-			     (char *[]){ f.evilbin, "state", f.addr, "--key", key, "--size", "4096",
+			     (char *[]){ f.evilbin, "state", f.addr, "--key", f.key, "--size", "4096",
 					 "--state-bytes", "1048576", "--announce", "65536",
 					 "--timeout", "5000", NULL });
 	}
@@ -1255,10 +1113,10 @@ START_TEST(state_past_announced_stopped)
 	snprintf(pat, sizeof(pat), "%s/*/ram", mnt);
 	if (glob(pat, 0, NULL, &g) == 0) {
 		for (size_t k = 0; k < g.gl_pathc; k++)
-			same += same_file(src, g.gl_pathv[k]);
+			same += tu_same_file(src, g.gl_pathv[k]);
 		globfree(&g);
 	}
-	stop(&f.recv);
+	tu_run_stop(&f.recv);
 	list_dir(mnt, list, sizeof(list));
 	ck_assert_int_eq(umount2(mnt, MNT_DETACH), 0);
 	for (i = 0; i < STATE_HOSTILE; i++)
@@ -1293,44 +1151,10 @@ END_TEST
 #define FLOOD_S "40"
 #define FLOOD_BOUND_MS 1000
 
-/* Sends @line to the control socket @sock and waits up to @timeout_ms for
- * the answer line in @out; returns how long that took, or -1 when no
- * answer came (a daemon whose loop is held answers nothing). */
-static long ctl_call(const char *sock, const char *line, char *out, size_t len, int timeout_ms)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = timeout_ms % 1000 * 1000 };
-	uint64_t t0 = tu_now_ms();
-	size_t got = 0;
-	ssize_t n;
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	ck_assert(strlen(sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, sock, strlen(sock) + 1);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
-	ck_assert_msg(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)), "connect %s: %s", sock,
-		      strerror(errno));
-	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
-	out[0] = '\0';
-	while (got < len - 1 && !memchr(out, '\n', got) && tu_now_ms() < t0 + (uint64_t)timeout_ms) {
-		n = read(fd, out + got, len - 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		out[got] = '\0';
-	}
-	close(fd);
-	if (!memchr(out, '\n', got))
-		return -1;
-	out[strcspn(out, "\n")] = '\0';
-	return (long)(tu_now_ms() - t0);
-}
-
 /* When @r exited (tu_now_ms), waiting until @deadline; 0 if it still runs. */
 static uint64_t exited_by(struct tu_run *r, uint64_t deadline)
 {
-	while (running(r)) {
+	while (tu_run_running(r)) {
 		if (tu_now_ms() >= deadline)
 			return 0;
 		usleep(5000);
@@ -1349,7 +1173,7 @@ static uint64_t exited_by(struct tu_run *r, uint64_t deadline)
 START_TEST(flood_does_not_hold_the_daemon)
 {
 	struct sx f;
-	char key[320], src[320], sock[320], rs[400], path[512], cmd[128], reply[1024];
+	char src[320], sock[320], rs[400], path[512], cmd[128], reply[1024];
 	char line_a[2048], line_b[2048], said[1200];
 	struct json_object *o;
 	uint64_t t_send, t_cancel, t_term, end_a, end_recv;
@@ -1359,16 +1183,14 @@ START_TEST(flood_does_not_hold_the_daemon)
 	bool flooding_a, flooding_b, flood_on, same = false, landed = false;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
 	snprintf(src, sizeof(src), "%s/ram", f.dir);
 	snprintf(sock, sizeof(sock), "%s/recv.ctl", f.dir);
-	write_key(key);
-	write_random(src, 4 * MIB, 16);
-	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", f.dst, "--auth-key", key,
+	tu_write_random(src, 4 * MIB, 16);
+	sx_recv(&f, (const char *const[]){ "--daemon", "--ram-dir", f.dst, "--auth-key", f.key,
 					   "--control", sock, "--timeout", "5", NULL });
 
 	/* Flood A, in full swing for a second before anything else. */
-	sx_evil(&f, "flood-a", "flood", (const char *const[]){ "--key", key, "--seconds", FLOOD_S,
+	sx_evil(&f, "flood-a", "flood", (const char *const[]){ "--key", f.key, "--seconds", FLOOD_S,
 							       "--size", "67108864",
 							       "--timeout", "5000", NULL });
 	flooding_a = !tu_wait_line(f.evil.err, "evil_peer: flood: flooding", NULL, 0, 30000);
@@ -1388,18 +1210,18 @@ START_TEST(flood_does_not_hold_the_daemon)
 	/* (i) an honest migration meanwhile */
 	snprintf(rs, sizeof(rs), "ram=%s", src);
 	t_send = tu_now_ms();
-	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", key, "--timeout",
+	sx_send(&f, f.addr, (const char *const[]){ "--ram", rs, "--auth-key", f.key, "--timeout",
 						   "10", NULL });
 	sc = tu_run_finish(&f.send, 60000);
 	t_send = tu_now_ms() - t_send;
-	flood_on = running(&f.evil);
+	flood_on = tu_run_running(&f.evil);
 	o = tu_event_in(f.recv.out, "completed");
 	if (o) {
 		struct json_object *d;
 
 		if (json_object_object_get_ex(o, "dir", &d)) {
 			snprintf(path, sizeof(path), "%s/ram", json_object_get_string(d));
-			same = same_file(src, path);
+			same = tu_same_file(src, path);
 			landed = true;
 		}
 		json_object_put(o);
@@ -1410,7 +1232,7 @@ START_TEST(flood_does_not_hold_the_daemon)
 	/* (ii) cancel the flooder's migration through the control socket */
 	snprintf(cmd, sizeof(cmd), "{\"command\":\"cancel\",\"id\":%u}\n", id_a);
 	t_cancel = tu_now_ms();
-	reply_ms = ctl_call(sock, cmd, reply, sizeof(reply), 5000);
+	reply_ms = tu_control_line(sock, cmd, reply, sizeof(reply), 5000);
 	end_a = exited_by(&f.evil, t_cancel + 5000);
 	code_a = evil_result(&f, 60000, line_a, sizeof(line_a));
 	dropped = kv_num(line_a, "dropped-at-ms");
@@ -1419,7 +1241,7 @@ START_TEST(flood_does_not_hold_the_daemon)
 			    (long)(end_a - t_cancel);
 
 	/* (iii) flood B, then SIGTERM to the daemon */
-	sx_evil(&f, "flood-b", "flood", (const char *const[]){ "--key", key, "--seconds", FLOOD_S,
+	sx_evil(&f, "flood-b", "flood", (const char *const[]){ "--key", f.key, "--seconds", FLOOD_S,
 							       "--size", "67108864",
 							       "--timeout", "5000", NULL });
 	flooding_b = !tu_wait_line(f.evil.err, "evil_peer: flood: flooding", NULL, 0, 10000);
@@ -1433,7 +1255,7 @@ START_TEST(flood_does_not_hold_the_daemon)
 	}
 	/* The second flooder sees its migration end with the daemon. */
 	if (!exited_by(&f.evil, tu_now_ms() + 5000))
-		stop(&f.evil);
+		tu_run_stop(&f.evil);
 	code_b = evil_result(&f, 30000, line_b, sizeof(line_b));
 	kv(line_a, "dest-said", said, sizeof(said));
 	printf("security: flood of ZERO_RANGES (1 GiB each) and ITER_END into migrate-recv "
@@ -1499,15 +1321,13 @@ static void pc_dest(struct sx *f, struct tu_run *r)
 START_TEST(postcopy_resume_needs_the_key)
 {
 	static const char *const variants[] = { "noauth", "badmac", "error" };
-	char key[300], bin[512], port[32], line[2048], said[1200], derr[4096], *text;
+	char bin[512], port[32], line[2048], said[1200], derr[4096], *text;
 	struct tu_run dst;
 	unsigned v;
 	int code, dc;
 	struct sx f;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	write_key(key);
 	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
 	for (v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
 		memset(&dst, 0, sizeof(dst));
@@ -1520,7 +1340,7 @@ START_TEST(postcopy_resume_needs_the_key)
 		}
 		snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
 		sx_evil(&f, variants[v], "pcresume", (const char *const[]){ "--variant",
-			variants[v], "--key", key, "--size", PC_BYTES, "--name", "pc.ram", NULL });
+			variants[v], "--key", f.key, "--size", PC_BYTES, "--name", "pc.ram", NULL });
 		code = evil_result(&f, 120000, line, sizeof(line));
 		dc = tu_run_finish(&dst, 30000);
 		text = tu_slurp(dst.err, NULL);
@@ -1553,14 +1373,12 @@ END_TEST
  * migration completes (vmm-dest exits 0). */
 START_TEST(postcopy_resume_with_every_page_in)
 {
-	char key[300], bin[512], port[32], line[2048], derr[4096], *text;
+	char bin[512], port[32], line[2048], derr[4096], *text;
 	struct tu_run dst;
 	int code, dc;
 	struct sx f;
 
 	sx_init(&f);
-	snprintf(key, sizeof(key), "%s/key", f.dir);
-	write_key(key);
 	tu_build_path("bin/vmm-dest", bin, sizeof(bin));
 	memset(&dst, 0, sizeof(dst));
 	tu_run_spawn(&dst, f.dir, "vmm-dest", (char *[]){ bin, (char *)tu_addr(), "0", "--mib",
@@ -1571,7 +1389,7 @@ START_TEST(postcopy_resume_with_every_page_in)
 		ck_abort_msg("vmm-dest did not listen");
 	}
 	snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
-	sx_evil(&f, "done", "pcresume", (const char *const[]){ "--variant", "done", "--key", key,
+	sx_evil(&f, "done", "pcresume", (const char *const[]){ "--variant", "done", "--key", f.key,
 		"--size", PC_BYTES, "--name", "pc.ram", NULL });
 	code = evil_result(&f, 120000, line, sizeof(line));
 	dc = tu_run_finish(&dst, 30000);
@@ -1776,12 +1594,10 @@ START_TEST(postcopy_resume_error_not_final_on_source)
 }
 END_TEST
 
-Suite *security_suite(void)
+void security_cases(Suite *s)
 {
-	Suite *s = suite_create("security");
-	TCase *tc = tcase_create("attacker"), *tf;
+	TCase *tc = tu_case(s, "attacker", 150);
 
-	tcase_set_timeout(tc, 150);
 	tcase_add_test(tc, replay_refused);
 	tcase_add_test(tc, held_connections_dropped);
 	tcase_add_test(tc, huge_rings_bounded);
@@ -1791,28 +1607,20 @@ Suite *security_suite(void)
 	tcase_add_test(tc, control_socket_owner_only);
 	tcase_add_test(tc, no_space_refused_up_front);
 	tcase_add_test(tc, pages_outside_the_block);
-	suite_add_tcase(s, tc);
 	/* A case of its own, so it can run alone (CK_RUN_CASE=flood). */
-	tf = tcase_create("flood");
-	tcase_set_timeout(tf, 240);
-	tcase_add_test(tf, flood_does_not_hold_the_daemon);
-	suite_add_tcase(s, tf);
+	tc = tu_case(s, "flood", 240);
+	tcase_add_test(tc, flood_does_not_hold_the_daemon);
 	/* Security round 4 (issue 30): CK_RUN_CASE=round4 runs them alone,
 	 * RDMIG_BUILD=an older build to see them fail. */
-	tf = tcase_create("round4");
-	tcase_set_timeout(tf, 240);
-	tcase_add_test(tf, state_ring_before_auth_refused);
-	tcase_add_test(tf, state_past_announced_stopped);
-	suite_add_tcase(s, tf);
+	tc = tu_case(s, "round4", 240);
+	tcase_add_test(tc, state_ring_before_auth_refused);
+	tcase_add_test(tc, state_past_announced_stopped);
 	/* Post-copy's READ side (issue 33): CK_RUN_CASE=postcopy. */
-	tf = tcase_create("postcopy");
-	tcase_set_timeout(tf, 240);
-	tcase_add_test(tf, postcopy_unregistered_keys_refused);
-	tcase_add_test(tf, postcopy_revoked_keys_refused);
-	tcase_add_test(tf, postcopy_read_outside_refused);
-	tcase_add_test(tf, postcopy_resume_needs_the_key);
-	tcase_add_test(tf, postcopy_resume_error_not_final_on_source);
-	tcase_add_test(tf, postcopy_resume_with_every_page_in);
-	suite_add_tcase(s, tf);
-	return s;
+	tc = tu_case(s, "postcopy", 240);
+	tcase_add_test(tc, postcopy_unregistered_keys_refused);
+	tcase_add_test(tc, postcopy_revoked_keys_refused);
+	tcase_add_test(tc, postcopy_read_outside_refused);
+	tcase_add_test(tc, postcopy_resume_needs_the_key);
+	tcase_add_test(tc, postcopy_resume_error_not_final_on_source);
+	tcase_add_test(tc, postcopy_resume_with_every_page_in);
 }

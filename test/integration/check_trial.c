@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "rdmig.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -648,12 +649,10 @@ START_TEST(vmm_trial_cancel)
 }
 END_TEST
 
-TCase *embed_trial_tcase(void)
+void embed_trial_cases(Suite *s)
 {
-	TCase *tc = tcase_create("trial");
+	TCase *tc = tu_case(s, "trial", 180);
 
-	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, vmm_trial);
 	tcase_add_test(tc, vmm_trial_cancel);
-	return tc;
 }

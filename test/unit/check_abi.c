@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../abi/rdmig-0.1.0.h"
+#include "suite.h"
 #include "suites.h"
 
 #define CANARY 0xa5
@@ -99,14 +100,11 @@ START_TEST(old_dest_fds)
 }
 END_TEST
 
-Suite *abi_suite(void)
+void abi_cases(Suite *s)
 {
-	Suite *s = suite_create("abi");
-	TCase *tc = tcase_create("0.1.0");
+	TCase *tc = tu_case(s, "0.1.0", 0);
 
 	tcase_add_test(tc, old_config_init_stays_in_its_struct);
 	tcase_add_test(tc, old_stats_stay_in_their_struct);
 	tcase_add_test(tc, old_dest_fds);
-	suite_add_tcase(s, tc);
-	return s;
 }

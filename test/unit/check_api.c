@@ -13,6 +13,7 @@
 #include "session.h"
 #include "src_int.h"
 #include "src_mem.h"
+#include "suite.h"
 #include "suites.h"
 
 START_TEST(config_defaults_and_limits)
@@ -666,10 +667,9 @@ START_TEST(marking_from_another_thread)
 }
 END_TEST
 
-Suite *api_suite(void)
+void api_cases(Suite *s)
 {
-	Suite *s = suite_create("api");
-	TCase *tc = tcase_create("no-device");
+	TCase *tc = tu_case(s, "no-device", 0);
 
 	tcase_add_test(tc, config_defaults_and_limits);
 	tcase_add_test(tc, convergence_config);
@@ -685,6 +685,4 @@ Suite *api_suite(void)
 	tcase_add_test(tc, callbacks_may_not_drive_their_handle);
 	tcase_add_test(tc, error_classes);
 	tcase_add_test(tc, marking_from_another_thread);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "suite.h"
 #include "suites.h"
 
 static void *get(struct arena *a, size_t len)
@@ -109,15 +110,12 @@ START_TEST(empty_and_zeroed)
 }
 END_TEST
 
-Suite *arena_suite(void)
+void arena_cases(Suite *s)
 {
-	Suite *s = suite_create("arena");
-	TCase *tc = tcase_create("arena");
+	TCase *tc = tu_case(s, "arena", 0);
 
 	tcase_add_test(tc, pieces_aligned);
 	tcase_add_test(tc, fallback_when_full);
 	tcase_add_test(tc, reused_after_last_release);
 	tcase_add_test(tc, empty_and_zeroed);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 
 #include "auth.h"
+#include "suite.h"
 #include "suites.h"
 
 static const char key[] = "sixteen byte key and some more";
@@ -149,16 +150,13 @@ START_TEST(digest_detects_one_bit)
 }
 END_TEST
 
-Suite *auth_suite(void)
+void auth_cases(Suite *s)
 {
-	Suite *s = suite_create("auth");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 0);
 
 	tcase_add_test(tc, challenge_response);
 	tcase_add_test(tc, resume_binds_its_token);
 	tcase_add_test(tc, nonce_and_address_rules);
 	tcase_add_test(tc, key_copies);
 	tcase_add_test(tc, digest_detects_one_bit);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bitmap.h"
+#include "suite.h"
 #include "suites.h"
 #include "util.h"
 
@@ -148,17 +149,13 @@ START_TEST(next_on_sparse_map)
 }
 END_TEST
 
-Suite *bitmap_suite(void)
+void bitmap_cases(Suite *s)
 {
-	Suite *s = suite_create("bitmap");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 60);
 
-	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, alloc_sizes);
 	tcase_add_test(tc, single_bits);
 	tcase_add_test(tc, ranges_match_reference);
 	tcase_add_test(tc, next_and_count_match_reference);
 	tcase_add_test(tc, next_on_sparse_map);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "suite.h"
 #include "suites.h"
 #include "util.h"
 
@@ -201,10 +202,9 @@ START_TEST(match_full_table)
 }
 END_TEST
 
-Suite *blocks_suite(void)
+void blocks_cases(Suite *s)
 {
-	Suite *s = suite_create("blocks");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 0);
 
 	tcase_add_test(tc, chunk_and_page_counts);
 	tcase_add_test(tc, spans_clip_the_last_one);
@@ -214,6 +214,4 @@ Suite *blocks_suite(void)
 	tcase_add_test(tc, match_reorders_by_name);
 	tcase_add_test(tc, match_errors_name_the_block);
 	tcase_add_test(tc, match_full_table);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -6,6 +6,7 @@
 
 #include "chan.h"
 #include "privdata.h"
+#include "suite.h"
 #include "suites.h"
 
 #define TOKEN 0x0123456789abcdefull
@@ -94,15 +95,12 @@ START_TEST(no_resume_on_the_channels_port)
 }
 END_TEST
 
-Suite *chan_suite(void)
+void chan_cases(Suite *s)
 {
-	Suite *s = suite_create("chan");
-	TCase *tc = tcase_create("admit");
+	TCase *tc = tu_case(s, "admit", 0);
 
 	tcase_add_test(tc, data_channels);
 	tcase_add_test(tc, postcopy_channels_say_so);
 	tcase_add_test(tc, wrong_token_or_peer);
 	tcase_add_test(tc, no_resume_on_the_channels_port);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -7,6 +7,7 @@
 
 #include "arena.h"
 #include "codec.h"
+#include "suite.h"
 #include "suites.h"
 
 #define MSG_MAX 65536u
@@ -1777,14 +1778,9 @@ START_TEST(arena_size_bounds)
 }
 END_TEST
 
-Suite *codec_suite(void)
+void codec_cases(Suite *s)
 {
-	Suite *s = suite_create("codec");
-	TCase *tc = tcase_create("header");
-	TCase *rtc = tcase_create("round trip");
-	TCase *lim = tcase_create("limits");
-	TCase *sz = tcase_create("sizing");
-	TCase *arn = tcase_create("decode arena");
+	TCase *tc = tu_case(s, "header", 0);
 
 	tcase_add_test(tc, hdr_layout);
 	tcase_add_test(tc, type_names);
@@ -1800,46 +1796,42 @@ Suite *codec_suite(void)
 	tcase_add_test(tc, unknown_field_cap);
 	tcase_add_test(tc, unknown_field_cap_nested);
 	tcase_add_test(tc, count_limit_before_unpack);
-	suite_add_tcase(s, tc);
-	tcase_add_test(rtc, rt_block_map);
-	tcase_add_test(rtc, rt_register);
-	tcase_add_test(rtc, rt_zero_ranges);
-	tcase_add_test(rtc, rt_iterations);
-	tcase_add_test(rtc, rt_state);
-	tcase_add_test(rtc, state_ring_limits);
-	tcase_add_test(rtc, rt_complete);
-	tcase_add_test(rtc, rt_error);
-	tcase_add_test(rtc, rt_auth);
-	tcase_add_test(rtc, unknown_fields_ignored);
-	tcase_add_test(rtc, field_number_zero_rejected);
-	suite_add_tcase(s, rtc);
-	tcase_add_test(lim, block_map_req_limits);
-	tcase_add_test(lim, block_map_req_counts);
-	tcase_add_test(lim, block_map_resp_limits);
-	tcase_add_test(lim, register_limits);
-	tcase_add_test(lim, zero_ranges_limits);
-	tcase_add_test(lim, pages_limits);
-	tcase_add_test(lim, digest_limits);
-	tcase_add_test(lim, check_rejects_wrong_kind);
-	tcase_add_test(lim, postcopy_limits);
-	tcase_add_test(lim, resume_token_limits);
-	tcase_add_test(lim, resume_limits);
-	suite_add_tcase(s, lim);
-	tcase_add_test(sz, state_max_is_exact);
-	tcase_add_test(sz, state_max_encodes);
-	tcase_add_test(sz, register_max_fits);
-	tcase_add_test(sz, zero_ranges_max_fits);
-	tcase_add_test(sz, pages_max_fits);
-	tcase_add_test(sz, postcopy_max_fits);
-	tcase_set_timeout(sz, 60);
-	suite_add_tcase(s, sz);
-	tcase_add_test(arn, arena_data_path_no_malloc);
-	tcase_add_test(arn, arena_fallback);
-	tcase_add_test(arn, arena_reused);
-	tcase_add_test(arn, arena_two_live);
-	tcase_add_test(arn, arena_failed_decode);
-	tcase_add_test(arn, arena_size_bounds);
-	tcase_set_timeout(arn, 60);
-	suite_add_tcase(s, arn);
-	return s;
+	tc = tu_case(s, "round trip", 0);
+	tcase_add_test(tc, rt_block_map);
+	tcase_add_test(tc, rt_register);
+	tcase_add_test(tc, rt_zero_ranges);
+	tcase_add_test(tc, rt_iterations);
+	tcase_add_test(tc, rt_state);
+	tcase_add_test(tc, state_ring_limits);
+	tcase_add_test(tc, rt_complete);
+	tcase_add_test(tc, rt_error);
+	tcase_add_test(tc, rt_auth);
+	tcase_add_test(tc, unknown_fields_ignored);
+	tcase_add_test(tc, field_number_zero_rejected);
+	tc = tu_case(s, "limits", 0);
+	tcase_add_test(tc, block_map_req_limits);
+	tcase_add_test(tc, block_map_req_counts);
+	tcase_add_test(tc, block_map_resp_limits);
+	tcase_add_test(tc, register_limits);
+	tcase_add_test(tc, zero_ranges_limits);
+	tcase_add_test(tc, pages_limits);
+	tcase_add_test(tc, digest_limits);
+	tcase_add_test(tc, check_rejects_wrong_kind);
+	tcase_add_test(tc, postcopy_limits);
+	tcase_add_test(tc, resume_token_limits);
+	tcase_add_test(tc, resume_limits);
+	tc = tu_case(s, "sizing", 60);
+	tcase_add_test(tc, state_max_is_exact);
+	tcase_add_test(tc, state_max_encodes);
+	tcase_add_test(tc, register_max_fits);
+	tcase_add_test(tc, zero_ranges_max_fits);
+	tcase_add_test(tc, pages_max_fits);
+	tcase_add_test(tc, postcopy_max_fits);
+	tc = tu_case(s, "decode arena", 60);
+	tcase_add_test(tc, arena_data_path_no_malloc);
+	tcase_add_test(tc, arena_fallback);
+	tcase_add_test(tc, arena_reused);
+	tcase_add_test(tc, arena_two_live);
+	tcase_add_test(tc, arena_failed_decode);
+	tcase_add_test(tc, arena_size_bounds);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "conv.h"
+#include "suite.h"
 #include "suites.h"
 
 #define MB 1000000ull
@@ -540,16 +541,14 @@ START_TEST(switchover_bandwidth)
 }
 END_TEST
 
-Suite *conv_suite(void)
+void conv_cases(Suite *s)
 {
-	Suite *s = suite_create("conv");
-	TCase *tc = tcase_create("rules");
+	TCase *tc = tu_case(s, "rules", 0);
 
 	tcase_add_test(tc, same_as_migrate_send);
 	tcase_add_test(tc, downtime_and_bandwidth);
 	tcase_add_test(tc, switchover_bandwidth);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("rounds");
+	tc = tu_case(s, "rounds", 0);
 	tcase_add_test(tc, converging_guest);
 	tcase_add_test(tc, paid_rounds_must_shrink);
 	tcase_add_test(tc, busy_guest_never_converges);
@@ -557,10 +556,7 @@ Suite *conv_suite(void)
 	tcase_add_test(tc, link_slows_down);
 	tcase_add_test(tc, max_time);
 	tcase_add_test(tc, stall_throttles_first);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("auto-converge");
+	tc = tu_case(s, "auto-converge", 0);
 	tcase_add_test(tc, auto_converge_until_it_fits);
 	tcase_add_test(tc, auto_converge_at_its_most);
-	suite_add_tcase(s, tc);
-	return s;
 }

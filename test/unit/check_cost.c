@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "cost.h"
+#include "suite.h"
 #include "suites.h"
 
 /* 20 ns a byte: 10 ms buys 500000 bytes; nothing for no time. */
@@ -38,13 +39,10 @@ START_TEST(up_at_once_down_slowly)
 }
 END_TEST
 
-Suite *cost_suite(void)
+void cost_cases(Suite *s)
 {
-	Suite *s = suite_create("cost");
-	TCase *tc = tcase_create("learn");
+	TCase *tc = tu_case(s, "learn", 0);
 
 	tcase_add_test(tc, bytes_for_time);
 	tcase_add_test(tc, up_at_once_down_slowly);
-	suite_add_tcase(s, tc);
-	return s;
 }

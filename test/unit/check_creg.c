@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "creg.h"
+#include "suite.h"
 #include "suites.h"
 #include "util.h"
 
@@ -287,10 +288,9 @@ START_TEST(pages_follow_registrations)
 }
 END_TEST
 
-Suite *creg_suite(void)
+void creg_cases(Suite *s)
 {
-	Suite *s = suite_create("creg");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 0);
 
 	tcase_add_test(tc, init_and_fini);
 	tcase_add_test(tc, add_rejects_bad_input);
@@ -300,6 +300,4 @@ Suite *creg_suite(void)
 	tcase_add_test(tc, accounting_and_peak);
 	tcase_add_test(tc, cap_zero_is_unlimited);
 	tcase_add_test(tc, pages_follow_registrations);
-	suite_add_tcase(s, tc);
-	return s;
 }

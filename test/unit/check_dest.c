@@ -15,6 +15,7 @@
 #include "dst_state.h"
 #include "dst_int.h"
 #include "privdata.h"
+#include "suite.h"
 #include "suites.h"
 
 /* A destination past its block map: @ram is block 0, @caps were granted. */
@@ -499,10 +500,9 @@ START_TEST(resume_tokens)
 }
 END_TEST
 
-Suite *dest_suite(void)
+void dest_cases(Suite *s)
 {
-	Suite *s = suite_create("dest");
-	TCase *tc = tcase_create("messages");
+	TCase *tc = tu_case(s, "messages", 0);
 
 	tcase_add_test(tc, zero_ranges_need_the_capability);
 	tcase_add_test(tc, zero_ranges_in_slices);
@@ -513,6 +513,4 @@ Suite *dest_suite(void)
 	tcase_add_test(tc, resume_authenticates_first);
 	tcase_add_test(tc, resume_of_another_set);
 	tcase_add_test(tc, resume_tokens);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dreg.h"
+#include "suite.h"
 #include "suites.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -230,13 +231,10 @@ START_TEST(cap_releases_idle_chunks)
 }
 END_TEST
 
-Suite *dreg_suite(void)
+void dreg_cases(Suite *s)
 {
-	Suite *s = suite_create("dreg");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 0);
 
 	tcase_add_test(tc, batches_ramp_and_keys_arrive);
 	tcase_add_test(tc, cap_releases_idle_chunks);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rdmig.h"
+#include "suite.h"
 #include "suites.h"
 
 #define MIB (1ull << 20)
@@ -131,10 +132,9 @@ START_TEST(arguments_checked)
 }
 END_TEST
 
-Suite *forecast_suite(void)
+void forecast_cases(Suite *s)
 {
-	Suite *s = suite_create("forecast");
-	TCase *tc = tcase_create("model");
+	TCase *tc = tu_case(s, "model", 0);
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, quiet_workload_converges);
@@ -143,6 +143,4 @@ Suite *forecast_suite(void)
 	tcase_add_test(tc, measured_first_round_and_round_cost);
 	tcase_add_test(tc, endless_policy_still_ends);
 	tcase_add_test(tc, arguments_checked);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "pace.h"
+#include "suite.h"
 #include "suites.h"
 
 START_TEST(no_limit_is_unlimited)
@@ -52,14 +53,11 @@ START_TEST(debt_and_the_wait)
 }
 END_TEST
 
-Suite *pace_suite(void)
+void pace_cases(Suite *s)
 {
-	Suite *s = suite_create("pace");
-	TCase *tc = tcase_create("bucket");
+	TCase *tc = tu_case(s, "bucket", 0);
 
 	tcase_add_test(tc, no_limit_is_unlimited);
 	tcase_add_test(tc, refills_at_the_rate);
 	tcase_add_test(tc, debt_and_the_wait);
-	suite_add_tcase(s, tc);
-	return s;
 }

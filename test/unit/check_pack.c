@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "pack.h"
+#include "suite.h"
 #include "suites.h"
 
 START_TEST(gathers_merges_and_fits_the_frame)
@@ -50,12 +51,9 @@ START_TEST(gathers_merges_and_fits_the_frame)
 }
 END_TEST
 
-Suite *pack_suite(void)
+void pack_cases(Suite *s)
 {
-	Suite *s = suite_create("pack");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 0);
 
 	tcase_add_test(tc, gathers_merges_and_fits_the_frame);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -5,6 +5,7 @@
 
 #include "lathist.h"
 #include "pcq.h"
+#include "suite.h"
 #include "suites.h"
 
 static void add(void *arg, uint64_t ns)
@@ -125,17 +126,13 @@ START_TEST(qemu_buckets)
 }
 END_TEST
 
-Suite *pcq_suite(void)
+void pcq_cases(Suite *s)
 {
-	Suite *s = suite_create("pcq");
-	TCase *tc = tcase_create("faults");
+	TCase *tc = tu_case(s, "faults", 0);
 
 	tcase_add_test(tc, oldest_first_once_per_page);
 	tcase_add_test(tc, placed_pages_release_their_faults);
 	tcase_add_test(tc, failed_reads_are_asked_again);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("lathist");
+	tc = tu_case(s, "lathist", 0);
 	tcase_add_test(tc, qemu_buckets);
-	suite_add_tcase(s, tc);
-	return s;
 }

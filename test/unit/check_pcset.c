@@ -6,6 +6,7 @@
 
 #include "bitmap.h"
 #include "pcset.h"
+#include "suite.h"
 #include "suites.h"
 
 #define CHECK(expr, ...) do { if (!(expr)) ck_abort_msg(__VA_ARGS__); } while (0)
@@ -211,18 +212,14 @@ START_TEST(keys)
 }
 END_TEST
 
-Suite *pcset_suite(void)
+void pcset_cases(Suite *s)
 {
-	Suite *s = suite_create("pcset");
-	TCase *tc = tcase_create("ranges");
+	TCase *tc = tu_case(s, "ranges", 0);
 
 	tcase_add_test(tc, cut_and_take);
 	tcase_add_test(tc, empty_set);
 	tcase_add_test(tc, ranges_refused);
 	tcase_add_test(tc, order_across_messages);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("keys");
+	tc = tu_case(s, "keys", 0);
 	tcase_add_test(tc, keys);
-	suite_add_tcase(s, tc);
-	return s;
 }

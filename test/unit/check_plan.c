@@ -7,6 +7,7 @@
 #include "bitmap.h"
 #include "blocks.h"
 #include "plan.h"
+#include "suite.h"
 #include "suites.h"
 #include "util.h"
 
@@ -450,12 +451,10 @@ START_TEST(random_blocks_match_reference)
 }
 END_TEST
 
-Suite *plan_suite(void)
+void plan_cases(Suite *s)
 {
-	Suite *s = suite_create("plan");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 120);
 
-	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, writes_stop_at_chunk_end);
 	tcase_add_test(tc, writes_stop_at_merge_max);
 	tcase_add_test(tc, block_not_a_multiple_of_chunk);
@@ -466,6 +465,4 @@ Suite *plan_suite(void)
 	tcase_add_test(tc, cursor_bounds_the_scan);
 	tcase_add_test(tc, huge_pages);
 	tcase_add_loop_test(tc, random_blocks_match_reference, 0, 20);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "populate.h"
+#include "suite.h"
 #include "suites.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -148,15 +149,12 @@ START_TEST(present_after_fault_in)
 }
 END_TEST
 
-Suite *populate_suite(void)
+void populate_cases(Suite *s)
 {
-	Suite *s = suite_create("populate");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 0);
 
 	tcase_add_test(tc, populates_every_range_in_order);
 	tcase_add_test(tc, skips_below_the_consumer);
 	tcase_add_test(tc, reports_where_it_failed);
 	tcase_add_test(tc, present_after_fault_in);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "privdata.h"
+#include "suite.h"
 #include "suites.h"
 
 static const struct pd_request good_req = {
@@ -464,10 +465,9 @@ START_TEST(negotiate_recover)
 }
 END_TEST
 
-Suite *privdata_suite(void)
+void privdata_cases(Suite *s)
 {
-	Suite *s = suite_create("privdata");
-	TCase *tc = tcase_create("privdata");
+	TCase *tc = tu_case(s, "privdata", 0);
 
 	tcase_add_test(tc, request_round_trip);
 	tcase_add_test(tc, request_layout_is_network_order);
@@ -486,6 +486,4 @@ Suite *privdata_suite(void)
 	tcase_add_test(tc, resume_round_trip);
 	tcase_add_test(tc, resume_limits);
 	tcase_add_test(tc, negotiate_recover);
-	suite_add_tcase(s, tc);
-	return s;
 }

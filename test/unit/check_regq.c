@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "regq.h"
+#include "suite.h"
 #include "suites.h"
 
 static atomic_int live;  /* MRs registered and not deregistered */
@@ -269,17 +270,13 @@ START_TEST(fault_in_registers_nothing)
 }
 END_TEST
 
-Suite *regq_suite(void)
+void regq_cases(Suite *s)
 {
-	Suite *s = suite_create("regq");
-	TCase *tc = tcase_create("helper");
+	TCase *tc = tu_case(s, "helper", 60);
 
-	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, results_in_order, 0, 2);
 	tcase_add_loop_test(tc, stop_then_fini, 0, 2);
 	tcase_add_test(tc, helpers_at_once);
 	tcase_add_loop_test(tc, many_jobs_stop_anytime, 0, 4);
 	tcase_add_test(tc, fault_in_registers_nothing);
-	suite_add_tcase(s, tc);
-	return s;
 }

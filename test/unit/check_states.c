@@ -8,6 +8,7 @@
 
 #include "dst_int.h"
 #include "src_int.h"
+#include "suite.h"
 #include "suites.h"
 
 static void names_ok(const char *const *names, size_t n, const char *table)
@@ -89,13 +90,10 @@ START_TEST(transitions_logged_at_debug)
 }
 END_TEST
 
-Suite *states_suite(void)
+void states_cases(Suite *s)
 {
-	Suite *s = suite_create("states");
-	TCase *tc = tcase_create("names");
+	TCase *tc = tu_case(s, "names", 0);
 
 	tcase_add_test(tc, every_state_named_once);
 	tcase_add_test(tc, transitions_logged_at_debug);
-	suite_add_tcase(s, tc);
-	return s;
 }

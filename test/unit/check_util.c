@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "util.h"
 
@@ -92,16 +93,13 @@ START_TEST(laps_account_for_the_step)
 }
 END_TEST
 
-Suite *util_suite(void)
+void util_cases(Suite *s)
 {
-	Suite *s = suite_create("util");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 0);
 
 	tcase_add_test(tc, err_set_returns_code_and_message);
 	tcase_add_test(tc, err_message_truncates_safely);
 	tcase_add_test(tc, deadlines);
 	tcase_add_test(tc, overflow_helpers);
 	tcase_add_test(tc, laps_account_for_the_step);
-	suite_add_tcase(s, tc);
-	return s;
 }

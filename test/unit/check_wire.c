@@ -12,6 +12,7 @@
 #include "codec.h"
 #include "ctrl_seeds.h"
 #include "msgcheck.h"
+#include "suite.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -145,15 +146,12 @@ START_TEST(every_type_is_in_the_man_page)
 }
 END_TEST
 
-Suite *wire_suite(void)
+void wire_cases(Suite *s)
 {
-	Suite *s = suite_create("wire");
-	TCase *tc = tcase_create("every_type");
+	TCase *tc = tu_case(s, "every_type", 0);
 
 	tcase_add_test(tc, every_type_has_a_codec_row);
 	tcase_add_test(tc, every_type_has_a_msgcheck_row);
 	tcase_add_test(tc, every_type_has_a_fuzz_seed);
 	tcase_add_test(tc, every_type_is_in_the_man_page);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "worker.h"
 
@@ -122,13 +123,10 @@ START_TEST(stop_waits_for_the_job)
 }
 END_TEST
 
-Suite *worker_suite(void)
+void worker_cases(Suite *s)
 {
-	Suite *s = suite_create("worker");
-	TCase *tc = tcase_create("worker");
+	TCase *tc = tu_case(s, "worker", 0);
 
 	tcase_add_test(tc, hand_reap_wake);
 	tcase_add_test(tc, stop_waits_for_the_job);
-	suite_add_tcase(s, tc);
-	return s;
 }

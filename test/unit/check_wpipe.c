@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "wpipe.h"
 
@@ -263,15 +264,12 @@ START_TEST(window_wraps)
 }
 END_TEST
 
-Suite *wpipe_suite(void)
+void wpipe_cases(Suite *s)
 {
-	Suite *s = suite_create("wpipe");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 0);
 
 	tcase_add_test(tc, channels_take_turns_and_complete_in_order);
 	tcase_add_test(tc, not_ready_stops_in_order_and_budget_limits);
 	tcase_add_test(tc, window_wraps);
 	tcase_add_test(tc, post_calls_are_bounded);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "wpost.h"
 
@@ -199,15 +200,11 @@ START_TEST(stop_idle_and_never_started)
 }
 END_TEST
 
-Suite *wpost_suite(void)
+void wpost_cases(Suite *s)
 {
-	Suite *s = suite_create("wpost");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 60);
 
-	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, every_request_posted_in_order);
 	tcase_add_test(tc, failed_post_reaches_driver);
 	tcase_add_test(tc, stop_idle_and_never_started);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "util.h"
 #include "zero.h"
@@ -131,17 +132,13 @@ START_TEST(dense_data_is_not_zero)
 }
 END_TEST
 
-Suite *zero_suite(void)
+void zero_cases(Suite *s)
 {
-	Suite *s = suite_create("zero");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 300);
 
-	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, every_position_dispatched);
 	tcase_add_test(tc, every_position_portable);
 	tcase_add_test(tc, huge_page_dispatched);
 	tcase_add_test(tc, huge_page_portable);
 	tcase_add_test(tc, dense_data_is_not_zero);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "suite.h"
 #include "suites.h"
 #include "zero.h"
 #include "zscan.h"
@@ -178,15 +179,11 @@ START_TEST(stop_anytime)
 }
 END_TEST
 
-Suite *zscan_suite(void)
+void zscan_cases(Suite *s)
 {
-	Suite *s = suite_create("zscan");
-	TCase *tc = tcase_create("core");
+	TCase *tc = tu_case(s, "core", 60);
 
-	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, answers_are_right_and_come);
 	tcase_add_test(tc, new_iteration_forgets);
 	tcase_add_test(tc, stop_anytime);
-	suite_add_tcase(s, tc);
-	return s;
 }

@@ -1,34 +1,35 @@
 #ifndef RDMIG_UNIT_SUITES_H
 #define RDMIG_UNIT_SUITES_H
 #include <check.h>
-Suite *util_suite(void);
-Suite *api_suite(void);
-Suite *auth_suite(void);
-Suite *bitmap_suite(void);
-Suite *zero_suite(void);
-Suite *blocks_suite(void);
-Suite *plan_suite(void);
-Suite *creg_suite(void);
-Suite *privdata_suite(void);
-Suite *codec_suite(void);
-Suite *arena_suite(void);
-Suite *wpipe_suite(void);
-Suite *wpost_suite(void);
-Suite *worker_suite(void);
-Suite *zscan_suite(void);
-Suite *dreg_suite(void);
-Suite *populate_suite(void);
-Suite *pack_suite(void);
-Suite *dest_suite(void);
-Suite *pace_suite(void);
-Suite *abi_suite(void);
-Suite *cost_suite(void);
-Suite *regq_suite(void);
-Suite *conv_suite(void);
-Suite *forecast_suite(void);
-Suite *chan_suite(void);
-Suite *pcset_suite(void);
-Suite *pcq_suite(void);
-Suite *states_suite(void);
-Suite *wire_suite(void);
+/* Each adds its suite's test cases (test/common/suite.h). */
+void util_cases(Suite *);
+void api_cases(Suite *);
+void auth_cases(Suite *);
+void bitmap_cases(Suite *);
+void zero_cases(Suite *);
+void blocks_cases(Suite *);
+void plan_cases(Suite *);
+void creg_cases(Suite *);
+void privdata_cases(Suite *);
+void codec_cases(Suite *);
+void arena_cases(Suite *);
+void wpipe_cases(Suite *);
+void wpost_cases(Suite *);
+void worker_cases(Suite *);
+void zscan_cases(Suite *);
+void dreg_cases(Suite *);
+void populate_cases(Suite *);
+void pack_cases(Suite *);
+void dest_cases(Suite *);
+void pace_cases(Suite *);
+void abi_cases(Suite *);
+void cost_cases(Suite *);
+void regq_cases(Suite *);
+void conv_cases(Suite *);
+void forecast_cases(Suite *);
+void chan_cases(Suite *);
+void pcset_cases(Suite *);
+void pcq_cases(Suite *);
+void states_cases(Suite *);
+void wire_cases(Suite *);
 #endif

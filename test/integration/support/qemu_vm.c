@@ -120,6 +120,16 @@ static int enter_root(const char *root, const char *dir)
 	return 0;
 }
 
+void vm_files(struct vm_files *g, const char *dir)
+{
+	snprintf(g->src_ram, sizeof(g->src_ram), "%s/src.ram", dir);
+	snprintf(g->dst_ram, sizeof(g->dst_ram), "%s/dst.ram", dir);
+	snprintf(g->src_serial, sizeof(g->src_serial), "%s/src.serial", dir);
+	snprintf(g->dst_serial, sizeof(g->dst_serial), "%s/dst.serial", dir);
+	snprintf(g->src_img, sizeof(g->src_img), "%s/src.img", dir);
+	snprintf(g->dst_img, sizeof(g->dst_img), "%s/dst.img", dir);
+}
+
 void vm_dir(char *dir, size_t len, const char *tag)
 {
 	snprintf(dir, len, "/dev/shm/rdmig-%s.XXXXXX", tag);
@@ -132,24 +142,14 @@ static void spawn_qemu(struct tu_proc *p, const char *log, const char *root, con
 		       char *const argv[])
 {
 	pid_t parent = getpid(), pid;
-	int fd;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->out_path, sizeof(p->out_path), "%s", log);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(126);
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0)
-			_exit(126);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
-		fd = open("/dev/null", O_RDONLY);
-		dup2(fd, 0);
+		tu_die_with_parent(parent);
+		tu_child_stdio(log, NULL);
 		if (root && enter_root(root, dir) < 0)
 			_exit(126);
 		execv(argv[0], argv);
@@ -382,3 +382,30 @@ int guest_check(const char *ram, char *line, size_t len)
 {
 	return guest_check_range(ram, 0, line, len);
 }
+
+const char vm_qmp_impostor_py[] =
+	"import json, socket, sys\n"
+	"if len(sys.argv) > 1:\n"
+	"    s = socket.socket(socket.AF_UNIX)\n"
+	"    s.bind(sys.argv[1]); s.listen(4)\n"
+	"    print('listening', flush=True)\n"
+	"else:\n"
+	"    s = socket.socket(fileno=3)\n"
+	"    print('serving', flush=True)\n"
+	"while True:\n"
+	"    c, _ = s.accept()\n"
+	"    print('connected', flush=True)\n"
+	"    c.sendall(b'{\"QMP\": {\"version\": {\"qemu\": {\"major\": 7, \"minor\": 2, "
+	"\"micro\": 0}}, \"capabilities\": []}}\\n')\n"
+	"    c.settimeout(60)\n"
+	"    try:\n"
+	"        while True:\n"
+	"            b = c.recv(65536)\n"
+	"            if not b: break\n"
+	"            print('got %d bytes: %r' % (len(b), b[:200]), flush=True)\n"
+	"            for line in b.split(b'\\n'):\n"
+	"                try: req = json.loads(line)\n"
+	"                except ValueError: continue\n"
+	"                c.sendall(json.dumps({'return': {}, 'id': req.get('id')}).encode() + b'\\n')\n"
+	"    except OSError: pass\n"
+	"    c.close()\n";

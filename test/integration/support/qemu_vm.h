@@ -42,7 +42,26 @@ struct vm {
 
 /* A fresh directory for @v's sockets and logs, on a filesystem that can
  * hold unix sockets (9p in the Soft-RoCE bed cannot). */
+/* A Python program that poses as QEMU on a QMP socket (run it with
+ * python3 -c): it listens on the socket named by its argument (and prints
+ * "listening") or, without one, serves the listening socket it inherited
+ * as fd 3 (and prints "serving"); it greets like QMP, answers every command
+ * with an empty return and prints "got N bytes: ..." for what it is sent,
+ * so that whatever reaches it shows. */
+extern const char vm_qmp_impostor_py[];
+
 void vm_dir(char *dir, size_t len, const char *tag);
+
+/* The files of a migrated guest's two QEMUs: RAM, serial log and boot
+ * image of the source and of the destination (each QEMU its own image:
+ * both lock the image they boot from). */
+struct vm_files {
+	char src_ram[256], dst_ram[256], src_serial[256], dst_serial[256];
+	char src_img[256], dst_img[256];
+};
+
+/* Names them in @dir (src.ram, dst.serial, ...); creates nothing. */
+void vm_files(struct vm_files *g, const char *dir);
 /* Starts qemu-system-x86_64 -accel tcg -nographic -nodefaults -qmp ... with
  * @args (NULL-terminated) after those, and connects to its QMP socket as
  * soon as QEMU listens; fails the test unless query-version says @qemu's
