@@ -17,7 +17,9 @@ int cli_err_set(struct cli_err *e, int code, const char *fmt, ...)
 
 int cli_err_give(int code, const struct cli_err *e, char *buf, size_t len)
 {
-	if (code && buf && len)
+	/* No message: the library's buffer stays as it was (it says the
+	 * errno then), never a stale one. */
+	if (code && buf && len && e->msg[0])
 		snprintf(buf, len, "%s", e->msg);
 	return code;
 }

@@ -14,6 +14,9 @@
 /* A message of ours may hold a nested one and two paths (PATH_MAX each). */
 #define CLI_ERR_MAX 8192
 
+/* 8 KiB: at home on a main thread's stack, not on a worker's with a small
+ * one (the dirty pool keeps its workers' on the heap), and never across a
+ * socket as it is (the throttle keeper sends a message of its own size). */
 struct cli_err {
 	char msg[CLI_ERR_MAX];
 };

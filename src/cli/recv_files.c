@@ -301,7 +301,7 @@ static int map_file(struct mig *m, const char *name, uint64_t length, void **hos
 static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_size,
 		  void **host, int *zeroed, char *errbuf, size_t errlen)
 {
-	struct cli_err err;
+	struct cli_err err = { .msg = "" };
 
 	(void)page_size;
 	return cli_err_give(map_file(ctx, name, length, host, zeroed, &err), &err, errbuf,
@@ -311,7 +311,7 @@ static int map_cb(void *ctx, const char *name, uint64_t length, uint32_t page_si
 static int state_cb(void *ctx, const void *data, size_t len, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
-	struct cli_err err;
+	struct cli_err err = { .msg = "" };
 	int rc = m->ds ? ds_write(m->ds, data, len, &err) :
 			 cli_err_set(&err, -EPROTO, "device state before the migration was "
 				     "admitted");
@@ -396,7 +396,7 @@ int recv_files_finish(struct mig *m, struct cli_err *err)
 static int commit_cb(void *ctx, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
-	struct cli_err err;
+	struct cli_err err = { .msg = "" };
 	int rc = sync_files(m, &err);
 
 	if (!rc)

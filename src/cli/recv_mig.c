@@ -307,7 +307,7 @@ static int admit_cb(void *ctx, uint64_t image_bytes, char *errbuf, size_t errlen
 {
 	struct mig *m = ctx;
 	struct app *a = m->app;
-	struct cli_err err;
+	struct cli_err err = { .msg = "" };
 	int rc = recv_admit(m, image_bytes, &err);
 
 	if (rc)

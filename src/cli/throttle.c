@@ -47,9 +47,12 @@ struct keep_req {
 	uint32_t pct;
 };
 
+/* A message of its own size on the socket pair, not a struct cli_err:
+ * a SEQPACKET datagram must fit the socket's send buffer, which a host
+ * may set as low as 4.6 KB (net.core.wmem_default). */
 struct keep_rep {
 	int32_t rc;
-	struct cli_err err;
+	char msg[1020];
 };
 
 struct throttle {
@@ -119,6 +122,21 @@ static __attribute__((noreturn)) void keeper_end(struct throttle *t, bool frozen
 	_exit(0);
 }
 
+/* The answer to migrate-send: @e's message (cut to the datagram's room) if
+ * @rep says the step failed.  A failed send leaves migrate-send's wait to
+ * time out, which says so. */
+static void reply(int sock, struct keep_rep *rep, const struct cli_err *e)
+{
+	size_t n;
+
+	if (rep->rc) {
+		n = strnlen(e->msg, sizeof(rep->msg) - 1);
+		memcpy(rep->msg, e->msg, n);
+		rep->msg[n] = '\0';
+	}
+	(void)send(sock, rep, sizeof(*rep), MSG_NOSIGNAL);
+}
+
 static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, pid_t parent)
 {
 	int fds[MAX_KEEP_FDS] = { sock, t->proc.pidfd, t->proc.dirfd };
@@ -127,6 +145,7 @@ static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, 
 	bool frozen = false, hold = false, on = false, aside = false;
 	struct keep_req req;
 	struct keep_rep rep;
+	struct cli_err e;
 	struct pollfd pfd = { .fd = sock, .events = POLLIN };
 	sigset_t none, term;
 	ssize_t got;
@@ -163,30 +182,31 @@ static __attribute__((noreturn)) void keeper_main(struct throttle *t, int sock, 
 		if (got != (ssize_t)sizeof(req))
 			keeper_end(t, frozen, hold);
 		memset(&rep, 0, sizeof(rep));
+		e.msg[0] = '\0';
 		switch (req.op) {
 		case KEEP_SET:
-			rep.rc = req.pct ? t->ops->apply(t->st, req.pct, &rep.err) :
-				 t->ops->release(t->st, &rep.err);
+			rep.rc = req.pct ? t->ops->apply(t->st, req.pct, &e) :
+				 t->ops->release(t->st, &e);
 			on = req.pct && !rep.rc;
 			aside = false;
-			send(sock, &rep, sizeof(rep), MSG_NOSIGNAL);
+			reply(sock, &rep, &e);
 			break;
 		case KEEP_FROZEN:
 			frozen = true;
 			if (on)
-				rep.rc = t->ops->pause(t->st, true, &rep.err);
+				rep.rc = t->ops->pause(t->st, true, &e);
 			if (req.pct)
-				send(sock, &rep, sizeof(rep), MSG_NOSIGNAL);
+				reply(sock, &rep, &e);
 			break;
 		case KEEP_THAWED:
 			frozen = false;
 			if (on && !aside)
-				t->ops->pause(t->st, false, &rep.err);
+				t->ops->pause(t->st, false, &e);
 			break;
 		case KEEP_HOLD: hold = true; break;
 		case KEEP_ASIDE:
 			if (on && !aside)
-				t->ops->pause(t->st, true, &rep.err);
+				t->ops->pause(t->st, true, &e);
 			aside = true;
 			break;
 		default: break;
@@ -289,8 +309,8 @@ static int exchange(struct throttle *t, const struct keep_req *req, struct keep_
 	got = recv(t->sock, rep, sizeof(*rep), 0);
 	if (got != (ssize_t)sizeof(*rep))
 		return keeper_gone(t, err);
-	rep->err.msg[sizeof(rep->err.msg) - 1] = '\0';
-	return rep->rc ? cli_err_set(err, rep->rc, "%s", rep->err.msg) : 0;
+	rep->msg[sizeof(rep->msg) - 1] = '\0';
+	return rep->rc ? cli_err_set(err, rep->rc, "%s", rep->msg) : 0;
 }
 
 static void note(struct throttle *t, enum keep_op op)
