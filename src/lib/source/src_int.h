@@ -247,6 +247,7 @@ struct src_pc {
 	 * good after a pause (only post-copy's come back). */
 	uint8_t token[PD_TOKEN_LEN];
 	enum src_resume { RS_CONNECTING, RS_AUTH, RS_RESUME, RS_CHANNELS } resume;
+	uint64_t left_at_resume;        /* as the destination's RESUMED said */
 	int64_t next_try_ms;
 	unsigned pauses;
 	bool data_gone;

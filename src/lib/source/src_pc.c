@@ -318,6 +318,19 @@ static int watch_channels(struct rdmig_source *s)
 	return 0;
 }
 
+/* Back in post-copy, whether the destination reads on or already holds
+ * every page: the status and the log say so either way. */
+static void resumed(struct rdmig_source *s, uint64_t left)
+{
+	src_set_state(s, SRC_POSTCOPY);
+	s->pc.qp_check_ms = rd_now_ms();
+	pthread_mutex_lock(&s->ss.stats.lock);
+	s->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
+	pthread_mutex_unlock(&s->ss.stats.lock);
+	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "post-copy resumed: the destination lacks %" PRIu64
+		" pages", left);
+}
+
 /* Resuming: the post-copy channels came back, the destination reads on. */
 static int resume_channels_step(struct rdmig_source *s)
 {
@@ -328,12 +341,7 @@ static int resume_channels_step(struct rdmig_source *s)
 	rc = src_chan_step(s);
 	if (rc != SRC_LINK_UP)
 		return rc == SRC_LINK_AGAIN ? 1 : rc;
-	src_set_state(s, SRC_POSTCOPY);
-	s->pc.qp_check_ms = rd_now_ms();
-	pthread_mutex_lock(&s->ss.stats.lock);
-	s->ss.stats.st.status = RDMIG_STATUS_POSTCOPY;
-	pthread_mutex_unlock(&s->ss.stats.lock);
-	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "post-copy resumed");
+	resumed(s, s->pc.left_at_resume);
 	return 0;
 }
 
@@ -391,13 +399,15 @@ int src_pc_on_resumed(struct rdmig_source *s, const ProtobufCMessage *m)
 	cfg_log(&s->ss.cfg, RDMIG_LOG_INFO, "post-copy resuming: the destination lacks %"
 		PRIu64 " of %" PRIu64 " pages", a->pages_left, s->pc.pages);
 	if (!a->pages_left) {
-		/* Every page is in: POSTCOPY_DONE follows. */
-		src_set_state(s, SRC_POSTCOPY);
+		/* Every page is in (the last READs finished while paused):
+		 * no channel comes back, POSTCOPY_DONE follows. */
+		resumed(s, 0);
 		return 0;
 	}
 	rc = src_chan_reopen_pc(s, a->channel_port, a->channel_token);
 	if (rc)
 		return rc;
+	s->pc.left_at_resume = a->pages_left;
 	s->pc.resume = RS_CHANNELS;
 	return 0;
 }
