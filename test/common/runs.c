@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -105,6 +106,26 @@ struct json_object *tu_event_in(const char *path, const char *event)
 	}
 	free(text);
 	return found;
+}
+
+void tu_phase_after_switch(const char *path, char *out, size_t len)
+{
+	char *text = tu_slurp(path, NULL), *line, *save = NULL;
+	bool switched = false;
+
+	out[0] = '\0';
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !out[0];
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct json_object *o = json_tokener_parse(line);
+		const char *ev = tu_jstr(o, "event");
+
+		if (!strcmp(ev, "iteration") && !strcmp(tu_jstr(o, "decision"), "switch-over"))
+			switched = true;
+		else if (switched && !strcmp(ev, "state"))
+			snprintf(out, len, "%s", tu_jstr(o, "phase"));
+		json_object_put(o);
+	}
+	free(text);
 }
 
 int tu_each_event(const char *path, const char *event,

@@ -55,6 +55,10 @@ uint64_t tu_jnum(struct json_object *o, const char *key);
 /* The string member @key of @o, or "". */
 const char *tu_jstr(struct json_object *o, const char *key);
 
+/* The phase migrate-send's --json entered right after its policy said
+ * switch over (the "state" event after the "iteration" whose "decision"
+ * is "switch-over"), into @out; "" when there is none. */
+void tu_phase_after_switch(const char *path, char *out, size_t len);
 /* Calls @fn with each JSON line of @path whose "event" is @event, in
  * order, until it returns non-zero (which is returned); 0 after the last. */
 int tu_each_event(const char *path, const char *event,

@@ -367,6 +367,11 @@ START_TEST(live_migration_runs_on)
 	ck_assert_uint_ge(sum + 2, tu_jnum(done, "downtime"));
 	ck_assert_uint_ge(tu_jnum(done, "dirty-sync-count"), 2);
 	ck_assert_uint_gt(tu_jnum(done, "state-bytes"), 0);
+	/* Unthrottled, the guest would write again what a round sends: QEMU's
+	 * migration starts as soon as the policy says switch over. */
+	tu_phase_after_switch(f.send.out, line, sizeof(line));
+	ck_assert_msg(!strcmp(line, "stopping"), "after the switch-over decision: phase \"%s\", "
+		      "not \"stopping\"", line);
 	/* The guest left the source and runs here. */
 	vm_expect_status(&f.src, "postmigrate");
 	vm_expect_status(&f.dst, "running");
