@@ -222,7 +222,11 @@ $(B)/obj/test/%.o: test/%.c | $(GEN_H)
 
 COMMON_OBJ := $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_COMMON))
 
-$(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(LIB_A)
+# The commands' pure decoders are unit-tested too (the post-copy socket's
+# message).
+UNIT_CLI_OBJ := $(B)/obj/cli/pcsock_msg.o $(B)/obj/cli/clierr.o
+
+$(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(UNIT_CLI_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
@@ -313,7 +317,7 @@ lint:
 # seconds on a scratch copy of its seed corpus; `make check` runs them
 # briefly.  Crashes are written to build/fuzz/ and fail the target.  The
 # fuzzers carry their own sanitizers, so they live in build/ in every build.
-FUZZ_TARGETS := privdata codec dest chan control names pcset
+FUZZ_TARGETS := privdata codec dest chan control names pcset pcsock
 FUZZ_TIME ?= 120
 fuzz: bootstrap-if-needed
 	@test/fuzz/build.sh
