@@ -334,12 +334,11 @@ static int accept_one(struct app *a, struct pcsock *p, struct cli_err *err)
 	int n = poll(&pfd, 1, (int)(a->o.timeout_s * 1000));
 
 	if (n <= 0)
-		return cli_err_set(err, -ETIMEDOUT, "--postcopy-socket %s: no VMM came within %"
-				   PRIu64 " s (--timeout)", p->path, a->o.timeout_s);
+		return cli_err_set(err, -ETIMEDOUT, "no VMM came within %" PRIu64 " s (--timeout)",
+				   a->o.timeout_s);
 	p->fd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (p->fd < 0)
-		return cli_err_set(err, -errno, "--postcopy-socket %s: accept: %s", p->path,
-				   strerror(errno));
+		return cli_err_set(err, -errno, "accept: %s", strerror(errno));
 	return 0;
 }
 
