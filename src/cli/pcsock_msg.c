@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A line of the message, not NUL-terminated. */
@@ -233,4 +234,29 @@ int pcs_decode(const char *buf, size_t len, unsigned nfds, struct pcs_msg *m,
 		return cli_err_set(err, -EPROTO, "expected \"end\" after the regions, and nothing "
 				   "after it");
 	return check_pairs(m, err);
+}
+
+/* ---- the device state's header ------------------------------------------------ */
+
+size_t pcs_state_line(char *buf, uint64_t n)
+{
+	return (size_t)snprintf(buf, PCS_STATE_LINE_MAX, "state %" PRIu64 "\n", n);
+}
+
+int pcs_state_parse(const char *line, uint64_t max, uint64_t *n, struct cli_err *err)
+{
+	struct line l = { line, strlen(line) };
+	int rc = keyword_num(&l, "state", n, err);
+
+	if (rc)
+		return rc;
+	/* Decimal without leading zeros, as migrate-recv writes it: one
+	 * spelling, so a line that is not ours shows. */
+	if (strncmp(line, "state ", 6) || strspn(line + 6, "0123456789") != strlen(line + 6) ||
+	    (line[6] == '0' && line[7]))
+		return cli_err_set(err, -EPROTO, "a malformed \"state\" line");
+	if (*n > max)
+		return cli_err_set(err, -EFBIG, "%" PRIu64 " bytes of device state, more than the "
+				   "%" PRIu64 " taken", *n, max);
+	return 0;
 }

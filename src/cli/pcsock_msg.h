@@ -14,7 +14,12 @@
  * process and is checked here, before anything is mapped: the counts, the
  * lengths, whole 4 KiB pages, no range that wraps, no two regions of one
  * name or of overlapping addresses.  Pure: no I/O, so a unit test and a
- * fuzzer drive it as migrate-recv does. */
+ * fuzzer drive it as migrate-recv does.
+ *
+ * After "ok", migrate-recv sends the device state before it says "run" or
+ * "complete": a line "state N" (decimal) and exactly N bytes.  Its header
+ * is made and read here, so migrate-recv and a VMM written in C (the test
+ * VMM is one) agree on it byte for byte. */
 #ifndef RDMIG_CLI_PCSOCK_MSG_H
 #define RDMIG_CLI_PCSOCK_MSG_H
 
@@ -51,5 +56,15 @@ int pcs_complete(const char *buf, size_t len);
  * the cause in @err. */
 int pcs_decode(const char *buf, size_t len, unsigned nfds, struct pcs_msg *m,
 	       struct cli_err *err);
+
+/* "state " with 20 digits at most, '\n' and the NUL. */
+#define PCS_STATE_LINE_MAX 28
+/* The header of @n bytes of device state, "state N\n", in @buf (at least
+ * PCS_STATE_LINE_MAX bytes); its length. */
+size_t pcs_state_line(char *buf, uint64_t n);
+/* The VMM's side: @line (its '\n' removed) is a header announcing at most
+ * @max bytes: 0 with *@n, or -EPROTO (another line, a malformed number) or
+ * -EFBIG (more than @max: the VMM would have to hold it), with @err. */
+int pcs_state_parse(const char *line, uint64_t max, uint64_t *n, struct cli_err *err);
 
 #endif

@@ -2,6 +2,7 @@
  * VMM in another process says is taken only whole and in range. */
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,6 +107,40 @@ START_TEST(long_name)
 }
 END_TEST
 
+/* The device state's header: what migrate-recv writes, the VMM reads back
+ * whole; anything else is refused, and so is more than the VMM takes. */
+START_TEST(state_header)
+{
+	char line[PCS_STATE_LINE_MAX];
+	uint64_t n = 1;
+
+	ck_assert_uint_eq(pcs_state_line(line, 0), 8);
+	ck_assert_str_eq(line, "state 0\n");
+	ck_assert_uint_eq(pcs_state_line(line, UINT64_MAX), 27);
+	ck_assert_str_eq(line, "state 18446744073709551615\n");
+	line[26] = '\0';
+	ck_assert_int_eq(pcs_state_parse(line, UINT64_MAX, &n, &err), 0);
+	ck_assert_uint_eq(n, UINT64_MAX);
+	ck_assert_int_eq(pcs_state_parse("state 0", 0, &n, &err), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(pcs_state_parse("state 4096", 4096, &n, &err), 0);
+	ck_assert_uint_eq(n, 4096);
+	ck_assert_int_eq(pcs_state_parse("state 4097", 4096, &n, &err), -EFBIG);
+	ck_assert(strstr(err.msg, "4097 bytes of device state, more than the 4096"));
+	ck_assert_int_eq(pcs_state_parse("run", 100, &n, &err), -EPROTO);
+	ck_assert(strstr(err.msg, "expected a \"state\" line"));
+	ck_assert_int_eq(pcs_state_parse("state", 100, &n, &err), -EPROTO);
+	ck_assert_int_eq(pcs_state_parse("state 0x10", 100, &n, &err), -EPROTO);
+	ck_assert_int_eq(pcs_state_parse("state 01", 100, &n, &err), -EPROTO);
+	ck_assert_int_eq(pcs_state_parse("state -1", 100, &n, &err), -EPROTO);
+	ck_assert_int_eq(pcs_state_parse("state 1 2", 100, &n, &err), -EPROTO);
+	ck_assert_int_eq(pcs_state_parse("state  1", 100, &n, &err), -EPROTO);
+	ck_assert_int_eq(pcs_state_parse("state 18446744073709551616", UINT64_MAX, &n, &err),
+			 -EPROTO);
+	ck_assert(strstr(err.msg, "malformed \"state\" line"));
+}
+END_TEST
+
 void pcsock_cases(Suite *s)
 {
 	TCase *tc = tcase_create("decode");
@@ -113,5 +148,6 @@ void pcsock_cases(Suite *s)
 	tcase_add_test(tc, good_message);
 	tcase_add_test(tc, bad_messages);
 	tcase_add_test(tc, long_name);
+	tcase_add_test(tc, state_header);
 	suite_add_tcase(s, tc);
 }
