@@ -28,8 +28,9 @@ static const char usage_text[] =
 	"      --qmp-uuid UUID      with --qmp: only a QEMU that says this UUID\n"
 	"      --no-start           with --qmp: leave the migrated guest paused\n"
 	"      --postcopy-socket PATH  receive into the memory of a VMM that hands it over\n"
-	"                           on this UNIX socket (memfds and its userfaultfd), and\n"
-	"                           serve its faults once the source switches to post-copy\n"
+	"                           on this UNIX socket (memfds and its userfaultfd), hand\n"
+	"                           it the device state there, and serve its faults once\n"
+	"                           the source switches to post-copy (not with --state-out)\n"
 	"  -j, --json               JSON events on stdout, one per line\n"
 	"      --control SOCK       control socket (status, cancel)\n"
 	"      --daemon             serve migrations one after another and at once,\n"
@@ -41,7 +42,8 @@ static const char usage_text[] =
 	"      --max-migrations N   --daemon: migrations at once, 1..1024 (default 16)\n"
 	"      --max-handshakes N   connections not yet authenticated, 1..1024 (default 8)\n"
 	"      --max-image SIZE     largest image taken (default: this host's memory)\n"
-	"      --max-state SIZE     largest device state taken (default 1G; 0: no limit)\n"
+	"      --max-state SIZE     largest device state taken (default 1G; 0: no limit,\n"
+	"                           not with --daemon or --postcopy-socket)\n"
 	"      --pinned-cap SIZE    bytes pinned per migration at most (default 256M;\n"
 	"                           0: no cap); pin-all of a larger image is refused\n"
 	"      --max-total-image SIZE   --daemon: all images at once (default: this\n"
@@ -153,6 +155,16 @@ static int check_args(struct recv_opts *o)
 		return cli_usage("--postcopy-socket receives into the VMM's own memory: drop %s",
 				 o->nrams ? "--ram" : o->ram_dir ? "--ram-dir" :
 				 o->qmp ? "--qmp" : "--daemon");
+	/* The VMM needs the state before its vCPUs run, on the socket it
+	 * talks on; a file named only at the end would be a second copy
+	 * nobody runs. */
+	if (o->postcopy_socket && o->state_out)
+		return cli_usage("--postcopy-socket hands the device state to the VMM on the "
+				 "socket: drop --state-out");
+	/* It is held in memory until the VMM takes it. */
+	if (o->postcopy_socket && !o->max_state)
+		return cli_usage("--postcopy-socket holds the device state in memory until the VMM "
+				 "takes it: give --max-state a size, not 0");
 	if (!o->nrams && !o->ram_dir && !o->qmp && !o->postcopy_socket)
 		return cli_usage("--ram NAME=PATH, --ram-dir DIR, --qmp SOCK or --postcopy-socket "
 				 "PATH is required");

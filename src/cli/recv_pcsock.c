@@ -29,6 +29,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "devstate.h"
 #include "pcsock_msg.h"
 
 /* The fds one hand-over may carry: the userfaultfd and a memfd a region. */
@@ -77,23 +78,81 @@ static int make_socket(struct pcsock *p, const char *path, struct cli_err *err)
 	return 0;
 }
 
-/* One line to the VMM; a VMM that is gone is seen by the watcher. */
-static void say(struct pcsock *p, const char *fmt, const char *arg)
+/* Writes all of @data to the VMM by @until (CLOCK_MONOTONIC ms): a VMM
+ * that stops reading must not hold migrate-recv, and with it the
+ * source's paused guest, for ever.  The socket stays blocking for the
+ * hand-over; each write here is MSG_DONTWAIT and waits in poll instead.
+ * An error names the VMM and @what was being sent. */
+static int vmm_send(struct pcsock *p, const void *data, size_t len, uint64_t until,
+		    const char *what, struct cli_err *err)
+{
+	struct pollfd pfd = { .fd = p->fd, .events = POLLOUT };
+	const char *c = data;
+	size_t done = 0;
+	uint64_t now;
+	ssize_t n;
+
+	if (p->fd < 0 || p->gone)
+		return cli_err_set(err, -ECONNRESET, "the VMM (pid %d) is gone from "
+				   "--postcopy-socket: %s not sent", (int)p->pid, what);
+	while (done < len) {
+		n = send(p->fd, c + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			done += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+			return cli_err_set(err, -errno, "the VMM (pid %d) on --postcopy-socket: "
+					   "sending %s: %s (%zu of %zu bytes sent)", (int)p->pid,
+					   what, strerror(errno), done, len);
+		now = cli_now_ms();
+		if (now >= until)
+			return cli_err_set(err, -ETIMEDOUT, "the VMM (pid %d) did not read %s "
+					   "within %" PRIu64 " s (--timeout): %zu of %zu bytes "
+					   "sent", (int)p->pid, what, p->a->o.timeout_s, done, len);
+		if (poll(&pfd, 1, (int)(until - now)) < 0 && errno != EINTR)
+			return cli_err_set(err, -errno, "poll: %s", strerror(errno));
+	}
+	return 0;
+}
+
+static uint64_t deadline(const struct pcsock *p)
+{
+	return cli_now_ms() + p->a->o.timeout_s * 1000;
+}
+
+/* One line to the VMM, within the timeout. */
+static int say(struct pcsock *p, const char *fmt, const char *arg, struct cli_err *err)
 {
 	char line[1024];
 	int n = snprintf(line, sizeof(line), fmt, arg ? arg : "");
 
-	if (p->fd < 0 || n <= 0)
-		return;
-	if ((size_t)n >= sizeof(line))
+	if (n <= 0)
+		return 0;
+	if ((size_t)n >= sizeof(line)) {
 		n = (int)sizeof(line) - 1;
+		line[n - 1] = '\n';
+	}
 	/* One line per message: a reason's own newlines would split it. */
 	for (char *c = line; c < line + n - 1; c++)
 		if (*c == '\n')
 			*c = ' ';
-	if (send(p->fd, line, (size_t)n, MSG_NOSIGNAL) < 0) {
-		/* The watcher sees the hangup. */
-	}
+	return vmm_send(p, line, (size_t)n, deadline(p), "a line", err);
+}
+
+/* The VMM's device state (ds_dst_vmm): "state N", then the N bytes, all
+ * within one timeout, before "run" or "complete" is said. */
+static int hand_state(void *ctx, const void *data, size_t len, struct cli_err *err)
+{
+	struct pcsock *p = ctx;
+	char head[PCS_STATE_LINE_MAX];
+	uint64_t until = deadline(p);
+	int rc = vmm_send(p, head, pcs_state_line(head, len), until, "the device state's header",
+			  err);
+
+	if (!rc)
+		rc = vmm_send(p, data, len, until, "the device state", err);
+	return rc;
 }
 
 /* The peer's user: ours, or root's.  Anyone else is refused: it would
@@ -346,13 +405,15 @@ static int accept_one(struct app *a, struct pcsock *p, struct cli_err *err)
  * or a negative errno that ends the run. */
 static int one_peer(struct app *a, struct pcsock *p, struct cli_err *err)
 {
+	struct cli_err why;
 	int rc = accept_one(a, p, err);
 
 	if (rc)
 		return rc;
 	rc = check_peer(p, err);
 	if (rc) {
-		say(p, "error: %s\n", err->msg);
+		/* Its own failure to hear why changes nothing: it is refused. */
+		say(p, "error: %s\n", err->msg, &why);
 		cli_err("--postcopy-socket %s: refused %s; still waiting", p->path, err->msg);
 		close(p->fd);
 		p->fd = -1;
@@ -360,11 +421,10 @@ static int one_peer(struct app *a, struct pcsock *p, struct cli_err *err)
 	}
 	rc = take_handover(a, p, err);
 	if (rc) {
-		say(p, "error: %s\n", err->msg);
+		say(p, "error: %s\n", err->msg, &why);
 		return rc;
 	}
-	say(p, "ok\n", NULL);
-	return 0;
+	return say(p, "ok\n", NULL, err);
 }
 
 int recv_pcsock_attach(struct app *a)
@@ -395,6 +455,8 @@ int recv_pcsock_attach(struct app *a)
 	if (rc)
 		return cli_usage("--postcopy-socket %s: %s", p->path, err.msg);
 	say_attached(a, p);
+	/* The device state of the migration to come is the VMM's too. */
+	ends_dest_vmm(&a->e, hand_state, p);
 	ev_io_init(&p->io, vmm_cb, p->fd, EV_READ);
 	p->io.data = p;
 	ev_io_start(a->loop, &p->io);
@@ -434,16 +496,27 @@ static void vmm_cb(struct ev_loop *loop, ev_io *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
+/* The switch: the VMM gets its device state, then "run".  The library
+ * calls this only once every state byte the source wrote went to the
+ * state callback (docs/postcopy.md, "The device state"), so the state
+ * handed over is whole. */
 static int postcopy_start_cb(void *ctx, char *errbuf, size_t errlen)
 {
 	struct mig *m = ctx;
 	struct pcsock *p = m->app->pcs;
+	struct cli_err err = { .msg = "" };
+	int rc;
 
 	if (p->gone) {
 		snprintf(errbuf, errlen, "the VMM disconnected from --postcopy-socket");
 		return -ECONNRESET;
 	}
-	say(p, "run\n", NULL);
+	rc = m->ds ? ds_commit(m->ds, &err) : cli_err_set(&err, -EPROTO, "post-copy before "
+							   "the migration was admitted");
+	if (!rc)
+		rc = say(p, "run\n", NULL, &err);
+	if (rc)
+		return cli_err_give(rc, &err, errbuf, errlen);
 	if (m->app->o.json) {
 		struct json_object *o = cli_event("postcopy-started");
 		struct rdmig_stats st = { .size = sizeof(st) };
@@ -485,14 +558,14 @@ int recv_pcsock_views(struct mig *m)
 void recv_pcsock_end(struct app *a, int code, const char *msg)
 {
 	struct pcsock *p = a->pcs;
+	struct cli_err err;
 
-	if (!p || p->said_end)
+	if (!p || p->said_end || p->gone)
 		return;
 	p->said_end = true;
-	if (code)
-		say(p, "failed: %s\n", msg);
-	else
-		say(p, "complete\n", NULL);
+	/* The outcome stands whether or not the VMM hears it: said here. */
+	if (code ? say(p, "failed: %s\n", msg, &err) : say(p, "complete\n", NULL, &err))
+		cli_err("warning: --postcopy-socket: %s", err.msg);
 }
 
 void recv_pcsock_close(struct app *a)
