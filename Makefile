@@ -242,6 +242,9 @@ $(B)/test/%: $(B)/obj/test/integration/%.o $(COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
+# The test VMM reads the device state's header as migrate-recv writes it.
+$(B)/test/pcvmm: $(B)/obj/cli/pcsock_msg.o $(B)/obj/cli/clierr.o
+
 # LD_PRELOAD shims the fault tests put into a command under test.
 SHIM_SRC := $(wildcard test/integration/shim/*.c)
 SHIM_SO  := $(patsubst test/integration/shim/%.c,$(B)/test/lib%.so,$(SHIM_SRC))

@@ -4,6 +4,9 @@
  * RAM file into it and serves the VMM's faults after the switch.  Every
  * page the VMM sees must be the source's as of the pause (the process
  * stays stopped after a post-copy, so its file is that reference).
+ * The VMM also gets the device state on the socket before "run" (or
+ * before "complete"): its digest must be that of migrate-send's
+ * --state-in file.
  * Run: CK_RUN_SUITE=pcsock (cases postcopy_socket, postcopy_socket_hostile). */
 #include <check.h>
 #include <errno.h>
@@ -20,10 +23,15 @@
 
 #define PAGE 4096u
 
+/* The device state sent: over the 4 MiB state ring (it wraps) and far
+ * over a UNIX socket's buffer (the VMM reads while it comes), not a
+ * multiple of anything. */
+#define STATE_BYTES (6u * 1048576u + 4099u)
+
 struct pc {
 	struct tu_fx f;
 	struct tu_run vmm;
-	char sock[400], sums[400], ref[400], vmmbin[512];
+	char sock[400], sums[400], ref[400], vmmbin[512], state[400];
 };
 
 /* The fixture, a workload of @size at @rate MiB/s on block "vm", and a
@@ -42,6 +50,8 @@ static void setup(struct pc *p, const char *size, const char *rate,
 	snprintf(p->sums, sizeof(p->sums), "%s/vmm.sums", p->f.dir);
 	snprintf(p->ref, sizeof(p->ref), "%s/src.sums", p->f.dir);
 	snprintf(p->vmmbin, sizeof(p->vmmbin), "%s/test/pcvmm", getenv("RDMIG_BUILD"));
+	snprintf(p->state, sizeof(p->state), "%s/state-in", p->f.dir);
+	tu_write_random(p->state, STATE_BYTES, 33);
 	snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)strtoull(size, NULL, 0) *
 		 (strchr(size, 'M') ? 1048576ull : 1ull));
 	tu_argv_add(&v, (const char *[]){ p->vmmbin, p->sock, "vm", bytes, p->sums, NULL });
@@ -75,6 +85,28 @@ static void page_sums(const char *path, const char *out)
 	fclose(o);
 }
 
+/* The VMM printed the digest of the state it got: that of @path, every
+ * byte of it. */
+static void assert_state(struct pc *p, const char *path)
+{
+	unsigned long long h = 0xcbf29ce484222325ull, n = 0;
+	char want[64];
+	FILE *in = fopen(path, "r");
+	int c;
+
+	ck_assert_ptr_nonnull(in);
+	while ((c = getc(in)) != EOF) {
+		h = (h ^ (unsigned char)c) * 0x100000001b3ull;
+		n++;
+	}
+	fclose(in);
+	snprintf(want, sizeof(want), "state bytes %llu\n", n);
+	ck_assert_msg(tu_file_has(p->vmm.out, want), "the VMM did not get %llu state bytes", n);
+	snprintf(want, sizeof(want), "digest state %016llx\n", h);
+	ck_assert_msg(tu_file_has(p->vmm.out, want), "the VMM's state is not the source's "
+		      "(want \"%.30s\")", want);
+}
+
 static void all_ok(struct pc *p)
 {
 	int sc = tu_run_finish(&p->f.send, 120000), rc = tu_run_finish(&p->f.recv, 30000);
@@ -92,6 +124,7 @@ static void all_ok(struct pc *p)
 	ck_assert_int_eq(tu_proc_state(p->f.load.p.pid, NULL), 'T');
 	page_sums(p->f.file, p->ref);
 	tu_assert_same(p->ref, p->sums);
+	assert_state(p, p->state);
 }
 
 static void teardown(struct pc *p)
@@ -110,7 +143,7 @@ START_TEST(postcopy_after_one_round)
 	setup(&p, "16M", "8", NULL, NULL);
 	tu_fx_send(&p.f, NULL, (const char *[]){ "--ram", p.f.ram, "--live", "--pid", p.f.pid,
 						 "--json", "--postcopy", "--postcopy-after", "1",
-						 NULL });
+						 "--state-in", p.state, NULL });
 	tu_must_see(&p.f.send, "send", "postcopy-started", 60000);
 	tu_must_see(&p.f.recv, "recv", "postcopy-started", 30000);
 	all_ok(&p);
@@ -133,7 +166,7 @@ START_TEST(postcopy_on_timeout)
 	tu_fx_send(&p.f, NULL, (const char *[]){ "--ram", p.f.ram, "--live", "--pid", p.f.pid,
 						 "--json", "--postcopy", "--max-time", "2",
 						 "--max-downtime", "1", "--on-timeout", "postcopy",
-						 NULL });
+						 "--state-in", p.state, NULL });
 	ev = tu_wait_event(&p.f.send, "postcopy-started", 60000);
 	if (!ev)
 		tu_run_dump(&p.f.send, "send");
@@ -141,6 +174,56 @@ START_TEST(postcopy_on_timeout)
 	ck_assert_str_ne(tu_jstr(ev, "reason"), "postcopy-after");
 	json_object_put(ev);
 	all_ok(&p);
+	teardown(&p);
+}
+END_TEST
+
+/* (a) A source that completes in pre-copy: the VMM gets its state, then
+ * "complete" at once, and never faults. */
+START_TEST(precopy_completes)
+{
+	struct pc p;
+
+	setup(&p, "16M", "8", NULL, NULL);
+	tu_fx_send(&p.f, NULL, (const char *[]){ "--ram", p.f.ram, "--live", "--pid", p.f.pid,
+						 "--json", "--state-in", p.state, NULL });
+	all_ok(&p);
+	ck_assert(!tu_file_has(p.vmm.out, "running"));
+	teardown(&p);
+}
+END_TEST
+
+/* (c) A VMM that stops reading its state: migrate-recv gives up within
+ * --timeout, naming the VMM and what it was sending, instead of holding
+ * the source's guest for ever; the source fails too, its process stopped
+ * (it had switched). */
+START_TEST(postcopy_socket_vmm_stalls)
+{
+	struct pc p;
+	char pid[64];
+	int rc, sc;
+
+	setup(&p, "16M", "8", (const char *[]){ "--stall-state", NULL },
+	      (const char *[]){ "--timeout", "5", NULL });
+	tu_fx_send(&p.f, NULL, (const char *[]){ "--ram", p.f.ram, "--live", "--pid", p.f.pid,
+						 "--json", "--postcopy", "--postcopy-after", "0",
+						 "--state-in", p.state, NULL });
+	rc = tu_run_finish(&p.f.recv, 60000);
+	sc = tu_run_finish(&p.f.send, 60000);
+	if (rc == 0 || sc == 0 || !tu_file_has(p.f.recv.err, "did not read the device state")) {
+		tu_run_dump(&p.f.recv, "recv");
+		tu_run_dump(&p.f.send, "send");
+	}
+	ck_assert_int_ne(rc, 0);
+	ck_assert_int_ne(sc, 0);
+	snprintf(pid, sizeof(pid), "the VMM (pid %d) did not read the device state within 5 s",
+		 (int)p.vmm.p.pid);
+	ck_assert(tu_file_has(p.f.recv.err, pid));
+	ck_assert(tu_file_has(p.f.recv.err, "(--timeout)"));
+	/* migrate-recv hung up on it: it saw no "run". */
+	ck_assert_int_eq(tu_run_finish(&p.vmm, 10000), 3);
+	ck_assert(!tu_file_has(p.vmm.out, "running"));
+	ck_assert_int_eq(tu_proc_state(p.f.load.p.pid, NULL), 'T');
 	teardown(&p);
 }
 END_TEST
@@ -246,8 +329,10 @@ void pcsock_cases(Suite *s)
 
 	tcase_add_test(tc, postcopy_after_one_round);
 	tcase_add_test(tc, postcopy_on_timeout);
+	tcase_add_test(tc, precopy_completes);
 	tc = tu_case(s, "postcopy_socket_hostile", 300);
 	tcase_add_test(tc, postcopy_socket_other_user);
 	tcase_add_test(tc, postcopy_socket_bad_messages);
 	tcase_add_test(tc, postcopy_socket_vmm_dies);
+	tcase_add_test(tc, postcopy_socket_vmm_stalls);
 }

@@ -2,23 +2,30 @@
  * --postcopy-socket (migrate-recv(1), POST-COPY SOCKET).
  *
  *   pcvmm SOCKET NAME SIZE SUMS [--threads N] [--die-after-run MS]
- *         [--bad WHAT]
+ *         [--bad WHAT] [--stall-state]
  *
  * Makes a memfd of SIZE bytes as guest RAM block NAME, maps it shared,
  * makes a userfaultfd (UFFD_FEATURE_MINOR_SHMEM), connects to SOCKET
  * (waiting up to 30 s for it) and hands both over.  On "ok" it says
- * "attached" and waits; on "run" it drops its page-table entries of the
- * block, as a VMM must before its vCPUs run, says "running", and N
+ * "attached" and waits for its device state, "state N" and N bytes (1 GiB
+ * at most, migrate-recv's default --max-state), and prints
+ * "digest state HEX" (FNV-1a 64 of the bytes) and "state bytes N", as
+ * examples/vmm-dest.c does.  On "run" it drops its page-table entries of
+ * the block, as a VMM must before its vCPUs run, says "running", and N
  * threads (2) read random pages for 300 ms; then a checksum of every page
  * (FNV-1a 64, one hex line a page) goes to SUMS, and it waits for
- * "complete".  --die-after-run MS: killed by itself MS after "run" (a VMM
- * that dies during post-copy).  --bad size|count|fds: a message that is
- * wrong in that way.  Exit: 0 complete, 2 refused ("error: ..." on
- * stderr), 3 failed, 4 cannot connect, 1 anything else. */
+ * "complete".  "complete" right after the state (a pre-copy that
+ * completed) writes SUMS at once.  --die-after-run MS: killed by itself
+ * MS after "run" (a VMM that dies during post-copy).  --bad
+ * size|count|fds: a message that is wrong in that way.  --stall-state:
+ * reads nothing after "ok" (a VMM that stops reading) until migrate-recv
+ * hangs up.  Exit: 0 complete, 2 refused ("error: ..." on stderr), 3
+ * failed, 4 cannot connect, 1 anything else. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pcsock_msg.h"
+
 #define PAGE 4096u
+/* The state taken at most: migrate-recv's default --max-state. */
+#define STATE_MAX (1ull << 30)
 
 static uint8_t *ram;
 static uint64_t size;
@@ -130,6 +141,56 @@ static void read_line(int s, char *buf, size_t len)
 	buf[n] = '\0';
 }
 
+/* FNV-1a 64, the tests' digest of pages and state alike. */
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* "state N" in @line, then N bytes: their digest printed, as a VMM would
+ * load them before its vCPUs run. */
+static void read_state(int s, const char *line)
+{
+	uint64_t n, h = 0xcbf29ce484222325ull, got = 0;
+	struct cli_err err;
+	uint8_t buf[65536];
+
+	if (pcs_state_parse(line, STATE_MAX, &n, &err)) {
+		fprintf(stderr, "pcvmm: %s: %s\n", line, err.msg);
+		exit(3);
+	}
+	while (got < n) {
+		size_t want = n - got < sizeof(buf) ? (size_t)(n - got) : sizeof(buf);
+		ssize_t r = read(s, buf, want);
+
+		if (r <= 0) {
+			fprintf(stderr, "pcvmm: migrate-recv hung up after %llu of %llu state "
+				"bytes\n", (unsigned long long)got, (unsigned long long)n);
+			exit(3);
+		}
+		h = fnv(h, buf, (size_t)r);
+		got += (uint64_t)r;
+	}
+	printf("digest state %016llx\nstate bytes %llu\n", (unsigned long long)h,
+	       (unsigned long long)n);
+	fflush(stdout);
+}
+
+/* Reads nothing more: migrate-recv must give up on its own. */
+static void stall(int s)
+{
+	struct pollfd p = { .fd = s, .events = POLLRDHUP };
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	fprintf(stderr, "pcvmm: migrate-recv hung up while stalled\n");
+	exit(3);
+}
+
 static void *toucher(void *arg)
 {
 	uint64_t x = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
@@ -148,17 +209,13 @@ static void *toucher(void *arg)
 static void write_sums(const char *path)
 {
 	FILE *f = fopen(path, "w");
-	uint64_t p, i;
+	uint64_t p;
 
 	if (!f)
 		die(path);
-	for (p = 0; p < size / PAGE; p++) {
-		uint64_t h = 0xcbf29ce484222325ull;
-
-		for (i = 0; i < PAGE; i++)
-			h = (h ^ ram[p * PAGE + i]) * 0x100000001b3ull;
-		fprintf(f, "%016llx\n", (unsigned long long)h);
-	}
+	for (p = 0; p < size / PAGE; p++)
+		fprintf(f, "%016llx\n",
+			(unsigned long long)fnv(0xcbf29ce484222325ull, ram + p * PAGE, PAGE));
 	if (fclose(f))
 		die(path);
 }
@@ -181,6 +238,7 @@ int main(int argc, char **argv)
 {
 	const char *bad = NULL;
 	unsigned threads = 2, die_ms = 0;
+	int stall_state = 0;
 	char line[2048];
 	int memfd, uffd, s, i;
 
@@ -189,8 +247,13 @@ int main(int argc, char **argv)
 			"[--die-after-run MS] [--bad size|count|fds]\n");
 		return 2;
 	}
-	for (i = 5; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--threads"))
+	for (i = 5; i < argc; i += 2) {
+		if (!strcmp(argv[i], "--stall-state")) {
+			stall_state = 1;
+			i--;
+		} else if (i + 1 == argc) {
+			break;
+		} else if (!strcmp(argv[i], "--threads"))
 			threads = (unsigned)atoi(argv[i + 1]) % 16;
 		else if (!strcmp(argv[i], "--die-after-run"))
 			die_ms = (unsigned)atoi(argv[i + 1]);
@@ -214,7 +277,21 @@ int main(int argc, char **argv)
 	}
 	printf("attached\n");
 	fflush(stdout);
+	if (stall_state)
+		stall(s);
 	read_line(s, line, sizeof(line));
+	if (strncmp(line, "state ", 6)) {
+		fprintf(stderr, "pcvmm: %s\n", line);
+		return 3;
+	}
+	read_state(s, line);
+	read_line(s, line, sizeof(line));
+	/* Completed in pre-copy: every page is in, nothing to fault. */
+	if (!strcmp(line, "complete")) {
+		write_sums(argv[4]);
+		printf("complete\n");
+		return 0;
+	}
 	if (strcmp(line, "run")) {
 		fprintf(stderr, "pcvmm: %s\n", line);
 		return 3;
