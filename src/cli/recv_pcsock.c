@@ -43,6 +43,7 @@ struct pcsock {
 	struct pcs_msg msg;
 	ev_io io;               /* the VMM's connection: a hangup cancels */
 	bool said_end, gone;
+	bool deaf;              /* a write timed out: the next is not waited for */
 	struct app *a;
 };
 
@@ -95,6 +96,11 @@ static int vmm_send(struct pcsock *p, const void *data, size_t len, uint64_t unt
 	if (p->fd < 0 || p->gone)
 		return cli_err_set(err, -ECONNRESET, "the VMM (pid %d) is gone from "
 				   "--postcopy-socket: %s not sent", (int)p->pid, what);
+	/* Its socket is still full of what it did not read: a "failed" line
+	 * after that would only hold the exit for another --timeout. */
+	if (p->deaf)
+		return cli_err_set(err, -ETIMEDOUT, "the VMM (pid %d) stopped reading: %s not "
+				   "sent", (int)p->pid, what);
 	while (done < len) {
 		n = send(p->fd, c + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0) {
@@ -106,7 +112,8 @@ static int vmm_send(struct pcsock *p, const void *data, size_t len, uint64_t unt
 					   "sending %s: %s (%zu of %zu bytes sent)", (int)p->pid,
 					   what, strerror(errno), done, len);
 		now = cli_now_ms();
-		if (now >= until)
+		p->deaf = now >= until;
+		if (p->deaf)
 			return cli_err_set(err, -ETIMEDOUT, "the VMM (pid %d) did not read %s "
 					   "within %" PRIu64 " s (--timeout): %zu of %zu bytes "
 					   "sent", (int)p->pid, what, p->a->o.timeout_s, done, len);
