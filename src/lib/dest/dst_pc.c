@@ -48,7 +48,7 @@ int dst_pc_setup(struct rdmig_dest *d)
 			free(pb);
 			return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
 		}
-		pb[i] = (struct pcd_block){ b->d.name, b->host, b->d.length };
+		pb[i] = (struct pcd_block){ b->d.name, b->host, b->d.length, b->view };
 	}
 	pcset_rx_init(&pc->rx, d->nmap, pc->npages, pc->set);
 	pckeys_init(&pc->keys, d->nmap, pc->length);

@@ -1,0 +1,318 @@
+/* pcvmm: a test VMM in a process of its own, for migrate-recv's
+ * --postcopy-socket (migrate-recv(1), POST-COPY SOCKET).
+ *
+ *   pcvmm SOCKET NAME SIZE SUMS [--threads N] [--die-after-run MS]
+ *         [--bad WHAT] [--stall-state]
+ *
+ * Makes a memfd of SIZE bytes as guest RAM block NAME, maps it shared,
+ * makes a userfaultfd (UFFD_FEATURE_MINOR_SHMEM), connects to SOCKET
+ * (waiting up to 30 s for it) and hands both over.  On "ok" it says
+ * "attached" and waits for its device state, "state N" and N bytes (1 GiB
+ * at most, migrate-recv's default --max-state), and prints
+ * "digest state HEX" (FNV-1a 64 of the bytes) and "state bytes N", as
+ * examples/vmm-dest.c does.  On "run" it drops its page-table entries of
+ * the block, as a VMM must before its vCPUs run, says "running", and N
+ * threads (2) read random pages for 300 ms; then a checksum of every page
+ * (FNV-1a 64, one hex line a page) goes to SUMS, and it waits for
+ * "complete".  "complete" right after the state (a pre-copy that
+ * completed) writes SUMS at once.  --die-after-run MS: killed by itself
+ * MS after "run" (a VMM that dies during post-copy).  --bad
+ * size|count|fds: a message that is wrong in that way.  --stall-state:
+ * reads nothing after "ok" (a VMM that stops reading) until migrate-recv
+ * hangs up.  Exit: 0 complete, 2 refused ("error: ..." on stderr), 3
+ * failed, 4 cannot connect, 1 anything else. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pcsock_msg.h"
+
+#define PAGE 4096u
+/* The state taken at most: migrate-recv's default --max-state. */
+#define STATE_MAX (1ull << 30)
+
+static uint8_t *ram;
+static uint64_t size;
+static volatile int stop_touch;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "pcvmm: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int make_uffd(void)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_MINOR_SHMEM };
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+
+	/* A peer without the privilege (another user, in the tests) still
+	 * connects: it is to be refused for who it is, before any fd counts. */
+	if (fd < 0 && errno == EPERM)
+		return open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die("userfaultfd");
+	if (ioctl(fd, UFFDIO_API, &api))
+		die("UFFDIO_API (MINOR_SHMEM)");
+	return fd;
+}
+
+static int connect_to(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, i;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	for (i = 0; i < 300; i++) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			die("socket");
+		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			return fd;
+		close(fd);
+		if (errno != ENOENT && errno != ECONNREFUSED) {
+			fprintf(stderr, "pcvmm: connect %s: %s\n", path, strerror(errno));
+			exit(4);
+		}
+		usleep(100000);
+	}
+	fprintf(stderr, "pcvmm: %s never came\n", path);
+	exit(4);
+}
+
+static void send_handover(int s, const char *name, int uffd, int memfd, const char *bad)
+{
+	char msg[1024];
+	int fds[3] = { uffd, memfd, memfd };
+	unsigned nfds = bad && !strcmp(bad, "fds") ? 3 : 2;
+	union {
+		char b[CMSG_SPACE(sizeof(fds))];
+		struct cmsghdr align;
+	} c;
+	struct iovec iov = { msg, 0 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.b,
+			     .msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	iov.iov_len = (size_t)snprintf(msg, sizeof(msg), "rdmig-postcopy-socket 1\nregions %s\n"
+				       "region %s 0x%llx %llu 0 4096\nend\n",
+				       bad && !strcmp(bad, "count") ? "2" : "1", name,
+				       (unsigned long long)(uintptr_t)ram,
+				       (unsigned long long)(bad && !strcmp(bad, "size") ?
+							    size - 1 : size));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+	if (sendmsg(s, &mh, MSG_NOSIGNAL) < 0)
+		die("sendmsg");
+}
+
+/* One line from migrate-recv (blocking); exits if it hung up. */
+static void read_line(int s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		ssize_t r = read(s, buf + n, 1);
+
+		if (r <= 0) {
+			fprintf(stderr, "pcvmm: migrate-recv hung up\n");
+			exit(3);
+		}
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = '\0';
+}
+
+/* FNV-1a 64, the tests' digest of pages and state alike. */
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* "state N" in @line, then N bytes: their digest printed, as a VMM would
+ * load them before its vCPUs run. */
+static void read_state(int s, const char *line)
+{
+	uint64_t n, h = 0xcbf29ce484222325ull, got = 0;
+	struct cli_err err;
+	uint8_t buf[65536];
+
+	if (pcs_state_parse(line, STATE_MAX, &n, &err)) {
+		fprintf(stderr, "pcvmm: %s: %s\n", line, err.msg);
+		exit(3);
+	}
+	while (got < n) {
+		size_t want = n - got < sizeof(buf) ? (size_t)(n - got) : sizeof(buf);
+		ssize_t r = read(s, buf, want);
+
+		if (r <= 0) {
+			fprintf(stderr, "pcvmm: migrate-recv hung up after %llu of %llu state "
+				"bytes\n", (unsigned long long)got, (unsigned long long)n);
+			exit(3);
+		}
+		h = fnv(h, buf, (size_t)r);
+		got += (uint64_t)r;
+	}
+	printf("digest state %016llx\nstate bytes %llu\n", (unsigned long long)h,
+	       (unsigned long long)n);
+	fflush(stdout);
+}
+
+/* Reads nothing more: migrate-recv must give up on its own. */
+static void stall(int s)
+{
+	struct pollfd p = { .fd = s, .events = POLLRDHUP };
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	fprintf(stderr, "pcvmm: migrate-recv hung up while stalled\n");
+	exit(3);
+}
+
+static void *toucher(void *arg)
+{
+	uint64_t x = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
+	volatile uint8_t sink = 0;
+
+	while (!stop_touch) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		sink += ram[(x % (size / PAGE)) * PAGE];
+	}
+	(void)sink;
+	return NULL;
+}
+
+static void write_sums(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	uint64_t p;
+
+	if (!f)
+		die(path);
+	for (p = 0; p < size / PAGE; p++)
+		fprintf(f, "%016llx\n",
+			(unsigned long long)fnv(0xcbf29ce484222325ull, ram + p * PAGE, PAGE));
+	if (fclose(f))
+		die(path);
+}
+
+static void run_guest(unsigned threads)
+{
+	pthread_t th[16];
+	unsigned i;
+
+	stop_touch = 0;
+	for (i = 0; i < threads; i++)
+		pthread_create(&th[i], NULL, toucher, (void *)(uintptr_t)(i + 1));
+	usleep(300000);
+	stop_touch = 1;
+	for (i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+}
+
+int main(int argc, char **argv)
+{
+	const char *bad = NULL;
+	unsigned threads = 2, die_ms = 0;
+	int stall_state = 0;
+	char line[2048];
+	int memfd, uffd, s, i;
+
+	if (argc < 5) {
+		fprintf(stderr, "usage: pcvmm SOCKET NAME SIZE SUMS [--threads N] "
+			"[--die-after-run MS] [--bad size|count|fds]\n");
+		return 2;
+	}
+	for (i = 5; i < argc; i += 2) {
+		if (!strcmp(argv[i], "--stall-state")) {
+			stall_state = 1;
+			i--;
+		} else if (i + 1 == argc) {
+			break;
+		} else if (!strcmp(argv[i], "--threads"))
+			threads = (unsigned)atoi(argv[i + 1]) % 16;
+		else if (!strcmp(argv[i], "--die-after-run"))
+			die_ms = (unsigned)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--bad"))
+			bad = argv[i + 1];
+	}
+	size = strtoull(argv[3], NULL, 0);
+	memfd = memfd_create(argv[2], MFD_CLOEXEC);
+	if (memfd < 0 || ftruncate(memfd, (off_t)size))
+		die("memfd");
+	ram = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (ram == MAP_FAILED)
+		die("mmap");
+	uffd = make_uffd();
+	s = connect_to(argv[1]);
+	send_handover(s, argv[2], uffd, memfd, bad);
+	read_line(s, line, sizeof(line));
+	if (strcmp(line, "ok")) {
+		fprintf(stderr, "pcvmm: %s\n", line);
+		return 2;
+	}
+	printf("attached\n");
+	fflush(stdout);
+	if (stall_state)
+		stall(s);
+	read_line(s, line, sizeof(line));
+	if (strncmp(line, "state ", 6)) {
+		fprintf(stderr, "pcvmm: %s\n", line);
+		return 3;
+	}
+	read_state(s, line);
+	read_line(s, line, sizeof(line));
+	/* Completed in pre-copy: every page is in, nothing to fault. */
+	if (!strcmp(line, "complete")) {
+		write_sums(argv[4]);
+		printf("complete\n");
+		return 0;
+	}
+	if (strcmp(line, "run")) {
+		fprintf(stderr, "pcvmm: %s\n", line);
+		return 3;
+	}
+	/* The contract: no page-table entry of guest memory survives into
+	 * the run, so every first touch faults to migrate-recv. */
+	if (madvise(ram, size, MADV_DONTNEED))
+		die("madvise");
+	printf("running\n");
+	fflush(stdout);
+	if (die_ms) {
+		usleep(die_ms * 1000u);
+		kill(getpid(), SIGKILL);
+	}
+	run_guest(threads);
+	write_sums(argv[4]);
+	read_line(s, line, sizeof(line));
+	if (strcmp(line, "complete")) {
+		fprintf(stderr, "pcvmm: %s\n", line);
+		return 3;
+	}
+	printf("complete\n");
+	return 0;
+}
