@@ -43,6 +43,8 @@ struct pcsock {
 	struct pcs_msg msg;
 	ev_io io;               /* the VMM's connection: a hangup cancels */
 	bool said_end, gone;
+	bool ran;               /* "run" was said: the VMM's guest ran */
+	bool failed;            /* "failed" was said */
 	bool deaf;              /* a write timed out: the next is not waited for */
 	struct app *a;
 };
@@ -524,6 +526,7 @@ static int postcopy_start_cb(void *ctx, char *errbuf, size_t errlen)
 		rc = say(p, "run\n", NULL, &err);
 	if (rc)
 		return cli_err_give(rc, &err, errbuf, errlen);
+	p->ran = true;
 	if (m->app->o.json) {
 		struct json_object *o = cli_event("postcopy-started");
 		struct rdmig_stats st = { .size = sizeof(st) };
@@ -570,9 +573,42 @@ void recv_pcsock_end(struct app *a, int code, const char *msg)
 	if (!p || p->said_end || p->gone)
 		return;
 	p->said_end = true;
+	p->failed = code != 0;
 	/* The outcome stands whether or not the VMM hears it: said here. */
 	if (code ? say(p, "failed: %s\n", msg, &err) : say(p, "complete\n", NULL, &err))
 		cli_err("warning: --postcopy-socket: %s", err.msg);
+}
+
+/* After a failure that followed "run": the VMM must stop its vCPUs while
+ * it still holds its userfaultfd (migrate-recv(1), POST-COPY SOCKET), and
+ * ours is let go only once it hung up, or after --timeout.  Should the VMM
+ * have closed its own copy against the contract, ours is then the last:
+ * its registrations keep the guest's threads waiting on the pages that
+ * never came, instead of mapping the stale page cache, until the VMM
+ * stopped them. */
+static void wait_hangup(struct pcsock *p)
+{
+	struct pollfd pfd = { .fd = p->fd, .events = POLLIN | POLLRDHUP };
+	uint64_t until = deadline(p), now;
+	char junk[256];
+
+	if (!p->ran || !p->failed || p->gone || p->fd < 0)
+		return;
+	cli_err("post-copy failed: waiting up to %" PRIu64 " s (--timeout) for the VMM (pid %d) "
+		"to stop its guest and hang up", p->a->o.timeout_s, (int)p->pid);
+	while ((now = cli_now_ms()) < until) {
+		int n = poll(&pfd, 1, (int)(until - now));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		n = (int)read(p->fd, junk, sizeof(junk));
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			return;
+	}
+	cli_err("warning: the VMM (pid %d) did not hang up within %" PRIu64 " s: its "
+		"userfaultfd is let go here all the same", (int)p->pid, p->a->o.timeout_s);
 }
 
 void recv_pcsock_close(struct app *a)
@@ -584,6 +620,7 @@ void recv_pcsock_close(struct app *a)
 	recv_pcsock_end(a, 1, "migrate-recv stopped before the migration ended");
 	if (a->loop)
 		ev_io_stop(a->loop, &p->io);
+	wait_hangup(p);
 	if (p->fd >= 0)
 		close(p->fd);
 	if (p->uffd >= 0)

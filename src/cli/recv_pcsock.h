@@ -25,7 +25,9 @@ void recv_pcsock_hook(struct mig *m, struct rdmig_config *cfg);
 int recv_pcsock_views(struct mig *m);
 /* The migration ended: the VMM hears "complete" (@code 0) or why not. */
 void recv_pcsock_end(struct app *a, int code, const char *msg);
-/* Says "failed" if nothing was said, closes, and removes the socket. */
+/* Says "failed" if nothing was said; after a failure that followed "run",
+ * waits (--timeout at most) for the VMM to hang up before letting go of
+ * its userfaultfd; closes, and removes the socket. */
 void recv_pcsock_close(struct app *a);
 
 #endif

@@ -7,9 +7,11 @@
  * The VMM also gets the device state on the socket before "run" (or
  * before "complete"): its digest must be that of migrate-send's
  * --state-in file.
+ * Every page the VMM's threads read is checked too: none may be stale.
  * Run: CK_RUN_SUITE=pcsock (cases postcopy_socket, postcopy_socket_hostile). */
 #include <check.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +109,36 @@ static void assert_state(struct pc *p, const char *path)
 		      "(want \"%.30s\")", want);
 }
 
+/* Every page the VMM's threads read (pcvmm's SUMS.seen, "PAGE SUM" with
+ * the low bit forced on) is the source's page of @ref: none was stale.
+ * Nothing to check when the guest never ran. */
+static void assert_seen(const char *ref, const char *sums)
+{
+	char path[512], line[64];
+	unsigned long long pg, h, want, at = 0;
+	FILE *s, *r = fopen(ref, "r");
+
+	snprintf(path, sizeof(path), "%s.seen", sums);
+	s = fopen(path, "r");
+	ck_assert_ptr_nonnull(r);
+	if (!s) {
+		fclose(r);
+		return;
+	}
+	while (fscanf(s, "%llu %llx", &pg, &h) == 2) {
+		/* Both in page order: the reference is read on to @pg. */
+		for (; at <= pg; at++) {
+			ck_assert_msg(fgets(line, sizeof(line), r), "page %llu is beyond the source's",
+				      pg);
+		}
+		want = strtoull(line, NULL, 16) | 1;
+		ck_assert_msg(h == want, "the VMM read page %llu as %016llx, the source's is "
+			      "%016llx: a stale page", pg, h, want);
+	}
+	fclose(s);
+	fclose(r);
+}
+
 static void all_ok(struct pc *p)
 {
 	int sc = tu_run_finish(&p->f.send, 120000), rc = tu_run_finish(&p->f.recv, 30000);
@@ -124,6 +156,7 @@ static void all_ok(struct pc *p)
 	ck_assert_int_eq(tu_proc_state(p->f.load.p.pid, NULL), 'T');
 	page_sums(p->f.file, p->ref);
 	tu_assert_same(p->ref, p->sums);
+	assert_seen(p->ref, p->sums);
 	assert_state(p, p->state);
 }
 
@@ -323,6 +356,43 @@ START_TEST(postcopy_socket_vmm_dies)
 }
 END_TEST
 
+/* (c) migrate-recv is killed (SIGKILL) after "run": the VMM, which holds
+ * its userfaultfd as migrate-recv(1) asks, sees the hangup, stops its
+ * guest, and its threads stay blocked on the pages that never came; none
+ * read a stale page (every page read is the source's as of the pause). */
+START_TEST(postcopy_socket_recv_killed)
+{
+	struct pc p;
+	int i, vc;
+
+	setup(&p, "32M", "8", NULL, (const char *[]){ "--timeout", "10", NULL });
+	tu_fx_send(&p.f, NULL, (const char *[]){ "--ram", p.f.ram, "--live", "--pid", p.f.pid,
+						 "--json", "--postcopy", "--postcopy-after", "0",
+						 "--max-bandwidth", "8M", "--timeout", "10", NULL });
+	for (i = 0; i < 600 && !tu_file_has(p.vmm.out, "running"); i++)
+		usleep(100000);
+	ck_assert_msg(tu_file_has(p.vmm.out, "running"), "the VMM's guest never ran");
+	usleep(50000);
+	ck_assert_int_eq(kill(p.f.recv.p.pid, SIGKILL), 0);
+	vc = tu_run_finish(&p.vmm, 30000);
+	tu_run_finish(&p.f.recv, 10000);
+	tu_run_finish(&p.f.send, 60000);
+	if (vc != 3 || !tu_file_has(p.vmm.err, "guest stopped")) {
+		tu_run_dump(&p.vmm, "vmm");
+		tu_run_dump(&p.f.send, "send");
+	}
+	ck_assert_int_eq(vc, 3);
+	ck_assert(tu_file_has(p.vmm.err, "after run: migrate-recv hung up: guest stopped"));
+	/* Killed 50 ms into the pass of 32 MiB at 8 MiB/s: a thread met a
+	 * page that never came, and waits on it. */
+	ck_assert(!tu_file_has(p.vmm.err, "guest stopped, 0 of"));
+	ck_assert_int_eq(tu_proc_state(p.f.load.p.pid, NULL), 'T');
+	page_sums(p.f.file, p.ref);
+	assert_seen(p.ref, p.sums);
+	teardown(&p);
+}
+END_TEST
+
 void pcsock_cases(Suite *s)
 {
 	TCase *tc = tu_case(s, "postcopy_socket", 400);
@@ -335,4 +405,5 @@ void pcsock_cases(Suite *s)
 	tcase_add_test(tc, postcopy_socket_bad_messages);
 	tcase_add_test(tc, postcopy_socket_vmm_dies);
 	tcase_add_test(tc, postcopy_socket_vmm_stalls);
+	tcase_add_test(tc, postcopy_socket_recv_killed);
 }

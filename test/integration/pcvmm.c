@@ -12,10 +12,14 @@
  * "digest state HEX" (FNV-1a 64 of the bytes) and "state bytes N", as
  * examples/vmm-dest.c does.  On "run" it drops its page-table entries of
  * the block, as a VMM must before its vCPUs run, says "running", and N
- * threads (2) read random pages for 300 ms; then a checksum of every page
- * (FNV-1a 64, one hex line a page) goes to SUMS, and it waits for
- * "complete".  "complete" right after the state (a pre-copy that
- * completed) writes SUMS at once.  --die-after-run MS: killed by itself
+ * threads (2) read random pages for 300 ms, each page's checksum noted;
+ * then it waits for "complete", writes the checksums of the pages read
+ * ("PAGE HEX" lines) to SUMS.seen and of every page (FNV-1a 64, one hex
+ * line a page) to SUMS.  "complete" right after the state (a pre-copy
+ * that completed) writes SUMS at once.  After "run", "failed:" or
+ * migrate-recv's hangup is fatal: the threads are stopped while the
+ * userfaultfd is still held, SUMS.seen written, and pcvmm says how many
+ * threads were left blocked ("guest stopped") and exits 3.  --die-after-run MS: killed by itself
  * MS after "run" (a VMM that dies during post-copy).  --bad
  * size|count|fds: a message that is wrong in that way.  --stall-state:
  * reads nothing after "ok" (a VMM that stops reading) until migrate-recv
@@ -48,6 +52,23 @@
 static uint8_t *ram;
 static uint64_t size;
 static volatile int stop_touch;
+/* The guest's threads ("vCPUs"): each says when it stopped, so one that
+ * waits on a page that never came is seen without joining it. */
+static pthread_t th[16];
+static volatile int th_done[16];
+static unsigned nth;
+/* Every page a thread read, by its checksum (0: not read): the test
+ * compares them with the source's, so a stale page would show. */
+static uint64_t *seen;
+static char seen_path[1100];
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
 
 static void die(const char *what)
 {
@@ -193,17 +214,58 @@ static void stall(int s)
 
 static void *toucher(void *arg)
 {
-	uint64_t x = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
-	volatile uint8_t sink = 0;
+	unsigned me = (unsigned)(uintptr_t)arg;
+	uint64_t x = (uint64_t)(me + 1) * 0x9e3779b97f4a7c15ull + 1;
 
 	while (!stop_touch) {
+		uint64_t pg;
+
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		sink += ram[(x % (size / PAGE)) * PAGE];
+		pg = x % (size / PAGE);
+		/* The guest only reads: a page's sum is the same at every read. */
+		__atomic_store_n(&seen[pg], fnv(0xcbf29ce484222325ull, ram + pg * PAGE, PAGE) | 1,
+				 __ATOMIC_RELAXED);
 	}
-	(void)sink;
+	th_done[me] = 1;
 	return NULL;
+}
+
+/* "PAGE SUM" for every page a thread read (SUMS.seen); the test checks
+ * each against the source's page (the low bit is forced on: 0 is "not
+ * read"). */
+static void write_seen(void)
+{
+	FILE *f = fopen(seen_path, "w");
+	uint64_t p;
+
+	if (!f)
+		die(seen_path);
+	for (p = 0; p < size / PAGE; p++)
+		if (seen[p])
+			fprintf(f, "%llu %016llx\n", (unsigned long long)p, (unsigned long long)seen[p]);
+	if (fclose(f))
+		die(seen_path);
+}
+
+/* After "run", a "failed:" line or migrate-recv's hangup is fatal: the
+ * guest's memory is split between the hosts.  As migrate-recv(1) asks, the
+ * vCPUs stop while the userfaultfd is still held (it is never closed
+ * here): a thread waiting on a page that never came stays blocked rather
+ * than read the stale page cache.  Exit 3. */
+static void fatal_after_run(const char *why)
+{
+	unsigned i, blocked = 0;
+
+	stop_touch = 1;
+	usleep(500000);
+	for (i = 0; i < nth; i++)
+		blocked += !th_done[i];
+	write_seen();
+	fprintf(stderr, "pcvmm: after run: %s: guest stopped, %u of %u vCPU threads blocked "
+		"on pages that never came; the userfaultfd held to the end\n", why, blocked, nth);
+	exit(3);
 }
 
 static void write_sums(const char *path)
@@ -220,18 +282,77 @@ static void write_sums(const char *path)
 		die(path);
 }
 
-static void run_guest(unsigned threads)
+/* One line, or NULL at EOF (read_line's, without exiting). */
+static const char *get_line(int s, char *buf, size_t len)
 {
-	pthread_t th[16];
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		if (read(s, buf + n, 1) <= 0)
+			return NULL;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Watches migrate-recv for @ms (all the threads stopped, for -1): a
+ * "complete" is noted in *@complete, anything else after "run" is fatal. */
+static void watch(int s, int ms, int *complete)
+{
+	uint64_t t0 = now_ms();
+	char line[2048];
+
+	for (;;) {
+		struct pollfd p = { .fd = s, .events = POLLIN };
+		int left = 50;
+		unsigned i, done = 0;
+
+		for (i = 0; i < nth; i++)
+			done += th_done[i];
+		if (ms < 0 ? done == nth : now_ms() - t0 >= (uint64_t)ms)
+			return;
+		if (*complete) {
+			usleep(left * 1000);
+			continue;
+		}
+		if (poll(&p, 1, left) <= 0)
+			continue;
+		if (!get_line(s, line, sizeof(line)))
+			fatal_after_run("migrate-recv hung up");
+		if (strcmp(line, "complete"))
+			fatal_after_run(line);
+		*complete = 1;
+	}
+}
+
+/* The guest runs for 300 ms, its threads stopped, and "complete" awaited;
+ * migrate-recv may fail or go meanwhile. */
+static void run_guest(int s, unsigned threads)
+{
+	int complete = 0;
 	unsigned i;
 
+	nth = threads;
 	stop_touch = 0;
 	for (i = 0; i < threads; i++)
-		pthread_create(&th[i], NULL, toucher, (void *)(uintptr_t)(i + 1));
-	usleep(300000);
+		pthread_create(&th[i], NULL, toucher, (void *)(uintptr_t)i);
+	watch(s, 300, &complete);
 	stop_touch = 1;
+	watch(s, -1, &complete);
 	for (i = 0; i < threads; i++)
 		pthread_join(th[i], NULL);
+	while (!complete) {
+		char line[2048];
+
+		if (!get_line(s, line, sizeof(line)))
+			fatal_after_run("migrate-recv hung up");
+		if (strcmp(line, "complete"))
+			fatal_after_run(line);
+		complete = 1;
+	}
 }
 
 int main(int argc, char **argv)
@@ -254,13 +375,17 @@ int main(int argc, char **argv)
 		} else if (i + 1 == argc) {
 			break;
 		} else if (!strcmp(argv[i], "--threads"))
-			threads = (unsigned)atoi(argv[i + 1]) % 16;
+			threads = (unsigned)atoi(argv[i + 1]) % 16 ? (unsigned)atoi(argv[i + 1]) % 16 : 1;
 		else if (!strcmp(argv[i], "--die-after-run"))
 			die_ms = (unsigned)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--bad"))
 			bad = argv[i + 1];
 	}
 	size = strtoull(argv[3], NULL, 0);
+	seen = calloc(size / PAGE + 1, sizeof(*seen));
+	if (!seen)
+		die("calloc");
+	snprintf(seen_path, sizeof(seen_path), "%s.seen", argv[4]);
 	memfd = memfd_create(argv[2], MFD_CLOEXEC);
 	if (memfd < 0 || ftruncate(memfd, (off_t)size))
 		die("memfd");
@@ -306,13 +431,9 @@ int main(int argc, char **argv)
 		usleep(die_ms * 1000u);
 		kill(getpid(), SIGKILL);
 	}
-	run_guest(threads);
+	run_guest(s, threads);
+	write_seen();
 	write_sums(argv[4]);
-	read_line(s, line, sizeof(line));
-	if (strcmp(line, "complete")) {
-		fprintf(stderr, "pcvmm: %s\n", line);
-		return 3;
-	}
 	printf("complete\n");
 	return 0;
 }
