@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/userfaultfd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -258,5 +259,55 @@ int pcs_state_parse(const char *line, uint64_t max, uint64_t *n, struct cli_err 
 	if (*n > max)
 		return cli_err_set(err, -EFBIG, "%" PRIu64 " bytes of device state, more than the "
 				   "%" PRIu64 " taken", *n, max);
+	return 0;
+}
+
+/* ---- the VMM's userfaultfd ------------------------------------------------------ */
+
+int pcs_uffd_features(const char *fdinfo, uint32_t *features, struct cli_err *err)
+{
+	const char *l = fdinfo;
+	unsigned long long api, ioctls;
+	unsigned f;
+
+	for (; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		if (!strncmp(l, "API:", 4) && sscanf(l + 4, "%llx:%x:%llx", &api, &f, &ioctls) == 3) {
+			*features = f;
+			return 0;
+		}
+	return cli_err_set(err, -EPROTO, "its fdinfo has no \"API:\" line (UFFDIO_API not "
+			   "done?)");
+}
+
+/* The features refused, and why: each changes what a fault or a placement
+ * does in a way the post-copy thread does not handle. */
+static const struct {
+	uint32_t bit;
+	const char *name, *why;
+} refused[] = {
+	{ UFFD_FEATURE_SIGBUS, "UFFD_FEATURE_SIGBUS",
+	  "a vCPU's fault would raise SIGBUS instead of waiting for its page" },
+	{ UFFD_FEATURE_EVENT_FORK, "UFFD_FEATURE_EVENT_FORK",
+	  "a fork blocks until its event is read, and the child's userfaultfd is nobody's" },
+	{ UFFD_FEATURE_EVENT_REMAP, "UFFD_FEATURE_EVENT_REMAP",
+	  "an mremap blocks until its event is read, and moves a view under the faults" },
+	{ UFFD_FEATURE_EVENT_REMOVE, "UFFD_FEATURE_EVENT_REMOVE",
+	  "an madvise(MADV_DONTNEED) blocks until its event is read, and placing pages "
+	  "fails with EAGAIN meanwhile" },
+	{ UFFD_FEATURE_EVENT_UNMAP, "UFFD_FEATURE_EVENT_UNMAP",
+	  "an munmap blocks until its event is read, and takes a view away under the faults" },
+};
+
+int pcs_uffd_check(uint32_t features, struct cli_err *err)
+{
+	size_t i;
+
+	if (!(features & UFFD_FEATURE_MINOR_SHMEM))
+		return cli_err_set(err, -EINVAL, "the userfaultfd lacks UFFD_FEATURE_MINOR_SHMEM: "
+				   "give it to UFFDIO_API (Linux 5.14+), the views are shared memory");
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		if (features & refused[i].bit)
+			return cli_err_set(err, -EINVAL, "the userfaultfd has %s: %s; make it "
+					   "without", refused[i].name, refused[i].why);
 	return 0;
 }

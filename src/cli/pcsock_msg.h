@@ -67,4 +67,12 @@ size_t pcs_state_line(char *buf, uint64_t n);
  * -EFBIG (more than @max: the VMM would have to hold it), with @err. */
 int pcs_state_parse(const char *line, uint64_t max, uint64_t *n, struct cli_err *err);
 
+/* The VMM's userfaultfd, as its /proc/self/fdinfo text (@fdinfo) shows
+ * it: the features its UFFDIO_API enabled (the "API:" line's second field)
+ * in *@features, or -EPROTO without that line. */
+int pcs_uffd_features(const char *fdinfo, uint32_t *features, struct cli_err *err);
+/* Whether @features make a userfaultfd migrate-recv can serve: 0, or
+ * -EINVAL naming the first feature that is missing or refused and why. */
+int pcs_uffd_check(uint32_t features, struct cli_err *err);
+
 #endif

@@ -5,7 +5,9 @@
  * waiting, since whoever attaches receives the guest's memory.  What the
  * VMM sends is untrusted: the message is decoded by pcsock_msg.c, and the
  * fds are checked for what they claim to be (a userfaultfd; memfds long
- * enough) and tried before any source is taken: each view is registered
+ * enough; the userfaultfd's features, from its fdinfo, those the
+ * post-copy thread can serve) and tried before any source is taken: each
+ * view is registered
  * for MINOR faults and unregistered again, so a userfaultfd without
  * UFFD_FEATURE_MINOR_SHMEM, or a view that is not shared memory of the
  * VMM, fails now and not at the switch, when the source's guest is
@@ -13,6 +15,7 @@
 #include "recv_pcsock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/magic.h>
@@ -254,6 +257,32 @@ static int read_handover(struct pcsock *p, char *buf, size_t *len, int *fds, uns
 	return 0;
 }
 
+/* The features the VMM's UFFDIO_API enabled, from the fd's fdinfo (the
+ * kernel shows them; no ioctl asks them): pcs_uffd_check() says which do
+ * and which do not do.  What no fdinfo shows is the VMM's to keep
+ * (migrate-recv(1), POST-COPY SOCKET): no registration of its own on this
+ * userfaultfd, nobody else reading it, not made with UFFD_USER_MODE_ONLY,
+ * made with the privilege to catch kernel-mode faults. */
+static int check_features(int fd, struct cli_err *err)
+{
+	char path[64], text[1024];
+	uint32_t f;
+	ssize_t n;
+	int in, rc;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return cli_err_set(err, -errno, "the userfaultfd: %s: %s", path, strerror(errno));
+	n = read(in, text, sizeof(text) - 1);
+	close(in);
+	if (n < 0)
+		return cli_err_set(err, -errno, "the userfaultfd: %s: %s", path, strerror(errno));
+	text[n] = '\0';
+	rc = pcs_uffd_features(text, &f, err);
+	return rc ? rc : pcs_uffd_check(f, err);
+}
+
 /* The first fd must be a userfaultfd: its inode says so. */
 static int check_uffd(int fd, struct cli_err *err)
 {
@@ -267,7 +296,7 @@ static int check_uffd(int fd, struct cli_err *err)
 	target[n] = '\0';
 	if (strcmp(target, "anon_inode:[userfaultfd]"))
 		return cli_err_set(err, -EINVAL, "the first fd is %s, not a userfaultfd", target);
-	return 0;
+	return check_features(fd, err);
 }
 
 /* A region's fd must be shared memory (a memfd or tmpfs file) that holds

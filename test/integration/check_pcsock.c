@@ -297,7 +297,8 @@ START_TEST(postcopy_socket_other_user)
 }
 END_TEST
 
-/* (c) A message with a bad size, count or fds is refused with the cause
+/* (c) A message with a bad size, count or fds, or a userfaultfd with a
+ * feature refused, is refused with the cause
  * named, to the VMM and on stderr, and migrate-recv exits 2. */
 static void bad_message(const char *what, const char *words)
 {
@@ -324,6 +325,10 @@ START_TEST(postcopy_socket_bad_messages)
 	bad_message("size", "size 1048575 is not whole pages");
 	bad_message("count", "2 fds for 2 regions");
 	bad_message("fds", "3 fds for 1 regions");
+	/* A VMM whose MADV_DONTNEED would wait for a REMOVE event nobody
+	 * reads, placing pages failing with EAGAIN meanwhile: refused at the
+	 * hand-over, not at the switch. */
+	bad_message("event-remove", "the userfaultfd has UFFD_FEATURE_EVENT_REMOVE");
 }
 END_TEST
 

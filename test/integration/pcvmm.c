@@ -21,7 +21,8 @@
  * userfaultfd is still held, SUMS.seen written, and pcvmm says how many
  * threads were left blocked ("guest stopped") and exits 3.  --die-after-run MS: killed by itself
  * MS after "run" (a VMM that dies during post-copy).  --bad
- * size|count|fds: a message that is wrong in that way.  --stall-state:
+ * size|count|fds: a message that is wrong in that way; --bad
+ * event-remove: a userfaultfd with UFFD_FEATURE_EVENT_REMOVE.  --stall-state:
  * reads nothing after "ok" (a VMM that stops reading) until migrate-recv
  * hangs up.  Exit: 0 complete, 2 refused ("error: ..." on stderr), 3
  * failed, 4 cannot connect, 1 anything else. */
@@ -76,9 +77,14 @@ static void die(const char *what)
 	exit(1);
 }
 
-static int make_uffd(void)
+/* --bad event-remove asks UFFD_FEATURE_EVENT_REMOVE too: a VMM that
+ * migrate-recv must refuse at the hand-over. */
+static int make_uffd(const char *bad)
 {
 	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_MINOR_SHMEM };
+
+	if (bad && !strcmp(bad, "event-remove"))
+		api.features |= UFFD_FEATURE_EVENT_REMOVE;
 	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
 
 	/* A peer without the privilege (another user, in the tests) still
@@ -392,7 +398,7 @@ int main(int argc, char **argv)
 	ram = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (ram == MAP_FAILED)
 		die("mmap");
-	uffd = make_uffd();
+	uffd = make_uffd(bad);
 	s = connect_to(argv[1]);
 	send_handover(s, argv[2], uffd, memfd, bad);
 	read_line(s, line, sizeof(line));

@@ -2,6 +2,7 @@
  * VMM in another process says is taken only whole and in range. */
 #include <check.h>
 #include <errno.h>
+#include <linux/userfaultfd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,6 +142,39 @@ START_TEST(state_header)
 }
 END_TEST
 
+/* The features of a VMM's userfaultfd, from its fdinfo: MINOR_SHMEM
+ * needed, SIGBUS and every EVENT_* refused by name, the rest let be. */
+START_TEST(uffd_features)
+{
+	uint32_t f = 0;
+
+	ck_assert_int_eq(pcs_uffd_features("pending:\t0\ntotal:\t0\nAPI:\taa:80000400:"
+					   "800000000000003c\n", &f, &err), 0);
+	ck_assert_uint_eq(f, 0x80000400u);
+	ck_assert_int_eq(pcs_uffd_check(f, &err), 0);
+	ck_assert_int_eq(pcs_uffd_features("pending:\t0\n", &f, &err), -EPROTO);
+	ck_assert_int_eq(pcs_uffd_features("", &f, &err), -EPROTO);
+	ck_assert_int_eq(pcs_uffd_features("API:\tzz\n", &f, &err), -EPROTO);
+	ck_assert_int_eq(pcs_uffd_check(0, &err), -EINVAL);
+	ck_assert(strstr(err.msg, "lacks UFFD_FEATURE_MINOR_SHMEM"));
+	ck_assert_int_eq(pcs_uffd_check(UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_EVENT_REMOVE,
+					&err), -EINVAL);
+	ck_assert(strstr(err.msg, "UFFD_FEATURE_EVENT_REMOVE: an madvise(MADV_DONTNEED) "
+			 "blocks"));
+	ck_assert_int_eq(pcs_uffd_check(UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_SIGBUS, &err),
+			 -EINVAL);
+	ck_assert(strstr(err.msg, "UFFD_FEATURE_SIGBUS"));
+	ck_assert_int_eq(pcs_uffd_check(UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_EVENT_FORK,
+					&err), -EINVAL);
+	ck_assert_int_eq(pcs_uffd_check(UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_EVENT_REMAP,
+					&err), -EINVAL);
+	ck_assert_int_eq(pcs_uffd_check(UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_EVENT_UNMAP,
+					&err), -EINVAL);
+	ck_assert_int_eq(pcs_uffd_check(UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_THREAD_ID |
+					UFFD_FEATURE_EXACT_ADDRESS, &err), 0);
+}
+END_TEST
+
 void pcsock_cases(Suite *s)
 {
 	TCase *tc = tcase_create("decode");
@@ -149,5 +183,6 @@ void pcsock_cases(Suite *s)
 	tcase_add_test(tc, bad_messages);
 	tcase_add_test(tc, long_name);
 	tcase_add_test(tc, state_header);
+	tcase_add_test(tc, uffd_features);
 	suite_add_tcase(s, tc);
 }
