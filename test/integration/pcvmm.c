@@ -6,26 +6,29 @@
  *
  * Makes a memfd of SIZE bytes as guest RAM block NAME, maps it shared,
  * makes a userfaultfd (UFFD_FEATURE_MINOR_SHMEM), connects to SOCKET
- * (waiting up to 30 s for it) and hands both over.  On "ok" it says
- * "attached" and waits for its device state, "state N" and N bytes (1 GiB
- * at most, migrate-recv's default --max-state), and prints
- * "digest state HEX" (FNV-1a 64 of the bytes) and "state bytes N", as
- * examples/vmm-dest.c does.  On "run" it drops its page-table entries of
- * the block, as a VMM must before its vCPUs run, says "running", and N
- * threads (2) read random pages for 300 ms, each page's checksum noted;
- * then it waits for "complete", writes the checksums of the pages read
- * ("PAGE HEX" lines) to SUMS.seen and of every page (FNV-1a 64, one hex
- * line a page) to SUMS.  "complete" right after the state (a pre-copy
- * that completed) writes SUMS at once.  After "run", "failed:" or
- * migrate-recv's hangup is fatal: the threads are stopped while the
- * userfaultfd is still held, SUMS.seen written, and pcvmm says how many
- * threads were left blocked ("guest stopped") and exits 3.  --die-after-run MS: killed by itself
- * MS after "run" (a VMM that dies during post-copy).  --bad
- * size|count|fds: a message that is wrong in that way; --bad
- * event-remove: a userfaultfd with UFFD_FEATURE_EVENT_REMOVE.  --stall-state:
- * reads nothing after "ok" (a VMM that stops reading) until migrate-recv
- * hangs up.  Exit: 0 complete, 2 refused ("error: ..." on stderr), 3
- * failed, 4 cannot connect, 1 anything else. */
+ * (waiting up to 30 s for it) and hands both over.  On "ok" it drops its
+ * page-table entries of the block, as the contract asks, says "attached"
+ * and waits for its device state, "state N" and N bytes (1 GiB at most,
+ * migrate-recv's default --max-state); it prints "digest state HEX"
+ * (FNV-1a 64 of the bytes) and "state bytes N", as examples/vmm-dest.c
+ * does, and reads the block's first page, as loading a state may.  On
+ * "run" it says "running", and N threads (2) read random pages for 300
+ * ms, each page's checksum noted; then it waits for "complete".  At
+ * "complete" the checksums of the pages read go to SUMS.seen ("PAGE HEX"
+ * lines) and of every page (FNV-1a 64, one hex line a page) to SUMS; it
+ * may come right after the state (a pre-copy that completed).  After
+ * "run", "failed:" or migrate-recv's hangup is fatal: the threads are
+ * stopped while the userfaultfd is still held, SUMS.seen written, and
+ * pcvmm says how many threads were left blocked ("guest stopped") and
+ * exits 3.
+ *
+ * --die-after-run MS: killed by itself MS after "run" (a VMM that dies
+ * during post-copy).  --bad size|count|fds: a message that is wrong in
+ * that way; --bad event-remove: a userfaultfd with
+ * UFFD_FEATURE_EVENT_REMOVE.  --stall-state: reads nothing after "ok" (a
+ * VMM that stops reading) until migrate-recv hangs up.  Exit: 0 complete,
+ * 2 refused ("error: ..." on stderr), 3 failed, 4 cannot connect, 1
+ * anything else. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -406,6 +409,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pcvmm: %s\n", line);
 		return 2;
 	}
+	/* The contract: no page-table entry of guest memory survives from
+	 * here (pre-copy writes the memfd through migrate-recv's mapping), and
+	 * no guest memory is touched until the state comes; the views are
+	 * registered by then, so every first touch faults to migrate-recv. */
+	if (madvise(ram, size, MADV_DONTNEED))
+		die("madvise");
 	printf("attached\n");
 	fflush(stdout);
 	if (stall_state)
@@ -416,9 +425,13 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	read_state(s, line);
+	/* Loading a device state reads guest memory: so does this (its first
+	 * page, noted as the threads note theirs), a fault at a switch. */
+	seen[0] = fnv(0xcbf29ce484222325ull, ram, PAGE) | 1;
 	read_line(s, line, sizeof(line));
 	/* Completed in pre-copy: every page is in, nothing to fault. */
 	if (!strcmp(line, "complete")) {
+		write_seen();
 		write_sums(argv[4]);
 		printf("complete\n");
 		return 0;
@@ -427,10 +440,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pcvmm: %s\n", line);
 		return 3;
 	}
-	/* The contract: no page-table entry of guest memory survives into
-	 * the run, so every first touch faults to migrate-recv. */
-	if (madvise(ram, size, MADV_DONTNEED))
-		die("madvise");
 	printf("running\n");
 	fflush(stdout);
 	if (die_ms) {
