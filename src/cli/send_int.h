@@ -125,6 +125,11 @@ struct sender {
 	/* the downtime's parts (ms): until the last round began, the last
 	 * round, the device state, the destination's confirmation */
 	uint64_t dt_stop, dt_round, dt_state, dt_confirm, downtime_ms;
+	/* after a switch to post-copy: from the switch to every page in (not
+	 * downtime: the destination's guest runs), and why it switched
+	 * ("postcopy-after", or the limit's name) */
+	uint64_t dt_postcopy;
+	const char *pc_reason;
 	uint64_t dt_track_us;   /* of dt_stop: collecting the last pages */
 	uint64_t switch_ms;     /* the switch-over's own cost, estimated */
 	uint64_t switch_base;   /* ... its part measured before the rounds */

@@ -141,8 +141,7 @@ static bool postcopy_now(const struct sender *x)
 
 static void say_postcopy(struct sender *x)
 {
-	const char *why = x->o.on_timeout_postcopy && x->adv.decision == RDMIG_GIVE_UP ?
-			  cli_reason_name(x->adv.reason) : "postcopy-after";
+	const char *why = x->pc_reason;
 
 	cli_bar_clear(&x->bar);
 	if (x->o.json) {
@@ -169,6 +168,14 @@ static void switch_postcopy(struct sender *x)
 	int rc;
 
 	x->pc_switch = true;
+	x->pc_reason = x->o.on_timeout_postcopy && x->adv.decision == RDMIG_GIVE_UP ?
+		       cli_reason_name(x->adv.reason) : "postcopy-after";
+	/* What the switch was decided on, as for a switch-over: the report
+	 * (send_report.c) holds the pause to the --max-downtime of then. */
+	x->sw_reason = (enum rdmig_reason)x->adv.reason;
+	x->sw_expected = x->adv.expected_downtime_ms;
+	x->sw_promised = x->downtime_promised;
+	x->sw_throttle = x->adv.throttle_pct;
 	say_postcopy(x);
 	rc = wl_begin_stop(x->e.wl, &now, &stop_ms, &err);
 	if (!rc && !now)
@@ -416,9 +423,13 @@ static void state_done(struct sender *x)
 
 static void completed(struct sender *x)
 {
-	x->dt_confirm = cli_now_ms() - x->t_mark;
 	/* After post-copy the workload's pause ended when the destination's
-	 * guest started, at the switch (t_mark), not when its last page came. */
+	 * guest started, at the switch (t_mark), not when its last page came:
+	 * the time since is the post-copy's, no part of the downtime. */
+	if (x->pc_switch)
+		x->dt_postcopy = cli_now_ms() - x->t_mark;
+	else
+		x->dt_confirm = cli_now_ms() - x->t_mark;
 	if (x->o.live)
 		x->downtime_ms = (x->pc_switch ? x->t_mark : cli_now_ms()) - x->stop_ms;
 	x->status = ST_COMPLETED;

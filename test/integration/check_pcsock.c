@@ -139,17 +139,19 @@ static void assert_seen(const char *ref, const char *sums)
 	fclose(r);
 }
 
-static void all_ok(struct pc *p)
+/* Every process ended as it should (migrate-send with @send_code), and
+ * the VMM's guest is the source's. */
+static void all_ok_with(struct pc *p, int send_code)
 {
 	int sc = tu_run_finish(&p->f.send, 120000), rc = tu_run_finish(&p->f.recv, 30000);
 	int vc = tu_run_finish(&p->vmm, 30000);
 
-	if (sc || rc || vc) {
+	if (sc != send_code || rc || vc) {
 		tu_run_dump(&p->f.send, "send");
 		tu_run_dump(&p->f.recv, "recv");
 		tu_run_dump(&p->vmm, "vmm");
 	}
-	ck_assert_int_eq(sc, 0);
+	ck_assert_int_eq(sc, send_code);
 	ck_assert_int_eq(rc, 0);
 	ck_assert_int_eq(vc, 0);
 	/* The process stays stopped: its file is the guest as of the pause. */
@@ -158,6 +160,11 @@ static void all_ok(struct pc *p)
 	tu_assert_same(p->ref, p->sums);
 	assert_seen(p->ref, p->sums);
 	assert_state(p, p->state);
+}
+
+static void all_ok(struct pc *p)
+{
+	all_ok_with(p, 0);
 }
 
 static void teardown(struct pc *p)
@@ -189,11 +196,17 @@ START_TEST(postcopy_after_one_round)
 END_TEST
 
 /* (b) A workload that writes faster than the link never converges:
- * --on-timeout postcopy switches at --max-time instead of giving up. */
+ * --on-timeout postcopy switches at --max-time instead of giving up.  The
+ * completed event says it switched to post-copy at that limit; the pause
+ * (the stop and the device state) cannot fit the 1 ms --max-downtime
+ * given, so the status is 12 with limit-exceeded max-downtime
+ * (migrate-send(1), --on-timeout), and the downtime's parts add up to it,
+ * the post-copy's time beside them. */
 START_TEST(postcopy_on_timeout)
 {
 	struct pc p;
-	struct json_object *ev;
+	struct json_object *ev, *parts, *lim;
+	char reason[64];
 
 	setup(&p, "32M", "400", NULL, NULL);
 	tu_fx_send(&p.f, NULL, (const char *[]){ "--ram", p.f.ram, "--live", "--pid", p.f.pid,
@@ -205,8 +218,25 @@ START_TEST(postcopy_on_timeout)
 		tu_run_dump(&p.f.send, "send");
 	ck_assert_ptr_nonnull(ev);
 	ck_assert_str_ne(tu_jstr(ev, "reason"), "postcopy-after");
+	snprintf(reason, sizeof(reason), "%s", tu_jstr(ev, "reason"));
 	json_object_put(ev);
-	all_ok(&p);
+	all_ok_with(&p, 12);
+	ev = tu_event_in(p.f.send.out, "completed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_str_eq(tu_jstr(ev, "switchover"), "postcopy");
+	ck_assert_str_eq(tu_jstr(ev, "switchover-reason"), reason);
+	ck_assert(json_object_object_get_ex(ev, "limit-exceeded", &lim));
+	ck_assert_str_eq(tu_jstr(lim, "limit"), "max-downtime");
+	ck_assert(json_object_object_get_ex(ev, "downtime-parts", &parts));
+	ck_assert_uint_eq(tu_jnum(parts, "confirm"), 0);
+	/* Each part is rounded down to a ms on its own: 2 ms of slack. */
+	ck_assert_uint_le(tu_jnum(parts, "stop") + tu_jnum(parts, "last-round") +
+			  tu_jnum(parts, "device-state"), tu_jnum(ev, "downtime"));
+	ck_assert_uint_ge(tu_jnum(parts, "stop") + tu_jnum(parts, "last-round") +
+			  tu_jnum(parts, "device-state") + 2, tu_jnum(ev, "downtime"));
+	ck_assert(json_object_object_get_ex(ev, "postcopy-time", NULL));
+	ck_assert(tu_file_has(p.f.send.err, "the pause before post-copy"));
+	json_object_put(ev);
 	teardown(&p);
 }
 END_TEST
