@@ -311,3 +311,81 @@ int pcs_uffd_check(uint32_t features, struct cli_err *err)
 					   "without", refused[i].name, refused[i].why);
 	return 0;
 }
+
+/* ---- the VMM's views ------------------------------------------------------------ */
+
+/* One mapping of /proc/PID/smaps: its range, file and offset, whether
+ * shared, and whether its VmFlags say "ui" (registered for minor faults). */
+struct vma {
+	uint64_t start, end, off, ino;
+	unsigned maj, min;
+	bool shared, ui;
+};
+
+/* Whether the VMM's mappings over the region's view are its memfd (@st),
+ * shared, at OFFSET, whole, and registered for minor faults (@ui) or not.
+ * The message names the first thing found wrong. */
+static int check_vma(int pid, const struct pcs_region *r, uint64_t ino, unsigned maj,
+		     unsigned min, bool ui, const struct vma *v, uint64_t at, struct cli_err *err)
+{
+	uint64_t off = v->off + (at - v->start), want = r->offset + (at - r->addr);
+
+	if (v->start > at)
+		return cli_err_set(err, -EINVAL, "region \"%s\": nothing is mapped at 0x%" PRIx64
+				   " in the VMM (pid %d)", r->name, at, pid);
+	if (!v->shared || v->ino != ino || v->maj != maj || v->min != min)
+		return cli_err_set(err, -EINVAL, "region \"%s\": at 0x%" PRIx64 " the VMM (pid %d) "
+				   "does not map the region's memfd MAP_SHARED", r->name, at,
+				   pid);
+	if (off != want)
+		return cli_err_set(err, -EINVAL, "region \"%s\": at 0x%" PRIx64 " the VMM (pid %d) "
+				   "maps its memfd at offset %" PRIu64 ", not at %" PRIu64
+				   " (OFFSET)", r->name, at, pid, off, want);
+	if (v->ui && !ui)
+		return cli_err_set(err, -EBUSY, "region \"%s\": the VMM's mapping at 0x%" PRIx64
+				   " is registered with a userfaultfd already (only migrate-recv "
+				   "registers the views)", r->name, at);
+	if (!v->ui && ui)
+		return cli_err_set(err, -EINVAL, "region \"%s\": registering its view did not "
+				   "register the VMM's (pid %d) mapping: the userfaultfd is another "
+				   "process's (make it in the process that maps the views and runs "
+				   "the vCPUs)", r->name, pid);
+	return 0;
+}
+
+int pcs_view_check(FILE *smaps, int pid, const struct pcs_region *r, uint64_t ino,
+		   unsigned maj, unsigned min, bool ui, struct cli_err *err)
+{
+	uint64_t hi = r->addr + r->size, covered = r->addr;
+	struct vma v = { 0 };
+	bool have = false;
+	char line[512];
+	int rc = 0;
+
+	/* A mapping is judged at its VmFlags line, its last. */
+	while (!rc && covered < hi && fgets(line, sizeof(line), smaps)) {
+		unsigned long long a, b, off, inode;
+		unsigned ma, mi;
+		char perms[8];
+
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &a, &b, perms, &off, &ma, &mi,
+			   &inode) == 7) {
+			v = (struct vma){ .start = a, .end = b, .off = off, .ino = inode, .maj = ma,
+					  .min = mi, .shared = perms[3] == 's' };
+			have = true;
+			continue;
+		}
+		if (!have || strncmp(line, "VmFlags:", 8))
+			continue;
+		have = false;
+		if (v.end <= covered || v.start >= hi)
+			continue;
+		v.ui = strstr(line + 8, " ui") != NULL;
+		rc = check_vma(pid, r, ino, maj, min, ui, &v, covered, err);
+		covered = v.end;
+	}
+	if (!rc && covered < hi)
+		rc = cli_err_set(err, -EINVAL, "region \"%s\": nothing is mapped at 0x%" PRIx64
+				 " in the VMM (pid %d)", r->name, covered, pid);
+	return rc;
+}

@@ -13,8 +13,9 @@
  * numbers in decimal or 0x-hex.  Everything in it comes from another
  * process and is checked here, before anything is mapped: the counts, the
  * lengths, whole 4 KiB pages, no range that wraps, no two regions of one
- * name or of overlapping addresses.  Pure: no I/O, so a unit test and a
- * fuzzer drive it as migrate-recv does.
+ * name or of overlapping addresses.  Pure: no I/O (the VMM's smaps are
+ * read from a FILE given), so a unit test and a fuzzer drive it as
+ * migrate-recv does.
  *
  * After "ok", migrate-recv sends the device state before it says "run" or
  * "complete": a line "state N" (decimal) and exactly N bytes.  Its header
@@ -23,7 +24,9 @@
 #ifndef RDMIG_CLI_PCSOCK_MSG_H
 #define RDMIG_CLI_PCSOCK_MSG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "clierr.h"
@@ -74,5 +77,13 @@ int pcs_uffd_features(const char *fdinfo, uint32_t *features, struct cli_err *er
 /* Whether @features make a userfaultfd migrate-recv can serve: 0, or
  * -EINVAL naming the first feature that is missing or refused and why. */
 int pcs_uffd_check(uint32_t features, struct cli_err *err);
+
+/* Whether the mappings of @smaps (a /proc/PID/smaps of the VMM, @pid)
+ * over region @r's view are, every byte of it, the memfd @ino on @maj:@min
+ * mapped MAP_SHARED at the region's OFFSET, and registered for minor
+ * faults ("ui" in VmFlags) when @ui, not when !@ui: 0, or -EINVAL (-EBUSY
+ * for a registration already there) naming the first thing wrong. */
+int pcs_view_check(FILE *smaps, int pid, const struct pcs_region *r, uint64_t ino,
+		   unsigned maj, unsigned min, bool ui, struct cli_err *err);
 
 #endif

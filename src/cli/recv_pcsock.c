@@ -4,14 +4,16 @@
  * (SO_PEERCRED; root excepted) is refused and migrate-recv goes on
  * waiting, since whoever attaches receives the guest's memory.  What the
  * VMM sends is untrusted: the message is decoded by pcsock_msg.c, and the
- * fds are checked for what they claim to be (a userfaultfd; memfds long
- * enough; the userfaultfd's features, from its fdinfo, those the
- * post-copy thread can serve) and tried before any source is taken: each
- * view is registered
- * for MINOR faults and unregistered again, so a userfaultfd without
+ * fds are checked for what they claim to be (a userfaultfd with features
+ * the post-copy thread can serve, from its fdinfo; memfds long enough)
+ * and tried before any source is taken: each view is registered for
+ * MINOR faults and unregistered again, so a userfaultfd without
  * UFFD_FEATURE_MINOR_SHMEM, or a view that is not shared memory of the
  * VMM, fails now and not at the switch, when the source's guest is
- * paused already. */
+ * paused already.  While registered, the VMM's /proc/PID/smaps must show
+ * the view as its memfd at OFFSET, shared, registered for minor faults:
+ * that ties the userfaultfd to the VMM's address space and the view to
+ * the memfd migrate-recv writes. */
 #include "recv_pcsock.h"
 
 #include <errno.h>
@@ -29,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -319,21 +322,77 @@ static int check_memfd(int fd, const struct pcs_region *r, struct cli_err *err)
 	return 0;
 }
 
-/* Registers the view for MINOR faults and lets it go again (see the top). */
-static int try_view(int uffd, const struct pcs_region *r, struct cli_err *err)
+/* The VMM's mappings over the region's view, from /proc/PID/smaps, as
+ * pcs_view_check() wants them. */
+static int check_mappings(pid_t pid, const struct pcs_region *r, const struct stat *st,
+			  bool ui, struct cli_err *err)
+{
+	char path[64];
+	FILE *f;
+	int rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return cli_err_set(err, -errno, "region \"%s\": %s: %s (migrate-recv checks there "
+				   "that the view is the memfd: run it as the VMM's user)", r->name,
+				   path, strerror(errno));
+	rc = pcs_view_check(f, (int)pid, r, (uint64_t)st->st_ino, major(st->st_dev),
+			    minor(st->st_dev), ui, err);
+	fclose(f);
+	return rc;
+}
+
+/* Registers the view for MINOR faults and lets it go again (see the top).
+ * Before, the VMM's mappings there must be the memfd at OFFSET and not
+ * registered; while registered, they must show it: that ties the
+ * userfaultfd to the VMM's address space (check_mappings). */
+static int try_view(int uffd, pid_t pid, const struct pcs_region *r, int memfd,
+		    struct cli_err *err)
 {
 	struct uffdio_register reg = {
 		.range = { .start = r->addr, .len = r->size },
 		.mode = UFFDIO_REGISTER_MODE_MINOR,
 	};
 	struct uffdio_range range = reg.range;
+	struct stat st;
+	int rc;
 
+	if (fstat(memfd, &st))
+		return cli_err_set(err, -errno, "region \"%s\": its fd: %s", r->name,
+				   strerror(errno));
+	rc = check_mappings(pid, r, &st, false, err);
+	if (rc)
+		return rc;
 	if (ioctl(uffd, UFFDIO_REGISTER, &reg))
 		return cli_err_set(err, -errno, "region \"%s\": its view at 0x%" PRIx64 " cannot "
 				   "take minor faults: %s (the userfaultfd needs "
 				   "UFFD_FEATURE_MINOR_SHMEM, Linux 5.14+, and the view must be the "
 				   "memfd mapped shared)", r->name, r->addr, strerror(errno));
+	rc = check_mappings(pid, r, &st, true, err);
 	ioctl(uffd, UFFDIO_UNREGISTER, &range);
+	return rc;
+}
+
+/* Two regions on one memfd must not share a byte of it: each is a block,
+ * received and served on its own. */
+static int check_overlap(const struct pcs_msg *m, const int *memfds, struct cli_err *err)
+{
+	struct stat a, b;
+	unsigned i, j;
+
+	for (i = 0; i < m->n; i++)
+		for (j = i + 1; j < m->n; j++) {
+			const struct pcs_region *x = &m->r[i], *y = &m->r[j];
+
+			if (fstat(memfds[i], &a) || fstat(memfds[j], &b))
+				return cli_err_set(err, -errno, "fstat: %s", strerror(errno));
+			if (a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+			    x->offset < y->offset + y->size && y->offset < x->offset + x->size)
+				return cli_err_set(err, -EINVAL, "regions \"%s\" and \"%s\" overlap "
+						   "in their memfd (at offsets %" PRIu64 " and %"
+						   PRIu64 ")", x->name, y->name, x->offset, y->offset);
+		}
 	return 0;
 }
 
@@ -386,8 +445,10 @@ static int take_handover(struct app *a, struct pcsock *p, struct cli_err *err)
 		rc = check_uffd(fds[0], err);
 	for (i = 0; !rc && i < p->msg.n; i++)
 		rc = check_memfd(fds[i + 1], &p->msg.r[i], err);
+	if (!rc)
+		rc = check_overlap(&p->msg, fds + 1, err);
 	for (i = 0; !rc && i < p->msg.n; i++)
-		rc = try_view(fds[0], &p->msg.r[i], err);
+		rc = try_view(fds[0], p->pid, &p->msg.r[i], fds[i + 1], err);
 	if (!rc)
 		rc = map_regions(p, &a->e, fds, err);
 	if (!rc) {

@@ -359,6 +359,9 @@ START_TEST(postcopy_socket_bad_messages)
 	 * reads, placing pages failing with EAGAIN meanwhile: refused at the
 	 * hand-over, not at the switch. */
 	bad_message("event-remove", "the userfaultfd has UFFD_FEATURE_EVENT_REMOVE");
+	/* A view that is not the memfd at the OFFSET claimed: migrate-recv
+	 * would write one place and serve faults on another. */
+	bad_message("offset", "maps its memfd at offset 0, not at 4096 (OFFSET)");
 }
 END_TEST
 

@@ -24,7 +24,8 @@
  *
  * --die-after-run MS: killed by itself MS after "run" (a VMM that dies
  * during post-copy).  --bad size|count|fds: a message that is wrong in
- * that way; --bad event-remove: a userfaultfd with
+ * that way; --bad offset: an OFFSET (4096) that is not where the view
+ * maps the memfd (0); --bad event-remove: a userfaultfd with
  * UFFD_FEATURE_EVENT_REMOVE.  --stall-state: reads nothing after "ok" (a
  * VMM that stops reading) until migrate-recv hangs up.  Exit: 0 complete,
  * 2 refused ("error: ..." on stderr), 3 failed, 4 cannot connect, 1
@@ -139,11 +140,12 @@ static void send_handover(int s, const char *name, int uffd, int memfd, const ch
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 
 	iov.iov_len = (size_t)snprintf(msg, sizeof(msg), "rdmig-postcopy-socket 1\nregions %s\n"
-				       "region %s 0x%llx %llu 0 4096\nend\n",
+				       "region %s 0x%llx %llu %s 4096\nend\n",
 				       bad && !strcmp(bad, "count") ? "2" : "1", name,
 				       (unsigned long long)(uintptr_t)ram,
 				       (unsigned long long)(bad && !strcmp(bad, "size") ?
-							    size - 1 : size));
+							    size - 1 : size),
+				       bad && !strcmp(bad, "offset") ? "4096" : "0");
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
@@ -396,7 +398,10 @@ int main(int argc, char **argv)
 		die("calloc");
 	snprintf(seen_path, sizeof(seen_path), "%s.seen", argv[4]);
 	memfd = memfd_create(argv[2], MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, (off_t)size))
+	/* --bad offset: the memfd is long enough for the OFFSET claimed, but
+	 * the view maps it from 0. */
+	if (memfd < 0 || ftruncate(memfd, (off_t)(size + (bad && !strcmp(bad, "offset") ?
+							   PAGE : 0))))
 		die("memfd");
 	ram = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (ram == MAP_FAILED)

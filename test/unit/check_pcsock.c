@@ -175,6 +175,78 @@ START_TEST(uffd_features)
 }
 END_TEST
 
+/* pcs_view_check over @text, for region "vm" at 0x7f0000000000, 2 MiB at
+ * offset 4096 of memfd 00:01 inode 1234. */
+static int view(const char *text, bool ui)
+{
+	struct pcs_region r = { .name = "vm", .addr = 0x7f0000000000ull, .size = 2u << 20,
+				.offset = 4096 };
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	int rc;
+
+	ck_assert_ptr_nonnull(f);
+	rc = pcs_view_check(f, 42, &r, 1234, 0, 1, ui, &err);
+	fclose(f);
+	return rc;
+}
+
+#define VMA(range, perms, off, dev, ino, flags) \
+	range " " perms " " off " " dev " " ino "    /memfd:vm (deleted)\n" \
+	"Size:               2048 kB\nRss:                   0 kB\n" \
+	"VmFlags: rd wr " flags "\n"
+
+/* The VMM's view must be the memfd at OFFSET, shared, whole, and show the
+ * registration only while it is there. */
+START_TEST(view_mappings)
+{
+	const char *lib = "7e0000000000-7e0000001000 r-xp 00000000 08:01 99  /usr/lib/x.so\n"
+			  "Size: 4 kB\nVmFlags: rd ex\n";
+	char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s" VMA("7f0000000000-7f0000200000", "rw-s", "00001000",
+					    "00:01", "1234", "sh mr mw me ms sd"), lib);
+	ck_assert_int_eq(view(buf, false), 0);
+	ck_assert_int_eq(view(buf, true), -EINVAL);
+	ck_assert(strstr(err.msg, "the userfaultfd is another process's"));
+	snprintf(buf, sizeof(buf), VMA("7f0000000000-7f0000200000", "rw-s", "00001000", "00:01",
+				       "1234", "sh mr mw me ms sd ui"));
+	ck_assert_int_eq(view(buf, true), 0);
+	ck_assert_int_eq(view(buf, false), -EBUSY);
+	ck_assert(strstr(err.msg, "registered with a userfaultfd already"));
+	/* Split in two (a registration splits mappings), offsets following. */
+	snprintf(buf, sizeof(buf), VMA("7f0000000000-7f0000100000", "rw-s", "00001000", "00:01",
+				       "1234", "sh ui") VMA("7f0000100000-7f0000200000", "rw-s",
+				       "00101000", "00:01", "1234", "sh ui"));
+	ck_assert_int_eq(view(buf, true), 0);
+	/* The wrong OFFSET. */
+	snprintf(buf, sizeof(buf), VMA("7f0000000000-7f0000200000", "rw-s", "00000000", "00:01",
+				       "1234", "sh"));
+	ck_assert_int_eq(view(buf, false), -EINVAL);
+	ck_assert(strstr(err.msg, "maps its memfd at offset 0, not at 4096 (OFFSET)"));
+	/* Private, another file, another device. */
+	snprintf(buf, sizeof(buf), VMA("7f0000000000-7f0000200000", "rw-p", "00001000", "00:01",
+				       "1234", ""));
+	ck_assert_int_eq(view(buf, false), -EINVAL);
+	ck_assert(strstr(err.msg, "does not map the region's memfd MAP_SHARED"));
+	snprintf(buf, sizeof(buf), VMA("7f0000000000-7f0000200000", "rw-s", "00001000", "00:01",
+				       "1235", "sh"));
+	ck_assert_int_eq(view(buf, false), -EINVAL);
+	snprintf(buf, sizeof(buf), VMA("7f0000000000-7f0000200000", "rw-s", "00001000", "00:02",
+				       "1234", "sh"));
+	ck_assert_int_eq(view(buf, false), -EINVAL);
+	/* A hole, and a mapping too short. */
+	snprintf(buf, sizeof(buf), VMA("7f0000001000-7f0000200000", "rw-s", "00002000", "00:01",
+				       "1234", "sh"));
+	ck_assert_int_eq(view(buf, false), -EINVAL);
+	ck_assert(strstr(err.msg, "nothing is mapped at 0x7f0000000000"));
+	snprintf(buf, sizeof(buf), VMA("7f0000000000-7f0000100000", "rw-s", "00001000", "00:01",
+				       "1234", "sh"));
+	ck_assert_int_eq(view(buf, false), -EINVAL);
+	ck_assert(strstr(err.msg, "nothing is mapped at 0x7f0000100000"));
+	ck_assert_int_eq(view("", false), -EINVAL);
+}
+END_TEST
+
 void pcsock_cases(Suite *s)
 {
 	TCase *tc = tcase_create("decode");
@@ -184,5 +256,6 @@ void pcsock_cases(Suite *s)
 	tcase_add_test(tc, long_name);
 	tcase_add_test(tc, state_header);
 	tcase_add_test(tc, uffd_features);
+	tcase_add_test(tc, view_mappings);
 	suite_add_tcase(s, tc);
 }
