@@ -302,23 +302,31 @@ static int check_uffd(int fd, struct cli_err *err)
 	return check_features(fd, err);
 }
 
-/* A region's fd must be shared memory (a memfd or tmpfs file) that holds
- * the region: hugetlbfs is not served (4 KiB pages only). */
+/* A region's fd must be a memfd that holds the region, sealed against
+ * shrinking: hugetlbfs is not served (4 KiB pages only). */
 static int check_memfd(int fd, const struct pcs_region *r, struct cli_err *err)
 {
 	struct statfs fs;
 	struct stat st;
+	int seals;
 
 	if (fstat(fd, &st) || fstatfs(fd, &fs))
 		return cli_err_set(err, -errno, "region \"%s\": its fd: %s", r->name,
 				   strerror(errno));
 	if (!S_ISREG(st.st_mode) || fs.f_type != TMPFS_MAGIC)
-		return cli_err_set(err, -EINVAL, "region \"%s\": its fd is not a memfd or a tmpfs "
-				   "file", r->name);
+		return cli_err_set(err, -EINVAL, "region \"%s\": its fd is not a memfd", r->name);
 	if ((uint64_t)st.st_size < r->offset + r->size)
 		return cli_err_set(err, -EINVAL, "region \"%s\": its memfd has %" PRIu64 " bytes, "
 				   "the region ends at %" PRIu64, r->name, (uint64_t)st.st_size,
 				   r->offset + r->size);
+	/* migrate-recv writes the memfd through its own mapping: a VMM that
+	 * shrank it under the region would have those writes raise SIGBUS
+	 * here.  The seal makes the length checked above stay. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return cli_err_set(err, -EINVAL, "region \"%s\": its memfd is not sealed against "
+				   "shrinking: make it with MFD_ALLOW_SEALING and add F_SEAL_SHRINK "
+				   "(fcntl F_ADD_SEALS) once it is sized", r->name);
 	return 0;
 }
 

@@ -362,6 +362,8 @@ START_TEST(postcopy_socket_bad_messages)
 	/* A view that is not the memfd at the OFFSET claimed: migrate-recv
 	 * would write one place and serve faults on another. */
 	bad_message("offset", "maps its memfd at offset 0, not at 4096 (OFFSET)");
+	/* A memfd the VMM could shrink under migrate-recv's writes. */
+	bad_message("unsealed", "its memfd is not sealed against shrinking");
 }
 END_TEST
 

@@ -4,7 +4,8 @@
  *   pcvmm SOCKET NAME SIZE SUMS [--threads N] [--die-after-run MS]
  *         [--bad WHAT] [--stall-state]
  *
- * Makes a memfd of SIZE bytes as guest RAM block NAME, maps it shared,
+ * Makes a memfd of SIZE bytes as guest RAM block NAME, sealed against
+ * shrinking, maps it shared,
  * makes a userfaultfd (UFFD_FEATURE_MINOR_SHMEM), connects to SOCKET
  * (waiting up to 30 s for it) and hands both over.  On "ok" it drops its
  * page-table entries of the block, as the contract asks, says "attached"
@@ -25,7 +26,8 @@
  * --die-after-run MS: killed by itself MS after "run" (a VMM that dies
  * during post-copy).  --bad size|count|fds: a message that is wrong in
  * that way; --bad offset: an OFFSET (4096) that is not where the view
- * maps the memfd (0); --bad event-remove: a userfaultfd with
+ * maps the memfd (0); --bad unsealed: a memfd without F_SEAL_SHRINK;
+ * --bad event-remove: a userfaultfd with
  * UFFD_FEATURE_EVENT_REMOVE.  --stall-state: reads nothing after "ok" (a
  * VMM that stops reading) until migrate-recv hangs up.  Exit: 0 complete,
  * 2 refused ("error: ..." on stderr), 3 failed, 4 cannot connect, 1
@@ -397,12 +399,16 @@ int main(int argc, char **argv)
 	if (!seen)
 		die("calloc");
 	snprintf(seen_path, sizeof(seen_path), "%s.seen", argv[4]);
-	memfd = memfd_create(argv[2], MFD_CLOEXEC);
+	memfd = memfd_create(argv[2], MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	/* --bad offset: the memfd is long enough for the OFFSET claimed, but
 	 * the view maps it from 0. */
 	if (memfd < 0 || ftruncate(memfd, (off_t)(size + (bad && !strcmp(bad, "offset") ?
 							   PAGE : 0))))
 		die("memfd");
+	/* Sealed against shrinking, as migrate-recv requires: it writes the
+	 * memfd through a mapping of its own.  --bad unsealed: not. */
+	if ((!bad || strcmp(bad, "unsealed")) && fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK))
+		die("F_ADD_SEALS");
 	ram = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (ram == MAP_FAILED)
 		die("mmap");
