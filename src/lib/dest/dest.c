@@ -152,6 +152,9 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	if (d->resume_l && d->resume_l != l)
 		return rd_err_set(&d->ss.err, -EINVAL, "the listener kept for a resume is not the "
 				  "one accepted on (the source resumes where it connected)");
+	rc = dst_pc_views_whole(d, NULL, d->nblocks);
+	if (rc)
+		return rc;
 	rc = dst_link_accept(d, l, timeout_ms);
 	if (!rc)
 		rc = dst_watch(d);
