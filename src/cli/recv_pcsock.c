@@ -529,6 +529,8 @@ static int one_peer(struct app *a, struct pcsock *p, struct cli_err *err)
 	rc = take_handover(a, p, err);
 	if (rc) {
 		say(p, "error: %s\n", err->msg, &why);
+		/* That was its answer: no "failed" line follows at the close. */
+		p->said_end = true;
 		return rc;
 	}
 	return say(p, "ok\n", NULL, err);
@@ -668,7 +670,8 @@ void recv_pcsock_end(struct app *a, int code, const char *msg)
 	struct pcsock *p = a->pcs;
 	struct cli_err err;
 
-	if (!p || p->said_end || p->gone)
+	/* Without a VMM (none came, or it was refused) nobody hears it. */
+	if (!p || p->said_end || p->gone || p->fd < 0)
 		return;
 	p->said_end = true;
 	p->failed = code != 0;

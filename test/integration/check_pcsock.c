@@ -347,8 +347,32 @@ static void bad_message(const char *what, const char *words)
 	ck_assert_int_eq(tu_run_finish(&p.f.recv, 20000), 2);
 	ck_assert(tu_file_has(p.vmm.err, words));
 	ck_assert(tu_file_has(p.f.recv.err, words));
+	/* The error was the answer: nothing after it, and no warning about a
+	 * VMM that is gone. */
+	ck_assert(!tu_file_has(p.f.recv.err, "is gone"));
+	ck_assert(!tu_file_has(p.f.recv.err, "warning"));
 	teardown(&p);
 }
+
+/* (c) No VMM comes: migrate-recv gives up after --timeout, status 2,
+ * without warning about a VMM that never was. */
+START_TEST(postcopy_socket_no_vmm)
+{
+	struct pc p;
+
+	memset(&p, 0, sizeof(p));
+	tu_fx_init(&p.f);
+	snprintf(p.sock, sizeof(p.sock), "%s/vmm.sock", p.f.dir);
+	tu_run_cmd(&p.f.recv, p.f.dir, "recv", (const char *[]){ p.f.recvbin, "--listen",
+		   "127.0.0.1:0", "--postcopy-socket", p.sock, "--timeout", "1", NULL }, NULL);
+	ck_assert_int_eq(tu_run_finish(&p.f.recv, 20000), 2);
+	ck_assert(tu_file_has(p.f.recv.err, "no VMM came within 1 s (--timeout)"));
+	ck_assert(!tu_file_has(p.f.recv.err, "is gone"));
+	ck_assert(!tu_file_has(p.f.recv.err, "warning"));
+	ck_assert(!tu_exists(p.sock));
+	teardown(&p);
+}
+END_TEST
 
 START_TEST(postcopy_socket_bad_messages)
 {
@@ -443,6 +467,7 @@ void pcsock_cases(Suite *s)
 	tc = tu_case(s, "postcopy_socket_hostile", 300);
 	tcase_add_test(tc, postcopy_socket_other_user);
 	tcase_add_test(tc, postcopy_socket_bad_messages);
+	tcase_add_test(tc, postcopy_socket_no_vmm);
 	tcase_add_test(tc, postcopy_socket_vmm_dies);
 	tcase_add_test(tc, postcopy_socket_vmm_stalls);
 	tcase_add_test(tc, postcopy_socket_recv_killed);
