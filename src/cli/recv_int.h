@@ -99,6 +99,7 @@ struct app {
 	char state_real[PATH_MAX + 8]; /* --state-out, resolved, when in --ram-dir */
 	int exit_code;
 	bool ended;             /* single mode: the run's outcome is decided */
+	bool signalled;         /* SIGINT, SIGTERM or SIGHUP came */
 	struct cli_bar bar;
 };
 

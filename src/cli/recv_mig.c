@@ -147,6 +147,7 @@ void recv_mig_end(struct mig *m, int code, const char *msg)
 	char line[6144];
 
 	cli_bar_clear(&a->bar);
+	code = recv_pcsock_code(a, code);
 	if (code) {
 		if (m->id)
 			snprintf(line, sizeof(line), "Migration %u into %s failed: %s", m->id,

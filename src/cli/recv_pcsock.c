@@ -493,12 +493,25 @@ static void say_attached(struct app *a, struct pcsock *p)
 	cli_emit(o);
 }
 
-/* Waits for a connection within the timeout: 0 with p->fd, or why not. */
+/* Waits for a connection within the timeout: 0 with p->fd, or why not
+ * (-ECANCELED for a signal).  The loop does not run yet: its signal
+ * watchers are given their turn every slice, whichever thread took the
+ * signal. */
 static int accept_one(struct app *a, struct pcsock *p, struct cli_err *err)
 {
 	struct pollfd pfd = { .fd = p->lfd, .events = POLLIN };
-	int n = poll(&pfd, 1, (int)(a->o.timeout_s * 1000));
+	uint64_t until = cli_now_ms() + a->o.timeout_s * 1000, now;
+	int n = 0;
 
+	while (n <= 0 && (now = cli_now_ms()) < until) {
+		n = poll(&pfd, 1, (int)(until - now < 200 ? until - now : 200));
+		if (n < 0 && errno != EINTR)
+			return cli_err_set(err, -errno, "poll: %s", strerror(errno));
+		ev_run(a->loop, EVRUN_NOWAIT);
+		if (a->signalled)
+			return cli_err_set(err, -ECANCELED, "interrupted by a signal while waiting "
+					   "for a VMM");
+	}
 	if (n <= 0)
 		return cli_err_set(err, -ETIMEDOUT, "no VMM came within %" PRIu64 " s (--timeout)",
 				   a->o.timeout_s);
@@ -561,6 +574,10 @@ int recv_pcsock_attach(struct app *a)
 	}
 	while ((rc = one_peer(a, p, &err)) == 1)
 		;
+	if (rc == -ECANCELED) {
+		cli_err("--postcopy-socket %s: %s", p->path, err.msg);
+		return CLI_EX_CANCELLED;
+	}
 	if (rc)
 		return cli_usage("--postcopy-socket %s: %s", p->path, err.msg);
 	say_attached(a, p);
@@ -663,6 +680,24 @@ int recv_pcsock_views(struct mig *m)
 			return -1;
 		}
 	return 0;
+}
+
+/* The VMM hung up, died or stopped reading: its own doing ends the
+ * migration as a cancel, whichever failure the migration met first (a
+ * placement into a dead process's memory may fail before its hangup is
+ * read). */
+int recv_pcsock_code(struct app *a, int code)
+{
+	struct pcsock *p = a->pcs;
+	struct pollfd pfd;
+
+	if (!p || !code || p->fd < 0)
+		return code;
+	pfd = (struct pollfd){ .fd = p->fd, .events = POLLRDHUP };
+	if (p->gone || p->deaf ||
+	    (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))))
+		return CLI_EX_CANCELLED;
+	return code;
 }
 
 void recv_pcsock_end(struct app *a, int code, const char *msg)

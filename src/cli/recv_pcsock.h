@@ -23,6 +23,9 @@ int recv_pcsock_attach(struct app *a);
 void recv_pcsock_hook(struct mig *m, struct rdmig_config *cfg);
 /* ... and, its blocks lent, the VMM's views of them; -1 after saying why. */
 int recv_pcsock_views(struct mig *m);
+/* A failure's exit code @code, or CLI_EX_CANCELLED when the VMM hung up,
+ * died or stopped reading (its doing, whatever failed first). */
+int recv_pcsock_code(struct app *a, int code);
 /* The migration ended: the VMM hears "complete" (@code 0) or why not. */
 void recv_pcsock_end(struct app *a, int code, const char *msg);
 /* Says "failed" if nothing was said; after a failure that followed "run",
