@@ -175,15 +175,18 @@ static int one_opt(void *opts, int c, const char *arg)
 		return cli_opt_num("--max-time-per-gib", arg, 1, 864000, &o->max_time_gib_s);
 	case OPT_ON_TIMEOUT:
 		o->have_limits = 1;
-		if (!strcmp(arg, "cancel"))
+		/* Given twice, the last one wins, whichever they are. */
+		o->on_timeout_postcopy = 0;
+		if (!strcmp(arg, "cancel")) {
 			o->on_timeout = RDMIG_ON_LIMIT_CANCEL;
-		else if (!strcmp(arg, "switchover"))
+		} else if (!strcmp(arg, "switchover")) {
 			o->on_timeout = RDMIG_ON_LIMIT_SWITCH_OVER;
-		else if (!strcmp(arg, "postcopy"))
+		} else if (!strcmp(arg, "postcopy")) {
 			/* The library's policy gives up at the limit; migrate-send
 			 * switches to post-copy instead of cancelling. */
+			o->on_timeout = RDMIG_ON_LIMIT_CANCEL;
 			o->on_timeout_postcopy = 1;
-		else
+		} else
 			return cli_usage("bad --on-timeout '%s': expected cancel, switchover or "
 					 "postcopy", arg);
 		return 0;
