@@ -129,10 +129,15 @@ static void converge(struct sender *x)
 
 /* --postcopy: whether this round's end is the switch to post-copy: after
  * --postcopy-after rounds, or at a limit with --on-timeout postcopy (the
- * library's policy, told to cancel there, gave up). */
+ * library's policy, told to cancel there, gave up).  A round that
+ * converged completes by pre-copy, also the N-th: what is left fits
+ * --max-downtime, and a pre-copy's end never splits the guest between the
+ * hosts, as post-copy does until its last page. */
 static bool postcopy_now(const struct sender *x)
 {
 	if (!x->o.postcopy)
+		return false;
+	if (x->adv.decision == RDMIG_SWITCH_OVER && x->adv.reason == RDMIG_REASON_CONVERGED)
 		return false;
 	if (x->o.have_pc_after && x->iterations >= x->o.postcopy_after)
 		return true;

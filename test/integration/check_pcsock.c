@@ -174,13 +174,15 @@ static void teardown(struct pc *p)
 }
 
 /* (a) One pre-copy round, then post-copy: the VMM's guest runs at once
- * and every page it reads is the source's. */
+ * and every page it reads is the source's.  The workload writes fast
+ * enough (64 MiB/s) that round 1 cannot converge, which would complete
+ * by pre-copy instead. */
 START_TEST(postcopy_after_one_round)
 {
 	struct pc p;
 	struct json_object *ev;
 
-	setup(&p, "16M", "8", NULL, NULL);
+	setup(&p, "16M", "64", NULL, NULL);
 	tu_fx_send(&p.f, NULL, (const char *[]){ "--ram", p.f.ram, "--live", "--pid", p.f.pid,
 						 "--json", "--postcopy", "--postcopy-after", "1",
 						 "--state-in", p.state, NULL });
@@ -236,6 +238,34 @@ START_TEST(postcopy_on_timeout)
 			  tu_jnum(parts, "device-state") + 2, tu_jnum(ev, "downtime"));
 	ck_assert(json_object_object_get_ex(ev, "postcopy-time", NULL));
 	ck_assert(tu_file_has(p.f.send.err, "the pause before post-copy"));
+	json_object_put(ev);
+	teardown(&p);
+}
+END_TEST
+
+/* (b) A workload slow enough to converge in its first round: with
+ * --postcopy-after 1 the convergence wins and the migration completes by
+ * pre-copy (migrate-send(1), --postcopy-after); the VMM never runs in
+ * post-copy. */
+START_TEST(converged_round_completes_precopy)
+{
+	struct pc p;
+	struct json_object *ev;
+
+	setup(&p, "16M", "1", NULL, NULL);
+	/* A small state: the switch-over's cost counts it, and round 1 must
+	 * fit --max-downtime. */
+	tu_write_random(p.state, 4096, 34);
+	tu_fx_send(&p.f, NULL, (const char *[]){ "--ram", p.f.ram, "--live", "--pid", p.f.pid,
+						 "--json", "--postcopy", "--postcopy-after", "1",
+						 "--state-in", p.state, NULL });
+	all_ok(&p);
+	ck_assert(!tu_file_has(p.vmm.out, "running"));
+	ck_assert(!tu_has_event(p.f.send.out, "postcopy-started"));
+	ev = tu_event_in(p.f.send.out, "completed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_str_eq(tu_jstr(ev, "switchover"), "precopy");
+	ck_assert_str_eq(tu_jstr(ev, "switchover-reason"), "converged");
 	json_object_put(ev);
 	teardown(&p);
 }
@@ -490,6 +520,7 @@ void pcsock_cases(Suite *s)
 	tcase_add_test(tc, postcopy_after_one_round);
 	tcase_add_test(tc, postcopy_on_timeout);
 	tcase_add_test(tc, precopy_completes);
+	tcase_add_test(tc, converged_round_completes_precopy);
 	tc = tu_case(s, "postcopy_socket_hostile", 300);
 	tcase_add_test(tc, postcopy_socket_other_user);
 	tcase_add_test(tc, postcopy_socket_bad_messages);
