@@ -148,9 +148,11 @@ static int say(struct pcsock *p, const char *fmt, const char *arg, struct cli_er
 		n = (int)sizeof(line) - 1;
 		line[n - 1] = '\n';
 	}
-	/* One line per message: a reason's own newlines would split it. */
-	for (char *c = line; c < line + n - 1; c++)
-		if (*c == '\n')
+	/* One line per message, and text only: a reason (the source's ERROR
+	 * text among them) may hold any byte; a newline would split the line
+	 * and an escape sequence reach the VMM's terminal or log. */
+	for (unsigned char *c = (unsigned char *)line; c < (unsigned char *)line + n - 1; c++)
+		if (*c < 0x20 || *c == 0x7f)
 			*c = ' ';
 	return vmm_send(p, line, (size_t)n, deadline(p), "a line", err);
 }
