@@ -51,7 +51,7 @@ static void setup(struct pc *p, const char *size, const char *rate,
 	snprintf(p->sock, sizeof(p->sock), "%s/vmm.sock", p->f.dir);
 	snprintf(p->sums, sizeof(p->sums), "%s/vmm.sums", p->f.dir);
 	snprintf(p->ref, sizeof(p->ref), "%s/src.sums", p->f.dir);
-	snprintf(p->vmmbin, sizeof(p->vmmbin), "%s/test/pcvmm", getenv("RDMIG_BUILD"));
+	tu_build_path("test/pcvmm", p->vmmbin, sizeof(p->vmmbin));
 	snprintf(p->state, sizeof(p->state), "%s/state-in", p->f.dir);
 	tu_write_random(p->state, STATE_BYTES, 33);
 	snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)strtoull(size, NULL, 0) *
@@ -333,7 +333,7 @@ START_TEST(postcopy_socket_other_user)
 	memset(&p, 0, sizeof(p));
 	tu_fx_init(&p.f);
 	snprintf(p.sock, sizeof(p.sock), "%s/vmm.sock", p.f.dir);
-	snprintf(p.vmmbin, sizeof(p.vmmbin), "%s/test/pcvmm", getenv("RDMIG_BUILD"));
+	tu_build_path("test/pcvmm", p.vmmbin, sizeof(p.vmmbin));
 	snprintf(p.sums, sizeof(p.sums), "%s/evil.sums", p.f.dir);
 	chmod(p.f.dir, 0755);
 	tu_run_cmd(&p.f.recv, p.f.dir, "recv", (const char *[]){ p.f.recvbin, "--listen",
@@ -341,12 +341,12 @@ START_TEST(postcopy_socket_other_user)
 	for (int i = 0; i < 50 && !tu_exists(p.sock); i++)
 		usleep(100000);
 	ck_assert(tu_exists(p.sock));
-	tu_run_cmd(&evil, p.f.dir, "evil", (const char *[]){ "setpriv", "--reuid=65534",
+	tu_run_cmd(&evil, p.f.dir, "evil", (const char *[]){ "/usr/bin/setpriv", "--reuid=65534",
 		   "--regid=65534", "--clear-groups", p.vmmbin, p.sock, "vm", "1048576", p.sums,
 		   NULL }, NULL);
 	ck_assert_int_eq(tu_run_finish(&evil, 10000), 4); /* EACCES: mode 0600 */
 	ck_assert_int_eq(chmod(p.sock, 0666), 0);
-	tu_run_cmd(&evil, p.f.dir, "evil", (const char *[]){ "setpriv", "--reuid=65534",
+	tu_run_cmd(&evil, p.f.dir, "evil", (const char *[]){ "/usr/bin/setpriv", "--reuid=65534",
 		   "--regid=65534", "--clear-groups", p.vmmbin, p.sock, "vm", "1048576", p.sums,
 		   NULL }, NULL);
 	ck_assert_int_eq(tu_run_finish(&evil, 10000), 2);
@@ -369,7 +369,7 @@ static void bad_message(const char *what, const char *words)
 	tu_fx_init(&p.f);
 	snprintf(p.sock, sizeof(p.sock), "%s/vmm.sock", p.f.dir);
 	snprintf(p.sums, sizeof(p.sums), "%s/vmm.sums", p.f.dir);
-	snprintf(p.vmmbin, sizeof(p.vmmbin), "%s/test/pcvmm", getenv("RDMIG_BUILD"));
+	tu_build_path("test/pcvmm", p.vmmbin, sizeof(p.vmmbin));
 	tu_run_cmd(&p.vmm, p.f.dir, "vmm", (const char *[]){ p.vmmbin, p.sock, "vm", "1048576",
 		   p.sums, "--bad", what, NULL }, NULL);
 	tu_run_cmd(&p.f.recv, p.f.dir, "recv", (const char *[]){ p.f.recvbin, "--listen",
