@@ -222,7 +222,11 @@ $(B)/obj/test/%.o: test/%.c | $(GEN_H)
 
 COMMON_OBJ := $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_COMMON))
 
-$(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(LIB_A)
+# The commands' pure decoders are unit-tested too (the post-copy socket's
+# message).
+UNIT_CLI_OBJ := $(B)/obj/cli/pcsock_msg.o $(B)/obj/cli/clierr.o
+
+$(UNIT_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(UNIT_SRC)) $(COMMON_OBJ) $(UNIT_CLI_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
 
@@ -237,6 +241,9 @@ $(INTEG_BIN): $(patsubst test/%.c,$(B)/obj/test/%.o,$(INTEG_SRC) $(INTEG_SUPPORT
 $(B)/test/%: $(B)/obj/test/integration/%.o $(COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(TEST_LIBS)
+
+# The test VMM reads the device state's header as migrate-recv writes it.
+$(B)/test/pcvmm: $(B)/obj/cli/pcsock_msg.o $(B)/obj/cli/clierr.o
 
 # LD_PRELOAD shims the fault tests put into a command under test.
 SHIM_SRC := $(wildcard test/integration/shim/*.c)
@@ -313,7 +320,7 @@ lint:
 # seconds on a scratch copy of its seed corpus; `make check` runs them
 # briefly.  Crashes are written to build/fuzz/ and fail the target.  The
 # fuzzers carry their own sanitizers, so they live in build/ in every build.
-FUZZ_TARGETS := privdata codec dest chan control names pcset
+FUZZ_TARGETS := privdata codec dest chan control names pcset pcsock
 FUZZ_TIME ?= 120
 fuzz: bootstrap-if-needed
 	@test/fuzz/build.sh

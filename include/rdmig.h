@@ -668,6 +668,20 @@ RDMIG_API int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l,
  * @l stays the caller's, alive and not accepted on until the handle is
  * destroyed.  0, or -EINVAL (accepted already, or no post-copy). */
 RDMIG_API int rdmig_dest_keep_listener(struct rdmig_dest *d, struct rdmig_listener *l);
+/* Since 0.3.0, with postcopy and postcopy_uffd set, before
+ * rdmig_dest_accept(): the guest of block @name runs in another process
+ * (the one postcopy_uffd was made in), which sees the block at
+ * @view_addr; the block's host memory (rdmig_dest_add_block()) is this
+ * process's MAP_SHARED mapping of the same memory (a memfd).  Post-copy
+ * then registers, places and serves faults at the view, and the VMM
+ * drops its own page-table entries of the block right after the hand-over
+ * (rdmig(3), Post-copy, "A VMM in another process").  Every block gets a
+ * view, or none: rdmig_dest_accept() refuses a mix with -EINVAL, and so
+ * does the block map for a block map_block added without one.  0, or
+ * -EINVAL (a view not in whole 4 KiB pages, or overlapping another
+ * block's), -ENOENT (no such block). */
+RDMIG_API int rdmig_dest_postcopy_view(struct rdmig_dest *d, const char *name,
+				       uint64_t view_addr);
 /* Blocking: serves the accepted migration until it completes (0) or fails. */
 RDMIG_API int rdmig_dest_run(struct rdmig_dest *d);
 /* Event-loop use: one fd (an epoll fd over the connection and the cancel

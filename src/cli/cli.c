@@ -290,6 +290,15 @@ void cli_json_stats(struct json_object *o, const struct rdmig_stats *st)
 	cli_json_u64(o, "state-bytes", st->state_bytes);
 	cli_json_u64(o, "pinned-bytes", st->pinned_bytes);
 	cli_json_u64(o, "pinned-peak", st->pinned_peak);
+	/* Post-copy's figures, under QEMU's names where it has one. */
+	if (st->postcopy_pages) {
+		cli_json_u64(o, "postcopy-pages", st->postcopy_pages);
+		cli_json_u64(o, "postcopy-requests", st->postcopy_faults);
+		cli_json_u64(o, "postcopy-fault-pages", st->postcopy_fault_pages);
+		cli_json_u64(o, "postcopy-background-pages", st->postcopy_background_pages);
+		cli_json_u64(o, "postcopy-ms", st->postcopy_ms);
+		cli_json_u64(o, "postcopy-blocktime", st->postcopy_blocked_ms);
+	}
 	{
 		char num[32];
 

@@ -17,7 +17,9 @@
  * Destination: ds_prepare at admission (QEMU: it must wait for an incoming
  * migration; a file: FILE.part is created), ds_write as bytes arrive,
  * ds_commit before the source is told it completed (synced; QEMU loaded it
- * and runs), ds_finish once the source holds that (FILE.part becomes
+ * and runs) and, in post-copy, at the switch too, where the guest runs
+ * before the end (a kind that has nothing more to do the second time does
+ * nothing), ds_finish once the source holds that (FILE.part becomes
  * FILE), ds_abort on failure.  ds_close always.
  *
  * Functions return 0 or a negative errno with one line in @err; none
@@ -46,6 +48,12 @@ int ds_dst_stdout(struct devstate **out, struct cli_err *err);
 /* No device state: a source sends none; a destination takes none, and a
  * source that sends some fails. */
 int ds_none(struct devstate **out, struct cli_err *err);
+/* Hands @len bytes of device state at @data, the whole of it, to where
+ * they go: 0 or a negative errno with @err. */
+typedef int (*ds_hand_fn)(void *ctx, const void *data, size_t len, struct cli_err *err);
+/* Held in memory and handed to @hand(@ctx) at the first ds_commit: the VMM
+ * of --postcopy-socket, which needs the state before its vCPUs run. */
+int ds_dst_vmm(struct devstate **out, ds_hand_fn hand, void *ctx, struct cli_err *err);
 /* The device state of the QEMU behind @q (borrowed); at the destination it
  * was started with -incoming defer, and @start: `cont` it once loaded
  * (else it stays paused). */

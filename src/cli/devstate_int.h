@@ -6,15 +6,17 @@
  *                   destination
  *   devstate_qemu   the QEMU migrated, at either end (vmstate.h)
  *   devstate_none   no device state at all
+ *   devstate_pcsock the VMM of --postcopy-socket: held in memory, handed
+ *                   over whole before it runs
  * A kind is a static const struct devstate_ops and a constructor declared
  * in devstate.h; the face dispatches through the table and keeps what
  * every kind shares (the release, --max-state, the bytes taken), so a new
  * kind (say a Cloud Hypervisor endpoint) is one new file.
  *
  * A kind's object starts with a struct devstate named d (ds_close frees
- * it as one),
- and gets back from it with ds_kind().  Types and the face's helpers for the kinds only;
- * nothing outside the endpoints includes it. */
+ * it as one), and gets back from it with ds_kind().  Types and the
+ * face's helpers for the kinds only; nothing outside the endpoints
+ * includes it. */
 #ifndef RDMIG_CLI_DEVSTATE_INT_H
 #define RDMIG_CLI_DEVSTATE_INT_H
 

@@ -257,6 +257,13 @@ int ends_open_dest(struct dst_ends *e, const struct dst_spec *s, struct cli_ram 
 	return rc ? rc : map_existing(e, s, err);
 }
 
+void ends_dest_vmm(struct dst_ends *e, ds_hand_fn hand, void *ctx)
+{
+	e->vmm_hand = hand;
+	e->vmm_ctx = ctx;
+	e->takes_state = true;
+}
+
 int ends_dest_state(const struct dst_ends *e, const char *path, struct devstate **out,
 		    struct cli_err *err)
 {
@@ -264,6 +271,8 @@ int ends_dest_state(const struct dst_ends *e, const char *path, struct devstate 
 
 	if (e->q)
 		rc = ds_dst_qemu(out, e->q, e->start, e->timeout_ms, err);
+	else if (e->vmm_hand)
+		rc = ds_dst_vmm(out, e->vmm_hand, e->vmm_ctx, err);
 	else if (!path)
 		rc = ds_none(out, err);
 	else

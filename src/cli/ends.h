@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "cli.h"
+#include "devstate.h"
 #include "dirty.h"
 
 struct qmp;
@@ -68,14 +69,19 @@ struct dst_ends {
 	uint64_t max_state;
 	bool start;
 	int timeout_ms;
+	ds_hand_fn vmm_hand;    /* --postcopy-socket: the VMM takes the state */
+	void *vmm_ctx;
 };
 
 /* Takes over @rams (from --ram; with --qmp and none given, QEMU's guest RAM
  * is found) and maps the ones that exist already. */
 int ends_open_dest(struct dst_ends *e, const struct dst_spec *s, struct cli_ram *rams,
 		   unsigned nrams, struct cli_err *err);
-/* One migration's device-state endpoint: QEMU's, or the file @path ("-":
- * standard output, NULL: none). */
+/* The VMM of --postcopy-socket takes every migration's device state,
+ * handed to @hand(@ctx) whole (ds_dst_vmm). */
+void ends_dest_vmm(struct dst_ends *e, ds_hand_fn hand, void *ctx);
+/* One migration's device-state endpoint: QEMU's, the VMM's, or the file
+ * @path ("-": standard output, NULL: none). */
 int ends_dest_state(const struct dst_ends *e, const char *path, struct devstate **out,
 		    struct cli_err *err);
 void ends_close_dest(struct dst_ends *e);

@@ -32,6 +32,7 @@
 #include "recv_listen.h"
 #include "recv_mig.h"
 #include "recv_opts.h"
+#include "recv_pcsock.h"
 
 /* Everything before the loop runs: 0, or the exit code after saying why. */
 static int setup(struct app *a)
@@ -52,6 +53,9 @@ static int setup(struct app *a)
 		return cli_usage("cannot create the event loop");
 	signal(SIGPIPE, SIG_IGN);
 	rc = recv_ctl_start(a);
+	/* The VMM's memory is the blocks: it comes before any source may. */
+	if (!rc)
+		rc = recv_pcsock_attach(a);
 	return rc ? rc : recv_listen_start(a);
 }
 
@@ -63,6 +67,7 @@ static void teardown(struct app *a)
 		recv_mig_free(a->migs);
 	recv_listen_stop(a);
 	recv_ctl_stop(a);
+	recv_pcsock_close(a);
 	ends_close_dest(&a->e);
 	recv_opts_free(&a->o);
 	if (a->loop)

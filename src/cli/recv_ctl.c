@@ -87,6 +87,7 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	struct app *a = w->data;
 
 	(void)revents;
+	a->signalled = true;
 	if (cancel_migrations(a, 0) && a->o.daemon)
 		a->exit_code = CLI_EX_CANCELLED;
 	ev_break(loop, EVBREAK_ALL);

@@ -10,6 +10,7 @@
  *   recv_admit   admitting a source that proved itself
  *   recv_files   the files of one migration (and the ends made at set-up)
  *   recv_room    what the image files may still claim of their filesystems
+ *   recv_pcsock  --postcopy-socket: a VMM's memory and userfaultfd
  *   recv_opts    the command line
  * Types only; nothing outside migrate-recv includes it. */
 #ifndef RDMIG_CLI_RECV_INT_H
@@ -26,6 +27,7 @@
 #include "ends.h"
 
 struct ctl_server;
+struct pcsock;
 struct devstate;
 
 struct recv_opts {
@@ -34,6 +36,7 @@ struct recv_opts {
 	struct cli_ram *rams;   /* --ram: mapped up front when the file exists */
 	unsigned nrams;
 	const char *ram_dir, *state_out, *control, *qmp;
+	const char *postcopy_socket; /* a VMM hands its memory over there */
 	struct qemu_id qemu;        /* --qmp-pid, --qmp-uuid */
 	int json, daemon, verbose, no_start, use_existing, trusted;
 	uint64_t timeout_s, channels, max_migrations, max_handshakes;
@@ -81,6 +84,7 @@ struct app {
 	ev_io listen_w;
 	ev_signal sigs[3];
 	struct ctl_server *ctl;
+	struct pcsock *pcs;      /* --postcopy-socket's VMM, once attached */
 	struct dst_ends e;      /* the blocks mapped up front, and where state goes */
 	struct mig *migs;       /* accepted connections, newest first */
 	/* The handle of a request turned away as malformed, of no common
@@ -95,6 +99,7 @@ struct app {
 	char state_real[PATH_MAX + 8]; /* --state-out, resolved, when in --ram-dir */
 	int exit_code;
 	bool ended;             /* single mode: the run's outcome is decided */
+	bool signalled;         /* SIGINT, SIGTERM or SIGHUP came */
 	struct cli_bar bar;
 };
 

@@ -12,6 +12,7 @@
 
 #include "recv_files.h"
 #include "recv_mig.h"
+#include "recv_pcsock.h"
 
 /* A handshake older than this may be dropped to make room for a new
  * connection when every handshake slot is taken: an honest source
@@ -75,7 +76,7 @@ static struct mig *next_handle(struct app *a)
 	if (m)
 		return m;
 	m = recv_mig_new(a);
-	if (m && !a->o.daemon && recv_files_lend(m)) {
+	if (m && !a->o.daemon && (recv_files_lend(m) || recv_pcsock_views(m))) {
 		recv_mig_free(m);
 		m = NULL;
 	}

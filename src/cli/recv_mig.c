@@ -15,6 +15,7 @@
 #include "devstate.h"
 #include "recv_admit.h"
 #include "recv_files.h"
+#include "recv_pcsock.h"
 
 /* ---- the handle ------------------------------------------------------------------- */
 
@@ -65,6 +66,7 @@ struct mig *recv_mig_new(struct app *a)
 	cfg.log_level = a->o.verbose > 1 ? RDMIG_LOG_DEBUG :
 			a->o.verbose ? RDMIG_LOG_INFO : RDMIG_LOG_WARN;
 	recv_files_hook(m, &cfg);
+	recv_pcsock_hook(m, &cfg);
 	if (rdmig_dest_create(&m->d, &cfg)) {
 		rdmig_dest_destroy(m->d);
 		free(m);
@@ -145,6 +147,7 @@ void recv_mig_end(struct mig *m, int code, const char *msg)
 	char line[6144];
 
 	cli_bar_clear(&a->bar);
+	code = recv_pcsock_code(a, code);
 	if (code) {
 		if (m->id)
 			snprintf(line, sizeof(line), "Migration %u into %s failed: %s", m->id,
@@ -163,6 +166,10 @@ void recv_mig_end(struct mig *m, int code, const char *msg)
 	 * daemon's filesystem with partial images. */
 	m->discard = code != CLI_EX_OK && a->o.daemon && !m->handed_over;
 	recv_mig_free(m);
+	/* The VMM hears it once the handle is gone: nothing serves its
+	 * faults any more. */
+	if (!a->o.daemon)
+		recv_pcsock_end(a, code, msg);
 	/* Said once it is so: the failed migration's files are gone and its
 	 * room given back when a script reads "failed". */
 	if (code) {

@@ -10,7 +10,8 @@
 #include "opts.h"
 
 static const char usage_text[] =
-	"usage: migrate-recv --listen HOST:PORT (--ram NAME=PATH... | --ram-dir DIR) [options]\n"
+	"usage: migrate-recv --listen HOST:PORT (--ram NAME=PATH... | --ram-dir DIR |\n"
+	"                    --postcopy-socket PATH) [options]\n"
 	"\n"
 	"Receives RAM files (and device state) from migrate-send over RDMA.\n"
 	"\n"
@@ -26,6 +27,10 @@ static const char usage_text[] =
 	"      --qmp-pid PID[:START] with --qmp: only that QEMU (pid, start time) may answer\n"
 	"      --qmp-uuid UUID      with --qmp: only a QEMU that says this UUID\n"
 	"      --no-start           with --qmp: leave the migrated guest paused\n"
+	"      --postcopy-socket PATH  receive into the memory of a VMM that hands it over\n"
+	"                           on this UNIX socket (memfds and its userfaultfd), hand\n"
+	"                           it the device state there, and serve its faults once\n"
+	"                           the source switches to post-copy (not with --state-out)\n"
 	"  -j, --json               JSON events on stdout, one per line\n"
 	"      --control SOCK       control socket (status, cancel)\n"
 	"      --daemon             serve migrations one after another and at once,\n"
@@ -37,7 +42,8 @@ static const char usage_text[] =
 	"      --max-migrations N   --daemon: migrations at once, 1..1024 (default 16)\n"
 	"      --max-handshakes N   connections not yet authenticated, 1..1024 (default 8)\n"
 	"      --max-image SIZE     largest image taken (default: this host's memory)\n"
-	"      --max-state SIZE     largest device state taken (default 1G; 0: no limit)\n"
+	"      --max-state SIZE     largest device state taken (default 1G; 0: no limit,\n"
+	"                           not with --daemon or --postcopy-socket)\n"
 	"      --pinned-cap SIZE    bytes pinned per migration at most (default 256M;\n"
 	"                           0: no cap); pin-all of a larger image is refused\n"
 	"      --max-total-image SIZE   --daemon: all images at once (default: this\n"
@@ -54,7 +60,7 @@ static const char usage_text[] =
 enum {
 	OPT_CONTROL = 256, OPT_DAEMON, OPT_AUTH_KEY, OPT_CHANNELS, OPT_MAX_MIGRATIONS,
 	OPT_MAX_HANDSHAKES, OPT_MAX_IMAGE, OPT_PINNED_CAP, OPT_NO_START, OPT_USE_EXISTING,
-	OPT_TRUSTED, OPT_TOTAL_IMAGE, OPT_TOTAL_PINNED, OPT_MAX_STATE,
+	OPT_TRUSTED, OPT_TOTAL_IMAGE, OPT_TOTAL_PINNED, OPT_MAX_STATE, OPT_PC_SOCKET,
 };
 
 static const struct option long_opts[] = {
@@ -66,6 +72,7 @@ static const struct option long_opts[] = {
 	{ "qmp-pid", required_argument, NULL, OPT_QMP_PID },
 	{ "qmp-uuid", required_argument, NULL, OPT_QMP_UUID },
 	{ "no-start", no_argument, NULL, OPT_NO_START },
+	{ "postcopy-socket", required_argument, NULL, OPT_PC_SOCKET },
 	{ "json", no_argument, NULL, 'j' },
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "daemon", no_argument, NULL, OPT_DAEMON },
@@ -103,6 +110,7 @@ static int one_opt(void *opts, int c, const char *arg)
 	case OPT_QMP_PID:
 	case OPT_QMP_UUID: return cli_opt_qemu(&o->qemu, c, arg);
 	case OPT_NO_START: o->no_start = 1; return 0;
+	case OPT_PC_SOCKET: o->postcopy_socket = arg; return 0;
 	case 'j': o->json = 1; return 0;
 	case OPT_CONTROL: o->control = arg; return 0;
 	case OPT_DAEMON: o->daemon = 1; return 0;
@@ -141,8 +149,25 @@ static int check_args(struct recv_opts *o)
 		return cli_usage("%s is only used with --qmp", o->qemu.pid ? "--qmp-pid" : "--qmp-uuid");
 	if (o->no_start && !o->qmp)
 		return cli_usage("--no-start is only used with --qmp");
-	if (!o->nrams && !o->ram_dir && !o->qmp)
-		return cli_usage("--ram NAME=PATH, --ram-dir DIR or --qmp SOCK is required");
+	/* The VMM's memfds are the blocks, one migration's: no files, no
+	 * other guest. */
+	if (o->postcopy_socket && (o->nrams || o->ram_dir || o->qmp || o->daemon))
+		return cli_usage("--postcopy-socket receives into the VMM's own memory: drop %s",
+				 o->nrams ? "--ram" : o->ram_dir ? "--ram-dir" :
+				 o->qmp ? "--qmp" : "--daemon");
+	/* The VMM needs the state before its vCPUs run, on the socket it
+	 * talks on; a file named only at the end would be a second copy
+	 * nobody runs. */
+	if (o->postcopy_socket && o->state_out)
+		return cli_usage("--postcopy-socket hands the device state to the VMM on the "
+				 "socket: drop --state-out");
+	/* It is held in memory until the VMM takes it. */
+	if (o->postcopy_socket && !o->max_state)
+		return cli_usage("--postcopy-socket holds the device state in memory until the VMM "
+				 "takes it: give --max-state a size, not 0");
+	if (!o->nrams && !o->ram_dir && !o->qmp && !o->postcopy_socket)
+		return cli_usage("--ram NAME=PATH, --ram-dir DIR, --qmp SOCK or --postcopy-socket "
+				 "PATH is required");
 	if (o->ram_dir && strlen(o->ram_dir) > 1900)
 		return cli_usage("--ram-dir %.40s...: path too long", o->ram_dir);
 	if (o->state_out && strlen(o->state_out) > 2000)

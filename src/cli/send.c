@@ -124,6 +124,7 @@ static void source_config(struct sender *x, struct rdmig_config *c)
 	cfg.pin_all = x->o.pin_all;
 	cfg.timeout_ms = (int)(x->o.timeout_s * 1000);
 	cfg.verify = x->o.verify;
+	cfg.postcopy = x->o.postcopy;
 	cfg.channels = (uint32_t)x->o.channels;
 	cfg.auth_key = x->o.key;
 	cfg.auth_key_len = x->o.key_len;

@@ -48,6 +48,16 @@ static void resume_workload(struct sender *x)
 {
 	struct cli_err err;
 
+	/* After the switch to post-copy the destination's guest has run:
+	 * this copy is stale, and the pages it lacks are only here. */
+	if (x->pc_handed) {
+		if (ds_close(x->e.ds, &err))
+			cli_err("warning: %s", err.msg);
+		x->e.ds = NULL;
+		snprintf(x->resume_err.msg, sizeof(x->resume_err.msg), "it stays stopped: it "
+			 "switched to post-copy, and its destination's guest ran");
+		return;
+	}
 	if (x->e.wl)
 		wl_thaw(x->e.wl);
 	if (ds_close(x->e.ds, &err))

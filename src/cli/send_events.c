@@ -23,6 +23,7 @@ static const char *const phase_names[] = {
 	[PH_CONNECT] = "connect", [PH_PREPARED] = "prepared", [PH_ROUND] = "round",
 	[PH_CONVERGED] = "converged", [PH_STOPPING] = "stopping",
 	[PH_LAST_ROUND] = "last-round", [PH_STATE] = "state", [PH_COMPLETE] = "complete",
+	[PH_POSTCOPY] = "postcopy",
 	[PH_DONE] = "done",
 };
 _Static_assert(sizeof(phase_names) / sizeof(*phase_names) == PH_DONE + 1,

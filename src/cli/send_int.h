@@ -60,6 +60,8 @@ enum phase {
 	PH_LAST_ROUND,  /* the workload stopped: the last dirty pages */
 	PH_STATE,       /* the rest of the device state, to its end */
 	PH_COMPLETE,    /* COMPLETE went: waiting for the confirmation */
+	PH_POSTCOPY,    /* switched to post-copy: the destination's guest runs
+			 * and reads what it lacks; waiting for POSTCOPY_DONE */
 	PH_DONE,        /* succeeded or failed: the loop ends (stays last) */
 };
 
@@ -90,6 +92,9 @@ struct sender {
 	uint64_t prepared_ms;   /* --defer: when it began to wait for start */
 	uint64_t waited_ms;     /* ... and how long it waited, once started */
 	bool need_prepare;      /* the device-state end is not ready yet */
+	bool pc_switch;         /* the state goes, then post-copy, not COMPLETE */
+	bool pc_handed;         /* post-copy began: the workload is the
+				 * destination's, never resumed here */
 	bool kicked;            /* the library runs again at once: an operation
 				 * just started, its timeout may not say so */
 
@@ -120,6 +125,11 @@ struct sender {
 	/* the downtime's parts (ms): until the last round began, the last
 	 * round, the device state, the destination's confirmation */
 	uint64_t dt_stop, dt_round, dt_state, dt_confirm, downtime_ms;
+	/* after a switch to post-copy: from the switch to every page in (not
+	 * downtime: the destination's guest runs), and why it switched
+	 * ("postcopy-after", or the limit's name) */
+	uint64_t dt_postcopy;
+	const char *pc_reason;
 	uint64_t dt_track_us;   /* of dt_stop: collecting the last pages */
 	uint64_t switch_ms;     /* the switch-over's own cost, estimated */
 	uint64_t switch_base;   /* ... its part measured before the rounds */

@@ -39,7 +39,13 @@ static const char usage_text[] =
 	"      --max-time-per-gib S  at most S seconds per GiB of RAM (default: no limit)\n"
 	"      --on-timeout ACTION   at a limit, before the rest fits --max-downtime:\n"
 	"                            cancel (default: the workload runs on here) or\n"
-	"                            switchover (stop it anyway, over --max-downtime)\n"
+	"                            switchover (stop it anyway, over --max-downtime) or\n"
+	"                            postcopy (switch to post-copy: needs --postcopy)\n"
+	"      --postcopy            allow post-copy: the destination's guest (a VMM on\n"
+	"                            migrate-recv --postcopy-socket) runs before every page\n"
+	"                            is there and reads the rest from here; --pid stays\n"
+	"                            stopped and its RAM files readable until the end\n"
+	"      --postcopy-after N    switch to post-copy after N rounds (0: at once)\n"
 	"      --auto-converge       throttle the workload while its writes outpace the link\n"
 	"      --estimate S          migrate nothing: track the workload's writes for S\n"
 	"                            seconds, measure the link (a first round, then\n"
@@ -67,7 +73,8 @@ enum {
 	OPT_PIN_ALL = 256, OPT_CHUNK, OPT_CAP, OPT_LIVE, OPT_MAX_DOWNTIME,
 	OPT_MAX_ITER, OPT_MAX_BW, OPT_CONTROL, OPT_VERIFY, OPT_AUTH_KEY, OPT_CHANNELS,
 	OPT_TRUSTED, OPT_DIRTY_TRACKING, OPT_DEFER, OPT_MAX_TIME, OPT_MAX_TIME_GIB, OPT_ON_TIMEOUT,
-	OPT_AUTO_CONVERGE, OPT_ESTIMATE, OPT_RESUME_COST, OPT_SWITCH_BW,
+	OPT_AUTO_CONVERGE, OPT_ESTIMATE, OPT_RESUME_COST, OPT_SWITCH_BW, OPT_POSTCOPY,
+	OPT_PC_AFTER,
 };
 
 /* Exit statuses of migrate-send only (rdmig-libvirt has 9 and 10). */
@@ -97,6 +104,8 @@ static const struct option long_opts[] = {
 	{ "max-time", required_argument, NULL, OPT_MAX_TIME },
 	{ "max-time-per-gib", required_argument, NULL, OPT_MAX_TIME_GIB },
 	{ "on-timeout", required_argument, NULL, OPT_ON_TIMEOUT },
+	{ "postcopy", no_argument, NULL, OPT_POSTCOPY },
+	{ "postcopy-after", required_argument, NULL, OPT_PC_AFTER },
 	{ "auto-converge", no_argument, NULL, OPT_AUTO_CONVERGE },
 	{ "estimate", required_argument, NULL, OPT_ESTIMATE },
 	{ "max-bandwidth", required_argument, NULL, OPT_MAX_BW },
@@ -166,17 +175,26 @@ static int one_opt(void *opts, int c, const char *arg)
 		return cli_opt_num("--max-time-per-gib", arg, 1, 864000, &o->max_time_gib_s);
 	case OPT_ON_TIMEOUT:
 		o->have_limits = 1;
-		if (!strcmp(arg, "cancel"))
+		/* Given twice, the last one wins, whichever they are. */
+		o->on_timeout_postcopy = 0;
+		if (!strcmp(arg, "cancel")) {
 			o->on_timeout = RDMIG_ON_LIMIT_CANCEL;
-		else if (!strcmp(arg, "switchover"))
+		} else if (!strcmp(arg, "switchover")) {
 			o->on_timeout = RDMIG_ON_LIMIT_SWITCH_OVER;
-		else if (!strcmp(arg, "postcopy"))
-			return cli_usage("--on-timeout postcopy: rdmig has no post-copy yet; use cancel "
-					 "or switchover");
-		else
-			return cli_usage("bad --on-timeout '%s': expected cancel or switchover", arg);
+		} else if (!strcmp(arg, "postcopy")) {
+			/* The library's policy gives up at the limit; migrate-send
+			 * switches to post-copy instead of cancelling. */
+			o->on_timeout = RDMIG_ON_LIMIT_CANCEL;
+			o->on_timeout_postcopy = 1;
+		} else
+			return cli_usage("bad --on-timeout '%s': expected cancel, switchover or "
+					 "postcopy", arg);
 		return 0;
 	case OPT_AUTO_CONVERGE: o->auto_converge = 1; o->have_limits = 1; return 0;
+	case OPT_POSTCOPY: o->postcopy = 1; return 0;
+	case OPT_PC_AFTER:
+		o->have_pc_after = 1;
+		return cli_opt_num("--postcopy-after", arg, 0, 100000, &o->postcopy_after);
 	case OPT_ESTIMATE: return cli_opt_num("--estimate", arg, 1, 3600, &o->estimate_s);
 	case OPT_MAX_BW: return cli_opt_size("--max-bandwidth", arg, &o->max_bandwidth);
 	case OPT_SWITCH_BW:
@@ -246,6 +264,29 @@ static int check_live(struct send_opts *o)
 	return 0;
 }
 
+/* Post-copy: a process migrate-send stops itself (QEMU's guest would need
+ * QEMU's own post-copy), and no digests at the end (the destination's
+ * guest has written its pages by then). */
+static int check_postcopy(const struct send_opts *o)
+{
+	if ((o->on_timeout_postcopy || o->have_pc_after) && !o->postcopy)
+		return cli_usage("%s needs --postcopy", o->have_pc_after ? "--postcopy-after" :
+				 "--on-timeout postcopy");
+	if (!o->postcopy)
+		return 0;
+	if (!o->live || o->qmp)
+		return cli_usage("--postcopy migrates a running process: give --live --pid PID%s",
+				 o->qmp ? " (not --qmp)" : "");
+	if (o->verify || o->estimate_s)
+		return cli_usage("--postcopy cannot be combined with %s", o->verify ? "--verify "
+				 "(the destination's guest writes its pages before the end)" :
+				 "--estimate");
+	if (!o->have_pc_after && !o->on_timeout_postcopy)
+		return cli_usage("--postcopy: say when to switch: --postcopy-after N, or "
+				 "--on-timeout postcopy");
+	return 0;
+}
+
 /* --defer, and device state on standard input. */
 static int check_defer(const struct send_opts *o)
 {
@@ -278,5 +319,7 @@ int send_parse_args(struct send_opts *o, int argc, char **argv)
 		rc = check_live(o);
 	if (!rc)
 		rc = check_defer(o);
+	if (!rc)
+		rc = check_postcopy(o);
 	return rc ? rc : -1;
 }

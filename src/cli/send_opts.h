@@ -30,6 +30,10 @@ struct send_opts {
 	uint64_t switch_bw;             /* --switchover-bandwidth (0: --max-bandwidth) */
 	uint64_t max_time_s, max_time_gib_s; /* 0: none */
 	int on_timeout;                 /* RDMIG_ON_LIMIT_* */
+	int postcopy;                   /* --postcopy: the switch may be to post-copy */
+	int on_timeout_postcopy;        /* --on-timeout postcopy: at a limit, it is */
+	uint64_t postcopy_after;        /* --postcopy-after N: after N rounds, it is */
+	int have_pc_after;
 	int have_limits;                /* any of the four above given */
 	int have_downtime;              /* --max-downtime given: a promise */
 	int auto_converge;

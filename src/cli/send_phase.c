@@ -26,6 +26,7 @@
 
 static void start_round(struct sender *x, enum phase ph);
 static void await_stop(struct sender *x);
+static void begin_state(struct sender *x);
 
 /* The workload is stopped: its last pages go at the bandwidth granted to
  * the switch-over, the one the policy predicted them at (the library's
@@ -126,6 +127,79 @@ static void converge(struct sender *x)
 	start_last_round(x);
 }
 
+/* --postcopy: whether this round's end is the switch to post-copy: after
+ * --postcopy-after rounds, or at a limit with --on-timeout postcopy (the
+ * library's policy, told to cancel there, gave up).  A round that
+ * converged completes by pre-copy, also the N-th: what is left fits
+ * --max-downtime, and a pre-copy's end never splits the guest between the
+ * hosts, as post-copy does until its last page. */
+static bool postcopy_now(const struct sender *x)
+{
+	if (!x->o.postcopy)
+		return false;
+	if (x->adv.decision == RDMIG_SWITCH_OVER && x->adv.reason == RDMIG_REASON_CONVERGED)
+		return false;
+	if (x->o.have_pc_after && x->iterations >= x->o.postcopy_after)
+		return true;
+	return x->o.on_timeout_postcopy && x->adv.decision == RDMIG_GIVE_UP;
+}
+
+static void say_postcopy(struct sender *x)
+{
+	const char *why = x->pc_reason;
+
+	cli_bar_clear(&x->bar);
+	if (x->o.json) {
+		struct json_object *o = cli_event("postcopy-started");
+
+		cli_json_str(o, "reason", why);
+		cli_json_u64(o, "iterations", x->iterations);
+		cli_emit(o);
+	} else {
+		cli_err("switching to post-copy after %" PRIu64 " round%s (%s)", x->iterations,
+			x->iterations == 1 ? "" : "s", why);
+	}
+}
+
+/* The switch to post-copy, with the workload frozen and what it wrote
+ * collected: it stops here for good, its device state goes, and then,
+ * instead of a last round, the destination's guest starts and reads the
+ * pages it lacks (state_done). */
+static void switch_postcopy(struct sender *x)
+{
+	uint64_t stop_ms;
+	struct cli_err err;
+	bool now;
+	int rc;
+
+	x->pc_switch = true;
+	x->pc_reason = x->o.on_timeout_postcopy && x->adv.decision == RDMIG_GIVE_UP ?
+		       cli_reason_name(x->adv.reason) : "postcopy-after";
+	/* What the switch was decided on, as for a switch-over: the report
+	 * (send_report.c) holds the pause to the --max-downtime of then. */
+	x->sw_reason = (enum rdmig_reason)x->adv.reason;
+	x->sw_expected = x->adv.expected_downtime_ms;
+	x->sw_promised = x->downtime_promised;
+	x->sw_throttle = x->adv.throttle_pct;
+	say_postcopy(x);
+	rc = wl_begin_stop(x->e.wl, &now, &stop_ms, &err);
+	if (!rc && !now)
+		rc = cli_err_set(&err, -ENOTSUP, "post-copy needs a workload that migrate-send "
+				 "stops itself (--pid)");
+	if (!rc)
+		rc = ds_start(x->e.ds, &err);
+	if (rc) {
+		send_local_fail(x, rc, err.msg);
+		return;
+	}
+	x->stop_ms = stop_ms;
+	x->status = ST_DEVICE;
+	x->dt_stop = cli_now_ms() - stop_ms;
+	x->dt_track_us = x->collect_us;
+	x->t_mark = cli_now_ms();
+	begin_state(x);
+}
+
 static void round_done(struct sender *x)
 {
 	uint64_t dirty, t_freeze;
@@ -139,6 +213,10 @@ static void round_done(struct sender *x)
 	if (send_collect(x, &dirty) || send_advise(x))
 		return;
 	send_emit_iteration(x, dirty, t_freeze - x->t_clear, &x->adv);
+	if (postcopy_now(x)) {
+		switch_postcopy(x);
+		return;
+	}
 	switch (x->adv.decision) {
 	case RDMIG_SWITCH_OVER:
 		/* Converged, or a limit with --on-timeout switchover. */
@@ -287,14 +365,20 @@ void send_pump_state(struct sender *x)
 /* The last round is in: the rest of the device state follows it. */
 static void last_round_done(struct sender *x)
 {
-	struct cli_err err;
-	int rc;
-
 	round_ended(x);
 	if (!x->o.live)
 		send_emit_iteration(x, 0, 0, NULL);
 	x->dt_round = cli_now_ms() - x->t_mark;
 	x->t_mark = cli_now_ms();
+	begin_state(x);
+}
+
+/* The workload is stopped: the rest of its device state goes. */
+static void begin_state(struct sender *x)
+{
+	struct cli_err err;
+	int rc;
+
 	send_set_phase(x, PH_STATE);
 	rc = ds_release(x->e.ds, &err);
 	if (rc) {
@@ -322,6 +406,18 @@ static void state_done(struct sender *x)
 	x->dt_state = cli_now_ms() - x->t_mark;
 	x->t_mark = cli_now_ms();
 	ev_io_stop(x->loop, &x->ds_io);
+	if (x->pc_switch) {
+		send_set_phase(x, PH_POSTCOPY);
+		rc = rdmig_source_postcopy_async(x->s);
+		/* From here the guest is the destination's (rdmig(3)), even
+		 * should the switch fail half-way. */
+		x->pc_handed = rc == 0;
+		if (rc)
+			send_lib_fail(x, rc, CLI_PHASE_TRANSFER);
+		else
+			send_kick(x);
+		return;
+	}
 	send_set_phase(x, PH_COMPLETE);
 	rc = rdmig_source_complete_async(x->s);
 	if (rc)
@@ -332,9 +428,15 @@ static void state_done(struct sender *x)
 
 static void completed(struct sender *x)
 {
-	x->dt_confirm = cli_now_ms() - x->t_mark;
+	/* After post-copy the workload's pause ended when the destination's
+	 * guest started, at the switch (t_mark), not when its last page came:
+	 * the time since is the post-copy's, no part of the downtime. */
+	if (x->pc_switch)
+		x->dt_postcopy = cli_now_ms() - x->t_mark;
+	else
+		x->dt_confirm = cli_now_ms() - x->t_mark;
 	if (x->o.live)
-		x->downtime_ms = cli_now_ms() - x->stop_ms;
+		x->downtime_ms = (x->pc_switch ? x->t_mark : cli_now_ms()) - x->stop_ms;
 	x->status = ST_COMPLETED;
 	send_finish(x);
 }
@@ -377,6 +479,13 @@ void send_begin(struct sender *x)
 			return;
 		x->t_mark = cli_now_ms();
 		start_round(x, PH_LAST_ROUND);
+		return;
+	}
+	/* --postcopy-after 0: no round at all, every page is read by the
+	 * destination. */
+	if (x->o.postcopy && x->o.have_pc_after && !x->o.postcopy_after) {
+		if (!send_prepare_state(x) && !send_freeze(x))
+			switch_postcopy(x);
 		return;
 	}
 	/* The first clear happens with the workload frozen too, so its first
@@ -448,7 +557,7 @@ void send_op_done(struct sender *x)
 	case PH_ROUND: round_done(x); break;
 	case PH_CONVERGED: converged_done(x); break;
 	case PH_LAST_ROUND: last_round_done(x); break;
-	case PH_COMPLETE: completed(x); break;
+	case PH_COMPLETE: case PH_POSTCOPY: completed(x); break;
 	case PH_PREPARED: case PH_STOPPING: case PH_STATE: case PH_DONE: break;
 	}
 }

@@ -52,17 +52,25 @@ void send_left_said(const struct rdmig_advice *a, char *buf, size_t len)
 			 cli_fmt_bytes(a->remaining, b, sizeof(b)));
 }
 
-/* Switched over at a limit (--on-timeout switchover), or the downtime
- * measured longer than --max-downtime although the prediction fit. */
+/* Switched over at a limit with --on-timeout switchover: the pause was
+ * known to go over --max-downtime.  A switch to post-copy at a limit
+ * (--on-timeout postcopy) is not: its pause is the stop and the device
+ * state, and only the pause is what --max-downtime promises. */
+static bool at_limit(const struct sender *x)
+{
+	return !x->pc_switch && x->sw_reason != RDMIG_REASON_CONVERGED;
+}
+
+/* Switched over at a limit, or the downtime measured longer than
+ * --max-downtime although the prediction fit. */
 static bool over_limit(const struct sender *x)
 {
-	return x->sw_reason != RDMIG_REASON_CONVERGED || x->downtime_ms > x->adv.max_downtime_ms;
+	return at_limit(x) || x->downtime_ms > x->adv.max_downtime_ms;
 }
 
 bool send_promise_broken(const struct sender *x)
 {
-	return x->sw_reason != RDMIG_REASON_CONVERGED ||
-	       (x->sw_promised && x->downtime_ms > x->adv.max_downtime_ms);
+	return at_limit(x) || (x->sw_promised && x->downtime_ms > x->adv.max_downtime_ms);
 }
 
 /* The completed event's account of it: which limit, and by how much. */
@@ -72,12 +80,16 @@ static struct json_object *limit_exceeded(const struct sender *x)
 	uint64_t lim = x->adv.max_downtime_ms;
 	char why[600], left[128];
 
-	if (x->sw_reason != RDMIG_REASON_CONVERGED) {
+	if (at_limit(x)) {
 		send_limit_said(x, why, sizeof(why));
 		send_left_said(&x->adv, left, sizeof(left));
 		snprintf(why + strlen(why), sizeof(why) - strlen(why), "; %s: switched over anyway "
 			 "(--on-timeout switchover)", left);
 		cli_json_str(o, "limit", cli_reason_name(x->sw_reason));
+	} else if (x->pc_switch) {
+		snprintf(why, sizeof(why), "the pause before post-copy (the stop and the device "
+			 "state) took longer");
+		cli_json_str(o, "limit", "max-downtime");
 	} else {
 		snprintf(why, sizeof(why), "the downtime predicted, %" PRIu64 " ms, fit; the "
 			 "switch-over took longer", x->sw_expected);
@@ -101,7 +113,15 @@ static void say_over_limit(const struct sender *x)
 
 	if (!over_limit(x))
 		return;
-	if (x->sw_reason != RDMIG_REASON_CONVERGED) {
+	if (x->pc_switch) {
+		cli_err("%sMigration to %s:%s: the pause before post-copy (%s) was %" PRIu64
+			" ms, over %s--max-downtime %" PRIu64 " ms by %" PRIu64 " ms%s",
+			x->sw_promised ? "" : "warning: ", x->o.host, x->o.port, x->pc_reason,
+			x->downtime_ms,
+			x->sw_promised ? "" : "the default ", lim, x->downtime_ms - lim,
+			x->sw_promised ? "" : "; give --max-downtime to have the exit status "
+			"keep it");
+	} else if (at_limit(x)) {
 		send_limit_said(x, why, sizeof(why));
 		cli_err("Migration to %s:%s completed over its limits: %s, and it switched over "
 			"anyway (--on-timeout switchover): downtime %" PRIu64 " ms against "
@@ -138,12 +158,18 @@ static void json_downtime(struct sender *x, struct json_object *o)
 	cli_json_u64(parts, "device-state", x->dt_state);
 	cli_json_u64(parts, "confirm", x->dt_confirm);
 	json_object_object_add(o, "downtime-parts", parts);
+	/* The parts add up to the downtime; the post-copy that follows the
+	 * pause is reported beside them. */
+	cli_json_str(o, "switchover", x->pc_switch ? "postcopy" : "precopy");
+	if (x->pc_switch)
+		cli_json_u64(o, "postcopy-time", x->dt_postcopy);
 	cli_json_u64(o, "max-downtime", x->adv.max_downtime_ms);
 	cli_json_u64(o, "expected-downtime", x->sw_expected);
 	cli_json_u64(o, "switchover-cost", x->switch_ms);
 	if (x->o.switch_bw)
 		cli_json_u64(o, "switchover-bandwidth", x->o.switch_bw);
-	cli_json_str(o, "switchover-reason", cli_reason_name(x->sw_reason));
+	cli_json_str(o, "switchover-reason", x->pc_switch ? x->pc_reason :
+		     cli_reason_name(x->sw_reason));
 	send_json_throttle(x, o, false);
 	if (over_limit(x))
 		json_object_object_add(o, "limit-exceeded", limit_exceeded(x));
@@ -181,6 +207,9 @@ static void summary(struct sender *x, const struct rdmig_stats *st)
 	if (x->e.wl) {
 		wl_left(x->e.wl, left, sizeof(left));
 		fprintf(stderr, ", downtime %" PRIu64 " ms; %s", x->downtime_ms, left);
+		if (x->pc_switch)
+			fprintf(stderr, "; post-copy (%s) %" PRIu64 " ms after the pause",
+				x->pc_reason, x->dt_postcopy);
 	}
 	fputc('\n', stderr);
 }

@@ -71,6 +71,10 @@ echo "  LD      $out/fuzz_names"
 $CC $common $cli_cflags $warn $san -o "$out/fuzz_names" test/fuzz/fuzz_names.c \
 	src/cli/cli.c src/cli/safeopen.c src/cli/clierr.c src/lib/util/util.c \
 	$(pkg-config --libs json-c libsodium) -lrdmacm
+# The hand-over message of migrate-recv's --postcopy-socket.
+echo "  LD      $out/fuzz_pcsock"
+$CC $common $cli_cflags $warn $san -o "$out/fuzz_pcsock" test/fuzz/fuzz_pcsock.c \
+	src/cli/pcsock_msg.c src/cli/clierr.c
 
 if [ "${1:-}" = --seeds ]; then
 	$CC $common -Itest/common $warn -o "$out/gen_seeds" test/fuzz/gen_seeds.c \

@@ -16,6 +16,7 @@ static const struct tu_suite suites[] = {
 	{ "embed", embed_cases },
 	{ "local", local_cases },
 	{ "libvirt", libvirt_cases },
+	{ "pcsock", pcsock_cases },
 };
 
 int main(void)

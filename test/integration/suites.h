@@ -22,4 +22,5 @@ int embed_drop_state(void *ctx, const void *data, size_t len, char *err, size_t 
 void local_cases(Suite *);
 void libvirt_cases(Suite *);
 void converge_cases(Suite *);
+void pcsock_cases(Suite *);
 #endif

@@ -406,6 +406,73 @@ START_TEST(dest_resume_listener_is_the_accepted_one)
 }
 END_TEST
 
+/* A foreign post-copy view (rdmig_dest_postcopy_view()) names addresses in
+ * another process: the library cannot look at them, so what it can check
+ * is checked up front: post-copy with the VMM's userfaultfd, a block that
+ * exists, whole 4 KiB pages that do not wrap, and no two views that
+ * overlap (a fault address must name one block). */
+START_TEST(dest_postcopy_view_checks)
+{
+	static uint8_t ram[3 << 16] __attribute__((aligned(4096)));
+	struct rdmig_config cfg;
+	struct rdmig_dest *d;
+
+	rdmig_config_init(&cfg);
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_ge(rdmig_dest_add_block(d, "a", ram, 1 << 16, 0), 0);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "a", 0x100000), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "postcopy_uffd"));
+	rdmig_dest_destroy(d);
+	cfg.postcopy = 1;
+	cfg.postcopy_uffd = 0; /* never touched before accepting */
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_ge(rdmig_dest_add_block(d, "a", ram, 1 << 16, 0), 0);
+	ck_assert_int_ge(rdmig_dest_add_block(d, "b", ram + (1 << 16), 1 << 16, 0), 0);
+	ck_assert_int_ge(rdmig_dest_add_block(d, "c", ram + (2 << 16), 1000, 0), 0);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "nope", 0x100000), -ENOENT);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "a", 0), -EINVAL);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "a", 0x100800), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "whole"));
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "a", UINT64_MAX - 4095), -EINVAL);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "c", 0x900000), -EINVAL);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "a", 0x100000), 0);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "b", 0x10f000), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "overlaps block \"a\""));
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "b", 0x0f1000), -EINVAL);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "b", 0x110000), 0);
+	/* Set again, the block's own view is no overlap. */
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "a", 0x200000), 0);
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
+/* A guest runs in one process: a handle where some blocks have a
+ * post-copy view and others not would serve the latter in this process,
+ * where no vCPU faults.  Accepting refuses it before anything is touched,
+ * naming a block of each (the listener is never dereferenced). */
+START_TEST(dest_postcopy_views_all_or_none)
+{
+	static uint8_t ram[2 << 16] __attribute__((aligned(4096)));
+	struct rdmig_listener *l = (struct rdmig_listener *)(uintptr_t)0x1000;
+	struct rdmig_config cfg;
+	struct rdmig_dest *d;
+
+	rdmig_config_init(&cfg);
+	cfg.postcopy = 1;
+	cfg.postcopy_uffd = 0; /* never touched before accepting */
+	ck_assert_int_eq(rdmig_dest_create(&d, &cfg), 0);
+	ck_assert_int_ge(rdmig_dest_add_block(d, "a", ram, 1 << 16, 0), 0);
+	ck_assert_int_ge(rdmig_dest_add_block(d, "b", ram + (1 << 16), 1 << 16, 0), 0);
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "b", 0x100000), 0);
+	ck_assert_int_eq(rdmig_dest_accept(d, l, 0), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmig_dest_error(d), "block \"b\" has a post-copy view "
+				     "and block \"a\" has none"));
+	/* Still new: the caller may give "a" its view and accept then. */
+	ck_assert_int_eq(rdmig_dest_postcopy_view(d, "a", 0x200000), 0);
+	rdmig_dest_destroy(d);
+}
+END_TEST
+
 /* The unit-test host has no RDMA device: connecting must fail with a
  * message naming that, not crash tearing down what never existed.  The
  * handle then stays failed, quiet and destroyable. */
@@ -680,6 +747,8 @@ void api_cases(Suite *s)
 	tcase_add_test(tc, bad_config_reported_through_handle);
 	tcase_add_test(tc, dest_block_checks);
 	tcase_add_test(tc, dest_resume_listener_is_the_accepted_one);
+	tcase_add_test(tc, dest_postcopy_view_checks);
+	tcase_add_test(tc, dest_postcopy_views_all_or_none);
 	tcase_add_test(tc, connect_without_a_device);
 	tcase_add_test(tc, timeout_and_process_agree);
 	tcase_add_test(tc, callbacks_may_not_drive_their_handle);

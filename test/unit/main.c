@@ -33,6 +33,7 @@ static const struct tu_suite suites[] = {
 	{ "pcq", pcq_cases },
 	{ "states", states_cases },
 	{ "wire", wire_cases },
+	{ "pcsock", pcsock_cases },
 };
 
 int main(void)

@@ -32,4 +32,5 @@ void pcset_cases(Suite *);
 void pcq_cases(Suite *);
 void states_cases(Suite *);
 void wire_cases(Suite *);
+void pcsock_cases(Suite *);
 #endif

@@ -10,6 +10,7 @@
  * confirmation reached the source.  What each state does is in the files
  * below this one (dst_int.h lists them). */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,56 @@ int rdmig_dest_add_block(struct rdmig_dest *d, const char *name, void *host,
 	return dst_map_add(d, name, host, length, zeroed);
 }
 
+/* Where the VMM's view of a block may be: page-aligned, not wrapping, and
+ * clear of every other block's view (a fault address names one block). */
+static int check_view(struct rdmig_dest *d, unsigned idx, uint64_t view)
+{
+	const struct dst_block *b = &d->blocks[idx];
+	unsigned i;
+
+	if (!view || view % 4096 || b->d.length % 4096 || !b->d.length ||
+	    view > UINT64_MAX - b->d.length)
+		return rd_err_set(&d->ss.err, -EINVAL, "block \"%s\": a "
+				  "post-copy view at 0x%" PRIx64 " of %" PRIu64 " bytes is not whole "
+				  "4 KiB pages of an address space", b->d.name, view, b->d.length);
+	for (i = 0; i < d->nblocks; i++) {
+		const struct dst_block *o = &d->blocks[i];
+
+		if (i == idx || !o->view)
+			continue;
+		if (view < o->view + o->d.length && o->view < view + b->d.length)
+			return rd_err_set(&d->ss.err, -EINVAL, "block \"%s\": its "
+					  "post-copy view at 0x%" PRIx64 " overlaps block \"%s\"'s at "
+					  "0x%" PRIx64, b->d.name, view, o->d.name, o->view);
+	}
+	return 0;
+}
+
+int rdmig_dest_postcopy_view(struct rdmig_dest *d, const char *name, uint64_t view_addr)
+{
+	unsigned i;
+	int rc;
+
+	if (sess_reentered(&d->ss))
+		return -EDEADLK;
+	if (d->state != DST_NEW)
+		return rd_err_set(&d->ss.err, -EINVAL, "post-copy views are set before accepting");
+	if (!d->ss.cfg.postcopy || d->ss.cfg.postcopy_uffd < 0)
+		return rd_err_set(&d->ss.err, -EINVAL, "a post-copy view needs postcopy and the "
+				  "VMM's postcopy_uffd in the config");
+	for (i = 0; i < d->nblocks; i++)
+		if (!strcmp(d->blocks[i].d.name, name))
+			break;
+	if (i == d->nblocks)
+		return rd_err_set(&d->ss.err, -ENOENT, "block \"%s\": no such block for a "
+				  "post-copy view (add it first)", name);
+	rc = check_view(d, i, view_addr);
+	if (rc)
+		return rc;
+	d->blocks[i].view = view_addr;
+	return 0;
+}
+
 int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeout_ms)
 {
 	int rc;
@@ -101,6 +152,9 @@ int rdmig_dest_accept(struct rdmig_dest *d, struct rdmig_listener *l, int timeou
 	if (d->resume_l && d->resume_l != l)
 		return rd_err_set(&d->ss.err, -EINVAL, "the listener kept for a resume is not the "
 				  "one accepted on (the source resumes where it connected)");
+	rc = dst_pc_views_whole(d, NULL, d->nblocks);
+	if (rc)
+		return rc;
 	rc = dst_link_accept(d, l, timeout_ms);
 	if (!rc)
 		rc = dst_watch(d);

@@ -183,6 +183,10 @@ struct dst_pc {
 struct dst_block {
 	struct blk_desc d;
 	uint8_t *host;
+	/* rdmig_dest_postcopy_view(): where the guest sees this block in the
+	 * userfaultfd's process (host is then our mapping of the same shared
+	 * memory); 0 when the guest's view is host itself. */
+	uint64_t view;
 	bool zeroed;
 	bool announced;
 	uint64_t nchunks;

@@ -14,6 +14,29 @@
 /* Engine registrations with the helpers at once. */
 #define DST_PC_AHEAD 4
 
+int dst_pc_views_whole(struct rdmig_dest *d, const unsigned *idx, unsigned n)
+{
+	const struct dst_block *with = NULL, *without = NULL;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		const struct dst_block *b = &d->blocks[idx ? idx[i] : i];
+
+		if (b->view && !with)
+			with = b;
+		if (!b->view && !without)
+			without = b;
+	}
+	/* The engine would serve one block in the VMM's address space and
+	 * another in ours, where no vCPU runs: its faults would never come. */
+	if (with && without)
+		return rd_err_set(&d->ss.err, -EINVAL, "block \"%s\" has a post-copy view and "
+				  "block \"%s\" has none: a guest in another process needs a view "
+				  "for every block (rdmig_dest_postcopy_view()), one in this "
+				  "process none", with->d.name, without->d.name);
+	return 0;
+}
+
 int dst_pc_setup(struct rdmig_dest *d)
 {
 	struct dst_pc *pc = &d->pc;
@@ -23,6 +46,10 @@ int dst_pc_setup(struct rdmig_dest *d)
 
 	if (!d->ss.cfg.postcopy || !d->chans)
 		return rd_err_set(&d->ss.err, -EPROTO, "post-copy granted without its set-up");
+	/* Blocks the map_block callback added since accepting have no view. */
+	rc = dst_pc_views_whole(d, d->map, d->nmap);
+	if (rc)
+		return rc;
 	pc->set = calloc(d->nmap ? d->nmap : 1, sizeof(*pc->set));
 	pc->npages = calloc(d->nmap ? d->nmap : 1, sizeof(*pc->npages));
 	pc->length = calloc(d->nmap ? d->nmap : 1, sizeof(*pc->length));
@@ -48,7 +75,7 @@ int dst_pc_setup(struct rdmig_dest *d)
 			free(pb);
 			return rd_err_set(&d->ss.err, -ENOMEM, "out of memory");
 		}
-		pb[i] = (struct pcd_block){ b->d.name, b->host, b->d.length };
+		pb[i] = (struct pcd_block){ b->d.name, b->host, b->d.length, b->view };
 	}
 	pcset_rx_init(&pc->rx, d->nmap, pc->npages, pc->set);
 	pckeys_init(&pc->keys, d->nmap, pc->length);

@@ -20,6 +20,10 @@
 
 struct rdmig_dest;
 
+/* A guest runs in one process: every block of @idx (@n of d->blocks; all
+ * of them for NULL) has a post-copy view, or none does.  0, or -EINVAL
+ * naming a block with a view and one without. */
+int dst_pc_views_whole(struct rdmig_dest *d, const unsigned *idx, unsigned n);
 /* At the block map, POSTCOPY granted (before the answer: the post-copy
  * channels need the engine's completion queue when they come). */
 int dst_pc_setup(struct rdmig_dest *d);

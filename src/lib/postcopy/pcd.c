@@ -21,6 +21,23 @@ _Static_assert(PCD_FAULT_DEPTH == PCD_SQ_DEPTH,
 
 /* ---- set-up ---------------------------------------------------------------- */
 
+/* A foreign view: the guest's mapping is in the userfaultfd's process and
+ * ours (@in->host) must be the same memory, shared, for the NIC to write
+ * and the guest to see.  No second mapping is made: ours is one already,
+ * and the guest's view is not in this process to duplicate. */
+static int setup_foreign(struct pcd_blk *bk, const struct pcd_block *in, struct rd_err *err)
+{
+	if (bk->kind != UFFD_SHARED)
+		return rd_err_set(err, -EINVAL, "block \"%s\": the guest's memory is another "
+				  "process's, and private memory of another process cannot be "
+				  "written by pre-copy: back the guest's RAM by a memfd (or tmpfs) "
+				  "mapped shared, and hand that over", in->name);
+	bk->host = (uint8_t *)(uintptr_t)in->view;
+	bk->alias = in->host;
+	bk->foreign = true;
+	return 0;
+}
+
 static int setup_block(struct pcd_blk *bk, const struct pcd_block *in, struct rd_err *err)
 {
 	int rc;
@@ -40,6 +57,8 @@ static int setup_block(struct pcd_blk *bk, const struct pcd_block *in, struct rd
 	bk->taken = bm_alloc(bk->npages);
 	if (!bk->have || !bk->taken)
 		return rd_err_set(err, -ENOMEM, "out of memory");
+	if (in->view)
+		return setup_foreign(bk, in, err);
 	if (bk->kind == UFFD_SHARED) {
 		/* The same pages a second time (mremap with an old size of 0
 		 * duplicates a shared mapping): the NIC writes here while the
@@ -249,7 +268,9 @@ int pcd_begin(struct pcd *p, struct fab_conn *fault, struct fab_conn *bg,
 		     first = bm_next_set(set[i], bk->npages, end)) {
 			end = bm_next_clear(set[i], bk->npages, first);
 			bm_clear_range(bk->have, first, end - first);
-			if (madvise(bk->host + first * PCD_PAGE, (end - first) * PCD_PAGE,
+			/* A foreign view's page tables are its VMM's to drop,
+			 * before its vCPUs run (rdmig(3)). */
+			if (!bk->foreign && madvise(bk->host + first * PCD_PAGE, (end - first) * PCD_PAGE,
 				    MADV_DONTNEED))
 				rc = rd_err_set(err, -errno, "block \"%s\": cannot drop pages %"
 						PRIu64 "..%" PRIu64 " from the guest's view: %s",
@@ -370,7 +391,7 @@ void pcd_destroy(struct pcd *p)
 		close(p->uffd);
 	}
 	for (i = 0; p->b && i < p->n; i++) {
-		if (p->b[i].alias)
+		if (p->b[i].alias && !p->b[i].foreign)
 			munmap(p->b[i].alias, p->b[i].npages * PCD_PAGE);
 		bm_free(p->b[i].have);
 		bm_free(p->b[i].taken);

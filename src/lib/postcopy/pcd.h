@@ -56,8 +56,12 @@ struct pcd;
 
 struct pcd_block {
 	const char *name;
-	uint8_t *host;          /* the guest's mapping */
+	uint8_t *host;          /* the guest's mapping, or ours of its memory */
 	uint64_t length;
+	/* Not 0: the guest's mapping is at this address in the userfaultfd's
+	 * process, and @host is this process's shared mapping of the same
+	 * memory (a foreign view: rdmig_dest_postcopy_view()). */
+	uint64_t view;
 };
 
 /* READs each post-copy channel holds at most: its send queue's depth. */

@@ -58,8 +58,12 @@ struct pcd_read {
 
 struct pcd_blk {
 	const char *name;
+	/* The guest's view: where faults come from and pages are placed.  In
+	 * another process's address space for a foreign view: never read or
+	 * written through here, only named to the userfaultfd. */
 	uint8_t *host;
 	uint8_t *alias;         /* shared: where the NIC writes */
+	bool foreign;           /* alias is the caller's mapping, not ours */
 	uint64_t length, npages;
 	enum uffd_kind kind;
 	uint64_t *have;         /* pages complete here */
