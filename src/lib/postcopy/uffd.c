@@ -147,18 +147,24 @@ int uffd_register(int fd, enum uffd_kind kind, void *host, uint64_t len, const c
 	return 0;
 }
 
-int uffd_unregister(int fd, void *host, uint64_t len)
-{
-	struct uffdio_range r = { .start = (uintptr_t)host, .len = len };
-
-	return ioctl(fd, UFFDIO_UNREGISTER, &r) ? -errno : 0;
-}
-
 static int wake(int fd, uint64_t addr, uint64_t len)
 {
 	struct uffdio_range r = { .start = addr, .len = len };
 
 	return ioctl(fd, UFFDIO_WAKE, &r) ? -errno : 0;
+}
+
+int uffd_unregister(int fd, void *host, uint64_t len)
+{
+	struct uffdio_range r = { .start = (uintptr_t)host, .len = len };
+	int rc = ioctl(fd, UFFDIO_UNREGISTER, &r) ? -errno : 0;
+
+	/* The kernel wakes the faults still waiting in the range only for
+	 * MISSING registrations (Linux 6.1's userfaultfd_unregister): a MINOR
+	 * fault raised after our last read would sleep for ever.  Woken, it
+	 * faults again, on memory no longer registered. */
+	wake(fd, r.start, len);
+	return rc;
 }
 
 /* One call over [dst, dst + len): the bytes it placed (all of them, or up

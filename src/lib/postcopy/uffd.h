@@ -40,7 +40,8 @@ int uffd_open(bool shared, int *fd, struct rd_err *err);
  * file), the API assumed done. */
 int uffd_adopt(int fd, struct rd_err *err);
 
-/* Registers [host, host + len) for @kind's faults; unregisters it. */
+/* Registers [host, host + len) for @kind's faults; unregisters it and
+ * wakes every fault still waiting there (they fault again, unregistered). */
 int uffd_register(int fd, enum uffd_kind kind, void *host, uint64_t len, const char *name,
 		  struct rd_err *err);
 int uffd_unregister(int fd, void *host, uint64_t len);
