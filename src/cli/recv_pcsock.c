@@ -136,11 +136,12 @@ static uint64_t deadline(const struct pcsock *p)
 	return cli_now_ms() + p->a->o.timeout_s * 1000;
 }
 
-/* One line to the VMM, within the timeout. */
-static int say(struct pcsock *p, const char *fmt, const char *arg, struct cli_err *err)
+/* One line to the VMM, within the timeout: @word, and ": @reason" if any. */
+static int say(struct pcsock *p, const char *word, const char *reason, struct cli_err *err)
 {
 	char line[1024];
-	int n = snprintf(line, sizeof(line), fmt, arg ? arg : "");
+	int n = snprintf(line, sizeof(line), "%s%s%s\n", word, reason ? ": " : "",
+			 reason ? reason : "");
 
 	if (n <= 0)
 		return 0;
@@ -535,7 +536,7 @@ static int one_peer(struct app *a, struct pcsock *p, struct cli_err *err)
 	rc = check_peer(p, err);
 	if (rc) {
 		/* Its own failure to hear why changes nothing: it is refused. */
-		say(p, "error: %s\n", err->msg, &why);
+		say(p, "error", err->msg, &why);
 		cli_err("--postcopy-socket %s: refused %s; still waiting", p->path, err->msg);
 		close(p->fd);
 		p->fd = -1;
@@ -543,12 +544,12 @@ static int one_peer(struct app *a, struct pcsock *p, struct cli_err *err)
 	}
 	rc = take_handover(a, p, err);
 	if (rc) {
-		say(p, "error: %s\n", err->msg, &why);
+		say(p, "error", err->msg, &why);
 		/* That was its answer: no "failed" line follows at the close. */
 		p->said_end = true;
 		return rc;
 	}
-	return say(p, "ok\n", NULL, err);
+	return say(p, "ok", NULL, err);
 }
 
 int recv_pcsock_attach(struct app *a)
@@ -642,7 +643,7 @@ static int postcopy_start_cb(void *ctx, char *errbuf, size_t errlen)
 	rc = m->ds ? ds_commit(m->ds, &err) : cli_err_set(&err, -EPROTO, "post-copy before "
 							   "the migration was admitted");
 	if (!rc)
-		rc = say(p, "run\n", NULL, &err);
+		rc = say(p, "run", NULL, &err);
 	if (rc)
 		return cli_err_give(rc, &err, errbuf, errlen);
 	p->ran = true;
@@ -713,7 +714,7 @@ void recv_pcsock_end(struct app *a, int code, const char *msg)
 	p->said_end = true;
 	p->failed = code != 0;
 	/* The outcome stands whether or not the VMM hears it: said here. */
-	if (code ? say(p, "failed: %s\n", msg, &err) : say(p, "complete\n", NULL, &err))
+	if (code ? say(p, "failed", msg, &err) : say(p, "complete", NULL, &err))
 		cli_err("warning: --postcopy-socket: %s", err.msg);
 }
 
