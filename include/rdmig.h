@@ -101,7 +101,8 @@ typedef int (*rdmig_dirty_sync_fn)(void *ctx, struct rdmig_source *s, char *errb
  * callback had it), and every page the guest lacks is fetched from the
  * source on first touch by a thread of the library from now on: start the
  * vCPUs.  Return 0, or a negative errno with a message in errbuf to fail
- * the migration (the guest must not run then). */
+ * the migration (the guest must not have run then: since 0.3.0 the source
+ * is told it never ran, and may resume its own copy). */
 typedef int (*rdmig_postcopy_fn)(void *ctx, char *errbuf, size_t errlen);
 
 struct rdmig_config {
@@ -398,6 +399,13 @@ RDMIG_API const char *rdmig_source_error(const struct rdmig_source *s);
  * (RDMIG_ERROR_NONE while it has not failed); like rdmig_source_error(),
  * from the driving thread. */
 RDMIG_API int rdmig_source_error_class(const struct rdmig_source *s);
+/* Since 0.3.0: 1 when the handle failed and the destination's ERROR said
+ * its guest never ran with this migration's memory (it failed before the
+ * switch, or its postcopy_start callback failed), else 0.  After
+ * rdmig_source_postcopy_async() this is the one case where the guest may
+ * be resumed here: the destination's word, from the peer that proved the
+ * key (rdmig(7), THREAT MODEL).  An older destination never says it. */
+RDMIG_API int rdmig_source_guest_never_ran(const struct rdmig_source *s);
 
 /* Adds a RAM block before connecting; returns its index (>= 0).  @name is
  * 1..255 printable ASCII bytes (QEMU's RAMBlock idstr: "pc.ram",

@@ -48,14 +48,17 @@ static void resume_workload(struct sender *x)
 {
 	struct cli_err err;
 
-	/* After the switch to post-copy the destination's guest has run:
-	 * this copy is stale, and the pages it lacks are only here. */
-	if (x->pc_handed) {
+	/* After the switch to post-copy the destination's guest may have
+	 * run: this copy is stale, and the pages it lacks are only here.
+	 * Only the destination's word that it never ran (from the peer that
+	 * proved the key, rdmig(7)) makes this copy the guest again. */
+	x->pc_never_ran = x->pc_handed && rdmig_source_guest_never_ran(x->s);
+	if (x->pc_handed && !x->pc_never_ran) {
 		if (ds_close(x->e.ds, &err))
 			cli_err("warning: %s", err.msg);
 		x->e.ds = NULL;
 		snprintf(x->resume_err.msg, sizeof(x->resume_err.msg), "it stays stopped: it "
-			 "switched to post-copy, and its destination's guest ran");
+			 "switched to post-copy, and its destination's guest may have run");
 		return;
 	}
 	if (x->e.wl)

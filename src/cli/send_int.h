@@ -94,7 +94,9 @@ struct sender {
 	bool need_prepare;      /* the device-state end is not ready yet */
 	bool pc_switch;         /* the state goes, then post-copy, not COMPLETE */
 	bool pc_handed;         /* post-copy began: the workload is the
-				 * destination's, never resumed here */
+				 * destination's, never resumed here ... */
+	bool pc_never_ran;      /* ... unless the destination said, failing,
+				 * that its guest never ran */
 	bool kicked;            /* the library runs again at once: an operation
 				 * just started, its timeout may not say so */
 

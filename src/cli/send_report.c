@@ -235,6 +235,9 @@ static const char *workload_fate(struct sender *x, struct cli_err *fate)
 		return fate->msg;
 	if (!x->resumed || x->untouched)
 		cli_err_set(fate, 0, "; %s", x->resume_err.msg);
+	else if (x->pc_never_ran)
+		cli_err_set(fate, 0, "; the destination's guest never ran: resumed after the "
+			    "switch to post-copy, %s", wl_runs_again(x->e.wl));
 	else
 		cli_err_set(fate, 0, "; %s", wl_runs_again(x->e.wl));
 	return fate->msg;
@@ -286,6 +289,11 @@ static void failed_event(struct sender *x, const char *line, int code)
 				       json_object_new_boolean(x->resumed));
 	if (x->o.defer)
 		json_object_object_add(o, "started", json_object_new_boolean(x->begun));
+	/* After a switch: whether the destination said its guest never ran,
+	 * the one case the workload is resumed then. */
+	if (x->pc_handed)
+		json_object_object_add(o, "destination-guest-never-ran",
+				       json_object_new_boolean(x->pc_never_ran));
 	if (x->e.wl)
 		send_json_throttle(x, o, true);
 	if (x->gave_up) {

@@ -108,10 +108,12 @@ int ctrl_send(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg)
 	return 0;
 }
 
-void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms)
+void ctrl_send_error(struct ctrl *ch, int code, const char *message, bool guest_never_ran,
+		     int wait_ms)
 {
 	(void)ch;
 	(void)code;
+	(void)guest_never_ran;
 	(void)wait_ms;
 	assert(strlen(message) < RD_ERRLEN);
 }

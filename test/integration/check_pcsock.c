@@ -8,10 +8,12 @@
  * before "complete"): its digest must be that of migrate-send's
  * --state-in file.
  * Every page the VMM's threads read is checked too: none may be stale.
- * Run: CK_RUN_SUITE=pcsock (cases postcopy_socket, postcopy_socket_hostile). */
+ * Run: CK_RUN_SUITE=pcsock (cases postcopy_socket, postcopy_socket_hostile,
+ * postcopy_error). */
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,10 +292,12 @@ END_TEST
 
 /* (c) A VMM that stops reading its state: migrate-recv gives up within
  * --timeout, naming the VMM and what it was sending, instead of holding
- * the source's guest for ever; the source fails too, its process stopped
- * (it had switched). */
+ * the source's guest for ever; the source fails too, and although it had
+ * switched, its process runs again: the destination said its guest never
+ * ran (rdmig(7), ERROR's guest_never_ran), so the source's copy is whole. */
 START_TEST(postcopy_socket_vmm_stalls)
 {
+	struct json_object *ev;
 	struct pc p;
 	char pid[64];
 	int rc, sc;
@@ -319,7 +323,20 @@ START_TEST(postcopy_socket_vmm_stalls)
 	/* migrate-recv hung up on it: it saw no "run". */
 	ck_assert_int_eq(tu_run_finish(&p.vmm, 10000), 3);
 	ck_assert(!tu_file_has(p.vmm.out, "running"));
-	ck_assert_int_eq(tu_proc_state(p.f.load.p.pid, NULL), 'T');
+	/* ... and told the source so: migrate-send resumed its process after
+	 * the switch, and says why, in the line and in the failed event. */
+	if (!tu_file_has(p.f.send.err, "the destination's guest never ran: resumed after "
+			 "the switch to post-copy"))
+		tu_run_dump(&p.f.send, "send");
+	ck_assert(tu_file_has(p.f.send.err, "the destination's guest never ran: resumed after "
+			      "the switch to post-copy, the process keeps running here"));
+	ev = tu_event_in(p.f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert(json_object_get_boolean(json_object_object_get(ev,
+								 "destination-guest-never-ran")));
+	ck_assert(json_object_get_boolean(json_object_object_get(ev, "workload-running")));
+	json_object_put(ev);
+	tu_fx_assert_load_runs(&p.f);
 	teardown(&p);
 }
 END_TEST
@@ -449,9 +466,10 @@ END_TEST
 
 /* (c) The VMM dies during post-copy: migrate-recv fails and says why, the
  * source fails too, and its process stays stopped (the destination's
- * guest ran). */
+ * guest ran, and its ERROR does not say it never did). */
 START_TEST(postcopy_socket_vmm_dies)
 {
+	struct json_object *ev;
 	struct pc p;
 	int rc, sc;
 
@@ -474,6 +492,15 @@ START_TEST(postcopy_socket_vmm_dies)
 	ck_assert(tu_file_has(p.f.recv.err, "disconnected from --postcopy-socket") ||
 		  tu_file_has(p.f.recv.err, "post-copy"));
 	ck_assert_int_eq(tu_proc_state(p.f.load.p.pid, NULL), 'T');
+	ck_assert(tu_file_has(p.f.send.err, "it stays stopped: it switched to post-copy, and "
+			      "its destination's guest may have run"));
+	ev = tu_event_in(p.f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert(json_object_object_get_ex(ev, "destination-guest-never-ran", NULL));
+	ck_assert(!json_object_get_boolean(json_object_object_get(ev,
+								  "destination-guest-never-ran")));
+	ck_assert(!json_object_get_boolean(json_object_object_get(ev, "workload-running")));
+	json_object_put(ev);
 	teardown(&p);
 }
 END_TEST
@@ -515,6 +542,85 @@ START_TEST(postcopy_socket_recv_killed)
 }
 END_TEST
 
+/* A destination that gives up after the switch (evil_peer pcdest
+ * --variant @variant) with an ERROR that says its guest never ran
+ * (@never_ran) or does not, as one older than 0.3.0: migrate-send fails
+ * with its reason, the same status either way, and resumes its process
+ * only on that word. */
+static void error_after_switch(const char *variant, bool never_ran)
+{
+	struct json_object *ev, *flag;
+	struct tu_run evil;
+	char evilbin[512], port[32];
+	struct tu_fx f;
+	int code, sc;
+
+	memset(&evil, 0, sizeof(evil));
+	tu_fx_init(&f);
+	tu_fx_block(&f, "vm", 0, 0);
+	tu_fx_load(&f, f.file, "16M", "8");
+	tu_build_path("test/evil_peer", evilbin, sizeof(evilbin));
+	snprintf(f.addr, sizeof(f.addr), "%s:1", tu_addr());
+	tu_run_cmd(&evil, f.dir, variant, (const char *[]){ evilbin, "pcdest", f.addr, NULL },
+		   (const char *[]){ "--variant", variant, "--listen", tu_addr(), NULL });
+	if (tu_wait_line(evil.err, "evil_peer: listening on port ", port, sizeof(port),
+			 20000)) {
+		tu_run_dump(&evil, "evil_peer");
+		ck_abort_msg("evil_peer did not listen");
+	}
+	snprintf(f.addr, sizeof(f.addr), "%s:%s", tu_addr(), port);
+	tu_fx_send(&f, NULL, (const char *[]){ "--ram", f.ram, "--live", "--pid", f.pid,
+					       "--json", "--postcopy", "--postcopy-after", "0",
+					       NULL });
+	code = tu_run_finish(&evil, 90000);
+	sc = tu_run_finish(&f.send, 60000);
+	if (code != 0 || sc != 5) {
+		tu_run_dump(&evil, "evil_peer");
+		tu_run_dump(&f.send, "send");
+	}
+	ck_assert_msg(code == 0, "evil_peer %s did not get to send its ERROR", variant);
+	/* The destination reported an error (migrate-send(1), EXIT STATUS). */
+	ck_assert_int_eq(sc, 5);
+	ck_assert(tu_file_has(f.send.err, "destination reported: a test's destination gives up "
+			      "after the switch"));
+	ev = tu_event_in(f.send.out, "failed");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert(json_object_object_get_ex(ev, "destination-guest-never-ran", &flag));
+	ck_assert_int_eq(json_object_get_boolean(flag), never_ran);
+	ck_assert_int_eq(json_object_get_boolean(json_object_object_get(ev, "workload-running")),
+			 never_ran);
+	json_object_put(ev);
+	if (never_ran) {
+		ck_assert(tu_file_has(f.send.err, "the destination's guest never ran: resumed "
+				      "after the switch to post-copy"));
+		tu_fx_assert_load_runs(&f);
+	} else {
+		ck_assert(tu_file_has(f.send.err, "it stays stopped: it switched to post-copy, "
+				      "and its destination's guest may have run"));
+		ck_assert_int_eq(tu_proc_state(f.load.p.pid, NULL), 'T');
+	}
+	tu_run_stop(&evil);
+	tu_fx_free(&f);
+}
+
+/* (c) An older destination's ERROR after the switch lacks guest_never_ran:
+ * the process stays stopped, as before 0.3.0. */
+START_TEST(postcopy_error_from_old_destination)
+{
+	error_after_switch("error-old", false);
+}
+END_TEST
+
+/* (c) A destination's ERROR after the switch that says its guest never
+ * ran: the process runs again.  The source cannot check the word: a
+ * destination that lied would fork the guest, which rdmig(7), THREAT
+ * MODEL, accepts from the peer that holds the key. */
+START_TEST(postcopy_error_guest_never_ran)
+{
+	error_after_switch("error-never-ran", true);
+}
+END_TEST
+
 void pcsock_cases(Suite *s)
 {
 	TCase *tc = tu_case(s, "postcopy_socket", 400);
@@ -531,4 +637,9 @@ void pcsock_cases(Suite *s)
 	tcase_add_test(tc, postcopy_socket_vmm_dies);
 	tcase_add_test(tc, postcopy_socket_vmm_stalls);
 	tcase_add_test(tc, postcopy_socket_recv_killed);
+	/* A destination's ERROR after the switch, with or without its word
+	 * that its guest never ran: CK_RUN_CASE=postcopy_error. */
+	tc = tu_case(s, "postcopy_error", 120);
+	tcase_add_test(tc, postcopy_error_from_old_destination);
+	tcase_add_test(tc, postcopy_error_guest_never_ran);
 }

@@ -18,7 +18,8 @@
  *                   [--size BYTES] [--hold-ms MS]
  *   evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest [--size BYTES]
  *                   [--revoke-ms MS]
- *   evil_peer pcdest HOST:PORT --variant outside|inside|resume-error [--listen HOST]
+ *   evil_peer pcdest HOST:PORT --variant outside|inside|resume-error|error-old|
+ *                   error-never-ran [--listen HOST]
  *   evil_peer resume HOST:PORT --variant token|plain
  *   evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac|error [--size BYTES]
  *   common: [--timeout MS] (each wait for a peer, default 10000)
@@ -63,7 +64,10 @@
  * pcdest resume-error (recovery granted: the link broken after the switch,
  * the source's RESUME accepted and answered with an ERROR), the source
  * gave up on that ERROR: refused when it came back with another RESUME
- * (retried=yes);
+ * (retried=yes); pcdest error-old and error-never-ran (once the source
+ * switched, an ERROR without guest_never_ran, as a destination older than
+ * 0.3.0 sends, or with it), the ERROR went (sent=error): what the source
+ * made of it (its guest resumed or not) is the test's to see;
  * resume (at a destination whose post-copy is paused: a RESUME with a
  * token of our own (token), or a plain REQUEST as a new source (plain)),
  * the connection was accepted (reason= gives the refusal's otherwise);
@@ -1832,7 +1836,8 @@ out:
 
 /* ---- pcdest: a destination that reads outside what it was given ------------------------ */
 
-static const char *const pcdest_variants[] = { "outside", "inside", "resume-error" };
+static const char *const pcdest_variants[] = { "outside", "inside", "resume-error",
+					       "error-old", "error-never-ran" };
 
 /* The post-copy channels' side of a fake destination: accepted beside the
  * control connection, on its PD, with a CQ of our own for our READs. */
@@ -2067,6 +2072,22 @@ static int pcdest(const struct opts *o)
 	if (!last || !first_addr || !last_addr) {
 		code = result(2, "variant=%s setup=\"no switch came: %s\"", variant,
 			      quoted(src.said[0] ? src.said : src.err.msg, q, sizeof(q)));
+		goto out;
+	}
+	if (o->variant >= 3) {
+		/* A destination that gives up after the switch, as one older
+		 * than 0.3.0 would, or saying its guest never ran. */
+		Rdmig__Error er = RDMIG__ERROR__INIT;
+
+		er.code = -EIO;
+		er.message = (char *)"a test's destination gives up after the switch";
+		er.guest_never_ran = o->variant == 4;
+		rc = send_msg(&src, CT_ERROR, &er.base, -1);
+		note("switched, then sent ERROR %s guest_never_ran", er.guest_never_ran ?
+		     "with" : "without");
+		/* Time for the ERROR to land before our disconnect. */
+		usleep(200000);
+		code = result(rc ? 2 : 0, "variant=%s sent=%s", variant, rc ? "nothing" : "error");
 		goto out;
 	}
 	if (recover) {
@@ -2400,7 +2421,8 @@ static int usage(void)
 		"                       [--size BYTES] [--hold-ms MS]\n"
 		"       evil_peer pcsource HOST:PORT --variant unregistered|revoke|honest\n"
 		"                       [--size BYTES] [--revoke-ms MS]\n"
-		"       evil_peer pcdest HOST:PORT --variant outside|inside|resume-error [--listen HOST]\n"
+		"       evil_peer pcdest HOST:PORT --variant outside|inside|resume-error|error-old|\n"
+		"                       error-never-ran [--listen HOST]\n"
 		"       evil_peer resume HOST:PORT --variant token|plain\n"
 		"       evil_peer pcresume HOST:PORT --key FILE --variant noauth|badmac|error\n"
 		"                       [--size BYTES]\n"

@@ -10,9 +10,12 @@
 #include "config.h"
 #include "rdmig.h"
 #include "bitmap.h"
+#include "dst_int.h"
 #include "session.h"
 #include "src_int.h"
 #include "src_mem.h"
+#include "src_pc.h"
+#include "src_step.h"
 #include "suite.h"
 #include "suites.h"
 
@@ -335,6 +338,61 @@ START_TEST(source_connect_needs_blocks)
 	ck_assert_int_eq(rdmig_source_connect(s, "127.0.0.1", "1"), -EINVAL);
 	ck_assert_str_eq(rdmig_source_error(s), "no RAM blocks were added");
 	rdmig_source_destroy(s);
+}
+END_TEST
+
+/* The destination's word that its guest never ran reaches the caller only
+ * from a peer that proved the key, outside a resume, and once failed; an
+ * ERROR without it (an older destination's) keeps the guest stopped. */
+START_TEST(source_guest_never_ran_is_the_peers_word)
+{
+	static const enum src_state unproved[] = { SRC_NEW, SRC_CONNECTING, SRC_AUTH,
+						   SRC_PC_PAUSED };
+	Rdmig__Error e = RDMIG__ERROR__INIT;
+	struct rdmig_source *s;
+	size_t i;
+
+	ck_assert_int_eq(rdmig_source_guest_never_ran(NULL), 0);
+	ck_assert_int_eq(rdmig_source_create(&s, NULL), 0);
+	ck_assert_int_eq(rdmig_source_guest_never_ran(s), 0);
+	e.code = -EIO;
+	e.message = "the postcopy_start callback failed: the VMM is gone";
+	e.guest_never_ran = 1;
+	for (i = 0; i < RD_ARRAY_SIZE(unproved); i++) {
+		s->state = unproved[i];
+		ck_assert_int_eq(src_pc_peer_error(s, &e), -EIO);
+		ck_assert_msg(!s->pc.peer_never_ran, "kept in %s", src_state_names[unproved[i]]);
+	}
+	/* A resume's ERROR ends the try; the guest ran before the pause. */
+	s->state = SRC_PC_RESUMING;
+	ck_assert_int_eq(src_pc_peer_error(s, &e), -ECONNABORTED);
+	ck_assert(!s->pc.peer_never_ran);
+	/* The switch under way, an older destination's ERROR. */
+	s->state = SRC_PC_SWITCH;
+	e.guest_never_ran = 0;
+	ck_assert_int_eq(src_pc_peer_error(s, &e), -EIO);
+	ck_assert(!s->pc.peer_never_ran);
+	e.guest_never_ran = 1;
+	ck_assert_int_eq(src_pc_peer_error(s, &e), -EIO);
+	ck_assert_str_eq(rdmig_source_error(s), "destination reported: the postcopy_start "
+			 "callback failed: the VMM is gone");
+	/* Said only once the handle failed. */
+	ck_assert_int_eq(rdmig_source_guest_never_ran(s), 0);
+	ck_assert_int_eq(src_fail(s, -EIO), -EIO);
+	ck_assert_int_eq(rdmig_source_guest_never_ran(s), 1);
+	ck_assert_int_eq(rdmig_source_error_class(s), RDMIG_ERROR_PEER);
+	rdmig_source_destroy(s);
+}
+END_TEST
+
+/* A destination says its guest never ran until the switch let it. */
+START_TEST(dest_guest_never_ran_until_the_switch)
+{
+	struct rdmig_dest *d;
+
+	ck_assert_int_eq(rdmig_dest_create(&d, NULL), 0);
+	ck_assert(d->ss.guest_never_ran);
+	rdmig_dest_destroy(d);
 }
 END_TEST
 
@@ -744,6 +802,8 @@ void api_cases(Suite *s)
 	tcase_add_test(tc, limits_while_running);
 	tcase_add_test(tc, source_block_checks);
 	tcase_add_test(tc, source_connect_needs_blocks);
+	tcase_add_test(tc, source_guest_never_ran_is_the_peers_word);
+	tcase_add_test(tc, dest_guest_never_ran_until_the_switch);
 	tcase_add_test(tc, bad_config_reported_through_handle);
 	tcase_add_test(tc, dest_block_checks);
 	tcase_add_test(tc, dest_resume_listener_is_the_accepted_one);

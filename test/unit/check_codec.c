@@ -650,6 +650,7 @@ START_TEST(rt_error)
 	mo = (Rdmig__Error *)out;
 	ck_assert_int_eq(mo->code, -ENOSPC);
 	ck_assert_str_eq(mo->message, "block \"ram1\": no space left");
+	ck_assert(!mo->guest_never_ran);
 	ctrl_msg_free(NULL, out);
 	/* Control characters cannot reach the operator's terminal. */
 	m.code = INT32_MIN;
@@ -664,6 +665,47 @@ START_TEST(rt_error)
 	good(CT_ERROR, &m.base);
 	text[1024] = 'x';
 	bad(CT_ERROR, &m.base, "ERROR: message of 1025 bytes exceeds the limit of 1024");
+}
+END_TEST
+
+/* A destination's word that its guest never ran, both ways; and its
+ * absence, which is all an older destination sends, reads as "it may
+ * have run". */
+START_TEST(rt_error_guest_never_ran)
+{
+	/* An older destination's ERROR: code -5 (zigzag 9), message "x". */
+	static const uint8_t old[] = { 0x08, 0x09, 0x12, 0x01, 'x' };
+	Rdmig__Error m = RDMIG__ERROR__INIT, *mo;
+	ProtobufCMessage *out;
+	struct ctrl_hdr h;
+	int with, without;
+
+	m.code = -EIO;
+	m.message = "the postcopy_start callback failed: the VMM did not read its state";
+	m.guest_never_ran = 1;
+	ck_assert_int_eq(rt(CT_ERROR, &m.base, &out), 0);
+	mo = (Rdmig__Error *)out;
+	ck_assert(mo->guest_never_ran);
+	ck_assert_int_eq(mo->code, -EIO);
+	ctrl_msg_free(NULL, out);
+	with = ctrl_encode(CT_ERROR, 1, &m.base, frame, sizeof(frame), &e);
+	m.guest_never_ran = 0;
+	ck_assert_int_eq(rt(CT_ERROR, &m.base, &out), 0);
+	ck_assert(!((Rdmig__Error *)out)->guest_never_ran);
+	ctrl_msg_free(NULL, out);
+	/* False is not sent at all: the bytes are an older destination's. */
+	without = ctrl_encode(CT_ERROR, 1, &m.base, frame, sizeof(frame), &e);
+	ck_assert_int_eq(with - without, 2);
+	h = (struct ctrl_hdr){ .len = sizeof(old), .type = CT_ERROR, .credits = 1 };
+	ctrl_hdr_put(frame, &h);
+	memcpy(frame + CTRL_HDR_LEN, old, sizeof(old));
+	ck_assert_int_eq(ctrl_decode(frame, CTRL_HDR_LEN + sizeof(old), MSG_MAX, NULL, &h, &out,
+				     &e), 0);
+	mo = (Rdmig__Error *)out;
+	ck_assert_int_eq(mo->code, -5);
+	ck_assert_str_eq(mo->message, "x");
+	ck_assert(!mo->guest_never_ran);
+	ctrl_msg_free(NULL, out);
 }
 END_TEST
 
@@ -1805,6 +1847,7 @@ void codec_cases(Suite *s)
 	tcase_add_test(tc, state_ring_limits);
 	tcase_add_test(tc, rt_complete);
 	tcase_add_test(tc, rt_error);
+	tcase_add_test(tc, rt_error_guest_never_ran);
 	tcase_add_test(tc, rt_auth);
 	tcase_add_test(tc, unknown_fields_ignored);
 	tcase_add_test(tc, field_number_zero_rejected);

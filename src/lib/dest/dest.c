@@ -39,6 +39,9 @@ int rdmig_dest_create(struct rdmig_dest **out, const struct rdmig_config *cfg)
 		return -ENOMEM;
 	d->state_max = RDMIG_STATE_UNSAID; /* until the block map says */
 	rc = sess_init(&d->ss, cfg, "source");
+	/* Until the switch lets it run (dst_pc.c): a failure before then
+	 * tells the source its copy is still the guest. */
+	d->ss.guest_never_ran = true;
 	if (!rc)
 		rc = dst_state_init(d);
 	if (!d->ss.cfg.channels)

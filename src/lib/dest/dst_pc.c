@@ -165,14 +165,21 @@ static int tell_application(struct rdmig_dest *d)
 	struct cfg_cb_frame f;
 	int rc;
 
-	if (!d->ss.cfg.postcopy_start)
+	/* Without the callback the guest is this process's, free to run once
+	 * the status says post-copy; with it, once it returned 0: a callback
+	 * that failed did not start it (rdmig(3)), and the source, told so
+	 * in our ERROR, may resume its own copy. */
+	if (!d->ss.cfg.postcopy_start) {
+		d->ss.guest_never_ran = false;
 		return 0;
+	}
 	cfg_cb_enter(&f, &d->ss.cfg);
 	rc = d->ss.cfg.postcopy_start(d->ss.cfg.postcopy_ctx, msg, sizeof(msg));
 	cfg_cb_leave(&f);
 	if (rc)
 		return rd_err_set(&d->ss.err, rc < 0 ? rc : -EIO, "the postcopy_start callback "
 				  "failed: %s", msg[0] ? msg : "no reason given");
+	d->ss.guest_never_ran = false;
 	return 0;
 }
 

@@ -504,7 +504,7 @@ static int pause_link(struct rdmig_dest *d, int rc)
 		"migration (or it is cancelled)", d->ss.err.msg);
 	/* A resume that failed its own checks hears why. */
 	if (d->state == DST_PC_RESUMING && rc != -ECONNRESET && d->ss.ctrl_ready)
-		ctrl_send_error(&d->ss.ch, rc, d->ss.err.msg, 200);
+		ctrl_send_error(&d->ss.ch, rc, d->ss.err.msg, d->ss.guest_never_ran, 200);
 	unwatch(d);
 	chan_set_disconnect(d->chans);
 	/* The engine's READs on them come back flushed, whatever the CM

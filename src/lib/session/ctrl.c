@@ -276,7 +276,8 @@ static void flush_sends(struct ctrl *ch, int wait_ms)
 	}
 }
 
-void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms)
+void ctrl_send_error(struct ctrl *ch, int code, const char *message, bool guest_never_ran,
+		     int wait_ms)
 {
 	Rdmig__Error e = RDMIG__ERROR__INIT;
 	char buf[1024];
@@ -289,6 +290,7 @@ void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms
 	snprintf(buf, sizeof(buf), "%s", message);
 	e.code = code;
 	e.message = buf;
+	e.guest_never_ran = guest_never_ran;
 	/* Failure to tell the peer must not overwrite the error being reported
 	 * (the message itself may be that error's text). */
 	ch->err = &scratch;

@@ -89,8 +89,10 @@ uint32_t ctrl_room(const struct ctrl *ch);
 int ctrl_send(struct ctrl *ch, unsigned type, const ProtobufCMessage *msg);
 /* Best effort: an ERROR frame using the reserved credit when needed, given
  * up to @wait_ms to leave before the caller tears the connection down
- * (a disconnect would flush it unsent).  Other completions are dropped. */
-void ctrl_send_error(struct ctrl *ch, int code, const char *message, int wait_ms);
+ * (a disconnect would flush it unsent).  Other completions are dropped.
+ * @guest_never_ran: a destination's word that its guest has not run. */
+void ctrl_send_error(struct ctrl *ch, int code, const char *message, bool guest_never_ran,
+		     int wait_ms);
 /* Sends a CREDIT frame when enough buffers were re-posted (or @force and
  * any were) and no regular traffic will carry them soon. */
 int ctrl_return_credits(struct ctrl *ch, bool force);

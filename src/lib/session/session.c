@@ -157,7 +157,7 @@ int sess_fail(struct session *ss, int rc)
 		atomic_store(&ss->err_class, classify(ss, rc));
 	cfg_log(&ss->cfg, RDMIG_LOG_ERROR, "migration failed: %s", ss->err.msg);
 	if (ss->ctrl_ready)
-		ctrl_send_error(&ss->ch, rc, ss->err.msg, 200);
+		ctrl_send_error(&ss->ch, rc, ss->err.msg, ss->guest_never_ran, 200);
 	fab_disconnect(ss->conn);
 	return rc;
 }

@@ -40,6 +40,10 @@ struct session {
 	/* Where the failure came from, when the errno alone does not say:
 	 * the peer's ERROR or its reasoned refusal. */
 	bool peer_said;
+	/* A destination's: its guest has not run with this migration's
+	 * memory, said in the ERROR it sends (rdmig(7), ERROR).  Set at
+	 * creation, cleared once the guest may run; a source never sets it. */
+	bool guest_never_ran;
 	atomic_int err_class;       /* enum rdmig_error_class, once failed */
 };
 

@@ -64,6 +64,11 @@ int rdmig_source_error_class(const struct rdmig_source *s)
 	return s->state == SRC_FAILED ? sess_error_class(&s->ss, s->result) : RDMIG_ERROR_NONE;
 }
 
+int rdmig_source_guest_never_ran(const struct rdmig_source *s)
+{
+	return s && s->state == SRC_FAILED && s->pc.peer_never_ran;
+}
+
 int rdmig_source_fd(const struct rdmig_source *s)
 {
 	return s->ss.epfd;

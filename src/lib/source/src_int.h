@@ -251,6 +251,9 @@ struct src_pc {
 	int64_t next_try_ms;
 	unsigned pauses;
 	bool data_gone;
+	/* The destination's ERROR, on the connection it proved the key on,
+	 * said its guest never ran (rdmig_source_guest_never_ran()). */
+	bool peer_never_ran;
 };
 
 struct rdmig_source {

@@ -375,6 +375,19 @@ int src_pc_on_error(struct rdmig_source *s, const Rdmig__Error *e)
 			  why);
 }
 
+int src_pc_peer_error(struct rdmig_source *s, const Rdmig__Error *e)
+{
+	/* Resuming, it ends this try, not the migration; its guest ran
+	 * before the link broke, whatever it says now. */
+	if (s->state == SRC_PC_RESUMING)
+		return src_pc_on_error(s, e);
+	/* Before SRC_MAP the peer has not proved the key: its word would be
+	 * anyone's. */
+	if (e->guest_never_ran && s->state >= SRC_MAP && s->state != SRC_PC_PAUSED)
+		s->pc.peer_never_ran = true;
+	return sess_peer_error(&s->ss, e);
+}
+
 int src_pc_send_resume(struct rdmig_source *s)
 {
 	Rdmig__PostcopyResume q = RDMIG__POSTCOPY_RESUME__INIT;

@@ -49,6 +49,11 @@ int src_pc_msg(struct rdmig_source *s, const struct ctrl_hdr *h, ProtobufCMessag
 /* POSTCOPY_RECOVER: whether failing with @rc should pause the post-copy
  * instead (switched, neither a cancel nor the destination's own ERROR). */
 bool src_pc_may_pause(const struct rdmig_source *s, int rc);
+/* The destination's ERROR, in any state: resuming, src_pc_on_error();
+ * otherwise the peer's failure, and its word that its guest never ran is
+ * kept when the peer proved the key on this connection (from SRC_MAP on,
+ * see rdmig(7), THREAT MODEL). */
+int src_pc_peer_error(struct rdmig_source *s, const Rdmig__Error *e);
 /* SRC_PC_RESUMING: the destination's ERROR.  Whoever answers at the
  * destination's address gets this far, so before it proved the key the
  * ERROR is dropped with this connection; after, only its cancel is final.

@@ -94,9 +94,7 @@ static int handle_msg(struct rdmig_source *s, const struct ctrl_hdr *h, Protobuf
 	case CT_KEEPALIVE:
 		return 0;
 	case CT_ERROR:
-		/* Resuming, it ends this try, not the migration (src_pc.h). */
-		return s->state == SRC_PC_RESUMING ? src_pc_on_error(s, (const Rdmig__Error *)m) :
-		       sess_peer_error(&s->ss, (const Rdmig__Error *)m);
+		return src_pc_peer_error(s, (const Rdmig__Error *)m);
 	case CT_PIN_KEYS:
 		return src_on_pin_keys(s, (const Rdmig__PinKeys *)m);
 	case CT_AUTH_RESPONSE:
