@@ -220,6 +220,16 @@ static int on_postcopy(void *ctx, char *err, size_t errlen)
 	unsigned i;
 	int rc;
 
+	/* A VMM that cannot start its guest fails the callback before any
+	 * vCPU ran: the source is told its guest never ran and may resume
+	 * it (rdmig_source_guest_never_ran()).  RDMIG_EXAMPLE_REFUSE_START
+	 * plays that VMM. */
+	if (getenv("RDMIG_EXAMPLE_REFUSE_START")) {
+		snprintf(err, errlen, "the VMM refused to start its guest "
+			 "(RDMIG_EXAMPLE_REFUSE_START)");
+		return -EIO;
+	}
+
 	for (i = 0; i < v->nthreads; i++) {
 		struct vcpu *c = &v->cpu[i];
 

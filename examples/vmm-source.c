@@ -394,6 +394,11 @@ int main(int argc, char **argv)
 				  migrate(&v, argv[1], argv[2]);
 	if (rc) {
 		fprintf(stderr, "vmm-source: %s\n", v.s ? rdmig_source_error(v.s) : strerror(-rc));
+		/* After a switch the guest stays paused here unless the
+		 * destination said its own never ran: then it resumes here. */
+		if (v.postcopy && v.s && rdmig_source_guest_never_ran(v.s))
+			fprintf(stderr, "vmm-source: the destination's guest never ran: "
+				"the guest resumes here\n");
 		rdmig_source_destroy(v.s);
 		free(v.dirty);
 		return 1;

@@ -573,6 +573,44 @@ START_TEST(postcopy_link_cut_cancel)
 }
 END_TEST
 
+/* A destination VMM that cannot start its guest fails its postcopy_start
+ * callback: with recovery offered, that is no pause to wait out (the guest
+ * is whole on the source): the source fails at once and learns that the
+ * destination's guest never ran, so its own may resume. */
+START_TEST(postcopy_start_refused)
+{
+	char dir[256], port[32], bin_src[512], bin_dst[512];
+	struct tu_run src, dst;
+	int scode, dcode;
+
+	tu_tmpdir(dir, sizeof(dir));
+	tu_build_path("bin/vmm-source", bin_src, sizeof(bin_src));
+	tu_build_path("bin/vmm-dest", bin_dst, sizeof(bin_dst));
+	tu_run_spawn(&dst, dir, "dest", (char *[]){ "/usr/bin/env",
+		     "RDMIG_EXAMPLE_REFUSE_START=1", bin_dst, (char *)tu_addr(), "0", "--mib", "8",
+		     "--postcopy", "--recover", NULL });
+	if (tu_wait_line(dst.out, "listening ", port, sizeof(port), 20000)) {
+		tu_run_dump(&dst, "vmm-dest");
+		ck_abort_msg("vmm-dest did not start listening");
+	}
+	tu_run_spawn(&src, dir, "source", (char *[]){ bin_src, (char *)tu_addr(), port, "--mib",
+		     "8", "--postcopy", "--rounds", "0", NULL });
+	scode = tu_run_finish(&src, 60000);
+	dcode = tu_run_finish(&dst, 20000);
+	if (scode != 1 || dcode != 1 || !file_has(src.err, "guest never ran")) {
+		tu_run_dump(&src, "vmm-source");
+		tu_run_dump(&dst, "vmm-dest");
+	}
+	ck_assert_msg(scode == 1, "vmm-source exited %d", scode);
+	ck_assert_msg(dcode == 1, "vmm-dest exited %d", dcode);
+	ck_assert_msg(file_has(src.err, "refused to start its guest"), "the source was not told why");
+	ck_assert_msg(file_has(src.err, "the destination's guest never ran"),
+		      "the source was not told its guest may resume");
+	ck_assert(!file_has(src.err, "post-copy paused"));
+	tu_rmdir(dir);
+}
+END_TEST
+
 START_TEST(postcopy_link_cut)
 {
 	run_link_cut(false, 2);
@@ -602,4 +640,5 @@ void embed_postcopy_recover_cases(Suite *s)
 	tcase_add_test(tc, postcopy_link_cut);
 	tcase_add_test(tc, postcopy_link_cut_shared);
 	tcase_add_test(tc, postcopy_link_cut_cancel);
+	tcase_add_test(tc, postcopy_start_refused);
 }

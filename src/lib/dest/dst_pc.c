@@ -280,8 +280,11 @@ bool dst_pc_may_pause(struct rdmig_dest *d, int rc)
 	struct rd_err e;
 	int st;
 
+	/* A switch that failed before the guest ran (the postcopy_start
+	 * callback) is no pause: the guest is whole on the source, which
+	 * must hear that in our ERROR rather than wait to resume. */
 	if (!(d->ss.caps & PD_CAP_POSTCOPY_RECOVER) || !d->resume_l || !d->pc.eng ||
-	    rc == -ECANCELED || d->ss.peer_said)
+	    rc == -ECANCELED || d->ss.peer_said || d->ss.guest_never_ran)
 		return false;
 	if (d->state != DST_POSTCOPY && d->state != DST_PC_RESUMING)
 		return false;
