@@ -51,12 +51,14 @@ enum phase {
 	PH_CONNECT,     /* rdma_cm, authentication, the block map */
 	PH_PREPARED,    /* --defer: connected and admitted, waiting for start */
 	PH_ROUND,       /* a pre-copy round while the workload runs */
-	PH_CONVERGED,   /* the converged round while the workload still runs;
-			 * then the device-state end stops it itself (QEMU
-			 * pre-copies its own RAM, its bytes forwarded as they
-			 * come, then stops the guest) */
-	PH_STOPPING,    /* that round is done: waiting for the workload to stop,
-			 * with more rounds (PH_CONVERGED) if it takes a while */
+	PH_CONVERGED,   /* converged, a round while the workload still runs on
+			 * its way to the stop: before QEMU's migration for a
+			 * guest held to the most throttle, or while QEMU takes
+			 * longer than a round to stop the guest */
+	PH_STOPPING,    /* waiting for the device-state end to stop the workload
+			 * (QEMU pre-copies its own RAM, its bytes forwarded as
+			 * they come, then stops the guest), with rounds
+			 * (PH_CONVERGED) if it takes a while */
 	PH_LAST_ROUND,  /* the workload stopped: the last dirty pages */
 	PH_STATE,       /* the rest of the device state, to its end */
 	PH_COMPLETE,    /* COMPLETE went: waiting for the confirmation */

@@ -367,6 +367,12 @@ START_TEST(source_guest_never_ran_is_the_peers_word)
 	s->state = SRC_PC_RESUMING;
 	ck_assert_int_eq(src_pc_peer_error(s, &e), -ECONNABORTED);
 	ck_assert(!s->pc.peer_never_ran);
+	/* Nor on the connection a resume brought back (whoever answered it). */
+	s->state = SRC_POSTCOPY;
+	s->pc.pauses = 1;
+	ck_assert_int_eq(src_pc_peer_error(s, &e), -EIO);
+	ck_assert(!s->pc.peer_never_ran);
+	s->pc.pauses = 0;
 	/* The switch under way, an older destination's ERROR. */
 	s->state = SRC_PC_SWITCH;
 	e.guest_never_ran = 0;

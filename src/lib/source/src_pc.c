@@ -383,7 +383,11 @@ int src_pc_peer_error(struct rdmig_source *s, const Rdmig__Error *e)
 		return src_pc_on_error(s, e);
 	/* Before SRC_MAP the peer has not proved the key: its word would be
 	 * anyone's. */
-	if (e->guest_never_ran && s->state >= SRC_MAP && s->state != SRC_PC_PAUSED)
+	/* Nor after a pause: a resumed connection's guest ran before it,
+	 * and whoever answered the resume has not said otherwise in a way
+	 * the docs let it. */
+	if (e->guest_never_ran && s->state >= SRC_MAP && s->state != SRC_PC_PAUSED &&
+	    !s->pc.pauses)
 		s->pc.peer_never_ran = true;
 	return sess_peer_error(&s->ss, e);
 }
